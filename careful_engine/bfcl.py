@@ -1,0 +1,367 @@
+"""The only module that reads bfcl-eval: dataset, references, docs, simulators, handler registry.
+
+Everything is read from the installed, pinned package; nothing is copied into this repository.
+bfcl-eval's ``constants.eval_config`` creates directories under ``BFCL_PROJECT_ROOT`` (by default
+inside site-packages) when imported, so a private scratch root is set before any import of it.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+BFCL_VERSION = "2026.3.23"
+CATEGORIES = (
+    "multi_turn_base",
+    "multi_turn_miss_func",
+    "multi_turn_miss_param",
+    "multi_turn_long_context",
+)
+SHORT_NAMES = {
+    "multi_turn_base": "base",
+    "multi_turn_miss_func": "miss_func",
+    "multi_turn_miss_param": "miss_param",
+    "multi_turn_long_context": "long_context",
+}
+MAXIMUM_STEP_LIMIT = 20  # bfcl_eval/constants/default_prompts.py:1
+
+
+def _scratch_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    root = Path(base) / "careful" / "bfcl_project_root"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        root = Path(tempfile.mkdtemp(prefix="careful_bfcl_"))
+    return root
+
+
+os.environ.setdefault("BFCL_PROJECT_ROOT", str(_scratch_root()))
+
+import bfcl_eval  # noqa: E402  (no side effects: the package __init__ is empty)
+
+PACKAGE_DIR = Path(bfcl_eval.__file__).resolve().parent
+DATA_DIR = PACKAGE_DIR / "data"
+FUNC_DOC_DIR = DATA_DIR / "multi_turn_func_doc"
+ANSWER_DIR = DATA_DIR / "possible_answer"
+SIM_PACKAGE = "bfcl_eval.eval_checker.multi_turn_eval.func_source_code"
+
+# bfcl_eval/constants/executable_backend_config.py, read at import (standard library only)
+from bfcl_eval.constants.executable_backend_config import (  # noqa: E402
+    CLASS_FILE_PATH_MAPPING,
+    MULTI_TURN_FUNC_DOC_FILE_MAPPING,
+    STATELESS_CLASSES,
+)
+
+CLASSES = (
+    "GorillaFileSystem",
+    "MathAPI",
+    "MessageAPI",
+    "TwitterAPI",
+    "TicketAPI",
+    "TradingBot",
+    "TravelAPI",
+    "VehicleControlAPI",
+)
+
+
+def installed_version() -> str:
+    from importlib.metadata import version
+
+    return version("bfcl_eval")
+
+
+def category_of(entry_id: str) -> str:
+    """BFCL's category of an entry id (``multi_turn_base_12`` -> ``multi_turn_base``)."""
+    return entry_id.split(":")[0].rsplit("_", 1)[0]
+
+
+def is_long_context(category: str) -> bool:
+    """BFCL's own test (multi_turn_checker.py:48-50): substring match on the category."""
+    return "long_context" in category or "composite" in category
+
+
+def sort_key(entry_id: str) -> tuple[str, int]:
+    """The order bfcl evaluate processes a file in (utils.sort_key for multi-turn ids)."""
+    cat, _, idx = entry_id.split(":")[0].rpartition("_")
+    idx = idx.split("-")[0]
+    return (cat, int(idx) if idx.isdigit() else -1)
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@cache
+def func_docs(class_name: str) -> tuple[dict, ...]:
+    """The function docs of one simulator class, in file order."""
+    return tuple(_read_jsonl(FUNC_DOC_DIR / MULTI_TURN_FUNC_DOC_FILE_MAPPING[class_name]))
+
+
+@cache
+def all_func_docs() -> dict[str, dict]:
+    """name -> doc for the 128 multi-turn functions."""
+    return {d["name"]: d for c in CLASSES for d in func_docs(c)}
+
+
+@cache
+def function_class() -> dict[str, str]:
+    """name -> simulator class for the 128 functions."""
+    return {d["name"]: c for c in CLASSES for d in func_docs(c)}
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One multi-turn test entry with its reference trajectory."""
+
+    id: str
+    category: str
+    question: list  # list[turn][message]
+    initial_config: dict
+    involved_classes: tuple[str, ...]
+    ground_truth: list  # list[turn][call string]
+    missed_function: dict  # {turn index (str): [function names]}, miss_func only
+    raw: dict
+
+    @property
+    def long_context(self) -> bool:
+        return is_long_context(self.category)
+
+    def functions(self) -> list[dict]:
+        """The docs shown at the start, missed functions held out (utils.py:772-801)."""
+        held = {n for names in self.missed_function.values() for n in names}
+        return [
+            copy.deepcopy(d)
+            for c in self.involved_classes
+            for d in func_docs(c)
+            if d["name"] not in held
+        ]
+
+    def held_out_docs(self, turn: int) -> list[dict]:
+        names = self.missed_function.get(str(turn), [])
+        docs = all_func_docs()
+        return [copy.deepcopy(docs[n]) for n in names if n in docs]
+
+
+@cache
+def _load_category(category: str) -> tuple[Conversation, ...]:
+    if category not in CATEGORIES:
+        raise KeyError(f"unknown category {category!r}; expected one of {', '.join(CATEGORIES)}")
+    questions = _read_jsonl(DATA_DIR / f"BFCL_v4_{category}.json")
+    answers = _read_jsonl(ANSWER_DIR / f"BFCL_v4_{category}.json")
+    assert len(questions) == len(answers)
+    out = []
+    # bfcl aligns prompt and ground truth by index (eval_runner._subset_entries_by_model_ids)
+    for q, a in zip(questions, answers, strict=True):
+        out.append(
+            Conversation(
+                id=q["id"],
+                category=category,
+                question=q["question"],
+                initial_config=q["initial_config"],
+                involved_classes=tuple(q["involved_classes"]),
+                ground_truth=a["ground_truth"],
+                missed_function=q.get("missed_function", {}),
+                raw=q,
+            )
+        )
+    return tuple(out)
+
+
+def conversations(category: str) -> tuple[Conversation, ...]:
+    """The 200 conversations of one category, in dataset order."""
+    return _load_category(category)
+
+
+@cache
+def conversation_index() -> dict[str, Conversation]:
+    return {c.id: c for cat in CATEGORIES for c in _load_category(cat)}
+
+
+def conversation(entry_id: str) -> Conversation:
+    try:
+        return conversation_index()[entry_id]
+    except KeyError:
+        raise KeyError(f"no multi-turn conversation with id {entry_id!r}") from None
+
+
+# ---------------------------------------------------------------- simulators
+
+
+@cache
+def simulator_class(class_name: str) -> type:
+    module = importlib.import_module(CLASS_FILE_PATH_MAPPING[class_name])
+    return getattr(module, class_name)
+
+
+@cache
+def public_methods(class_name: str) -> frozenset[str]:
+    """Public method names, as the executor maps them (inspect.getmembers, no leading '_')."""
+    instance = simulator_class(class_name)()
+    return frozenset(
+        n for n, _ in inspect.getmembers(instance, predicate=inspect.ismethod)
+        if not n.startswith("_")
+    )
+
+
+def is_stateless(class_name: str) -> bool:
+    return class_name in STATELESS_CLASSES
+
+
+@cache
+def _pristine_long_context() -> dict[str, Any]:
+    """A private, never-mutated copy of func_source_code/long_context.py's data."""
+    path = Path(importlib.util.find_spec(f"{SIM_PACKAGE}.long_context").origin)
+    spec = importlib.util.spec_from_file_location("_careful_pristine_long_context", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return {k: v for k, v in vars(module).items() if k.isupper()}
+
+
+def pristine_travel_extensions() -> tuple[dict, dict]:
+    """Fresh deep copies of TravelAPI's long-context credit cards and booking records."""
+    data = _pristine_long_context()
+    return (
+        copy.deepcopy(data["CREDIT_CARD_EXTENSION"]),
+        copy.deepcopy(data["BOOKING_RECORD_EXTENSION"]),
+    )
+
+
+def travel_module():
+    return importlib.import_module(CLASS_FILE_PATH_MAPPING["TravelAPI"])
+
+
+def reset_bfcl_travel_extensions() -> None:
+    """Restore bfcl-eval's own module-level TravelAPI extensions to pristine values.
+
+    Used by tests and benchmarks before running bfcl-eval's executor, so that its
+    process-global state starts as in a fresh ``bfcl evaluate`` process.
+    """
+    mod = travel_module()
+    cards, bookings = pristine_travel_extensions()
+    mod.CREDIT_CARD_EXTENSION.clear()
+    mod.CREDIT_CARD_EXTENSION.update(cards)
+    mod.BOOKING_RECORD_EXTENSION.clear()
+    mod.BOOKING_RECORD_EXTENSION.update(bookings)
+
+
+# ---------------------------------------------------------------- handler registry
+
+_MODEL_CONFIG = "bfcl_eval.constants.model_config"
+
+
+@dataclass(frozen=True)
+class RegistryEntry:
+    key: str
+    model_name: str
+    handler_module: str
+    handler_class: str
+    is_fc_model: bool
+    underscore_to_dot: bool
+
+
+@cache
+def registry() -> dict[str, RegistryEntry]:
+    """bfcl's MODEL_CONFIG_MAPPING, read from model_config.py's source without importing it.
+
+    Importing model_config imports every handler and every vendor SDK (seconds, and packages
+    this project does not install); only the handler a run needs is imported, on demand.
+    """
+    path = Path(importlib.util.find_spec(_MODEL_CONFIG).origin)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported: dict[str, str] = {}
+    maps: dict[str, RegistryEntry] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                imported[alias.asname or alias.name] = node.module
+        elif (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Dict)
+            and any(isinstance(t, ast.Name) and t.id.endswith("_model_map") for t in node.targets)
+        ):
+            for k, v in zip(node.value.keys, node.value.values, strict=True):
+                if not (isinstance(k, ast.Constant) and isinstance(v, ast.Call)):
+                    continue
+                kw = {a.arg: a.value for a in v.keywords}
+                handler = kw["model_handler"]
+                assert isinstance(handler, ast.Name)
+                lit = {
+                    name: ast.literal_eval(kw[name])
+                    for name in ("model_name", "is_fc_model", "underscore_to_dot")
+                    if name in kw
+                }
+                maps[k.value] = RegistryEntry(
+                    key=k.value,
+                    model_name=lit["model_name"],
+                    handler_module=imported[handler.id],
+                    handler_class=handler.id,
+                    is_fc_model=lit.get("is_fc_model", True),
+                    underscore_to_dot=lit.get("underscore_to_dot", False),
+                )
+    return maps
+
+
+def registry_key_for_dir(dir_name: str) -> str:
+    """bfcl evaluate's mapping of a result folder name to a registry key (eval_runner.py:782)."""
+    return dir_name.replace("_", "/")
+
+
+class UnknownModel(KeyError):
+    pass
+
+
+@cache
+def handler(key: str):
+    """A bfcl handler built as ``eval_runner.get_handler`` builds it (temperature 0)."""
+    reg = registry()
+    if key not in reg:
+        close = [k for k in reg if k.lower().replace("-fc", "") == key.lower().replace("-fc", "")]
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise UnknownModel(
+            f"{key!r} is not in bfcl-eval {BFCL_VERSION}'s model registry.{hint} "
+            "Name a registered model whose decoder to use with --decoder."
+        )
+    entry = reg[key]
+    try:
+        module = importlib.import_module(entry.handler_module)
+    except ModuleNotFoundError as e:
+        raise RuntimeError(
+            f"the decoder of {key!r} ({entry.handler_class}) needs the package {e.name!r}, "
+            f"which this lean install does not include: pip install {e.name}"
+        ) from e
+    cls = getattr(module, entry.handler_class)
+    saved = os.environ.get("OPENAI_API_KEY")
+    # OpenAI handlers build a client in __init__ and refuse to without a key; decoding needs none.
+    os.environ.setdefault("OPENAI_API_KEY", "careful-decode-only")
+    try:
+        return cls(
+            model_name=entry.model_name,
+            temperature=0,
+            registry_name=key,
+            is_fc_model=entry.is_fc_model,
+        )
+    finally:
+        if saved is None:
+            os.environ.pop("OPENAI_API_KEY", None)
+
+
+def instance_name(prefix: str, entry_id: str, class_name: str) -> str:
+    """The global name bfcl's executor gives an instance (multi_turn_utils.py:24-36).
+
+    ``prefix`` is the model name as the executor sees it: the checker runs the model side
+    under ``<model>_eval`` and the reference side under ``<model>_ground_truth_eval``.
+    """
+    return re.sub(r"[-./:]", "_", f"{prefix}_{entry_id}_{class_name}_instance")

@@ -1,0 +1,162 @@
+"""Call strings parsed with ``ast`` into calls of literal values; nothing is ever evaluated.
+
+bfcl-eval's executor rewrites a call string (prefixing every ``name(`` that is a public method
+with an instance name, string literals included) and passes it to ``eval``. This module keeps
+the rewrite, so that string arguments hold exactly what bfcl would store, but accepts only one
+shape afterwards: a single call ``method(...)`` or ``<instance>.method(...)`` whose arguments are
+literals (strings, numbers, booleans, None, and tuples, lists, sets and dicts of them).
+Anything else is a :class:`ParseFailure`, recorded and never executed.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# bfcl_eval/eval_checker/multi_turn_eval/multi_turn_utils.py:138
+_CALL_NAME = re.compile(r"\b([a-zA-Z_]\w*)\s*(?=\()")
+# multi_turn_utils.py:80: names refused before eval
+BLOCKED_NAMES = frozenset({"kill", "exit", "quit", "remove", "unlink", "popen", "Popen", "run"})
+MAX_CALL_LENGTH = 1_000_000
+
+
+@dataclass(frozen=True)
+class Call:
+    """A parsed call: function name, literal positional and keyword arguments."""
+
+    name: str
+    args: tuple = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    text: str = ""
+
+    def signature(self) -> str:
+        """A canonical, hashable rendering of name and arguments (for duplicate detection)."""
+        parts = [repr(a) for a in self.args]
+        parts += [f"{k}={v!r}" for k, v in sorted(self.kwargs.items())]
+        return f"{self.name}({', '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class ParseFailure:
+    """A call string that was refused; ``result`` is the string recorded as its result."""
+
+    text: str
+    reason: str
+    name: str | None = None
+
+    @property
+    def result(self) -> str:
+        return f"Error during execution: {self.reason}"
+
+
+def rewrite(text: str, mapping: Mapping[str, str]) -> str:
+    """bfcl's ``_process_method_calls``: prefix mapped ``name(`` with ``<instance>.``."""
+
+    def repl(m: re.Match) -> str:
+        name = m.group(1)
+        inst = mapping.get(name)
+        return f"{inst}.{name}" if inst is not None else name
+
+    return _CALL_NAME.sub(repl, text)
+
+
+def blocked_name(rewritten: str) -> str | None:
+    """bfcl's name blocklist check, reproduced with string operations only."""
+    head = rewritten.split("(")[0] if "(" in rewritten else rewritten
+    if "." in head:
+        head = head.split(".")[1]
+    return head if head in BLOCKED_NAMES else None
+
+
+def _literal(node: ast.AST) -> Any:
+    """ast.literal_eval's node walk, without complex numbers, bytes or arithmetic."""
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, (str, int, float, bool)) or node.value is None:
+            return node.value
+        raise ValueError(f"unsupported constant {type(node.value).__name__}")
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        operand = node.operand
+        if isinstance(operand, ast.Constant) and type(operand.value) in (int, float):
+            return -operand.value if isinstance(node.op, ast.USub) else +operand.value
+        raise ValueError("unary sign on a non-number")
+    if isinstance(node, ast.Tuple):
+        return tuple(_literal(e) for e in node.elts)
+    if isinstance(node, ast.List):
+        return [_literal(e) for e in node.elts]
+    if isinstance(node, ast.Set):
+        return {_literal(e) for e in node.elts}
+    if isinstance(node, ast.Dict):
+        if any(k is None for k in node.keys):
+            raise ValueError("dict unpacking")
+        return {_literal(k): _literal(v) for k, v in zip(node.keys, node.values, strict=True)}
+    raise ValueError(f"{type(node).__name__} is not a literal")
+
+
+def parse_call(
+    text: str,
+    mapping: Mapping[str, str] | None = None,
+    methods: frozenset[str] | None = None,
+) -> Call | ParseFailure:
+    """Parse one call string.
+
+    ``mapping`` (method name -> instance name) applies bfcl's rewrite first; a call is then
+    accepted as ``<instance>.method(...)`` for a mapped method, or ``name(...)`` which will
+    resolve to nothing. ``methods`` restricts accepted names when no mapping is given.
+    """
+    if not isinstance(text, str):
+        return ParseFailure(repr(text), f"call is a {type(text).__name__}, not a string")
+    if len(text) > MAX_CALL_LENGTH:
+        return ParseFailure(text[:200], "call string too long")
+    source = rewrite(text, mapping) if mapping else text
+    blocked = blocked_name(source)
+    if blocked is not None:
+        return ParseFailure(text, f"Function call {blocked} is not allowed.", blocked)
+    try:
+        # eval() strips leading and trailing spaces and tabs from a string expression
+        tree = ast.parse(source.strip(" \t"), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as e:
+        msg = e.msg if isinstance(e, SyntaxError) else str(e)
+        return ParseFailure(text, f"invalid syntax ({msg})")
+    node = tree.body
+    if not isinstance(node, ast.Call):
+        return ParseFailure(text, "not a function call")
+    func = node.func
+    instances = set(mapping.values()) if mapping else set()
+    if isinstance(func, ast.Name):
+        name = func.id
+        if mapping and name not in mapping:
+            # bfcl would eval this and raise NameError; the message is kept identical
+            return ParseFailure(text, f"name '{name}' is not defined", name)
+    elif (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id in instances
+        and mapping.get(func.attr) == func.value.id
+    ):
+        name = func.attr
+    else:
+        return ParseFailure(text, "only a plain call of a simulator function is executed")
+    if name.startswith("_"):
+        return ParseFailure(text, f"private name '{name}' is never called", name)
+    if methods is not None and name not in methods:
+        return ParseFailure(text, f"name '{name}' is not defined", name)
+    try:
+        args = tuple(_literal(a) for a in node.args)
+        kwargs: dict[str, Any] = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise ValueError("keyword unpacking")
+            if kw.arg in kwargs:
+                return ParseFailure(text, f"keyword argument repeated: {kw.arg}", name)
+            kwargs[kw.arg] = _literal(kw.value)
+    except (ValueError, TypeError, RecursionError) as e:
+        return ParseFailure(text, f"argument is not a literal ({e})", name)
+    return Call(name=name, args=args, kwargs=kwargs, text=text)
+
+
+def format_call(name: str, kwargs: Mapping[str, Any]) -> str:
+    """Render a call as bfcl's FC decoders do: ``name(k=repr(v),...)``."""
+    return f"{name}({','.join(f'{k}={v!r}' for k, v in kwargs.items())})"

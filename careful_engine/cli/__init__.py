@@ -1,0 +1,40 @@
+"""The ``careful`` command line: a thin typer front end over careful_engine.
+
+Each command group lives in its own module and registers itself on :data:`app`; this module
+only assembles them.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+app = typer.Typer(
+    name="careful",
+    help=(
+        "CAREFUL-Bench: effect-aware, judge-free re-scoring of BFCL multi-turn runs.\n\n"
+        "Start with `careful demo` (writes the reference run and scores it), then "
+        "`careful score RUN_DIR` on any bfcl result folder."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+
+# Modules that define commands on `app` (import order is the order in --help).
+COMMAND_MODULES = ("score", "annotation")
+
+
+def _load() -> None:
+    for name in COMMAND_MODULES:
+        try:
+            importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+
+
+def main() -> None:
+    _load()
+    app()

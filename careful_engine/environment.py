@@ -1,0 +1,199 @@
+"""An environment owns the simulator instances of one side of one conversation.
+
+It loads the scenario as bfcl's executor does (``multi_turn_utils.py:13-100``): one instance per
+involved class, ``_load_scenario(deepcopy(initial_config[class]), long_context=...)`` except for
+stateless classes, and serialises results as bfcl does (str as is, dict through ``json.dumps``
+with a ``str`` fallback, anything else through ``str``; exceptions as
+``"Error during execution: <message>"``). Calls are parsed by :mod:`careful_engine.calls` and
+dispatched by name to a bound method of an instance this environment owns; no string is
+evaluated.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import bfcl
+from .calls import Call, ParseFailure, parse_call
+from .state import snapshot_instance
+
+
+class TravelExtensions:
+    """TravelAPI's long-context credit cards and booking records, shared as bfcl shares them.
+
+    bfcl quirk (travel_booking.py ``_add_credit_cards`` / ``_add_booking_records``): the
+    long-context extension dicts are merged into every TravelAPI instance by reference, not
+    copied. A booking charged to an extension card on the model side therefore changes the
+    same card on the reference side, and on every later conversation evaluated in the same
+    process. bfcl evaluate processes a file in id order and stops executing a conversation at
+    its first failing turn. A pool object stands for bfcl's module-level dicts: environments
+    built with the same pool share card and booking dicts exactly as bfcl's instances do.
+    """
+
+    def __init__(self, cards: dict | None = None, bookings: dict | None = None) -> None:
+        if cards is None or bookings is None:
+            cards, bookings = bfcl.pristine_travel_extensions()
+        self.cards = cards
+        self.bookings = bookings
+
+    def copy(self) -> TravelExtensions:
+        return TravelExtensions(copy.deepcopy(self.cards), copy.deepcopy(self.bookings))
+
+    def assign(self, other: TravelExtensions) -> None:
+        """Become a copy of ``other`` (used to carry state to the next conversation)."""
+        self.cards = copy.deepcopy(other.cards)
+        self.bookings = copy.deepcopy(other.bookings)
+
+
+def serialise(result: Any) -> str:
+    """bfcl's serialisation of a call result (multi_turn_utils.py:85-94)."""
+    if type(result) is str:
+        return result
+    if type(result) is dict:
+        try:
+            return json.dumps(result)
+        except Exception:
+            return str(result)
+    return str(result)
+
+
+def call_succeeded(name: str | None, raw: Any, raised: bool) -> bool:
+    """The paper's success: it did not raise, return an error field or a false status flag.
+
+    Status flags are ``*_status`` / ``status`` / ``success`` keys holding ``False``; the
+    ``*_get_login_status`` queries report a status rather than fail, so they are exempt.
+    """
+    if raised:
+        return False
+    if isinstance(raw, dict):
+        if "error" in raw:
+            return False
+        if name and name.endswith("get_login_status"):
+            return True
+        for key, value in raw.items():
+            if value is False and (key.endswith("_status") or key in ("status", "success")):
+                return False
+        return True
+    if isinstance(raw, list) and raw and isinstance(raw[0], str) and raw[0].startswith("Error"):
+        return False
+    if isinstance(raw, str) and raw.startswith("Error"):
+        return False
+    return True
+
+
+@dataclass
+class Execution:
+    """The outcome of one call string in an environment."""
+
+    text: str
+    call: Call | ParseFailure
+    result: str
+    success: bool
+    class_name: str | None
+    state_after: dict[str, dict] = field(repr=False, default_factory=dict)
+
+    @property
+    def name(self) -> str | None:
+        return self.call.name
+
+    @property
+    def parsed(self) -> bool:
+        return isinstance(self.call, Call)
+
+
+class Environment:
+    """The simulator instances of one conversation side, with a state snapshot per call."""
+
+    def __init__(
+        self,
+        initial_config: dict,
+        involved_classes: tuple[str, ...] | list[str],
+        *,
+        long_context: bool = False,
+        name_prefix: str = "careful",
+        entry_id: str = "entry",
+        extensions: TravelExtensions | None = None,
+        snapshots: bool = True,
+    ) -> None:
+        self.involved_classes = tuple(involved_classes)
+        self.long_context = long_context
+        self.snapshots = snapshots
+        self.instances: dict[str, Any] = {}
+        self.mapping: dict[str, str] = {}  # method -> instance name (bfcl's naming)
+        self._by_instance_name: dict[str, str] = {}
+        self._method_class: dict[str, str] = {}
+        for class_name in self.involved_classes:
+            self.instances[class_name] = self._create(class_name, initial_config, extensions)
+            inst_name = bfcl.instance_name(name_prefix, entry_id, class_name)
+            self._by_instance_name[inst_name] = class_name
+            for method in bfcl.public_methods(class_name):
+                self.mapping[method] = inst_name
+                self._method_class[method] = class_name
+        self.state: dict[str, dict] = (
+            {c: snapshot_instance(i) for c, i in self.instances.items()} if snapshots else {}
+        )
+        self.initial_state = self.state
+
+    @classmethod
+    def for_conversation(
+        cls, conv: bfcl.Conversation, side: str = "model", model_name: str = "careful", **kw: Any
+    ) -> Environment:
+        prefix = f"{model_name}_ground_truth_eval" if side == "reference" else f"{model_name}_eval"
+        return cls(
+            conv.initial_config,
+            conv.involved_classes,
+            long_context=conv.long_context,
+            name_prefix=prefix,
+            entry_id=conv.id,
+            **kw,
+        )
+
+    def _create(self, class_name: str, initial_config: dict, ext: TravelExtensions | None) -> Any:
+        instance = bfcl.simulator_class(class_name)()
+        if bfcl.is_stateless(class_name):
+            return instance
+        config = copy.deepcopy(initial_config.get(class_name, {}))
+        if class_name == "TravelAPI" and self.long_context and ext is not None:
+            module = bfcl.travel_module()
+            saved = module.CREDIT_CARD_EXTENSION, module.BOOKING_RECORD_EXTENSION
+            module.CREDIT_CARD_EXTENSION, module.BOOKING_RECORD_EXTENSION = ext.cards, ext.bookings
+            try:
+                instance._load_scenario(config, long_context=True)
+            finally:
+                module.CREDIT_CARD_EXTENSION, module.BOOKING_RECORD_EXTENSION = saved
+        else:
+            instance._load_scenario(config, long_context=self.long_context)
+        return instance
+
+    def execute(self, text: str) -> Execution:
+        """Parse and run one call string; record result, success and the state after it."""
+        call = parse_call(text, self.mapping)
+        if isinstance(call, ParseFailure):
+            return Execution(text, call, call.result, False, None, self.state)
+        class_name = self._method_class[call.name]
+        method = getattr(self.instances[class_name], call.name)
+        raised = False
+        try:
+            raw = method(*call.args, **call.kwargs)
+            result = serialise(raw)
+        except Exception as e:  # the simulators raise on bad input; bfcl records the message
+            raw, raised = None, True
+            result = f"Error during execution: {e}"
+        if self.snapshots:
+            state = dict(self.state)
+            state[class_name] = snapshot_instance(self.instances[class_name])
+            self.state = state
+        return Execution(
+            text, call, result, call_succeeded(call.name, raw, raised), class_name, self.state
+        )
+
+    def execute_all(self, texts: list[str]) -> list[Execution]:
+        return [self.execute(t) for t in texts]
+
+    def refresh_state(self) -> dict[str, dict]:
+        """Re-snapshot every instance (after changes made through shared objects)."""
+        self.state = {c: snapshot_instance(i) for c, i in self.instances.items()}
+        return self.state
