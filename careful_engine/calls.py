@@ -127,8 +127,10 @@ def parse_call(
     instances = set(mapping.values()) if mapping else set()
     if isinstance(func, ast.Name):
         name = func.id
-        if mapping and name not in mapping:
-            # bfcl would eval this and raise NameError; the message is kept identical
+        if mapping:
+            # The rewrite prefixes every mapped ``name(``; a bare name left over (unmapped, or
+            # a mapped one the regex missed: ``(cd)(...)``, ``cd\\<newline>(...)``, an NFKC
+            # spelling such as fullwidth ``ｃｄ(...)``) is a NameError in bfcl's eval, message kept
             return ParseFailure(text, f"name '{name}' is not defined", name)
     elif (
         isinstance(func, ast.Attribute)

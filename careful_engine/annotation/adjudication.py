@@ -1,0 +1,229 @@
+"""Adjudication: from labels (and manual decisions) to a destructive boundary.
+
+Policies:
+
+- ``any``: destructive if any annotator says so (the paper's final rule);
+- ``majority``: destructive if more than half say so; a tie follows ``tie``: ``yes``, ``no``,
+  or ``error`` (the default, which names the tied functions);
+- ``unanimous``: destructive only if every annotator says so;
+- ``annotator:NAME``: one annotator's labels.
+
+Only labels present count (an annotator who has not labelled a function abstains on it).
+Manual decisions are applied on top, the latest per function winning; they are kept apart
+from the labels, which they never change. The result is written with
+:class:`careful_engine.boundary.Boundary`, the format the scorer's ``--boundary`` reads.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..boundary import Boundary, boundary_dir
+from .errors import AnnotationError
+
+if TYPE_CHECKING:
+    from .signals import FunctionInput
+    from .store import Decision, Label, Round
+
+POLICIES = ("any", "majority", "unanimous", "annotator:NAME")
+TIES = ("yes", "no", "error")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    function: str
+    destructive: bool
+    yes: tuple[str, ...]
+    no: tuple[str, ...]
+    by: str  # "policy", "tie", or "decision"
+    reason: str  # for the boundary file (empty when not destructive by policy)
+
+
+@dataclass(frozen=True)
+class Adjudication:
+    round: str
+    policy: str
+    annotators: tuple[str, ...]
+    outcomes: dict[str, Outcome]
+    params: dict = field(default_factory=dict)
+    decisions: tuple[Decision, ...] = ()
+
+    @property
+    def destructive(self) -> dict[str, str]:
+        """function -> reason, for the functions adjudicated destructive."""
+        return {f: o.reason for f, o in self.outcomes.items() if o.destructive}
+
+    @property
+    def ties(self) -> list[str]:
+        return [f for f, o in self.outcomes.items() if o.by == "tie"]
+
+
+def parse_policy(policy: str) -> tuple[str, str | None]:
+    """(``any`` | ``majority`` | ``unanimous`` | ``annotator``, annotator name or None)."""
+    kind, _, who = policy.partition(":")
+    if kind in ("any", "majority", "unanimous") and not who:
+        return kind, None
+    if kind == "annotator" and who:
+        return kind, who
+    raise AnnotationError(f"unknown policy {policy!r}; expected one of {', '.join(POLICIES)}")
+
+
+def adjudicate(
+    labels: Mapping[str, Mapping[str, Label]],
+    functions: Sequence[FunctionInput],
+    policy: str = "any",
+    *,
+    tie: str = "error",
+    decisions: Iterable[Decision] = (),
+    round_name: str = "",
+) -> Adjudication:
+    """Apply ``policy`` to annotator -> function -> label, then the manual ``decisions``."""
+    kind, only = parse_policy(policy)
+    if tie not in TIES:
+        raise AnnotationError(f"tie rule must be one of {', '.join(TIES)}, not {tie!r}")
+    if not labels:
+        raise AnnotationError("no annotators to adjudicate")
+    if only is not None and only not in labels:
+        raise AnnotationError(f"{only!r} is not an annotator here ({', '.join(labels)})")
+    voters = [only] if only else list(labels)
+    latest: dict[str, Decision] = {}
+    decisions = tuple(decisions)
+    for d in decisions:
+        latest[d.function] = d
+
+    outcomes: dict[str, Outcome] = {}
+    ties: list[str] = []
+    unlabelled: list[str] = []
+    for fn in functions:
+        f = fn.name
+        yes = tuple(a for a in voters if f in labels[a] and labels[a][f].destructive)
+        no = tuple(a for a in voters if f in labels[a] and not labels[a][f].destructive)
+        n = len(yes) + len(no)
+        by = "policy"
+        if f in latest:
+            d = latest[f]
+            reason = f"{d.reason} (manual decision by {d.author})" if d.destructive else ""
+            outcomes[f] = Outcome(f, d.destructive, yes, no, "decision", reason)
+            continue
+        if n == 0:
+            unlabelled.append(f)
+            continue
+        if kind in ("any", "annotator"):
+            destructive = bool(yes)
+        elif kind == "unanimous":
+            destructive = len(yes) == n
+        elif 2 * len(yes) == n:
+            ties.append(f)
+            by = "tie"
+            destructive = tie == "yes"
+        else:
+            destructive = 2 * len(yes) > n
+        reason = ""
+        if destructive:
+            said = "; ".join(f"{a}: {labels[a][f].reason}" for a in yes)
+            rule = f"{policy}, tie -> yes" if by == "tie" else policy
+            reason = f"{said} [{len(yes)} of {n} ({', '.join(yes)}); {rule}]"
+        outcomes[f] = Outcome(f, destructive, yes, no, by, reason)
+    if unlabelled:
+        raise AnnotationError(
+            f"no label for {', '.join(unlabelled)}: record a decision or add the labels"
+        )
+    if ties and tie == "error":
+        raise AnnotationError(
+            f"majority is tied on {', '.join(ties)}: choose a tie rule (yes or no) "
+            "or record decisions for them"
+        )
+    params = {"tie": tie if kind == "majority" else None, "annotators": voters,
+              "decisions": len(latest)}
+    return Adjudication(round_name, policy, tuple(voters), outcomes, params, decisions)
+
+
+_RULES = {
+    "any": "destructive if any annotator judged it so",
+    "majority": "destructive if more than half of the annotators judged it so",
+    "unanimous": "destructive only if every annotator judged it so",
+    "annotator": "one annotator's labels",
+}
+
+
+def describe(result: Adjudication, round_: Round | None = None) -> str:
+    kind, only = parse_policy(result.policy)
+    text = f"Annotators {', '.join(result.annotators)}"
+    if round_ is not None:
+        text = (f"Round {round_.name} ({'blind' if round_.blind else 'not blind'}; declarations "
+                f"sha256 {round_.declarations_sha256[:12]}): " + text.lower()[0] + text[1:])
+    text += f"; adjudicated '{result.policy}': {_RULES[kind]}"
+    if only:
+        text += f" ({only})"
+    if kind == "majority":
+        text += f", ties -> {result.params.get('tie')}"
+    applied = result.params.get("decisions", 0)
+    if applied:
+        text += f"; {applied} manual decision{'s' if applied != 1 else ''} applied"
+    return text + "."
+
+
+def to_boundary(
+    result: Adjudication,
+    name: str,
+    *,
+    round_: Round | None = None,
+    version: int = 1,
+    created: str | None = None,
+    provenance: Mapping | None = None,
+) -> Boundary:
+    latest = {d.function: d for d in result.decisions}
+    extra = {
+        "round": result.round or None,
+        "policy": result.policy,
+        "tie": result.params.get("tie"),
+        "declarations_sha256": round_.declarations_sha256 if round_ else None,
+        **dict(provenance or {}),
+        "decisions": [
+            {"function": d.function, "destructive": d.destructive, "author": d.author,
+             "reason": d.reason, "created": d.created}
+            for d in latest.values()
+        ],
+    }
+    return Boundary(
+        name=name,
+        destructive=result.destructive,
+        version=version,
+        decided_by=result.annotators,
+        method=describe(result, round_),
+        created=created or datetime.now(UTC).date().isoformat(),
+        extra=extra,
+    )
+
+
+def save_boundary(
+    result: Adjudication,
+    name: str,
+    *,
+    round_: Round | None = None,
+    path: str | Path | None = None,
+    force: bool = False,
+    created: str | None = None,
+    provenance: Mapping | None = None,
+) -> tuple[Boundary, Path]:
+    """Write the boundary file (``declarations/boundary/<name>.json`` unless ``path``).
+
+    An existing file is replaced only with ``force``, and its version is then incremented.
+    """
+    out = Path(path) if path is not None else boundary_dir() / f"{name}.json"
+    version = 1
+    if out.exists():
+        if not force:
+            raise AnnotationError(f"{out} exists; choose another name or force a new version")
+        try:
+            version = int(json.loads(out.read_text(encoding="utf-8")).get("version", 0)) + 1
+        except (ValueError, AttributeError):
+            version = 1
+    boundary = to_boundary(result, name, round_=round_, version=version, created=created,
+                           provenance=provenance)
+    return boundary, boundary.save(out)

@@ -1,0 +1,108 @@
+"""bfcl's multi-turn verdict, reproduced rule by rule (bfcl_eval/eval_checker/multi_turn_eval).
+
+The rules, in bfcl's order (``eval_runner._evaluate_single_multi_turn_entry`` then
+``multi_turn_checker.multi_turn_checker``):
+
+1. ``result`` not a list -> ``multi_turn:inference_error``.
+2. number of turns differs from the reference -> ``multi_turn:force_terminated``.
+3. per turn, after the model's steps and then the reference turn have executed:
+   a. reference turn non-empty and no decoded model step -> ``multi_turn:empty_turn_model_response``;
+   b. reference turn empty -> not checked (its model calls were executed all the same);
+   c. public attributes (taken from the reference instance, no leading underscore) compared
+      with ``!=`` -> ``multi_turn:instance_state_mismatch``;
+   d. reference results of this turn an unordered sub-multiset of the model's results of all
+      turns so far -> ``multi_turn:execution_response_mismatch``.
+The first failing turn decides; bfcl executes nothing after it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .state import _plain
+from .trajectory import Verdict
+
+INFERENCE_ERROR = "multi_turn:inference_error"
+FORCE_TERMINATED = "multi_turn:force_terminated"
+EMPTY_TURN = "multi_turn:empty_turn_model_response"
+STATE_MISMATCH = "multi_turn:instance_state_mismatch"
+RESPONSE_MISMATCH = "multi_turn:execution_response_mismatch"
+ERROR_TYPES = (INFERENCE_ERROR, FORCE_TERMINATED, EMPTY_TURN, STATE_MISMATCH, RESPONSE_MISMATCH)
+
+
+def inference_error() -> Verdict:
+    return Verdict(
+        False,
+        INFERENCE_ERROR,
+        "Error during inference phase. Model did not output a list of model responses.",
+    )
+
+
+def force_terminated(model_turns: int, reference_turns: int) -> Verdict:
+    return Verdict(
+        False,
+        FORCE_TERMINATED,
+        "Model was force-terminated during inference phase. The length of the model result "
+        f"turns ({model_turns}) does not match the length of the ground truth turns "
+        f"({reference_turns}).",
+    )
+
+
+def empty_turn(turn: int) -> Verdict:
+    return Verdict(False, EMPTY_TURN, f"Model response list is empty for turn {turn}", turn)
+
+
+def compare_instances(model: Any, reference: Any) -> dict[str, dict]:
+    """bfcl's ``_compare_instances``: differing public attributes of two instances."""
+    differences = {}
+    for attr in vars(reference):
+        if attr.startswith("_"):
+            continue
+        m, r = getattr(model, attr), getattr(reference, attr)
+        if m != r:
+            differences[attr] = {"model": _plain(m), "ground_truth": _plain(r)}
+    return differences
+
+
+def state_check(model: dict[str, Any], reference: dict[str, Any], turn: int) -> Verdict | None:
+    """bfcl's ``state_checker``: the first class (in involved order) whose state differs."""
+    for class_name, ref_instance in reference.items():
+        differences = compare_instances(model[class_name], ref_instance)
+        if differences:
+            return Verdict(
+                False,
+                STATE_MISMATCH,
+                f"Model instance for {class_name} does not match the state with ground truth "
+                "instance.",
+                turn,
+                {"class": class_name, "differences": differences},
+            )
+    return None
+
+
+def missing_unordered(expected: list[str], actual: list[str]) -> list[str]:
+    """bfcl's ``_is_subsequence_unordered``: items of ``expected`` not matched in ``actual``."""
+    pool = list(actual)
+    missing = []
+    for item in expected:
+        try:
+            pool.remove(item)
+        except ValueError:
+            missing.append(item)
+    return missing
+
+
+def response_check(all_model_results: list[str], reference_results: list[str],
+                   turn: int) -> Verdict | None:
+    """bfcl's ``response_checker`` on the cumulative model results."""
+    missing = missing_unordered(reference_results, all_model_results)
+    if missing:
+        return Verdict(
+            False,
+            RESPONSE_MISMATCH,
+            "Model response execution results so far does not contain all the ground truth "
+            f"response execution results for turn {turn}.",
+            turn,
+            {"missing_items": missing},
+        )
+    return None

@@ -1,0 +1,95 @@
+"""Result entries to trajectories, decoded step by step with the model's own bfcl handler.
+
+bfcl's evaluator (``eval_runner._evaluate_single_multi_turn_entry``) calls
+``handler.decode_execute(step, has_tool_call_tag=False)`` on every step, keeps non-empty
+decodes and silently drops both empty decodes and exceptions. Here every step keeps its
+outcome: calls, no call, or a decode failure with its message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .trajectory import Outcome, Step, Trajectory
+
+
+def is_empty_execute_response(decoded: Any) -> bool:
+    """bfcl's ``is_empty_execute_response`` (multi_turn_utils.py:103-108)."""
+    if len(decoded) == 0:
+        return True
+    return len(decoded) == 1 and len(decoded[0]) == 0
+
+
+def decode_step(handler: Any, item: Any) -> Step:
+    """Decode one logged step."""
+    try:
+        decoded = handler.decode_execute(item, has_tool_call_tag=False)
+    except Exception as e:  # bfcl drops these steps; the message is kept here
+        return Step(raw=item, outcome=Outcome.DECODE_ERROR, error=f"{type(e).__name__}: {e}")
+    try:
+        empty = is_empty_execute_response(decoded)
+    except TypeError as e:
+        return Step(raw=item, outcome=Outcome.DECODE_ERROR, error=f"TypeError: {e}")
+    if empty:
+        return Step(raw=item, outcome=Outcome.NO_CALL)
+    return Step(raw=item, outcome=Outcome.CALLS, calls=list(decoded))
+
+
+def _per_step(counts: Any, turn: int, step: int) -> int | None:
+    try:
+        value = counts[turn][step]
+    except (TypeError, IndexError, KeyError):
+        return None
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def decode_entry(entry: dict, handler: Any | None) -> Trajectory:
+    """Decode a result entry. ``handler`` may be None only if nothing needs decoding."""
+    result = entry.get("result")
+    entry_id = entry.get("id", "?")
+    if type(result) is not list:  # bfcl: multi_turn:inference_error
+        return Trajectory(id=entry_id, turns=None, raw_result=result,
+                          inference_error=str(result)[:500])
+    turns: list[list[Step]] = []
+    problems: list[str] = []
+    in_counts = entry.get("input_token_count")
+    out_counts = entry.get("output_token_count")
+    for t, turn in enumerate(result):
+        steps: list[Step] = []
+        if not isinstance(turn, list):
+            problems.append(f"turn {t} is a {type(turn).__name__}, not a list of steps")
+            if not isinstance(turn, (str, dict, tuple)):
+                # bfcl's evaluator would crash iterating it; here the turn has no steps
+                turns.append(steps)
+                continue
+            # bfcl iterates whatever it finds (a string's characters, a dict's keys)
+        for s, item in enumerate(turn):
+            if handler is None:
+                raise RuntimeError("a decoder is needed for this run: name one with --decoder")
+            step = decode_step(handler, item)
+            step.input_tokens = _per_step(in_counts, t, s)
+            step.output_tokens = _per_step(out_counts, t, s)
+            steps.append(step)
+        turns.append(steps)
+    return Trajectory(id=entry_id, turns=turns, raw_result=result,
+                      user_answers=_user_answers(entry), problems=problems)
+
+
+def _user_answers(entry: dict) -> dict[int, list[dict]]:
+    """Scripted-user answers recorded by the confirmation-aware protocol, if any."""
+    answers = entry.get("careful_user_answers") or {}
+    out: dict[int, list[dict]] = {}
+    if isinstance(answers, dict):
+        for k, v in answers.items():
+            if str(k).isdigit() and isinstance(v, list):
+                out[int(k)] = v
+    return out
+
+
+def reference_trajectory(entry_id: str, ground_truth: list[list[str]]) -> Trajectory:
+    """The reference as a trajectory: one step per reference turn, as bfcl's checker runs it."""
+    turns = [
+        [Step(raw=list(calls), outcome=Outcome.CALLS, calls=list(calls))] if calls else []
+        for calls in ground_truth
+    ]
+    return Trajectory(id=entry_id, turns=turns, raw_result=ground_truth)

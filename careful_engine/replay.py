@@ -1,0 +1,127 @@
+"""Replay a conversation call by call on owned simulator instances, with bfcl's verdict.
+
+Both sides run in bfcl's checker order: for each turn, the model's decoded steps, then the
+reference turn as one batch. The verdict is taken at bfcl's checkpoints as the turns go by;
+unlike bfcl, the replay goes on after the first failing turn so that every call of both sides
+is in the trace (the rules of the effect-aware score need them). What bfcl would have left
+behind in shared state is tracked separately (see :class:`TravelExtensions`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import bfcl, checker
+from .environment import Environment, TravelExtensions
+from .trajectory import CallRecord, SideTrace, Trajectory, Verdict
+
+
+@dataclass
+class ConversationTrace:
+    """A replayed conversation: both sides' calls with states, and bfcl's verdict."""
+
+    conversation: bfcl.Conversation
+    trajectory: Trajectory | None
+    model: SideTrace | None
+    reference: SideTrace
+    verdict: Verdict
+
+    @property
+    def id(self) -> str:
+        return self.conversation.id
+
+
+class _Side:
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self.turns: list[list[CallRecord]] = []
+        self.ends: list[dict] = []
+
+    def run(self, turn: int, step: int, texts: list[str]) -> list[CallRecord]:
+        records = []
+        for text in texts:
+            before = self.env.state
+            ex = self.env.execute(text)
+            records.append(CallRecord(turn, step, text, ex.call, ex.result, ex.success,
+                                      ex.class_name, before, ex.state_after))
+        return records
+
+    def trace(self) -> SideTrace:
+        return SideTrace(self.turns, self.env.initial_state, self.ends)
+
+
+def _uses_shared_extensions(conv: bfcl.Conversation) -> bool:
+    return conv.long_context and "TravelAPI" in conv.involved_classes
+
+
+def replay(
+    conv: bfcl.Conversation,
+    trajectory: Trajectory | None,
+    *,
+    model_name: str = "careful",
+    extensions: TravelExtensions | None = None,
+    snapshots: bool = True,
+) -> ConversationTrace:
+    """Replay ``trajectory`` (None: reference only) against ``conv`` and compute the verdict.
+
+    ``extensions`` is the run-wide stand-in for bfcl's module-level long-context TravelAPI
+    data; it is advanced to what bfcl would leave behind after this conversation. Without
+    it, the conversation starts from pristine data, as in a fresh bfcl process.
+    """
+    shared = extensions if extensions is not None else TravelExtensions()
+    uses_shared = _uses_shared_extensions(conv)
+    local = shared.copy() if uses_shared else shared
+    kw = dict(model_name=model_name, extensions=local, snapshots=snapshots)
+    ref = _Side(Environment.for_conversation(conv, "reference", **kw))
+    gt = conv.ground_truth
+
+    verdict: Verdict | None = None
+    executes = True  # whether bfcl executes this entry at all
+    model: _Side | None = None
+    if trajectory is None or trajectory.turns is None:
+        verdict, executes = checker.inference_error(), False
+    else:
+        model = _Side(Environment.for_conversation(conv, "model", **kw))
+        if len(trajectory.turns) != len(gt):
+            verdict, executes = checker.force_terminated(len(trajectory.turns), len(gt)), False
+
+    all_model_results: list[str] = []
+    carried: TravelExtensions | None = None
+    n_turns = max(len(gt), len(trajectory.turns) if model and trajectory else 0)
+    for t in range(n_turns):
+        model_turn: list[CallRecord] = []
+        decoded_steps = 0
+        if model is not None and t < len(trajectory.turns):
+            for s, step in enumerate(trajectory.turns[t]):
+                if step.calls:
+                    decoded_steps += 1
+                    model_turn.extend(model.run(t, s, step.calls))
+            model.turns.append(model_turn)
+            model.ends.append(model.env.state)
+        ref_turn = ref.run(t, -1, gt[t]) if t < len(gt) else []
+        if t < len(gt):
+            ref.turns.append(ref_turn)
+            ref.ends.append(ref.env.state)
+        if verdict is not None or model is None:
+            continue
+        all_model_results.extend(r.result for r in model_turn)
+        if gt[t]:
+            verdict = (
+                (checker.empty_turn(t) if decoded_steps == 0 else None)
+                or checker.state_check(model.env.instances, ref.env.instances, t)
+                or checker.response_check(all_model_results, [r.result for r in ref_turn], t)
+            )
+        if verdict is not None and uses_shared:
+            carried = local.copy()  # bfcl stops here: later turns never touch its shared data
+
+    if verdict is None:
+        verdict = Verdict(True)
+    if uses_shared and extensions is not None and executes:
+        extensions.assign(carried if carried is not None else local)
+    return ConversationTrace(
+        conversation=conv,
+        trajectory=trajectory,
+        model=model.trace() if model else None,
+        reference=ref.trace(),
+        verdict=verdict,
+    )

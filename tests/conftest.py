@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("CAREFUL_SHARED", REPO.parent / "shared"))
+SHARED_RUNS = SHARED / "runs"
+
+
+@pytest.fixture(scope="session")
+def shared_runs() -> Path:
+    """The real logged runs in ../shared/runs; tests that need them skip cleanly without."""
+    if not SHARED_RUNS.is_dir():
+        pytest.skip(f"{SHARED_RUNS} is not present")
+    return SHARED_RUNS
