@@ -13,7 +13,7 @@ from . import bfcl
 from .decode import decode_entry
 from .environment import TravelExtensions
 from .replay import ConversationTrace, replay
-from .runs import LoadedFile, Problem, ResultFile, find_result_files, load_result_file
+from .runs import LoadedFile, Problem, ResultFile, find_result_files
 from .trajectory import Outcome, Verdict
 
 MISSING = "careful:missing_entry"

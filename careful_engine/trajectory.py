@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from .calls import Call, ParseFailure
 from .state import Change, diff
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     """What one logged model step decoded to."""
 
     CALLS = "calls"
