@@ -257,6 +257,20 @@ def reset_bfcl_travel_extensions() -> None:
     mod.BOOKING_RECORD_EXTENSION.update(bookings)
 
 
+def reset_bfcl_process_state() -> None:
+    """Put bfcl's executor back in the state of a fresh process.
+
+    Its executor caches instances in module globals named ``*_instance`` and never frees
+    them (a second run under the same model name continues from stale state), and the
+    long-context TravelAPI data is module-level. Benchmarks and tests that call bfcl's own
+    code use this between runs.
+    """
+    g = importlib.import_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils").__dict__
+    for name in [k for k in g if k.endswith("_instance")]:
+        del g[name]
+    reset_bfcl_travel_extensions()
+
+
 # ---------------------------------------------------------------- handler registry
 
 _MODEL_CONFIG = "bfcl_eval.constants.model_config"

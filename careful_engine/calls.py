@@ -95,6 +95,41 @@ def _literal(node: ast.AST) -> Any:
     raise ValueError(f"{type(node).__name__} is not a literal")
 
 
+_PLANS: dict[str, tuple[str, list[ast.expr], list[ast.keyword]] | None] = {}
+_PLAN_CACHE_SIZE = 200_000
+
+
+def _plan(text: str) -> tuple[str, list[ast.expr], list[ast.keyword]] | None:
+    """The parsed shape of a call string with a single ``(``, cached; None when not simple.
+
+    With a single ``(``, bfcl's rewrite can only touch the function name, so parsing the
+    original text is equivalent to parsing the rewritten one whenever the rewrite's regex
+    matches exactly that name.
+    """
+    plan = _PLANS.get(text, False)
+    if plan is not False:
+        return plan
+    plan = None
+    if text.count("(") == 1:
+        m = _CALL_NAME.search(text)
+        try:
+            node = ast.parse(text.strip(" \t"), mode="eval").body
+        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+            node = None
+        if (
+            m is not None
+            and isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == m.group(1)
+            and all(kw.arg is not None for kw in node.keywords)
+            and len({kw.arg for kw in node.keywords}) == len(node.keywords)
+        ):
+            plan = (node.func.id, node.args, node.keywords)
+    if len(_PLANS) < _PLAN_CACHE_SIZE:
+        _PLANS[text] = plan
+    return plan
+
+
 def parse_call(
     text: str,
     mapping: Mapping[str, str] | None = None,
@@ -110,6 +145,17 @@ def parse_call(
         return ParseFailure(repr(text), f"call is a {type(text).__name__}, not a string")
     if len(text) > MAX_CALL_LENGTH:
         return ParseFailure(text[:200], "call string too long")
+    if mapping:
+        plan = _plan(text)
+        if plan is not None and plan[0] in mapping and plan[0] not in BLOCKED_NAMES:
+            name, arg_nodes, kw_nodes = plan
+            if not name.startswith("_"):
+                try:
+                    args = tuple(_literal(a) for a in arg_nodes)
+                    kwargs = {kw.arg: _literal(kw.value) for kw in kw_nodes}
+                except (ValueError, TypeError, RecursionError) as e:
+                    return ParseFailure(text, f"argument is not a literal ({e})", name)
+                return Call(name=name, args=args, kwargs=kwargs, text=text)
     source = rewrite(text, mapping) if mapping else text
     blocked = blocked_name(source)
     if blocked is not None:

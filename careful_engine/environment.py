@@ -11,14 +11,14 @@ evaluated.
 
 from __future__ import annotations
 
-import copy
 import json
+import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import bfcl
 from .calls import Call, ParseFailure, parse_call
-from .state import snapshot_instance
+from .state import State, capture
 
 
 class TravelExtensions:
@@ -40,12 +40,12 @@ class TravelExtensions:
         self.bookings = bookings
 
     def copy(self) -> TravelExtensions:
-        return TravelExtensions(copy.deepcopy(self.cards), copy.deepcopy(self.bookings))
+        # plain JSON-like data: a pickle round trip is a deep copy at C speed
+        return TravelExtensions(*pickle.loads(pickle.dumps((self.cards, self.bookings), -1)))
 
     def assign(self, other: TravelExtensions) -> None:
         """Become a copy of ``other`` (used to carry state to the next conversation)."""
-        self.cards = copy.deepcopy(other.cards)
-        self.bookings = copy.deepcopy(other.bookings)
+        self.cards, self.bookings = pickle.loads(pickle.dumps((other.cards, other.bookings), -1))
 
 
 def serialise(result: Any) -> str:
@@ -93,7 +93,7 @@ class Execution:
     result: str
     success: bool
     class_name: str | None
-    state_after: dict[str, dict] = field(repr=False, default_factory=dict)
+    state_after: State = field(repr=False, default_factory=lambda: State({}))
 
     @property
     def name(self) -> str | None:
@@ -102,6 +102,11 @@ class Execution:
     @property
     def parsed(self) -> bool:
         return isinstance(self.call, Call)
+
+
+_TEMPLATES: dict[tuple[str, bool, str], bytes] = {}
+_CONFIG_KEYS: dict[tuple[str, str], tuple[str, bool, str]] = {}
+_INITIAL_STATES: dict[str, State] = {}  # snapshots are never mutated, so shared
 
 
 class Environment:
@@ -117,6 +122,7 @@ class Environment:
         entry_id: str = "entry",
         extensions: TravelExtensions | None = None,
         snapshots: bool = True,
+        template_key: str | None = None,
     ) -> None:
         self.involved_classes = tuple(involved_classes)
         self.long_context = long_context
@@ -126,15 +132,25 @@ class Environment:
         self._by_instance_name: dict[str, str] = {}
         self._method_class: dict[str, str] = {}
         for class_name in self.involved_classes:
-            self.instances[class_name] = self._create(class_name, initial_config, extensions)
+            self.instances[class_name] = self._create(
+                class_name, initial_config, extensions, template_key)
             inst_name = bfcl.instance_name(name_prefix, entry_id, class_name)
             self._by_instance_name[inst_name] = class_name
             for method in bfcl.public_methods(class_name):
                 self.mapping[method] = inst_name
                 self._method_class[method] = class_name
-        self.state: dict[str, dict] = (
-            {c: snapshot_instance(i) for c, i in self.instances.items()} if snapshots else {}
-        )
+        self.state: State = State({})
+        if snapshots:
+            # the initial state is the same for every environment of a conversation, except
+            # where the long-context TravelAPI data carries what earlier conversations did
+            cacheable = template_key is not None and not (
+                long_context and "TravelAPI" in self.instances)
+            initial = _INITIAL_STATES.get(template_key) if cacheable else None
+            if initial is None:
+                initial = State.of(self.instances)
+                if cacheable:
+                    _INITIAL_STATES[template_key] = initial
+            self.state = initial
         self.initial_state = self.state
 
     @classmethod
@@ -148,14 +164,39 @@ class Environment:
             long_context=conv.long_context,
             name_prefix=prefix,
             entry_id=conv.id,
+            template_key=f"{conv.id}|{conv.long_context}",
             **kw,
         )
 
-    def _create(self, class_name: str, initial_config: dict, ext: TravelExtensions | None) -> Any:
+    def _create(self, class_name: str, initial_config: dict, ext: TravelExtensions | None,
+                template_key: str | None) -> Any:
+        shared = class_name == "TravelAPI" and self.long_context
+        if template_key is not None and not shared:
+            # A loaded instance is cloned from a pickled template: the same object graph
+            # (random generator state included) as a fresh _load_scenario, without bfcl's
+            # two deep copies per instance. TravelAPI in long context is never cloned: its
+            # extension dicts must stay shared (see TravelExtensions).
+            # keyed by content: base, miss_func and miss_param share initial configs
+            ck = (template_key, class_name)
+            key = _CONFIG_KEYS.get(ck)
+            if key is None:
+                key = _CONFIG_KEYS[ck] = (class_name, self.long_context,
+                                          json.dumps(initial_config.get(class_name, {})))
+            blob = _TEMPLATES.get(key)
+            if blob is None:
+                blob = pickle.dumps(self._load(class_name, initial_config, ext),
+                                    pickle.HIGHEST_PROTOCOL)
+                _TEMPLATES[key] = blob
+            return pickle.loads(blob)
+        return self._load(class_name, initial_config, ext)
+
+    def _load(self, class_name: str, initial_config: dict, ext: TravelExtensions | None) -> Any:
+        """Create and load one instance exactly as bfcl's executor does."""
         instance = bfcl.simulator_class(class_name)()
         if bfcl.is_stateless(class_name):
             return instance
-        config = copy.deepcopy(initial_config.get(class_name, {}))
+        # initial configs are JSON data: a pickle round trip is a deep copy at C speed
+        config = pickle.loads(pickle.dumps(initial_config.get(class_name, {}), -1))
         if class_name == "TravelAPI" and self.long_context and ext is not None:
             module = bfcl.travel_module()
             saved = module.CREDIT_CARD_EXTENSION, module.BOOKING_RECORD_EXTENSION
@@ -183,9 +224,7 @@ class Environment:
             raw, raised = None, True
             result = f"Error during execution: {e}"
         if self.snapshots:
-            state = dict(self.state)
-            state[class_name] = snapshot_instance(self.instances[class_name])
-            self.state = state
+            self.state = self.state.replace(class_name, capture(self.instances[class_name]))
         return Execution(
             text, call, result, call_succeeded(call.name, raw, raised), class_name, self.state
         )
@@ -193,7 +232,7 @@ class Environment:
     def execute_all(self, texts: list[str]) -> list[Execution]:
         return [self.execute(t) for t in texts]
 
-    def refresh_state(self) -> dict[str, dict]:
+    def refresh_state(self) -> State:
         """Re-snapshot every instance (after changes made through shared objects)."""
-        self.state = {c: snapshot_instance(i) for c, i in self.instances.items()}
+        self.state = State.of(self.instances)
         return self.state

@@ -9,7 +9,10 @@ flight-cost quote memo (``_flight_cost_lookup``). The file system's tree becomes
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import io
+import marshal
+import pickle
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,10 +55,9 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
-def snapshot_instance(instance: Any) -> dict[str, Any]:
-    """All attributes of one instance, artefacts excluded, as plain data."""
+def _plain_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key, value in vars(instance).items():
+    for key, value in attributes.items():
         if key in ARTEFACTS:
             continue
         if key == "_current_dir" and type(value).__name__ == "Directory":
@@ -63,6 +65,110 @@ def snapshot_instance(instance: Any) -> dict[str, Any]:
         else:
             out[key] = _plain(value)
     return out
+
+
+def snapshot_instance(instance: Any) -> dict[str, Any]:
+    """All attributes of one instance, artefacts excluded, as plain data."""
+    return _plain_attributes(vars(instance))
+
+
+# Classes whose state marshal cannot write (objects such as the file system's tree).
+_PICKLED: set[str] = set()
+_REDUCERS: dict[type, Any] = {}
+
+
+def _reducers_for(obj: Any) -> dict[type, Any]:
+    """Pickle the file system's File and Directory as their plain forms (no parent links,
+    no wall-clock stamps), so the pickled tree unpickles straight into plain data."""
+    for value in vars(obj).values():
+        t = type(value)
+        if t.__name__ == "Directory" and t not in _REDUCERS:
+            module = __import__(t.__module__, fromlist=["File"])
+            _REDUCERS[t] = lambda d: (dict, ([("__dir__", d.contents)],))
+            _REDUCERS[module.File] = lambda f: (dict, ([("__file__", f.content)],))
+    return _REDUCERS
+
+
+def capture(instance: Any) -> bytes:
+    """A compact copy of an instance's state (artefacts excluded), taken at C speed.
+
+    Equal bytes imply equal state; the plain form is built from the bytes only when asked.
+    """
+    attrs = {k: v for k, v in vars(instance).items() if k not in ARTEFACTS}
+    name = type(instance).__name__
+    if name not in _PICKLED:
+        try:
+            return b"m" + marshal.dumps(attrs)
+        except ValueError:
+            _PICKLED.add(name)
+    current = attrs.get("_current_dir")
+    if current is not None and type(current).__name__ == "Directory":
+        attrs["_current_dir"] = _file_system_path(current)
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = _reducers_for(instance)
+    pickler.dump(attrs)
+    return b"p" + buffer.getvalue()
+
+
+def materialise(blob: bytes) -> dict[str, Any]:
+    """The plain snapshot held by a :func:`capture` blob."""
+    attrs = marshal.loads(blob[1:]) if blob[:1] == b"m" else pickle.loads(blob[1:])
+    return _plain_attributes(attrs)
+
+
+class State(Mapping):
+    """The state of an environment (class name -> plain snapshot), materialised lazily.
+
+    Immutable: an executed call yields a new State sharing every class it did not touch.
+    """
+
+    __slots__ = ("_blobs", "_cache")
+
+    def __init__(self, blobs: dict[str, bytes], cache: dict[str, dict] | None = None) -> None:
+        self._blobs = blobs
+        self._cache = cache if cache is not None else {}
+
+    @classmethod
+    def of(cls, instances: Mapping[str, Any]) -> State:
+        return cls({name: capture(inst) for name, inst in instances.items()})
+
+    def replace(self, class_name: str, blob: bytes) -> State:
+        if self._blobs.get(class_name) == blob:
+            return self
+        blobs = dict(self._blobs)
+        blobs[class_name] = blob
+        cache = {k: v for k, v in self._cache.items() if k != class_name}
+        return State(blobs, cache)
+
+    def __getitem__(self, class_name: str) -> dict[str, Any]:
+        plain = self._cache.get(class_name)
+        if plain is None:
+            plain = self._cache[class_name] = materialise(self._blobs[class_name])
+        return plain
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._blobs)
+
+    def __len__(self) -> int:
+        return len(self._blobs)
+
+    def same_as(self, other: State, class_name: str) -> bool:
+        a, b = self._blobs.get(class_name), other._blobs.get(class_name)
+        return a == b or (a is not None and b is not None and self[class_name] == other[class_name])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, State):
+            return self._blobs.keys() == other._blobs.keys() and all(
+                self.same_as(other, c) for c in self._blobs)
+        if isinstance(other, Mapping):
+            return dict(self.items()) == dict(other.items())
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def plain(self) -> dict[str, dict[str, Any]]:
+        return {c: self[c] for c in self._blobs}
 
 
 def public_view(snap: dict[str, Any]) -> dict[str, Any]:
@@ -105,6 +211,14 @@ def _diff(a: Any, b: Any, path: tuple) -> Iterator[Change]:
         yield Change(path, "changed", a, b)
 
 
-def diff(before: dict[str, Any], after: dict[str, Any]) -> list[Change]:
-    """Leaf-level changes between two state snapshots (class name -> attributes)."""
-    return list(_diff(before, after, ()))
+def diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
+    """Leaf-level changes between two states (class name -> attributes)."""
+    if isinstance(before, State) and isinstance(after, State):
+        changes: list[Change] = []
+        for c in before:
+            if c in after and before.same_as(after, c):
+                continue
+            changes.extend(_diff({c: before[c]} if c in before else {},
+                                 {c: after[c]} if c in after else {}, ()))
+        return changes
+    return list(_diff(dict(before.items()), dict(after.items()), ()))

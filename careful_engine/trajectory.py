@@ -7,7 +7,7 @@ from enum import StrEnum
 from typing import Any
 
 from .calls import Call, ParseFailure
-from .state import Change, diff
+from .state import Change, State, diff
 
 
 class Outcome(StrEnum):
@@ -70,8 +70,8 @@ class CallRecord:
     result: str
     success: bool
     class_name: str | None
-    state_before: dict[str, dict] = field(repr=False)
-    state_after: dict[str, dict] = field(repr=False)
+    state_before: State = field(repr=False)
+    state_after: State = field(repr=False)
 
     @property
     def name(self) -> str | None:
@@ -97,8 +97,8 @@ class SideTrace:
     """All calls of one side (model or reference) of a conversation, per turn."""
 
     turns: list[list[CallRecord]]
-    initial_state: dict[str, dict] = field(repr=False)
-    turn_end_states: list[dict[str, dict]] = field(repr=False, default_factory=list)
+    initial_state: State = field(repr=False)
+    turn_end_states: list[State] = field(repr=False, default_factory=list)
 
     def calls(self) -> list[CallRecord]:
         return [c for t in self.turns for c in t]

@@ -23,10 +23,7 @@ def multi_turn_utils():
 
 def fresh_process_state() -> None:
     """Forget bfcl's cached instances and restore its shared long-context data."""
-    g = multi_turn_utils().__dict__
-    for name in [k for k in g if k.endswith("_instance")]:
-        del g[name]
-    bfcl.reset_bfcl_travel_extensions()
+    bfcl.reset_bfcl_process_state()
 
 
 def eval_runner():

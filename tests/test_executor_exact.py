@@ -36,8 +36,11 @@ def test_reference_replay_matches_bfcl_executor(category: str) -> None:
             assert ours == theirs, f"{conv.id} turn {t}: results differ"
             for name, inst in instances.items():
                 mine = env.instances[name]
-                assert snapshot_instance(mine) == snapshot_instance(inst), (
+                theirs_state = snapshot_instance(inst)
+                assert snapshot_instance(mine) == theirs_state, (
                     f"{conv.id} turn {t}: {name} state differs")
+                # the compact per-call capture materialises to the same plain state
+                assert env.state[name] == theirs_state, f"{conv.id} turn {t}: {name} capture"
                 assert compare_instances(mine, inst) == {}, f"{conv.id} turn {t}: {name}"
             calls += len(gt_turn)
             turns += 1

@@ -511,6 +511,55 @@ class Store:
                 })
         return next(lb for lb in self._label_rows(round_name, annotator) if lb.function == fn.name)
 
+    def _import_labels(
+        self,
+        round_name: str,
+        annotator: str,
+        labels: list[tuple[str, bool, str, str | None, str | None]],
+        submitted: str | None,
+    ) -> int:
+        """Insert a whole label set in one transaction (see :mod:`.release`); 0 if present."""
+        functions = {f.name: f for f in self.round_functions(round_name)}
+        rows = []
+        for name, destructive, reason, created, updated in labels:
+            if name not in functions:
+                raise LabelError(f"{name!r} is not a function of round {round_name}")
+            problem = reason_rule(functions[name], destructive, reason)
+            if problem:
+                raise LabelError(f"{annotator}: {problem}")
+            stamp = created or now()
+            rows.append({"round": round_name, "annotator": annotator, "function": name,
+                         "destructive": int(destructive), "reason": reason.strip(),
+                         "created": stamp, "updated": updated or stamp})
+        if submitted and len(rows) != len(functions):
+            raise LabelError(f"{annotator}: a submitted label set must label every function")
+        with self._tx() as db:
+            existing = self._label_rows(round_name, annotator)
+            if existing:
+                have = {(lb.function, lb.destructive, lb.reason) for lb in existing}
+                if have == {(r["function"], bool(r["destructive"]), r["reason"]) for r in rows}:
+                    return 0
+                raise LabelError(
+                    f"{annotator} has other labels in round {round_name} already; "
+                    "import under another round or annotator name"
+                )
+            db.execute(
+                "insert or ignore into round_annotators (round, annotator, added) values (?, ?, ?)",
+                [round_name, annotator, now()],
+            )
+            db["labels"].insert_all(rows)
+            if submitted:
+                db.execute(
+                    "update round_annotators set submitted_at = ? "
+                    "where round = ? and annotator = ?", [submitted, round_name, annotator],
+                )
+                if self.is_closed(round_name):
+                    db.execute(
+                        "update rounds set closed_at = ? where name = ? and closed_at is null",
+                        [now(), round_name],
+                    )
+        return len(rows)
+
     def _submit(self, round_name: str, annotator: str, when: str | None = None) -> str:
         functions = self.round_functions(round_name)
         stamp = when or now()

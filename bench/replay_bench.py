@@ -1,0 +1,113 @@
+"""Benchmark: bfcl-eval's multi-turn checker against this engine's replay + official verdict.
+
+Both run in this one process on the same decoded trajectories: the 800 references (one step
+per reference turn, as bfcl's checker runs them) and every real run found in ../shared/runs
+(decoded once beforehand with the same bfcl handler, so only checking is timed). The engine
+keeps a state snapshot after every call of both sides. Caches the engine builds (instance
+templates, parsed calls, initial snapshots) are cleared before every pass, so each pass is a
+cold, single scoring of the data. Prints the median of several passes and the ratio.
+
+    python bench/replay_bench.py [--repeat 5] [--shared ../shared]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+from careful_engine import bfcl, calls, environment
+from careful_engine.decode import decode_entry, reference_trajectory
+from careful_engine.environment import TravelExtensions
+from careful_engine.replay import replay
+from careful_engine.runs import load_result_file
+from careful_engine.scoring import discover
+
+DECODERS = {"openai_gpt-oss-120b": "gpt-4o-2024-11-20-FC", "glyphh-ada-1.1": "gpt-4o-2024-11-20-FC",
+            "deepseek-ai_DeepSeek-R1-0528": "deepseek-ai/DeepSeek-R1"}
+
+
+def workloads(shared: Path) -> dict[str, list[tuple[bfcl.Conversation, object, str]]]:
+    """name -> [(conversation, trajectory, model name)] in bfcl's evaluation order."""
+    out = {"references (800)": [
+        (c, reference_trajectory(c.id, c.ground_truth), "reference")
+        for cat in bfcl.CATEGORIES for c in bfcl.conversations(cat)
+    ]}
+    runs = shared / "runs"
+    if runs.is_dir():
+        for run in sorted(p for p in runs.iterdir() if p.is_dir()):
+            by_model, _ = discover(run)
+            items = []
+            for model, files in by_model.items():
+                handler = bfcl.handler(DECODERS.get(model, bfcl.registry_key_for_dir(model)))
+                for rf in files:
+                    loaded = load_result_file(rf)
+                    for entry_id, entry in loaded.entries.items():
+                        items.append((bfcl.conversation(entry_id), decode_entry(entry, handler),
+                                      model))
+            out[f"{run.name} ({len(items)})"] = items
+    return out
+
+
+def run_engine(items) -> None:
+    environment._TEMPLATES.clear()
+    environment._INITIAL_STATES.clear()
+    calls._PLANS.clear()
+    pools: dict[tuple[str, str], TravelExtensions] = {}
+    for conv, traj, model in items:
+        key = (model, conv.category)
+        if key not in pools:
+            pools[key] = TravelExtensions()
+        pool = pools[key]
+        replay(conv, traj, model_name=model, extensions=pool, snapshots=True)
+
+
+_PASS = [0]
+
+
+def run_bfcl(items) -> None:
+    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
+
+    from careful_engine.checker import force_terminated, inference_error  # noqa: F401
+
+    bfcl.reset_bfcl_process_state()
+    _PASS[0] += 1
+    for conv, traj, model in items:
+        # bfcl's own pre-checks are two comparisons; the checker is the cost
+        if traj.turns is None or len(traj.turns) != len(conv.ground_truth):
+            continue
+        multi_turn_checker(traj.decoded(), conv.ground_truth, conv.raw, conv.category,
+                           f"{model}_{_PASS[0]}")
+    bfcl.reset_bfcl_process_state()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--shared", type=Path, default=Path(__file__).resolve().parents[2] / "shared")
+    args = ap.parse_args()
+    loads = workloads(args.shared)
+    print(f"{'workload':38} {'bfcl checker':>13} {'engine':>10} {'ratio':>7}")
+    total_b = total_e = 0.0
+    for name, items in loads.items():
+        run_engine(items)
+        run_bfcl(items)  # warm imports
+        tb, te = [], []
+        for _ in range(args.repeat):
+            t = time.perf_counter()
+            run_bfcl(items)
+            tb.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            run_engine(items)
+            te.append(time.perf_counter() - t)
+        b, e = statistics.median(tb), statistics.median(te)
+        total_b, total_e = total_b + b, total_e + e
+        print(f"{name:38} {b:12.3f}s {e:9.3f}s {b / e:6.2f}x")
+    print(f"{'all':38} {total_b:12.3f}s {total_e:9.3f}s {total_b / total_e:6.2f}x")
+    print("ratio = bfcl-eval checker time / engine replay+verdict time (median of "
+          f"{args.repeat} passes; engine with a snapshot after every call, cold caches)")
+
+
+if __name__ == "__main__":
+    main()

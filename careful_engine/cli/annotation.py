@@ -1,0 +1,608 @@
+"""``careful round|label|agree|adjudicate|labels|annotate-llm``: blind annotation, headless.
+
+The commands are thin: every rule (blindness, reasons, what a session may read) is enforced
+by :mod:`careful_engine.annotation`, which they import on demand.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from careful_engine.cli import app
+
+if TYPE_CHECKING:
+    from careful_engine.annotation.agreement import AgreementReport
+    from careful_engine.annotation.store import AnnotatorSession, Store
+
+console = Console()
+err = Console(stderr=True)
+
+EXIT_USAGE = 2
+
+round_app = typer.Typer(
+    help="Labelling rounds: create one, follow its progress, submit a label set.",
+    no_args_is_help=True,
+)
+labels_app = typer.Typer(
+    help="Label sets in the release format (one JSON file per annotator): export, import.",
+    no_args_is_help=True,
+)
+app.add_typer(round_app, name="round")
+app.add_typer(labels_app, name="labels")
+
+DB_HELP = ("Annotation database. Default: $CAREFUL_DB, else annotations/careful.db in the "
+           "repository.")
+ROUND_HELP = "The labelling round."
+
+
+DB_OPTION = typer.Option(None, "--db", help=DB_HELP, envvar="CAREFUL_DB", show_envvar=False)
+
+
+def _user() -> str:
+    return os.environ.get("USER") or os.environ.get("USERNAME") or "unknown"
+
+
+@contextmanager
+def _guard() -> Iterator[None]:
+    """Engine and boundary errors become a one-line message and exit code 2."""
+    from careful_engine.annotation.errors import AnnotationError
+    from careful_engine.boundary import BoundaryError
+
+    try:
+        yield
+    except (AnnotationError, BoundaryError) as e:
+        err.print(f"[red]error:[/] {escape(str(e))}")
+        raise typer.Exit(EXIT_USAGE) from None
+
+
+def _store(db: Path | None) -> Store:
+    from careful_engine.annotation.store import Store, default_db_path
+
+    return Store(db or default_db_path())
+
+
+def _names(value: str | None) -> list[str] | None:
+    if not value:
+        return None
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _num(x: float, digits: int = 3) -> str:
+    return "–" if math.isnan(x) else f"{x:.{digits}f}"
+
+
+def _yn(value: bool | None) -> str:
+    return "–" if value is None else ("yes" if value else "no")
+
+
+# ---------------------------------------------------------------------- round
+
+
+@round_app.command("new")
+def round_new(
+    name: str = typer.Argument(..., help="Round name (letters, digits, '.', '_', '-')."),
+    declarations: Path = typer.Option(
+        None, "--declarations", "-d", help="Effect declarations JSON giving each function's "
+        "kind and the signals' proposal. Default: declarations/effects.json if present, else "
+        "all 128 functions with kind unknown and no proposal."),
+    functions: str = typer.Option(
+        "all", "--functions", "-f", help="'all', 'writes', or a comma-separated list."),
+    annotator: list[str] = typer.Option(
+        None, "--annotator", "-a", help="A human annotator of the round (repeatable)."),
+    llm: list[str] = typer.Option(
+        None, "--llm", help="A language-model annotator as NAME=MODEL (repeatable)."),
+    blind: bool = typer.Option(
+        True, "--blind/--not-blind", help="Blind: annotators never see each other's labels."),
+    by: str = typer.Option(None, "--by", help="Who creates the round. Default: $USER."),
+    note: str = typer.Option("", "--note", help="A free-text note stored with the round."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Create a labelling round: its functions, their kinds and proposals, its annotators.
+
+    The inputs are frozen with the sha256 of the declarations file, so every label refers to
+    one version of them.
+    """
+    models = {}
+    for item in llm or []:
+        who, sep, model = item.partition("=")
+        if not sep or not who or not model:
+            raise typer.BadParameter(f"expected NAME=MODEL, got {item!r}", param_hint="--llm")
+        models[who] = model
+    with _guard():
+        from careful_engine.annotation.signals import load_inputs
+
+        inputs = load_inputs(declarations)
+        which = functions if functions in ("all", "writes") else _names(functions) or []
+        inputs = inputs.select(which)
+        with _store(db) as store:
+            for who in annotator or []:
+                store.add_annotator(who, "human")
+            for who, model in models.items():
+                store.add_annotator(who, "llm", model)
+            rnd = store.new_round(
+                name, inputs, [*(annotator or []), *models], blind=blind,
+                created_by=by or _user(), note=note,
+            )
+            status = store.status(name)
+    console.print(
+        f"round [bold]{escape(rnd.name)}[/]: {status.functions} functions "
+        f"({status.writes} writes), {'blind' if rnd.blind else 'not blind'}, "
+        f"declarations {escape(rnd.declarations_source)} "
+        f"(sha256 {rnd.declarations_sha256[:12]}), "
+        f"annotators: {', '.join(p.annotator for p in status.progress) or 'none yet'}"
+    )
+
+
+@round_app.command("add")
+def round_add(
+    name: str = typer.Argument(..., help=ROUND_HELP),
+    annotator: list[str] = typer.Option(None, "--annotator", "-a", help="Human (repeatable)."),
+    llm: list[str] = typer.Option(None, "--llm", help="NAME=MODEL (repeatable)."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Add annotators to an existing round."""
+    if not annotator and not llm:
+        raise typer.BadParameter("name at least one --annotator or --llm")
+    with _guard(), _store(db) as store:
+        store.round(name)
+        for who in annotator or []:
+            store.add_annotator(who, "human")
+            store.add_to_round(name, who)
+        for item in llm or []:
+            who, sep, model = item.partition("=")
+            if not sep or not who or not model:
+                raise typer.BadParameter(f"expected NAME=MODEL, got {item!r}", param_hint="--llm")
+            store.add_annotator(who, "llm", model)
+            store.add_to_round(name, who)
+        names = store.round_annotators(name)
+    console.print(f"round {escape(name)}: annotators {', '.join(names)}")
+
+
+@round_app.command("status")
+def round_status(
+    name: str = typer.Argument(None, help="A round; without it, every round is listed."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Progress of a round (counts only: no label is shown), or the list of rounds."""
+    with _guard(), _store(db) as store:
+        if name is None:
+            table = Table(title=f"Rounds in {store.path}")
+            for col in ("round", "created", "by", "functions", "blind", "annotators",
+                        "submitted", "state"):
+                table.add_column(col)
+            for rnd in store.rounds():
+                st = store.status(rnd.name)
+                done = sum(p.submitted is not None for p in st.progress)
+                table.add_row(
+                    rnd.name, rnd.created[:19], rnd.created_by, str(st.functions),
+                    _yn(rnd.blind), str(len(st.progress)), f"{done}/{len(st.progress)}",
+                    "closed" if st.closed else "open",
+                )
+            console.print(table)
+            return
+        st = store.status(name)
+    rnd = st.round
+    console.print(
+        f"round [bold]{escape(rnd.name)}[/] — {st.functions} functions ({st.writes} writes); "
+        f"{'blind' if rnd.blind else 'not blind'}; declarations "
+        f"{escape(rnd.declarations_source)} (sha256 {rnd.declarations_sha256[:12]}); "
+        f"[bold]{'closed' if st.closed else 'open'}[/]"
+    )
+    table = Table()
+    for col in ("annotator", "kind", "model", "labelled", "submitted"):
+        table.add_column(col)
+    for p in st.progress:
+        table.add_row(p.annotator, p.kind, p.model or "", f"{p.labelled}/{p.total}",
+                      p.submitted[:19] if p.submitted else "–")
+    console.print(table)
+    for r in st.reveals:
+        if r["override"]:
+            console.print(f"[yellow]override[/] by {escape(r['who'])} at {r['created'][:19]}: "
+                          f"{escape(r['override'])}")
+
+
+@round_app.command("submit")
+def round_submit(
+    name: str = typer.Argument(..., help=ROUND_HELP),
+    annotator: str = typer.Option(..., "--annotator", "-a", help="Whose label set to submit."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Submit (freeze) an annotator's complete label set."""
+    with _guard(), _store(db) as store:
+        stamp = store.annotator_session(name, annotator).submit()
+        closed = store.is_closed(name)
+    console.print(f"{escape(annotator)} submitted round {escape(name)} at {stamp[:19]}"
+                  + ("; the round is closed" if closed else ""))
+
+
+# ---------------------------------------------------------------------- label
+
+_PROMPT = "destructive? y REASON | n [REASON] | s skip | ? source | q quit > "
+
+
+def _say(text: str) -> None:
+    console.print(text, highlight=False)
+    sys.stdout.flush()
+
+
+def _describe(session: AnnotatorSession, name: str, index: int, count: int,
+              show_source: bool) -> None:
+    from careful_engine import bfcl
+
+    fn = session.function(name)
+    facts = [fn.kind if fn.kind != "unknown" else "kind unknown"]
+    if fn.proposed is not None:
+        signals = fn.extra.get("signals")
+        facts.append("signals propose: " + ("destructive" if fn.proposed else "not destructive")
+                     + (f" ({', '.join(map(str, signals))})" if signals else ""))
+    _say(f"\n[bold][{index}/{count}] {escape(fn.cls)}.{escape(fn.name)}[/] — "
+         f"{escape('; '.join(facts))}")
+    doc = bfcl.all_func_docs().get(name, {})
+    description = str(doc.get("description", ""))
+    _say(escape(description[:600] + ("…" if len(description) > 600 else "")))
+    params = doc.get("parameters", {}).get("properties", {})
+    if params:
+        _say("parameters: " + escape(", ".join(params)))
+    own = session.labels().get(name)
+    if own:
+        _say(f"your label: {_yn(own.destructive)}" + (f" — {escape(own.reason)}"
+                                                       if own.reason else ""))
+    if show_source:
+        _show_source(session, name)
+
+
+def _show_source(session: AnnotatorSession, name: str) -> None:
+    from careful_engine.annotation.llm import simulator_source
+
+    console.print(simulator_source(session.function(name)), markup=False, highlight=False)
+    sys.stdout.flush()
+
+
+def _label_loop(session: AnnotatorSession, names: list[str], show_source: bool) -> str:
+    """Ask for each function in turn; returns 'done', 'quit' or 'eof'."""
+    from careful_engine.annotation.errors import LabelError
+
+    total = len(session.functions())
+    for i, name in enumerate(names, 1):
+        _describe(session, name, i, len(names), show_source)
+        while True:
+            sys.stdout.write(_PROMPT)
+            sys.stdout.flush()
+            line = sys.stdin.readline()
+            if not line:
+                _say("")
+                return "eof"
+            word, _, reason = line.strip().partition(" ")
+            word = word.lower()
+            if word in ("q", "quit"):
+                return "quit"
+            if word in ("s", "skip"):
+                break
+            if word in ("?", "source"):
+                _show_source(session, name)
+                continue
+            if word in ("y", "yes", "n", "no"):
+                try:
+                    session.label(name, word.startswith("y"), reason)
+                except LabelError as e:
+                    _say(f"[red]{escape(str(e))}[/]")
+                    continue
+                done = total - len(session.remaining())
+                _say(f"saved {escape(name)} = {'yes' if word.startswith('y') else 'no'} "
+                     f"({done}/{total})")
+                break
+            _say("answer y or n (y needs a reason), s, ? or q")
+    return "done"
+
+
+@app.command("label")
+def label(
+    round_: str = typer.Option(..., "--round", "-r", help=ROUND_HELP),
+    annotator: str = typer.Option(..., "--annotator", "-a", help="Who is labelling."),
+    function: list[str] = typer.Option(
+        None, "--function", "-f", help="Only these functions (repeatable)."),
+    revise: bool = typer.Option(
+        False, "--revise", help="Go through labelled functions too (before submitting)."),
+    submit: bool = typer.Option(
+        False, "--submit", help="Submit the label set when every function is labelled."),
+    source: bool = typer.Option(
+        False, "--source", help="Show each function's simulator source."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Label functions in a plain terminal loop (works with piped input, one answer a line).
+
+    Answer 'y REASON' (destructive; a reason is required), 'n' (not destructive; a reason is
+    required when departing from the signals' proposal), 's' to skip, '?' for the source, 'q'
+    to quit. Each answer is committed at once: quitting or a crash loses nothing. You see only
+    your own labels.
+    """
+    with _guard(), _store(db) as store:
+        session = store.annotator_session(round_, annotator)
+        if session.submitted:
+            raise typer.BadParameter(
+                f"{annotator} has submitted round {round_} already; labels are final",
+                param_hint="--annotator",
+            )
+        if function:
+            for name in function:
+                session.function(name)
+            names = list(dict.fromkeys(function))
+        else:
+            names = [f.name for f in session.functions()] if revise else session.remaining()
+        total = len(session.functions())
+        _say(f"round {escape(round_)}, annotator {escape(annotator)}: "
+             f"{total - len(session.remaining())}/{total} labelled, {len(names)} to go")
+        outcome = _label_loop(session, names, source) if names else "done"
+        left = session.remaining()
+        if not left and submit:
+            stamp = session.submit()
+            _say(f"submitted at {stamp[:19]}")
+        elif not left:
+            _say(f"all {total} functions labelled; submit with "
+                 f"`careful round submit {round_} --annotator {annotator}` or --submit")
+        else:
+            _say(f"{len(left)} functions left; rerun to continue ({outcome})")
+
+
+# ---------------------------------------------------------------------- agree
+
+
+def _agreement_tables(report: AgreementReport, title: str) -> list[Table]:
+    pairs = Table(title=f"{title}: {len(report.functions)} functions, "
+                  f"{report.unanimous}/{report.complete} unanimous")
+    for col in ("pair", "agree", "raw", "Cohen's κ"):
+        pairs.add_column(col, justify="left" if col == "pair" else "right")
+    for p in report.pairs:
+        pairs.add_row(f"{p.a}–{p.b}", f"{p.agree}/{p.n}", _num(p.raw), _num(p.kappa))
+    overall = Table(show_header=False, box=None)
+    overall.add_row("Fleiss' κ", _num(report.fleiss))
+    overall.add_row("Krippendorff's α (nominal)", _num(report.alpha))
+    overall.add_row("destructive labels", ", ".join(f"{a} {n}" for a, n in report.yes.items()))
+    return [pairs, overall]
+
+
+@app.command("agree")
+def agree(
+    round_: str = typer.Option(..., "--round", "-r", help=ROUND_HELP),
+    subset: str = typer.Option(
+        "both", "--subset", help="'writes', 'all' or 'both'."),
+    annotators: str = typer.Option(
+        None, "--annotators", help="Comma-separated subset of the annotators."),
+    by: str = typer.Option(None, "--by", help="Who asks (recorded). Default: $USER."),
+    override: str = typer.Option(
+        None, "--override", help="Open a blind round before every annotator has submitted; "
+        "the reason given is recorded."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Agreement of a closed round, on the writes and on all functions, and the splits.
+
+    Raw agreement and Cohen's κ for every pair, Fleiss' κ over all annotators and
+    Krippendorff's α (nominal), with the label domain pinned to yes/no; then every function
+    the annotators split on, with who said what and why.
+    """
+    if subset not in ("writes", "all", "both"):
+        raise typer.BadParameter("expected writes, all or both", param_hint="--subset")
+    with _guard(), _store(db) as store:
+        session = store.adjudication_session(round_, by or _user(), override=override)
+        chosen = _names(annotators)
+        subsets = ["writes", "all"] if subset == "both" else [subset]
+        writes = sum(f.kind == "write" for f in session.functions())
+        if writes == 0 and "writes" in subsets:
+            if subset == "writes":
+                raise typer.BadParameter("the round's inputs declare no writes",
+                                         param_hint="--subset")
+            subsets.remove("writes")
+        reports = {s: session.agreement(s, chosen) for s in subsets}
+        split_list = session.splits("all", chosen)
+    if as_json:
+        print(json.dumps({
+            "round": round_,
+            "agreement": {s: r.to_json() for s, r in reports.items()},
+            "splits": [s.to_json() for s in split_list],
+        }, indent=2, ensure_ascii=False))
+        return
+    if session.overridden:
+        console.print("[yellow]opened with an override (recorded); the round is not closed[/]")
+    if "writes" not in reports and subset == "both":
+        console.print("the round's inputs declare no writes: agreement on all functions only")
+    for s, report in reports.items():
+        for table in _agreement_tables(report, "Writes" if s == "writes" else "All functions"):
+            console.print(table)
+    table = Table(title=f"Splits ({len(split_list)})")
+    for col in ("function", "class", "kind", "proposal", "yes", "no", "reasons"):
+        table.add_column(col)
+    for s in split_list:
+        reasons = "\n".join(f"{a}: {r}" for a, r in s.reasons.items() if r)
+        table.add_row(s.function, s.cls, s.kind, _yn(s.proposed), ", ".join(s.yes),
+                      ", ".join(s.no), escape(reasons))
+    console.print(table)
+
+
+# ---------------------------------------------------------------------- adjudicate
+
+
+def _parse_decision(text: str) -> tuple[str, bool, str]:
+    name, sep, rest = text.partition("=")
+    verdict, _, reason = rest.partition(":")
+    verdict = verdict.strip().lower()
+    if not sep or not name.strip() or verdict not in ("yes", "no", "y", "n"):
+        raise typer.BadParameter(f"expected FUNCTION=yes|no:REASON, got {text!r}",
+                                 param_hint="--decide")
+    if not reason.strip():
+        raise typer.BadParameter(f"{name}: a decision needs a reason", param_hint="--decide")
+    return name.strip(), verdict.startswith("y"), reason.strip()
+
+
+@app.command("adjudicate")
+def adjudicate(
+    round_: str = typer.Option(..., "--round", "-r", help=ROUND_HELP),
+    policy: str = typer.Option(
+        "any", "--policy", "-p", help="any (destructive if any annotator says so), majority, "
+        "unanimous, or annotator:NAME."),
+    tie: str = typer.Option(
+        "error", "--tie", help="Majority ties: yes, no, or error (stop and name them)."),
+    annotators: str = typer.Option(
+        None, "--annotators", help="Comma-separated subset of the annotators (e.g. A1,A2,A3)."),
+    decide: list[str] = typer.Option(
+        None, "--decide", help="Record a manual decision FUNCTION=yes|no:REASON (repeatable; "
+        "appended, never overwriting a label; the latest per function wins)."),
+    no_decisions: bool = typer.Option(
+        False, "--no-decisions", help="Ignore recorded manual decisions."),
+    author: str = typer.Option(None, "--author", help="Adjudicator. Default: $USER."),
+    name: str = typer.Option(
+        None, "--name", "-n", help="Boundary name. Default: <round>-<policy>."),
+    out: Path = typer.Option(
+        None, "--out", "-o", help="Boundary file. Default: declarations/boundary/<name>.json."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the result; write nothing."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace an existing boundary file (its version is incremented)."),
+    override: str = typer.Option(
+        None, "--override", help="Adjudicate a blind round that is still open; the reason is "
+        "recorded."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Adjudicate a closed round and write the boundary file the scorer's --boundary reads."""
+    from careful_engine.annotation.adjudication import TIES, parse_policy
+
+    decisions = [_parse_decision(d) for d in decide or []]
+    if tie not in TIES:
+        raise typer.BadParameter(f"expected one of {', '.join(TIES)}", param_hint="--tie")
+    with _guard():
+        parse_policy(policy)
+        with _store(db) as store:
+            session = store.adjudication_session(round_, author or _user(), override=override)
+            for fn, destructive, reason in decisions:
+                session.decide(fn, destructive, reason)
+            result = session.adjudicate(policy, tie=tie, annotators=_names(annotators),
+                                        use_decisions=not no_decisions)
+            boundary_name = name or f"{round_}-{policy.replace(':', '-')}"
+            path = None
+            if not dry_run:
+                _, path = session.write_boundary(result, boundary_name, path=out, force=force)
+    table = Table(title=f"{boundary_name}: {len(result.destructive)} destructive of "
+                  f"{len(result.outcomes)} ({policy})")
+    for col in ("function", "yes", "no", "by"):
+        table.add_column(col)
+    for f, o in result.outcomes.items():
+        if o.destructive or o.by != "policy" or (o.yes and o.no):
+            style = "bold" if o.destructive else "dim"
+            table.add_row(f"[{style}]{f}[/]", ", ".join(o.yes), ", ".join(o.no),
+                          o.by + ("" if o.destructive else " (not destructive)"))
+    console.print(table)
+    if path:
+        console.print(f"wrote {escape(str(path))}")
+    else:
+        console.print("dry run: nothing written")
+
+
+# ---------------------------------------------------------------------- labels
+
+
+@labels_app.command("export")
+def labels_export(
+    round_: str = typer.Option(..., "--round", "-r", help=ROUND_HELP),
+    annotator: list[str] = typer.Option(
+        None, "--annotator", "-a", help="Only these annotators (repeatable). Default: all."),
+    out: Path = typer.Option(
+        None, "--out", "-o", help="Folder. Default: annotations/<round>/."),
+    by: str = typer.Option(None, "--by", help="Who exports (recorded). Default: $USER."),
+    override: str = typer.Option(
+        None, "--override", help="Export from a blind round that is still open (recorded)."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Write each annotator's label set, with reasons, as one JSON file (closed rounds)."""
+    from careful_engine.annotation.release import write_label_sets
+
+    with _guard(), _store(db) as store:
+        session = store.adjudication_session(round_, by or _user(), override=override)
+        paths = write_label_sets(session, out, annotator or None)
+    for p in paths:
+        console.print(f"wrote {escape(str(p))}")
+
+
+@labels_app.command("import")
+def labels_import(
+    files: list[Path] = typer.Argument(..., help="Label-set JSON files."),
+    round_: str = typer.Option(
+        None, "--round", "-r", help="Import into this round name (default: the file's)."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Import label sets; the round is created from the first file if the database lacks it."""
+    from careful_engine.annotation.release import import_label_set, read_label_set
+
+    with _guard(), _store(db) as store:
+        for path in files:
+            doc = read_label_set(path)
+            name, n = import_label_set(store, doc, round_)
+            who = doc["annotator"]["name"]
+            console.print(f"{escape(str(path))}: {who} -> round {escape(name)}: "
+                          + (f"{n} labels" if n else "already present"))
+
+
+# ---------------------------------------------------------------------- annotate-llm
+
+
+@app.command("annotate-llm")
+def annotate_llm(
+    model: str = typer.Option(..., "--model", "-m", help="Anthropic model name."),
+    annotator: str = typer.Option(..., "--annotator", "-a", help="Annotator name (e.g. A2)."),
+    round_: str = typer.Option(..., "--round", "-r", help=ROUND_HELP),
+    sheet: Path = typer.Option(
+        None, "--sheet", help="Markdown review sheet (one section per function, without "
+        "other annotators' labels). Default: a minimal sheet from bfcl's docs."),
+    base_url: str = typer.Option(
+        None, "--base-url", help="Messages API base URL. Default: $ANTHROPIC_BASE_URL or "
+        "Anthropic's."),
+    api_key: str = typer.Option(
+        None, "--api-key", help="Default: $ANTHROPIC_API_KEY.", show_default=False),
+    max_tokens: int = typer.Option(1024, "--max-tokens", min=16),
+    temperature: float = typer.Option(None, "--temperature", help="Default: the API's."),
+    limit: int = typer.Option(None, "--limit", min=1, help="Label at most N functions."),
+    join: bool = typer.Option(False, "--join", help="Add the annotator to the round."),
+    submit: bool = typer.Option(
+        True, "--submit/--no-submit", help="Submit when every function is labelled."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Label every function with a language model through the Anthropic API.
+
+    The model sees each function's review-sheet entry and simulator source, never the other
+    labels, and is recorded as an ordinary annotator with its reasons and token usage. Each
+    label is committed as it arrives; a rerun resumes where the last one stopped.
+    """
+    from careful_engine.annotation.llm import annotate
+
+    def show(fn: str, destructive: bool | None, text: str) -> None:
+        if destructive is None:
+            err.print(f"[red]{escape(fn)}: failed[/] {escape(text[:200])}")
+        else:
+            console.print(f"{escape(fn)} = {_yn(destructive)}: {escape(text)}", highlight=False)
+
+    with _guard(), _store(db) as store:
+        if sheet is not None and not sheet.exists():
+            raise typer.BadParameter(f"{sheet} does not exist", param_hint="--sheet")
+        run = annotate(
+            store, round_, annotator, model, api_key=api_key, base_url=base_url, sheet=sheet,
+            max_tokens=max_tokens, temperature=temperature, limit=limit, submit=submit,
+            join=join, on_result=show,
+        )
+    usage = ", ".join(f"{k} {v}" for k, v in run.usage.items())
+    console.print(
+        f"{annotator} ({model}): {len(run.labelled)} labelled, {len(run.skipped)} already "
+        f"labelled, {len(run.failed)} failed; usage: {usage or 'none'}"
+        + (f"; submitted at {run.submitted[:19]}" if run.submitted else "")
+    )
+    if run.failed:
+        raise typer.Exit(1)

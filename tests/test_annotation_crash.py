@@ -1,0 +1,157 @@
+"""Durability: a killed labelling process keeps every committed label; concurrent
+labelling processes on one database lose nothing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from careful_engine.annotation.signals import fallback_inputs
+from careful_engine.annotation.store import Store
+
+REPO = Path(__file__).resolve().parent.parent
+CLI = "from careful_engine.cli import main; main()"
+
+pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("CAREFUL_DB", None)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "careful.db"
+    with Store(path) as store:
+        for a in ("A1", "A2", "A3"):
+            store.add_annotator(a)
+        store.new_round("r", fallback_inputs(), ["A1", "A2", "A3"])
+    return path
+
+
+def _count(db: Path, annotator: str) -> int:
+    with Store(db) as store:
+        return len(store.annotator_session("r", annotator).labels())
+
+
+def _read_until(proc: subprocess.Popen, marker: str) -> str:
+    while True:
+        line = proc.stdout.readline()
+        if not line:
+            raise AssertionError(f"process ended before {marker!r}: rc={proc.poll()}")
+        if marker in line:
+            return line
+
+
+def test_sigkill_of_the_label_command_keeps_exactly_n_labels(db):
+    n = 7
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLI, "label", "--db", str(db), "-r", "r", "-a", "A1"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        text=True, cwd=REPO, env=_env(),
+    )
+    try:
+        _read_until(proc, "to go")
+        for i in range(1, n + 1):
+            answer = f"y reason {i}" if i % 2 else "n"
+            proc.stdin.write(answer + "\n")
+            proc.stdin.flush()
+            assert f"({i}/128)" in _read_until(proc, "saved ")
+        # the process now waits for answer n+1; kill it without warning
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    assert _count(db, "A1") == n
+    with Store(db) as store:
+        assert store.db.execute("pragma integrity_check").fetchone()[0] == "ok"
+        labels = store.adjudication_session("r", "t", override="test").labels()["A1"]
+    assert sum(lb.destructive for lb in labels.values()) == 4
+    assert labels["cat"].reason == "reason 1"
+
+
+LOOP = textwrap.dedent("""
+    import os, sys, time
+    from careful_engine.annotation.store import Store
+    db, annotator, go = sys.argv[1], sys.argv[2], sys.argv[3:]
+    with Store(db) as store:
+        session = store.annotator_session("r", annotator)
+        print("ready", flush=True)
+        while go and not os.path.exists(go[0]):
+            time.sleep(0.005)
+        for i, f in enumerate(session.functions(), 1):
+            session.label(f.name, i % 3 == 0, f"{annotator} {i}" if i % 3 == 0 else "")
+            print(i, flush=True)
+        session.submit()
+        print("submitted", flush=True)
+""")
+
+
+def test_sigkill_mid_stream_loses_nothing_committed(db):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LOOP, str(db), "A2"], stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True, cwd=REPO, env=_env(),
+    )
+    acked = 0
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        while acked < 40:
+            line = proc.stdout.readline()
+            assert line, "labelling loop ended early"
+            acked = int(line)
+        proc.send_signal(signal.SIGKILL)  # while it labels as fast as it can
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # every acknowledged label is there; at most the one in flight (and any whose
+    # acknowledgement was still in the pipe) beyond it, all complete rows
+    count = _count(db, "A2")
+    assert count >= acked
+    with Store(db) as store:
+        assert store.db.execute("pragma integrity_check").fetchone()[0] == "ok"
+        rows = list(store.db.query("select * from labels where annotator = 'A2'"))
+    assert len(rows) == count
+    assert all(r["reason"] or not r["destructive"] for r in rows)
+
+
+def test_two_processes_labelling_concurrently_lose_nothing(db, tmp_path):
+    go = tmp_path / "go"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", LOOP, str(db), a, str(go)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                         env=_env())
+        for a in ("A1", "A2")
+    ]
+    for p in procs:  # both connected: start them at once
+        assert p.stdout.readline().strip() == "ready"
+    go.touch()
+    for p in procs:
+        out, errors = p.communicate(timeout=120)
+        assert p.returncode == 0, errors
+        assert out.strip().endswith("submitted")
+    with Store(db) as store:
+        status = {p.annotator: p for p in store.status("r").progress}
+        assert status["A1"].labelled == status["A2"].labelled == 128
+        assert status["A1"].submitted and status["A2"].submitted
+        assert store.db["labels"].count == 256
+        assert store.db["label_revisions"].count == 0
+        spans = {
+            a: list(store.db.query(
+                "select min(created) as first, max(created) as last from labels "
+                "where annotator = ?", [a]))[0]
+            for a in ("A1", "A2")
+        }
+    # the two label streams overlapped in time
+    assert max(s["first"] for s in spans.values()) < min(s["last"] for s in spans.values())
