@@ -175,3 +175,11 @@ def demo_cmd(
     console.print(f"wrote {len(paths)} result files under [bold]{out}[/]")
     if score_it:
         score(out, out=out / "careful-score", decoder=None, model=None, quiet=False)
+
+
+@app.command()
+def doctor() -> None:
+    """Check the install: the pinned bfcl-eval and no torch / CUDA / faiss stack."""
+    from careful_engine import doctor as doc
+
+    raise typer.Exit(doc.main())

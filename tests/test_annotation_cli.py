@@ -1,0 +1,152 @@
+"""The headless commands: round, label, agree, adjudicate, labels export|import."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+import careful_engine.cli.annotation  # noqa: F401  (registers the commands)
+from careful_engine import boundary
+from careful_engine.annotation.store import Store
+from careful_engine.cli import app
+from tests.fakes import paper_round
+
+WIDE = {"COLUMNS": "250"}
+
+
+@pytest.fixture
+def runner():
+    return CliRunner()
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    path = tmp_path / "careful.db"
+    monkeypatch.setenv("CAREFUL_DB", str(path))  # the --db default
+    return path
+
+
+def invoke(runner, *args, input=None):
+    return runner.invoke(app, list(args), input=input, env=WIDE)
+
+
+def test_help_of_every_command(runner):
+    for args in (["round", "--help"], ["round", "new", "--help"], ["round", "status", "--help"],
+                 ["label", "--help"], ["agree", "--help"], ["adjudicate", "--help"],
+                 ["labels", "export", "--help"], ["labels", "import", "--help"],
+                 ["annotate-llm", "--help"]):
+        result = invoke(runner, *args)
+        assert result.exit_code == 0, (args, result.output)
+        assert "--db" in result.output or args[-1] != "--help" or len(args) == 2
+
+
+def test_round_label_agree_adjudicate(runner, db, tmp_path):
+    decl = paper_round.write_declarations(tmp_path / "effects.json")
+    result = invoke(runner, "round", "new", "small", "-d", str(decl), "-f", "rm,cd,ls",
+                    "-a", "H1", "-a", "H2", "--by", "lead")
+    assert result.exit_code == 0, result.output
+    assert "3 functions (2 writes)" in result.output and "H1, H2" in result.output
+
+    # H1 labels through the terminal loop: a missing reason is asked for again
+    result = invoke(runner, "label", "-r", "small", "-a", "H1", "--submit",
+                    input="y\ny moves cwd\nn\nn\nn the file can be recovered from backup\n")
+    assert result.exit_code == 0, result.output
+    assert "departing from the signals' proposal" in result.output
+    assert "required for every 'destructive'" in result.output
+    assert "saved cd = yes (1/3)" in result.output and "saved rm = no (3/3)" in result.output
+    assert "submitted at" in result.output
+
+    # H2 quits half way: what was entered is kept; a rerun continues
+    result = invoke(runner, "label", "-r", "small", "-a", "H2", input="s\nn\nq\n")
+    assert result.exit_code == 0 and "2 functions left" in result.output
+    result = invoke(runner, "round", "status", "small")
+    assert "1/3" in result.output and "3/3" in result.output and "open" in result.output
+
+    # blind: no agreement before H2 submits (exit 2), unless overridden (recorded)
+    result = invoke(runner, "agree", "-r", "small")
+    assert result.exit_code == 2 and "H2 has not submitted" in result.output
+    result = invoke(runner, "agree", "-r", "small", "--override", "pilot check")
+    assert result.exit_code == 0 and "override" in result.output
+    assert "override by" in invoke(runner, "round", "status", "small").output
+
+    result = invoke(runner, "label", "-r", "small", "-a", "H2", input="y changes where you are\ny deletes a file\n")
+    assert result.exit_code == 0 and "submit with" in result.output
+    result = invoke(runner, "round", "submit", "small", "-a", "H2")
+    assert result.exit_code == 0 and "the round is closed" in result.output
+    result = invoke(runner, "label", "-r", "small", "-a", "H2", input="")
+    assert result.exit_code == 2 and "labels are final" in result.output
+
+    result = invoke(runner, "agree", "-r", "small", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    writes = report["agreement"]["writes"]
+    assert writes["functions"] == 2 and writes["pairs"][0]["agree"] == 1
+    assert {s["function"] for s in report["splits"]} == {"rm"}
+    result = invoke(runner, "agree", "-r", "small")
+    assert result.exit_code == 0 and "Fleiss" in result.output and "Splits (1)" in result.output
+
+    out = tmp_path / "small-any.json"
+    result = invoke(runner, "adjudicate", "-r", "small", "--policy", "any", "--out", str(out),
+                    "--author", "lead")
+    assert result.exit_code == 0, result.output
+    assert set(boundary.load(out).destructive) == {"rm", "cd"}
+    result = invoke(runner, "adjudicate", "-r", "small", "--policy", "majority", "--dry-run")
+    assert result.exit_code == 2 and "tied on" in result.output
+    result = invoke(runner, "adjudicate", "-r", "small", "--policy", "majority", "--tie", "no",
+                    "--decide", "rm=yes:deletion is final", "--author", "lead",
+                    "--out", str(tmp_path / "m.json"))
+    assert result.exit_code == 0, result.output
+    m = boundary.load(tmp_path / "m.json")
+    assert set(m.destructive) == {"cd", "rm"} and "manual decision by lead" in m.destructive["rm"]
+    result = invoke(runner, "adjudicate", "-r", "small", "--out", str(out))
+    assert result.exit_code == 2 and "exists" in result.output
+    result = invoke(runner, "adjudicate", "-r", "small", "--out", str(out), "--force")
+    assert result.exit_code == 0 and boundary.load(out).version == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["round", "new", "x", "--llm", "A2"], "NAME=MODEL"),
+    (["round", "new", "x", "-d", "/nonexistent.json"], "cannot read declarations"),
+    (["round", "new", "x", "-f", "nope"], "not among the round inputs"),
+    (["round", "status", "nope"], "no round"),
+    (["agree", "-r", "nope"], "no round"),
+    (["agree", "-r", "nope", "--subset", "some"], "writes, all or both"),
+    (["adjudicate", "-r", "nope", "--decide", "rm=perhaps:x"], "FUNCTION=yes|no:REASON"),
+    (["adjudicate", "-r", "nope", "--decide", "rm=yes"], "needs a reason"),
+    (["adjudicate", "-r", "nope", "--policy", "most"], "unknown policy"),
+    (["adjudicate", "-r", "nope", "--tie", "coin"], "yes, no, error"),
+    (["label", "-r", "nope", "-a", "A1"], "no round"),
+])
+def test_bad_input_exits_2(runner, db, args, message):
+    result = invoke(runner, *args)
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split()), result.output
+
+
+def test_labels_export_import(runner, db, tmp_path):
+    with Store(db) as store:
+        paper_round.build(store, tmp_path)
+    out = tmp_path / "release"
+    result = invoke(runner, "labels", "export", "-r", "paper", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    files = sorted(out.glob("*.json"))
+    assert [f.name for f in files] == ["A1.json", "A2.json", "A3.json", "A4.json"]
+    other = tmp_path / "other.db"
+    result = invoke(runner, "labels", "import", *map(str, files), "--db", str(other),
+                    "--round", "copy")
+    assert result.exit_code == 0, result.output
+    assert result.output.count("128 labels") == 4
+    result = invoke(runner, "labels", "import", str(files[0]), "--db", str(other),
+                    "--round", "copy")
+    assert "already present" in result.output
+    result = invoke(runner, "adjudicate", "--db", str(other), "-r", "copy",
+                    "--out", str(tmp_path / "b.json"))
+    assert result.exit_code == 0, result.output
+    assert set(boundary.load(tmp_path / "b.json").destructive) == set(
+        boundary.load("paper-final").destructive)
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]")
+    result = invoke(runner, "labels", "import", str(bad), "--db", str(other))
+    assert result.exit_code == 2 and "not a label set" in result.output
