@@ -39,7 +39,8 @@ def test_help_of_every_command(runner):
                  ["annotate-llm", "--help"]):
         result = invoke(runner, *args)
         assert result.exit_code == 0, (args, result.output)
-        assert "--db" in result.output or args[-1] != "--help" or len(args) == 2
+        if args[0] != "round" or len(args) > 2:
+            assert "--db" in result.output, args
 
 
 def test_round_label_agree_adjudicate(runner, db, tmp_path):

@@ -15,13 +15,9 @@ from careful_engine.annotation.errors import (
     LabelError,
     RoundError,
 )
+from careful_engine.annotation.sessions import AdjudicationSession, AnnotatorSession
 from careful_engine.annotation.signals import fallback_inputs, load_inputs
-from careful_engine.annotation.store import (
-    AnnotatorSession,
-    Store,
-    default_db_path,
-    repo_root,
-)
+from careful_engine.annotation.store import Store, default_db_path, repo_root
 
 SECRET = "SECRET-REASON-OF-A2"
 
@@ -219,6 +215,8 @@ def test_agreement_and_labels_only_after_every_submission(store, decl):
         store.adjudication_session("r", "lead", override="   ")
     assert store.status("r").reveals == ()
 
+    with pytest.raises(BlindnessError):  # nor by building the session directly
+        AdjudicationSession(store, "r", "A2")
     early = store.adjudication_session("r", "lead", override="checking the pipeline")
     assert early.overridden
     (reveal,) = store.status("r").reveals

@@ -4,7 +4,8 @@ The engine behind §4 of the paper. Submodules are imported on demand so that th
 loop starts fast (the statistics need scikit-learn, the LLM annotator the Anthropic SDK):
 
 - :mod:`.signals`: a round's inputs (functions, kinds, the signals' proposal, their hash);
-- :mod:`.store`: the SQLite store, annotator sessions (blind) and adjudication sessions;
+- :mod:`.store`: the SQLite store (annotators, rounds, labels, decisions, LLM calls);
+- :mod:`.sessions`: what an annotator (blind) and an adjudicator may read and do;
 - :mod:`.agreement`: raw agreement, Cohen's and Fleiss' kappa, Krippendorff's alpha, splits;
 - :mod:`.adjudication`: policies and manual decisions, producing a :class:`~careful_engine.
   boundary.Boundary`;

@@ -125,7 +125,7 @@ def adjudicate(
             destructive = 2 * len(yes) > n
         reason = ""
         if destructive:
-            said = "; ".join(f"{a}: {labels[a][f].reason}" for a in yes)
+            said = " | ".join(f"{a}: {labels[a][f].reason}" for a in yes)
             rule = f"{policy}, tie -> yes" if by == "tie" else policy
             reason = f"{said} [{len(yes)} of {n} ({', '.join(yes)}); {rule}]"
         outcomes[f] = Outcome(f, destructive, yes, no, by, reason)

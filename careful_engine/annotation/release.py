@@ -24,8 +24,9 @@ from pathlib import Path
 
 from .. import bfcl
 from .errors import AnnotationError
+from .sessions import AdjudicationSession
 from .signals import FunctionInput, RoundInputs
-from .store import AdjudicationSession, Annotator, Label, Round, Store, now, repo_root
+from .store import Annotator, Label, Round, Store, now, repo_root
 
 SCHEMA = "careful.labels/1"
 

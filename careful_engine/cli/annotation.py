@@ -24,7 +24,8 @@ from careful_engine.cli import app
 
 if TYPE_CHECKING:
     from careful_engine.annotation.agreement import AgreementReport
-    from careful_engine.annotation.store import AnnotatorSession, Store
+    from careful_engine.annotation.sessions import AnnotatorSession
+    from careful_engine.annotation.store import Store
 
 console = Console()
 err = Console(stderr=True)

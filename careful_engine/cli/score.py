@@ -23,7 +23,7 @@ from careful_engine.scoring import (
 )
 
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True, highlight=False)
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE = 0, 1, 2
 
@@ -47,10 +47,10 @@ def _table(scores: list[ModelScore]) -> Table:
     short = [bfcl.SHORT_NAMES[c] for c in bfcl.CATEGORIES]
     table = Table(title="BFCL multi-turn accuracy (%), replayed with bfcl-eval "
                   f"{bfcl.BFCL_VERSION}'s rules")
-    table.add_column("model")
-    table.add_column("decoder")
+    table.add_column("model", overflow="fold")
+    table.add_column("decoder", overflow="fold")
     for name in short:
-        table.add_column(name, justify="right")
+        table.add_column(name, justify="right", no_wrap=True)
     table.add_column("mean", justify="right", style="bold")
     for ms in scores:
         cells = [
@@ -151,12 +151,12 @@ def _print_problems(problems: list) -> None:
             by_message[p.file] = by_message.get(p.file, 0) + 1
             continue
         if shown < 25:
-            err.print(f"  {p}")
+            err.print(f"  {p}", markup=False)
         shown += 1
     if shown > 25:
         err.print(f"  ... and {shown - 25} more")
     for file, n in by_message.items():
-        err.print(f"  {file}: {n} id(s) missing from the file; counted as failed")
+        err.print(f"  {file}: {n} id(s) missing from the file; counted as failed", markup=False)
 
 
 @app.command("demo")

@@ -97,9 +97,9 @@ def label_sets() -> dict[str, dict[str, tuple[bool, str]]]:
         yes = DISPUTED.get(name, ANNOTATORS if name in final else ())
         for a in ANNOTATORS:
             if a in yes:
-                out[a][name] = (True, f"{a}: {final[name]}")
+                out[a][name] = (True, final[name])
             elif signals_of(name):
-                out[a][name] = (False, f"{a}: the effect can be undone or reaches nobody")
+                out[a][name] = (False, "the effect can be undone or reaches nobody")
             else:
                 out[a][name] = (False, "")
     return out

@@ -1,0 +1,137 @@
+"""``careful score`` and ``careful demo`` end to end, including bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from careful_engine import bfcl, demo
+from careful_engine.cli import _load, app
+
+_load()
+runner = CliRunner()
+CATEGORY = "multi_turn_base"
+
+
+def _run(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def _lines(out: Path) -> list[dict]:
+    return [json.loads(x) for x in (out / "conversations.jsonl").read_text().splitlines()]
+
+
+def _write(path: Path, lines: list[str]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _reference_lines(n: int | None = None) -> list[str]:
+    convs = bfcl.conversations(CATEGORY)[: n or None]
+    return [json.dumps(demo.reference_entry(c)) for c in convs]
+
+
+def test_demo_scores_100(tmp_path: Path) -> None:
+    res = _run("demo", "--out", str(tmp_path / "ref"))
+    assert res.exit_code == 0, res.output
+    lines = _lines(tmp_path / "ref" / "careful-score")
+    assert len(lines) == 800
+    assert all(line["official_valid"] for line in lines)
+    for cat in bfcl.CATEGORIES:
+        score = tmp_path / "ref/careful-score/score/reference/multi_turn" / f"BFCL_v4_{cat}_score.json"
+        header = json.loads(score.read_text().splitlines()[0])
+        assert header == {"accuracy": 1.0, "correct_count": 200, "total_count": 200}
+    assert "100.0" in res.output
+
+
+def test_bad_input_is_reported_and_the_rest_scored(tmp_path: Path) -> None:
+    lines = _reference_lines()
+    ids = [json.loads(x)["id"] for x in lines]
+    bad = list(lines)
+    bad[3] = "this is not json"
+    bad[5] = bad[4]  # duplicate id (entry 4 twice, entry 5 missing)
+    bad[7] = json.dumps({"id": ids[7], "result": "Error during inference: boom",
+                         "traceback": "Traceback ..."})
+    bad[9] = json.dumps({"id": ids[9], "result": [5, "text", {"x": 1}]})  # odd steps and turns
+    bad[11] = json.dumps({"id": "multi_turn_base_9999", "result": []})
+    del bad[20]  # a missing id
+    bad[-1] = bad[-1][: len(bad[-1]) // 2]  # truncated last line
+    run = tmp_path / "run"
+    _write(run / "Salesforce_Llama-xLAM-2-8b-fc-r" / "multi_turn" /
+           f"BFCL_v4_{CATEGORY}_result.json", bad)
+    out = tmp_path / "out"
+    res = _run("score", str(run), "--out", str(out), "--decoder", demo.DECODER)
+    assert res.exit_code == 1, res.output
+    text = res.output
+    f = f"BFCL_v4_{CATEGORY}_result.json"
+    assert f"{f}:4" in text and "not JSON" in text
+    assert "duplicate id" in text and ids[4] in text
+    assert "truncated last line" in text and ids[-1] in text
+    assert "multi_turn_base_9999" in text
+    assert "error string (with a traceback)" in text
+    assert "missing" in text
+    by_id = {x["id"]: x for x in _lines(out)}
+    assert len(by_id) == 200
+    assert by_id[ids[0]]["official_valid"] and by_id[ids[4]]["official_valid"]
+    assert by_id[ids[3]]["official_error_type"] == "careful:missing_entry"
+    assert by_id[ids[5]]["official_error_type"] == "careful:missing_entry"
+    assert by_id[ids[7]]["official_error_type"] == "multi_turn:inference_error"
+    assert by_id[ids[9]]["official_valid"] is False
+    assert by_id[ids[20]]["official_error_type"] == "careful:missing_entry"
+    assert by_id[ids[-1]]["official_error_type"] == "careful:missing_entry"
+    # every other entry is the reference and passes
+    failed = {k for k, v in by_id.items() if not v["official_valid"]}
+    assert failed == {ids[3], ids[5], ids[7], ids[9], ids[11], ids[20], ids[-1]}
+
+
+def test_unknown_model_needs_a_decoder(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    _write(run / "someone_unknown-model" / "multi_turn" / f"BFCL_v4_{CATEGORY}_result.json",
+           _reference_lines(3))
+    res = _run("score", str(run), "--out", str(tmp_path / "out"))
+    assert res.exit_code == 2
+    assert "someone/unknown-model" in res.output and "--decoder" in res.output
+
+
+def test_unexpected_places_and_v3_layout(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    # a V3 flat file (older bfcl) and a V4 file outside multi_turn/
+    _write(run / "a" / f"BFCL_v3_{CATEGORY}_result.json", _reference_lines())
+    _write(run / "b" / f"BFCL_v4_{CATEGORY}_result.json", _reference_lines())
+    _write(run / "b" / "BFCL_v4_simple_result.json", ['{"id": "simple_0", "result": []}'])
+    res = _run("score", str(run), "--out", str(tmp_path / "out"), "--decoder", demo.DECODER)
+    assert "outside a multi_turn/ folder" in res.output
+    lines = _lines(tmp_path / "out")
+    assert {x["model"] for x in lines} == {"a", "b"}
+    assert all(x["official_valid"] for x in lines)
+    assert res.exit_code == 1
+
+
+@pytest.mark.parametrize("args", [["score", "/nonexistent/run"], ["score", "."]])
+def test_unusable_input(args: list[str], tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    res = _run(*args)
+    assert res.exit_code == 2
+    assert "error" in res.output
+
+
+def test_all_inference_errors_need_no_decoder(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    lines = [json.dumps({"id": c.id, "result": "Error during inference: x", "traceback": "t"})
+             for c in bfcl.conversations(CATEGORY)]
+    _write(run / "nobody_knows" / "multi_turn" / f"BFCL_v4_{CATEGORY}_result.json", lines)
+    res = _run("score", str(run), "--out", str(tmp_path / "out"))
+    assert res.exit_code == 1  # usable, with every entry reported
+    assert all(x["official_error_type"] == "multi_turn:inference_error"
+               for x in _lines(tmp_path / "out"))
+
+
+def test_help_explains() -> None:
+    res = _run("score", "--help")
+    assert res.exit_code == 0
+    for word in ("RUN_DIR", "--decoder", "--out", "Exit code"):
+        assert word in res.output
