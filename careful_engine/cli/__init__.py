@@ -23,7 +23,7 @@ app = typer.Typer(
 )
 
 # Modules that define commands on `app` (import order is the order in --help).
-COMMAND_MODULES = ("score", "annotation")
+COMMAND_MODULES = ("score", "declare", "provenance", "annotation")
 
 
 def _load() -> None:
