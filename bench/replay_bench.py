@@ -19,7 +19,7 @@ from pathlib import Path
 
 from careful_engine import bfcl, calls, environment
 from careful_engine.decode import decode_entry, reference_trajectory
-from careful_engine.environment import TravelExtensions
+from careful_engine.process import BfclProcess
 from careful_engine.replay import replay
 from careful_engine.runs import load_result_file
 from careful_engine.scoring import discover
@@ -54,13 +54,11 @@ def run_engine(items) -> None:
     environment._TEMPLATES.clear()
     environment._INITIAL_STATES.clear()
     calls._PLANS.clear()
-    pools: dict[tuple[str, str], TravelExtensions] = {}
-    for conv, traj, model in items:
-        key = (model, conv.category)
-        if key not in pools:
-            pools[key] = TravelExtensions()
-        pool = pools[key]
-        replay(conv, traj, model_name=model, extensions=pool, snapshots=True)
+    current = None
+    for conv, traj, model in items:  # grouped by model and category, in bfcl's order
+        if (model, conv.category) != current:
+            current, process = (model, conv.category), BfclProcess()
+        replay(conv, traj, model_name=model, process=process, snapshots=True)
 
 
 _PASS = [0]

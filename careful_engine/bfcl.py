@@ -19,7 +19,6 @@ import tempfile
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 BFCL_VERSION = "2026.3.23"
 CATEGORIES = (
@@ -220,55 +219,20 @@ def is_stateless(class_name: str) -> bool:
     return class_name in STATELESS_CLASSES
 
 
-@cache
-def _pristine_long_context() -> dict[str, Any]:
-    """A private, never-mutated copy of func_source_code/long_context.py's data."""
-    path = Path(importlib.util.find_spec(f"{SIM_PACKAGE}.long_context").origin)
-    spec = importlib.util.spec_from_file_location("_careful_pristine_long_context", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return {k: v for k, v in vars(module).items() if k.isupper()}
-
-
-def pristine_travel_extensions() -> tuple[dict, dict]:
-    """Fresh deep copies of TravelAPI's long-context credit cards and booking records."""
-    data = _pristine_long_context()
-    return (
-        copy.deepcopy(data["CREDIT_CARD_EXTENSION"]),
-        copy.deepcopy(data["BOOKING_RECORD_EXTENSION"]),
-    )
-
-
-def travel_module():
-    return importlib.import_module(CLASS_FILE_PATH_MAPPING["TravelAPI"])
-
-
-def reset_bfcl_travel_extensions() -> None:
-    """Restore bfcl-eval's own module-level TravelAPI extensions to pristine values.
-
-    Used by tests and benchmarks before running bfcl-eval's executor, so that its
-    process-global state starts as in a fresh ``bfcl evaluate`` process.
-    """
-    mod = travel_module()
-    cards, bookings = pristine_travel_extensions()
-    mod.CREDIT_CARD_EXTENSION.clear()
-    mod.CREDIT_CARD_EXTENSION.update(cards)
-    mod.BOOKING_RECORD_EXTENSION.clear()
-    mod.BOOKING_RECORD_EXTENSION.update(bookings)
-
-
 def reset_bfcl_process_state() -> None:
     """Put bfcl's executor back in the state of a fresh process.
 
     Its executor caches instances in module globals named ``*_instance`` and never frees
-    them (a second run under the same model name continues from stale state), and the
-    long-context TravelAPI data is module-level. Benchmarks and tests that call bfcl's own
+    them (a second run under the same model name continues from stale state), and its
+    simulators share mutable objects across instances (careful_engine.process). Benchmarks and tests that call bfcl's own
     code use this between runs.
     """
     g = importlib.import_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils").__dict__
     for name in [k for k in g if k.endswith("_instance")]:
         del g[name]
-    reset_bfcl_travel_extensions()
+    from .process import reset_to_pristine
+
+    reset_to_pristine()
 
 
 # ---------------------------------------------------------------- handler registry

@@ -18,34 +18,11 @@ from typing import Any
 
 from . import bfcl
 from .calls import Call, ParseFailure, parse_call
+from .process import BfclProcess
 from .state import State, capture
 
-
-class TravelExtensions:
-    """TravelAPI's long-context credit cards and booking records, shared as bfcl shares them.
-
-    bfcl quirk (travel_booking.py ``_add_credit_cards`` / ``_add_booking_records``): the
-    long-context extension dicts are merged into every TravelAPI instance by reference, not
-    copied. A booking charged to an extension card on the model side therefore changes the
-    same card on the reference side, and on every later conversation evaluated in the same
-    process. bfcl evaluate processes a file in id order and stops executing a conversation at
-    its first failing turn. A pool object stands for bfcl's module-level dicts: environments
-    built with the same pool share card and booking dicts exactly as bfcl's instances do.
-    """
-
-    def __init__(self, cards: dict | None = None, bookings: dict | None = None) -> None:
-        if cards is None or bookings is None:
-            cards, bookings = bfcl.pristine_travel_extensions()
-        self.cards = cards
-        self.bookings = bookings
-
-    def copy(self) -> TravelExtensions:
-        # plain JSON-like data: a pickle round trip is a deep copy at C speed
-        return TravelExtensions(*pickle.loads(pickle.dumps((self.cards, self.bookings), -1)))
-
-    def assign(self, other: TravelExtensions) -> None:
-        """Become a copy of ``other`` (used to carry state to the next conversation)."""
-        self.cards, self.bookings = pickle.loads(pickle.dumps((other.cards, other.bookings), -1))
+# The run-wide shared state now lives in careful_engine.process; this name is kept for callers.
+TravelExtensions = BfclProcess
 
 
 def serialise(result: Any) -> str:
@@ -120,9 +97,9 @@ class Environment:
         long_context: bool = False,
         name_prefix: str = "careful",
         entry_id: str = "entry",
-        extensions: TravelExtensions | None = None,
         snapshots: bool = True,
         template_key: str | None = None,
+        **_ignored: Any,
     ) -> None:
         self.involved_classes = tuple(involved_classes)
         self.long_context = long_context
@@ -132,8 +109,7 @@ class Environment:
         self._by_instance_name: dict[str, str] = {}
         self._method_class: dict[str, str] = {}
         for class_name in self.involved_classes:
-            self.instances[class_name] = self._create(
-                class_name, initial_config, extensions, template_key)
+            self.instances[class_name] = self._create(class_name, initial_config, template_key)
             inst_name = bfcl.instance_name(name_prefix, entry_id, class_name)
             self._by_instance_name[inst_name] = class_name
             for method in bfcl.public_methods(class_name):
@@ -168,14 +144,13 @@ class Environment:
             **kw,
         )
 
-    def _create(self, class_name: str, initial_config: dict, ext: TravelExtensions | None,
-                template_key: str | None) -> Any:
+    def _create(self, class_name: str, initial_config: dict, template_key: str | None) -> Any:
         shared = class_name == "TravelAPI" and self.long_context
         if template_key is not None and not shared:
             # A loaded instance is cloned from a pickled template: the same object graph
             # (random generator state included) as a fresh _load_scenario, without bfcl's
             # two deep copies per instance. TravelAPI in long context is never cloned: its
-            # extension dicts must stay shared (see TravelExtensions).
+            # extension dicts must stay shared (see careful_engine.process).
             # keyed by content: base, miss_func and miss_param share initial configs
             ck = (template_key, class_name)
             key = _CONFIG_KEYS.get(ck)
@@ -184,29 +159,20 @@ class Environment:
                                           json.dumps(initial_config.get(class_name, {})))
             blob = _TEMPLATES.get(key)
             if blob is None:
-                blob = pickle.dumps(self._load(class_name, initial_config, ext),
+                blob = pickle.dumps(self._load(class_name, initial_config),
                                     pickle.HIGHEST_PROTOCOL)
                 _TEMPLATES[key] = blob
             return pickle.loads(blob)
-        return self._load(class_name, initial_config, ext)
+        return self._load(class_name, initial_config)
 
-    def _load(self, class_name: str, initial_config: dict, ext: TravelExtensions | None) -> Any:
+    def _load(self, class_name: str, initial_config: dict) -> Any:
         """Create and load one instance exactly as bfcl's executor does."""
         instance = bfcl.simulator_class(class_name)()
         if bfcl.is_stateless(class_name):
             return instance
         # initial configs are JSON data: a pickle round trip is a deep copy at C speed
         config = pickle.loads(pickle.dumps(initial_config.get(class_name, {}), -1))
-        if class_name == "TravelAPI" and self.long_context and ext is not None:
-            module = bfcl.travel_module()
-            saved = module.CREDIT_CARD_EXTENSION, module.BOOKING_RECORD_EXTENSION
-            module.CREDIT_CARD_EXTENSION, module.BOOKING_RECORD_EXTENSION = ext.cards, ext.bookings
-            try:
-                instance._load_scenario(config, long_context=True)
-            finally:
-                module.CREDIT_CARD_EXTENSION, module.BOOKING_RECORD_EXTENSION = saved
-        else:
-            instance._load_scenario(config, long_context=self.long_context)
+        instance._load_scenario(config, long_context=self.long_context)
         return instance
 
     def execute(self, text: str) -> Execution:

@@ -4,7 +4,7 @@ Both sides run in bfcl's checker order: for each turn, the model's decoded steps
 reference turn as one batch. The verdict is taken at bfcl's checkpoints as the turns go by;
 unlike bfcl, the replay goes on after the first failing turn so that every call of both sides
 is in the trace (the rules of the effect-aware score need them). What bfcl would have left
-behind in shared state is tracked separately (see :class:`TravelExtensions`).
+behind in its process-global state is restored afterwards (see careful_engine.process).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import bfcl, checker
-from .environment import Environment, TravelExtensions
+from .environment import Environment
+from .process import BfclProcess
 from .trajectory import CallRecord, SideTrace, Trajectory, Verdict
 
 
@@ -50,28 +51,27 @@ class _Side:
         return SideTrace(self.turns, self.env.initial_state, self.ends)
 
 
-def _uses_shared_extensions(conv: bfcl.Conversation) -> bool:
-    return conv.long_context and "TravelAPI" in conv.involved_classes
-
-
 def replay(
     conv: bfcl.Conversation,
     trajectory: Trajectory | None,
     *,
     model_name: str = "careful",
-    extensions: TravelExtensions | None = None,
+    process: BfclProcess | None = None,
     snapshots: bool = True,
+    extensions: BfclProcess | None = None,
 ) -> ConversationTrace:
     """Replay ``trajectory`` (None: reference only) against ``conv`` and compute the verdict.
 
-    ``extensions`` is the run-wide stand-in for bfcl's module-level long-context TravelAPI
-    data; it is advanced to what bfcl would leave behind after this conversation. Without
-    it, the conversation starts from pristine data, as in a fresh bfcl process.
+    ``process`` is the ``bfcl evaluate`` process this conversation is part of (its shared
+    simulator objects carry over from earlier conversations of the file); it is left as bfcl
+    would leave it. Without one, the conversation runs as in a fresh process.
+    (``extensions`` is the former name of ``process``.)
     """
-    shared = extensions if extensions is not None else TravelExtensions()
-    uses_shared = _uses_shared_extensions(conv)
-    local = shared.copy() if uses_shared else shared
-    kw = dict(model_name=model_name, extensions=local, snapshots=snapshots)
+    process = process or extensions or BfclProcess()
+    classes = conv.involved_classes
+    shares = process.touches(classes)
+    start = process.checkpoint(classes) if shares else None
+    kw = dict(model_name=model_name, snapshots=snapshots)
     ref = _Side(Environment.for_conversation(conv, "reference", **kw))
     gt = conv.ground_truth
 
@@ -86,7 +86,7 @@ def replay(
             verdict, executes = checker.force_terminated(len(trajectory.turns), len(gt)), False
 
     all_model_results: list[str] = []
-    carried: TravelExtensions | None = None
+    carried: bytes | None = None
     n_turns = max(len(gt), len(trajectory.turns) if model and trajectory else 0)
     for t in range(n_turns):
         model_turn: list[CallRecord] = []
@@ -111,13 +111,16 @@ def replay(
                 or checker.state_check(model.env.instances, ref.env.instances, t)
                 or checker.response_check(all_model_results, [r.result for r in ref_turn], t)
             )
-        if verdict is not None and uses_shared:
-            carried = local.copy()  # bfcl stops here: later turns never touch its shared data
+        if verdict is not None and shares:
+            carried = process.checkpoint(classes)  # bfcl stops here; later turns never run
 
     if verdict is None:
         verdict = Verdict(True)
-    if uses_shared and extensions is not None and executes:
-        extensions.assign(carried if carried is not None else local)
+    if shares:
+        if not executes:
+            process.restore(classes, start)
+        elif carried is not None:
+            process.restore(classes, carried)
     return ConversationTrace(
         conversation=conv,
         trajectory=trajectory,

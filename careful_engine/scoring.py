@@ -11,7 +11,7 @@ from typing import Any
 
 from . import bfcl
 from .decode import decode_entry
-from .environment import TravelExtensions
+from .process import BfclProcess
 from .replay import ConversationTrace, replay
 from .runs import LoadedFile, Problem, ResultFile, find_result_files
 from .trajectory import Outcome, Verdict
@@ -89,7 +89,7 @@ def score_file(
 ) -> CategoryScore:
     """Score one category file: every conversation of the category, missing ones failed."""
     rf = loaded.file
-    extensions = TravelExtensions()  # bfcl's module-level data, fresh as in a new process
+    process = BfclProcess()  # bfcl's process-global state, fresh as in a new process
     by_id = {c.id: c for c in bfcl.conversations(rf.category)}
     results: list[ConversationResult] = []
     for entry_id in sorted(by_id, key=bfcl.sort_key):
@@ -102,7 +102,7 @@ def score_file(
                 on_entry()
             continue
         trajectory = decode_entry(entry, handler)
-        trace = replay(conv, trajectory, model_name=rf.model, extensions=extensions)
+        trace = replay(conv, trajectory, model_name=rf.model, process=process)
         decode = Counter(s.outcome for turn in (trajectory.turns or []) for s in turn)
         calls = trace.model.calls() if trace.model else []
         results.append(ConversationResult(

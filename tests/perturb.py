@@ -14,6 +14,7 @@ import random
 from careful_engine import bfcl
 from careful_engine.calls import Call, format_call, parse_call
 from careful_engine.demo import fc_step
+from careful_engine.replay import replay
 
 CLOSING = ["Done."]
 
@@ -65,6 +66,12 @@ def swap_arguments(text: str) -> str:
     return format_call(call.name, kwargs)
 
 
+def _state_changing_calls(conv: bfcl.Conversation, turn: int) -> list[int]:
+    """Indices of the reference calls of ``turn`` that changed the state (hidden included)."""
+    trace = replay(conv, None)
+    return [i for i, rec in enumerate(trace.reference.turns[turn]) if rec.changed]
+
+
 def perturbations(conv: bfcl.Conversation) -> dict[str, list[list[str]]]:
     """name -> perturbed reference (list of turns of call strings)."""
     rng = random.Random(conv.id)
@@ -86,10 +93,12 @@ def perturbations(conv: bfcl.Conversation) -> dict[str, list[list[str]]]:
     p[t].append(EXTRA_WRITE[cls])
     out["extra_write"] = p
 
+    # a duplicated write: a call of turn t that changed the state when the reference ran
     p = [list(x) for x in gt]
-    i = rng.randrange(len(p[t]))
+    writes = _state_changing_calls(conv, t) or list(range(len(p[t])))
+    i = rng.choice(writes)
     p[t].insert(i + 1, p[t][i])
-    out["duplicated_call"] = p
+    out["duplicated_write"] = p
 
     p = [list(x) for x in gt]
     i = rng.randrange(len(p[t]))

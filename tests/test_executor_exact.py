@@ -11,7 +11,8 @@ import pytest
 
 from careful_engine import bfcl
 from careful_engine.checker import compare_instances
-from careful_engine.environment import Environment, TravelExtensions
+from careful_engine.environment import Environment
+from careful_engine.process import BfclProcess
 from careful_engine.state import snapshot_instance
 
 from .bfcl_oracle import fresh_process_state, multi_turn_utils
@@ -19,31 +20,47 @@ from .bfcl_oracle import fresh_process_state, multi_turn_utils
 TAG = "careful_oracle"
 
 
-@pytest.mark.parametrize("category", bfcl.CATEGORIES)
-def test_reference_replay_matches_bfcl_executor(category: str) -> None:
+def _bfcl_side(category: str) -> list[list[tuple[list[str], dict[str, dict], dict]]]:
+    """bfcl's executor over the category in one fresh process state: per conversation, per
+    turn, the results, the state of every instance and the instances themselves."""
     execute = multi_turn_utils().execute_multi_turn_func_call
     fresh_process_state()
-    pool = TravelExtensions()  # stands for bfcl's module-level data over the whole category
-    calls = turns = 0
+    out = []
     for conv in bfcl.conversations(category):
+        turns = []
+        for gt_turn in conv.ground_truth:
+            results, instances = execute(gt_turn, conv.initial_config,
+                                         list(conv.involved_classes), TAG, conv.id,
+                                         long_context=conv.long_context)
+            states = {n: snapshot_instance(i) for n, i in instances.items()}
+            turns.append((results, states, dict(instances)))
+        out.append(turns)
+    return out
+
+
+@pytest.mark.parametrize("category", bfcl.CATEGORIES)
+def test_reference_replay_matches_bfcl_executor(category: str) -> None:
+    theirs_all = _bfcl_side(category)
+    BfclProcess()  # the engine's run starts, like bfcl's, from a fresh process state
+    calls = turns = 0
+    for conv, theirs_turns in zip(bfcl.conversations(category), theirs_all, strict=True):
         env = Environment(conv.initial_config, conv.involved_classes,
-                          long_context=conv.long_context, name_prefix=TAG,
-                          entry_id=conv.id, extensions=pool)
-        for t, gt_turn in enumerate(conv.ground_truth):
-            theirs, instances = execute(gt_turn, conv.initial_config, list(conv.involved_classes),
-                                        TAG, conv.id, long_context=conv.long_context)
+                          long_context=conv.long_context, name_prefix=TAG, entry_id=conv.id)
+        for t, (gt_turn, (theirs, states, _instances)) in enumerate(
+                zip(conv.ground_truth, theirs_turns, strict=True)):
             ours = [env.execute(c).result for c in gt_turn]
             assert ours == theirs, f"{conv.id} turn {t}: results differ"
-            for name, inst in instances.items():
+            for name, theirs_state in states.items():
                 mine = env.instances[name]
-                theirs_state = snapshot_instance(inst)
                 assert snapshot_instance(mine) == theirs_state, (
                     f"{conv.id} turn {t}: {name} state differs")
                 # the compact per-call capture materialises to the same plain state
                 assert env.state[name] == theirs_state, f"{conv.id} turn {t}: {name} capture"
-                assert compare_instances(mine, inst) == {}, f"{conv.id} turn {t}: {name}"
             calls += len(gt_turn)
             turns += 1
+        # bfcl's own public-attribute comparison on the final instances
+        for name, inst in theirs_turns[-1][2].items():
+            assert compare_instances(env.instances[name], inst) == {}, f"{conv.id}: {name}"
     fresh_process_state()
     expected_turns = 734 if category in ("multi_turn_base", "multi_turn_long_context") else 934
     assert turns == expected_turns

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
 from careful_engine import bfcl
 from careful_engine.decode import decode_entry
-from careful_engine.environment import TravelExtensions
+from careful_engine.process import BfclProcess
 from careful_engine.replay import replay
 
 from . import perturb
@@ -35,8 +36,7 @@ def test_long_context_travel_data_is_shared_between_sides() -> None:
                               "quirk")[CONV]
     conv = bfcl.conversation(CONV)
     handler = bfcl.handler(DECODER)
-    ours = replay(conv, decode_entry(entry, handler), model_name="quirk",
-                  extensions=TravelExtensions())
+    ours = replay(conv, decode_entry(entry, handler), model_name="quirk")
     assert ours.verdict.valid == theirs["valid"] is True
     extra = [c for c in ours.model.calls() if c.text.startswith("purchase_insurance")]
     assert extra and extra[0].success
@@ -47,15 +47,18 @@ def test_long_context_travel_data_is_shared_between_sides() -> None:
 
 
 def test_shared_data_carries_to_later_conversations() -> None:
-    """The pool a run carries holds what earlier conversations did, as bfcl's module does."""
+    """A run's process carries what earlier conversations did to shared objects."""
     entry = _entry()
-    pool = TravelExtensions()
-    before = json.dumps(pool.cards["1234567812345678"])
+    process = BfclProcess()
+    cards = importlib.import_module(bfcl.CLASS_FILE_PATH_MAPPING["TravelAPI"]).CREDIT_CARD_EXTENSION
+    before = json.dumps(cards["1234567812345678"])
     replay(bfcl.conversation(CONV), decode_entry(entry, bfcl.handler(DECODER)),
-           extensions=pool)
-    after = pool.cards["1234567812345678"]
+           process=process)
+    after = cards["1234567812345678"]
     assert json.dumps(after) != before
     assert after["balance"] == json.loads(before)["balance"] - 50.0
+    BfclProcess()  # a new process starts from pristine data again
+    assert json.dumps(cards["1234567812345678"]) == before
 
 
 def test_registry_matches_bfcl_model_config() -> None:
