@@ -97,6 +97,8 @@ def _literal(node: ast.AST) -> Any:
 
 _PLANS: dict[str, tuple[str, list[ast.expr], list[ast.keyword]] | None] = {}
 _PLAN_CACHE_SIZE = 200_000
+_CALLS: dict[str, Call] = {}
+_IMMUTABLE = frozenset({str, int, float, bool, type(None)})
 
 
 def _plan(text: str) -> tuple[str, list[ast.expr], list[ast.keyword]] | None:
@@ -146,6 +148,9 @@ def parse_call(
     if len(text) > MAX_CALL_LENGTH:
         return ParseFailure(text[:200], "call string too long")
     if mapping:
+        call = _CALLS.get(text)
+        if call is not None and call.name in mapping:
+            return call
         plan = _plan(text)
         if plan is not None and plan[0] in mapping and plan[0] not in BLOCKED_NAMES:
             name, arg_nodes, kw_nodes = plan
@@ -155,7 +160,13 @@ def parse_call(
                     kwargs = {kw.arg: _literal(kw.value) for kw in kw_nodes}
                 except (ValueError, TypeError, RecursionError) as e:
                     return ParseFailure(text, f"argument is not a literal ({e})", name)
-                return Call(name=name, args=args, kwargs=kwargs, text=text)
+                call = Call(name=name, args=args, kwargs=kwargs, text=text)
+                # a call whose arguments are all immutable can be handed out again: the
+                # method receives its own kwargs dict and cannot change the values
+                if len(_CALLS) < _PLAN_CACHE_SIZE and all(
+                        type(v) in _IMMUTABLE for v in (*args, *kwargs.values())):
+                    _CALLS[text] = call
+                return call
     source = rewrite(text, mapping) if mapping else text
     blocked = blocked_name(source)
     if blocked is not None:

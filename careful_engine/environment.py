@@ -12,7 +12,9 @@ evaluated.
 from __future__ import annotations
 
 import json
+import marshal
 import pickle
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,9 +83,39 @@ class Execution:
         return isinstance(self.call, Call)
 
 
-_TEMPLATES: dict[tuple[str, bool, str], bytes] = {}
+_TEMPLATES: dict[tuple[str, bool, str], tuple] = {}
 _CONFIG_KEYS: dict[tuple[str, str], tuple[str, bool, str]] = {}
 _INITIAL_STATES: dict[str, State] = {}  # snapshots are never mutated, so shared
+
+
+def _template(instance: Any) -> tuple:
+    """A frozen copy of a freshly loaded instance, to clone from.
+
+    Plain-data states are kept with marshal and the random generator's state (cloning one
+    is then a few microseconds); anything else (the file system's objects) with pickle.
+    """
+    attrs = dict(vars(instance))
+    rng = attrs.pop("_random", None)
+    if rng is None or type(rng) is random.Random:
+        try:
+            return ("m", type(instance), marshal.dumps(attrs), rng.getstate() if rng else None)
+        except ValueError:
+            pass
+    return ("p", pickle.dumps(instance, pickle.HIGHEST_PROTOCOL))
+
+
+def _clone(template: tuple) -> Any:
+    if template[0] == "p":
+        return pickle.loads(template[1])
+    _, cls, blob, rng_state = template
+    instance = cls.__new__(cls)
+    attrs = marshal.loads(blob)
+    if rng_state is not None:
+        rng = random.Random.__new__(random.Random)
+        rng.setstate(rng_state)
+        attrs["_random"] = rng
+    instance.__dict__.update(attrs)
+    return instance
 
 
 class Environment:
@@ -157,12 +189,12 @@ class Environment:
             if key is None:
                 key = _CONFIG_KEYS[ck] = (class_name, self.long_context,
                                           json.dumps(initial_config.get(class_name, {})))
-            blob = _TEMPLATES.get(key)
-            if blob is None:
-                blob = pickle.dumps(self._load(class_name, initial_config),
-                                    pickle.HIGHEST_PROTOCOL)
-                _TEMPLATES[key] = blob
-            return pickle.loads(blob)
+            template = _TEMPLATES.get(key)
+            if template is None:
+                instance = self._load(class_name, initial_config)
+                _TEMPLATES[key] = _template(instance)
+                return instance  # the first user takes the loaded instance itself
+            return _clone(template)
         return self._load(class_name, initial_config)
 
     def _load(self, class_name: str, initial_config: dict) -> Any:

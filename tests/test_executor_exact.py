@@ -44,8 +44,12 @@ def test_reference_replay_matches_bfcl_executor(category: str) -> None:
     BfclProcess()  # the engine's run starts, like bfcl's, from a fresh process state
     calls = turns = 0
     for conv, theirs_turns in zip(bfcl.conversations(category), theirs_all, strict=True):
-        env = Environment(conv.initial_config, conv.involved_classes,
-                          long_context=conv.long_context, name_prefix=TAG, entry_id=conv.id)
+        # the second environment of a conversation is cloned from the first one's templates:
+        # the clone is what every replay uses, so it is the one checked against bfcl
+        kw = dict(long_context=conv.long_context, name_prefix=TAG, entry_id=conv.id,
+                  template_key=f"{conv.id}|{conv.long_context}")
+        Environment(conv.initial_config, conv.involved_classes, **kw)
+        env = Environment(conv.initial_config, conv.involved_classes, **kw)
         for t, (gt_turn, (theirs, states, _instances)) in enumerate(
                 zip(conv.ground_truth, theirs_turns, strict=True)):
             ours = [env.execute(c).result for c in gt_turn]
