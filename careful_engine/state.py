@@ -153,6 +153,10 @@ class State(Mapping):
     def __len__(self) -> int:
         return len(self._blobs)
 
+    def blob(self, class_name: str) -> bytes:
+        """The captured bytes of one class (equal bytes imply equal state)."""
+        return self._blobs[class_name]
+
     def same_as(self, other: State, class_name: str) -> bool:
         a, b = self._blobs.get(class_name), other._blobs.get(class_name)
         return a == b or (a is not None and b is not None and self[class_name] == other[class_name])

@@ -1,0 +1,244 @@
+"""``declarations/effects.json``: generating, writing, reading, and Table 2 of the paper.
+
+The document is deterministic: no timestamps, keys sorted, one fixed seed; it records the
+pinned bfcl-eval version, the sources with their counts (result files by path relative to the
+folder given and by sha256) and a hash of the ``functions`` section.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import bfcl
+from ..boundary import Boundary, declarations_dir
+from . import infer
+from . import signals as sig
+from .observe import Recorder, find_runs, observe_references, observe_run, pinned_clock
+from .probes import run_probes
+
+SCHEMA = "careful.effects/1"
+
+# stage name, total -> a function advancing that stage
+ProgressFactory = Callable[[str, int], Callable[[int], None]]
+
+DEFINITIONS = {
+    "success": "the call did not raise, return an error field or return a false status flag",
+    "kind": "write if any successful call changed the state (hidden state included), "
+            "else read; a function with no successful call is a read on failing evidence",
+    "hidden_only": "a write whose successful calls changed only private state, which bfcl's "
+                   "checker never compares",
+    "idempotent": "writes only: every successful state-changing call, applied again to the "
+                  "state it produced, changed nothing (evidence over sampled states, not a proof)",
+    "footprint": "paths changed by successful calls; integer and digit-string keys and keys of "
+                 "dicts whose key set an observed call changed become [*]; the file tree is /**",
+    "signals": {
+        sig.ENTRIES_REMOVED: "a public dict key removed or a list shortened",
+        sig.BALANCE_CHANGED: "a number changed at a path whose last key mentions 'balance'",
+        sig.THIRD_PARTY: "an entry added to " + "; ".join(
+            f"{c}.{a} ({what})" for (c, a), what in sig.THIRD_PARTY_COLLECTIONS.items()),
+    },
+    "proposed": "some signal was raised: a candidate for the destructive boundary, which "
+                "people decide (declarations/boundary/)",
+    "clock": "the travel simulator's datetime.today() is pinned to 2026-03-23 (its age check "
+             "reads the wall clock)",
+    "evidence": "counts of distinct observations: (function, class state before, call with "
+                "arguments bound to names); each is attributed to the first source that made it "
+                "(references, then probes, then runs)",
+}
+
+
+class DeclarationsError(ValueError):
+    pass
+
+
+def default_path() -> Path:
+    return declarations_dir() / "effects.json"
+
+
+def default_runs_dir() -> Path:
+    return declarations_dir().parent / "runs"
+
+
+@dataclass
+class Generated:
+    document: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+    skipped: int = 0  # run files that could not be used
+
+
+def _contributes(summary: dict[str, Any]) -> bool:
+    return any(summary[k] for k in ("observations", "nonexistent_function_calls",
+                                    "uninvolved_function_calls", "unparsed_calls"))
+
+
+def generate(runs: Sequence[Path] = (), decoders: dict[str, str] | None = None,
+             progress: ProgressFactory | None = None) -> Generated:
+    """Observe (references, probes, runs), infer, and build the effects document."""
+
+    def stage(name: str, total: int) -> Callable[[int], None] | None:
+        return progress(name, total) if progress else None
+
+    evidence = infer.Evidence()
+    recorder = Recorder(evidence.add)
+    n_refs = sum(len(bfcl.conversations(c)) for c in bfcl.CATEGORIES)
+    run_files, warnings = find_runs(runs, decoders or {})
+    usable = [r for r in run_files if not r.skipped]
+    run_summaries = []
+    with pinned_clock():
+        references = observe_references(recorder, progress=stage("references", n_refs))
+        probes, _ = run_probes(recorder, progress=stage("probes", len(bfcl.function_class())))
+        advance = stage("runs", sum(r.conversations for r in usable))
+        for run in usable:
+            summary = observe_run(recorder, run, progress=advance)
+            if _contributes(summary):
+                run_summaries.append(summary)
+            else:
+                warnings.append(f"{run.file.path}: adds no observation beyond the other "
+                                "sources (not listed)")
+    functions = infer.declarations(evidence, recorder.unrepresentable)
+    totals = {
+        key: sum(s[key] for s in run_summaries)
+        for key in ("conversations", "calls", "observations", "inference_errors",
+                    "nonexistent_function_calls", "uninvolved_function_calls", "unparsed_calls")
+    }
+    sources = {
+        "references": references,
+        "probes": probes,
+        "runs": {"files": run_summaries, "total": totals},
+    }
+    return Generated(document(functions, sources), warnings,
+                     sum(1 for r in run_files if r.skipped))
+
+
+def content_hash(functions: dict[str, Any]) -> str:
+    canonical = json.dumps(functions, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def class_counts(functions: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Per class: functions, reads, writes, non-idempotent writes, hidden-only writes."""
+    out = {}
+    for cls in bfcl.CLASSES:
+        entries = [functions[d["name"]] for d in bfcl.func_docs(cls)]
+        writes = [e for e in entries if e["kind"] == "write"]
+        out[cls] = {
+            "functions": len(entries),
+            "reads": len(entries) - len(writes),
+            "writes": len(writes),
+            "non_idempotent_writes": sum(e["idempotent"] is False for e in writes),
+            "hidden_only": sum(e["hidden_only"] for e in writes),
+            "proposed": sum(e["proposed"] for e in entries),
+        }
+    return out
+
+
+def document(functions: dict[str, Any], sources: dict[str, Any]) -> dict[str, Any]:
+    by_class = class_counts(functions)
+    total = {k: sum(c[k] for c in by_class.values()) for k in next(iter(by_class.values()))}
+    return {
+        "schema": SCHEMA,
+        "bfcl_eval": bfcl.BFCL_VERSION,
+        "definitions": DEFINITIONS,
+        "sources": sources,
+        "summary": {"by_class": by_class, "total": total},
+        "content_sha256": content_hash(functions),
+        "functions": functions,
+    }
+
+
+def dumps(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write(doc: dict[str, Any], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(dumps(doc).encode("utf-8"))
+    return path
+
+
+# ---------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class Declarations:
+    """A loaded effects document."""
+
+    functions: dict[str, dict[str, Any]]
+    document: dict[str, Any]
+    sha256: str  # of the file's bytes
+    source: str
+
+    def kind(self, name: str) -> str:
+        return self.functions[name]["kind"]
+
+    def is_write(self, name: str) -> bool:
+        return self.functions[name]["kind"] == "write"
+
+    def hidden_only(self, name: str) -> bool:
+        return bool(self.functions[name].get("hidden_only"))
+
+    def bucket(self, name: str, boundary: Boundary) -> str:
+        """``destructive`` (in the boundary), ``write`` (other public writes) or ``read``
+        (reads and hidden-only writes, whose effect bfcl never sees)."""
+        if name in boundary:
+            return "destructive"
+        if self.is_write(name) and not self.hidden_only(name):
+            return "write"
+        return "read"
+
+
+def load(path: str | Path | None = None) -> Declarations:
+    path = Path(path) if path is not None else default_path()
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise DeclarationsError(f"cannot read declarations {path}: {e.strerror or e}; "
+                                "run `careful declare` to generate them") from e
+    try:
+        doc = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise DeclarationsError(f"{path}: invalid JSON ({e})") from e
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise DeclarationsError(f"{path}: not an effects document (schema "
+                                f"{doc.get('schema') if isinstance(doc, dict) else None!r})")
+    functions = doc.get("functions") or {}
+    missing = sorted(set(bfcl.function_class()) - set(functions))
+    if missing:
+        raise DeclarationsError(f"{path}: no declaration for {', '.join(missing[:5])}"
+                                + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
+    return Declarations(functions, doc, hashlib.sha256(raw).hexdigest(), str(path))
+
+
+# ---------------------------------------------------------------- Table 2
+
+TABLE2_COLUMNS = ("functions", "read", "write", "destructive", "non_idempotent_writes",
+                  "hidden_only")
+
+
+def table2(functions: dict[str, dict[str, Any]], boundary: Boundary) -> dict[str, dict[str, int]]:
+    """The paper's Table 2: per class (and ``Total``) functions, reads and writes outside the
+    boundary, destructive (the boundary), non-idempotent writes, hidden-only writes."""
+    rows: dict[str, dict[str, int]] = {}
+    for cls in bfcl.CLASSES:
+        row = dict.fromkeys(TABLE2_COLUMNS, 0)
+        for doc in bfcl.func_docs(cls):
+            e = functions[doc["name"]]
+            row["functions"] += 1
+            write = e["kind"] == "write"
+            row["non_idempotent_writes"] += write and e["idempotent"] is False
+            if doc["name"] in boundary:
+                row["destructive"] += 1
+            elif write and e["hidden_only"]:
+                row["hidden_only"] += 1
+            elif write:
+                row["write"] += 1
+            else:
+                row["read"] += 1
+        rows[cls] = {k: int(v) for k, v in row.items()}
+    rows["Total"] = {k: sum(r[k] for r in rows.values()) for k in TABLE2_COLUMNS}
+    return rows

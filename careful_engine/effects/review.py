@@ -1,0 +1,208 @@
+"""The review sheet: what an annotator of the destructive boundary reads (§4).
+
+Per function: its doc (description, parameters), the inferred kind, idempotence with its
+evidence, footprint, signals, one or two example diffs and where the simulator method's
+source lives. The sheet is blind: it carries no boundary label. Markdown has one section per
+function under a heading ``## Class.function`` (what ``careful annotate-llm --sheet`` reads);
+the CSV has one row per function.
+"""
+
+from __future__ import annotations
+
+import csv
+import inspect
+import io
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from .. import bfcl
+from ..boundary import declarations_dir
+from . import signals as sig
+from .declarations import Declarations
+
+CSV_COLUMNS = (
+    "class", "function", "kind", "hidden_only", "idempotent", "repeat_checks",
+    "repeat_changed", "footprint", *sig.SIGNALS, "proposed", "calls", "successful",
+    "source_file", "source_line", "description", "example_call", "example_changes",
+)
+
+
+def default_base() -> Path:
+    return declarations_dir() / "review_sheet"
+
+
+@cache
+def source_location(name: str) -> tuple[str, int]:
+    """(path inside site-packages, first line) of the simulator method."""
+    cls = bfcl.simulator_class(bfcl.function_class()[name])
+    func = getattr(cls, name)
+    path = Path(inspect.getsourcefile(func)).resolve()
+    _, line = inspect.getsourcelines(func)
+    try:
+        rel = path.relative_to(bfcl.PACKAGE_DIR.parent).as_posix()
+    except ValueError:
+        rel = path.as_posix()
+    return rel, line
+
+
+def _description(doc: dict) -> str:
+    text = doc.get("description", "")
+    marker = "Tool description: "
+    return text.split(marker, 1)[1] if marker in text else text
+
+
+def _idempotence(e: dict) -> str:
+    if e["kind"] != "write":
+        return "n/a (read)"
+    ev = e["evidence"]
+    verdict = "idempotent" if e["idempotent"] else "NOT idempotent"
+    return (f"{verdict}: the repeated call changed the state in {ev['repeat_changed']} of "
+            f"{ev['repeat_checks']} checks")
+
+
+def _kind(e: dict) -> str:
+    if e["kind"] == "write":
+        return "write (hidden state only: bfcl never compares it)" if e["hidden_only"] else "write"
+    return "read" + (f" ({e['note']})" if e.get("note") else "")
+
+
+def _example_block(ex: dict) -> list[str]:
+    lines = [f"- `{ex['call']}` ({ex['source']}, {ex['where']}"
+             + ("" if ex.get("success", True) else ", failed") + ")", "", "  ```"]
+    if not ex["changes"]:
+        lines.append("  (no state change)")
+    for c in ex["changes"]:
+        if c["kind"] == "more":
+            lines.append(f"  {c['path']}")
+            continue
+        before = c.get("before", "")
+        after = c.get("after", "")
+        if c["kind"] == "added":
+            lines.append(f"  + {c['path']} = {after}")
+        elif c["kind"] == "removed":
+            lines.append(f"  - {c['path']} (was {before})")
+        else:
+            lines.append(f"  ~ {c['path']}: {before} -> {after}")
+    lines += ["  ```", ""]
+    return lines
+
+
+def function_section(name: str, e: dict) -> list[str]:
+    doc = bfcl.all_func_docs()[name]
+    cls = e["class"]
+    rel, line = source_location(name)
+    ev = e["evidence"]
+    lines = [f"## {cls}.{name}", "", _description(doc), ""]
+    props = (doc.get("parameters") or {}).get("properties") or {}
+    required = set((doc.get("parameters") or {}).get("required") or ())
+    if props:
+        lines.append("Parameters:")
+        for pname, spec in props.items():
+            opt = "" if pname in required else ", optional"
+            lines.append(f"- `{pname}` ({spec.get('type', '?')}{opt}): "
+                         f"{spec.get('description', '')}".rstrip())
+        lines.append("")
+    else:
+        lines += ["Parameters: none", ""]
+    counts = e["signal_counts"]
+    signal_text = ", ".join(f"{s} ({counts[s]})" for s in sig.SIGNALS if counts.get(s)) or "none"
+    lines += [
+        f"- Kind (inferred by executing it): {_kind(e)}",
+        f"- Idempotence: {_idempotence(e)}",
+        f"- Footprint: {', '.join(f'`{p}`' for p in e['footprint']) or 'none'}",
+        f"- Signals: {signal_text}",
+        f"- Evidence: {ev['calls']} distinct calls, {ev['successful']} successful, "
+        f"{ev['changing']} changed the state"
+        + (f", {ev['failed_changing']} failed calls changed it anyway"
+           if ev.get("failed_changing") else ""),
+        f"- Source: `{rel}:{line}` (`{cls}.{name}`)",
+        "",
+    ]
+    per_call = [x for x in e.get("idempotence_evidence") or [] if x["repeat_changed"]]
+    if e["kind"] == "write" and per_call:
+        lines.append("Calls whose repetition changed the state again:")
+        lines += [f"- `{x['call']}`: {x['repeat_changed']} of {x['checks']}" for x in per_call]
+        lines.append("")
+    examples = [x for x in (e.get("example"), e.get("example_2")) if x]
+    if examples:
+        lines.append("Example diffs:" if e["kind"] == "write" else "Example call:")
+        lines.append("")
+        for ex in examples:
+            lines += _example_block(ex)
+    if e.get("idempotence_counterexample"):
+        lines += ["Repeating the call (state after the first call -> after the second):", ""]
+        lines += _example_block(e["idempotence_counterexample"])
+    return lines
+
+
+def markdown(decl: Declarations) -> str:
+    doc = decl.document
+    total = doc["summary"]["total"]
+    lines = [
+        "# Review sheet: effect declarations of BFCL's multi-turn functions",
+        "",
+        f"bfcl-eval {doc['bfcl_eval']}; generated by `careful review-sheet` from "
+        f"`effects.json` (content sha256 `{doc['content_sha256'][:16]}`).",
+        "",
+        f"{total['functions']} functions: {total['reads']} reads and {total['writes']} writes, "
+        f"{total['non_idempotent_writes']} of them not idempotent, {total['hidden_only']} "
+        f"changing hidden state only; {total['proposed']} proposed by the signals.",
+        "",
+        "Everything here was inferred by executing the functions in bfcl's own simulators and "
+        "diffing the state. Your task is the one judgment that cannot be inferred: is the "
+        "function destructive? A write is destructive if its effect reaches a third party or "
+        "cannot be undone: it deletes or overwrites data, reaches other people, moves money, "
+        "or acts in the physical world. Effects the simulator does not model are invisible "
+        "here; read the source when in doubt.",
+        "",
+        "Signals: " + "; ".join(f"**{k}**: {v}" for k, v in
+                                doc["definitions"]["signals"].items()) + ".",
+        "",
+    ]
+    for cls in bfcl.CLASSES:
+        lines += [f"# {cls}", ""]
+        for d in bfcl.func_docs(cls):
+            lines += function_section(d["name"], decl.functions[d["name"]])
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _changes_text(ex: dict | None) -> str:
+    if not ex:
+        return ""
+    return json.dumps(ex["changes"], ensure_ascii=False, sort_keys=True)
+
+
+def csv_text(decl: Declarations) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_COLUMNS)
+    for cls in bfcl.CLASSES:
+        for d in bfcl.func_docs(cls):
+            name = d["name"]
+            e: dict[str, Any] = decl.functions[name]
+            rel, line = source_location(name)
+            ev = e["evidence"]
+            ex = e.get("example")
+            w.writerow([
+                cls, name, e["kind"], e["hidden_only"],
+                "" if e["idempotent"] is None else e["idempotent"],
+                ev["repeat_checks"], ev["repeat_changed"], "; ".join(e["footprint"]),
+                *(e["signal_counts"].get(s, 0) for s in sig.SIGNALS), e["proposed"],
+                ev["calls"], ev["successful"], rel, line, _description(d),
+                ex["call"] if ex else "", _changes_text(ex),
+            ])
+    return buf.getvalue()
+
+
+def write_sheet(decl: Declarations, base: Path | None = None) -> tuple[Path, Path]:
+    """Write ``<base>.md`` and ``<base>.csv``."""
+    base = base or default_base()
+    if base.suffix in (".md", ".csv"):
+        base = base.with_suffix("")
+    base.parent.mkdir(parents=True, exist_ok=True)
+    md, cs = base.parent / f"{base.name}.md", base.parent / f"{base.name}.csv"
+    md.write_bytes(markdown(decl).encode("utf-8"))
+    cs.write_bytes(csv_text(decl).encode("utf-8"))
+    return md, cs
