@@ -13,7 +13,8 @@ from . import bfcl
 from .decode import decode_entry
 from .process import BfclProcess
 from .replay import ConversationTrace, replay
-from .runs import LoadedFile, Problem, ResultFile, find_result_files
+from .rules import Blame, ConversationRules, Effects, blame, evaluate, safe_valid, strict_valid
+from .runs import LoadedFile, Problem, ResultFile, find_result_files, load_result_file
 from .trajectory import Outcome, Verdict
 
 MISSING = "careful:missing_entry"
@@ -29,9 +30,24 @@ class ConversationResult:
     calls: int = 0
     failed_calls: int = 0
     trace: ConversationTrace | None = None
+    rules: ConversationRules | None = None
+    blame: Blame | None = None
+
+    @property
+    def safe_valid(self) -> bool:
+        return self.rules is not None and safe_valid(self.verdict.valid, self.rules)
+
+    @property
+    def strict_valid(self) -> bool:
+        return self.rules is not None and strict_valid(self.verdict.valid, self.rules)
 
     def to_json(self) -> dict[str, Any]:
         v = self.verdict
+        effect: dict[str, Any] = {}
+        if self.rules is not None:
+            effect = {"safe_valid": self.safe_valid, "strict_valid": self.strict_valid,
+                      **self.rules.to_json(),
+                      "blame": self.blame.to_json() if self.blame else None}
         return {
             "model": self.model,
             "category": self.category,
@@ -43,6 +59,7 @@ class ConversationResult:
             "steps": {o.value: self.decode.get(o, 0) for o in Outcome},
             "model_calls": self.calls,
             "model_failed_calls": self.failed_calls,
+            **effect,
         }
 
 
@@ -66,6 +83,21 @@ class CategoryScore:
     def accuracy(self) -> float:
         return self.correct / self.total if self.total else 0.0
 
+    @property
+    def safe_accuracy(self) -> float:
+        return sum(r.safe_valid for r in self.results) / self.total if self.total else 0.0
+
+    @property
+    def strict_accuracy(self) -> float:
+        return sum(r.strict_valid for r in self.results) / self.total if self.total else 0.0
+
+    def rule_totals(self) -> Counter:
+        out: Counter = Counter()
+        for r in self.results:
+            if r.rules is not None:
+                out.update(r.rules.counts)
+        return out
+
 
 @dataclass
 class ModelScore:
@@ -73,10 +105,11 @@ class ModelScore:
     decoder: str | None
     categories: dict[str, CategoryScore] = field(default_factory=dict)
 
-    def mean_accuracy(self) -> float:
+    def mean_accuracy(self, attr: str = "accuracy") -> float:
         """bfcl's unweighted multi-turn mean: an absent category counts as 0."""
         return sum(
-            self.categories[c].accuracy if c in self.categories else 0.0 for c in bfcl.CATEGORIES
+            getattr(self.categories[c], attr) if c in self.categories else 0.0
+            for c in bfcl.CATEGORIES
         ) / len(bfcl.CATEGORIES)
 
 
@@ -86,8 +119,14 @@ def score_file(
     *,
     keep_traces: bool = False,
     on_entry: Callable[[], None] | None = None,
+    effects: Effects | None = None,
+    detector: str = "strict",
 ) -> CategoryScore:
-    """Score one category file: every conversation of the category, missing ones failed."""
+    """Score one category file: every conversation of the category, missing ones failed.
+
+    With ``effects`` (declarations and a boundary) every conversation also gets its rule
+    counts, effect-safe and strict verdicts, and, when it fails, the blamed call.
+    """
     rf = loaded.file
     process = BfclProcess()  # bfcl's process-global state, fresh as in a new process
     by_id = {c.id: c for c in bfcl.conversations(rf.category)}
@@ -105,10 +144,14 @@ def score_file(
         trace = replay(conv, trajectory, model_name=rf.model, process=process)
         decode = Counter(s.outcome for turn in (trajectory.turns or []) for s in turn)
         calls = trace.model.calls() if trace.model else []
-        results.append(ConversationResult(
+        result = ConversationResult(
             rf.model, rf.category, entry_id, trace.verdict, decode,
             len(calls), sum(not c.success for c in calls), trace if keep_traces else None,
-        ))
+        )
+        if effects is not None:
+            result.rules = evaluate(trace, effects, detector)
+            result.blame = None if trace.verdict.valid else blame(trace)
+        results.append(result)
         if on_entry:
             on_entry()
     return CategoryScore(rf.model, rf.category, results, rf, list(loaded.problems))
@@ -178,3 +221,79 @@ def manifest_decoder(rf: ResultFile) -> str | None:
         return json.loads(path.read_text(encoding="utf-8")).get("decoder")
     except (json.JSONDecodeError, AttributeError):
         return None
+
+
+@dataclass
+class RunScore:
+    """A scored run folder: per model, per category; what could not be used, and why."""
+
+    scores: list[ModelScore]
+    files: list[tuple[LoadedFile, CategoryScore]]
+    problems: list[Problem]
+    unusable: list[str]  # one message per model folder that could not be scored
+
+    @property
+    def usable(self) -> bool:
+        return bool(self.scores)
+
+
+def load_effects(boundary: str | Path | None = "paper-final",
+                 declarations: str | Path | None = None) -> Effects:
+    """The declarations and a boundary, as the rules use them."""
+    from . import boundary as boundaries
+
+    return Effects.load(boundaries.load(boundary or boundaries.DEFAULT_BOUNDARY),
+                        str(declarations) if declarations else None)
+
+
+def score_run(
+    run_dir: Path,
+    *,
+    decoder: str | None = None,
+    models: list[str] | None = None,
+    effects: Effects | None = None,
+    detector: str = "strict",
+    keep_traces: bool = False,
+    on_start: Callable[[int], None] | None = None,
+    on_file: Callable[[str, str], None] | None = None,
+    on_entry: Callable[[], None] | None = None,
+) -> RunScore:
+    """Find, load, decode, replay and score every multi-turn result file under ``run_dir``.
+
+    The decoder of a model folder is ``decoder`` if given, else the one its
+    ``careful_run.json`` names, else its registry key (the folder name with ``_`` as ``/``).
+    """
+    by_model, problems = discover(run_dir)
+    if models:
+        by_model = {m: v for m, v in by_model.items() if m in models}
+    loaded = {m: [load_result_file(rf) for rf in files] for m, files in by_model.items()}
+    for files in loaded.values():
+        for lf in files:
+            problems.extend(lf.problems)
+    if on_start:
+        on_start(sum(len(bfcl.conversations(lf.file.category))
+                     for fs in loaded.values() for lf in fs))
+    run = RunScore([], [], problems, [])
+    for model_dir, files in loaded.items():
+        key = decoder or manifest_decoder(files[0].file) or bfcl.registry_key_for_dir(model_dir)
+        handler = None
+        if any(needs_decoder(lf) for lf in files):
+            try:
+                handler = bfcl.handler(key)
+            except (bfcl.UnknownModel, RuntimeError) as e:
+                run.unusable.append(f"model folder {model_dir!r}: {e.args[0] if e.args else e}")
+                if on_entry:
+                    for lf in files:
+                        for _ in bfcl.conversations(lf.file.category):
+                            on_entry()
+                continue
+        ms = ModelScore(model_dir, key if handler else None)
+        for lf in files:
+            if on_file:
+                on_file(model_dir, lf.file.category)
+            cs = score_file(lf, handler, keep_traces=keep_traces, on_entry=on_entry,
+                            effects=effects, detector=detector)
+            ms.categories[lf.file.category] = cs
+            run.files.append((lf, cs))
+        run.scores.append(ms)
+    return run

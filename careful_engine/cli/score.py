@@ -8,18 +8,15 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from careful_engine import bfcl, demo
 from careful_engine.cli import app
-from careful_engine.runs import load_result_file
-from careful_engine.scoring import (
-    ModelScore,
-    discover,
-    manifest_decoder,
-    needs_decoder,
-    score_file,
-    write_score_file,
+from careful_engine.scoring import load_effects, score_run, write_score_file
+from careful_engine.tables import (
+    accuracy_table,
+    accuracy_terminal,
+    rules_table,
+    rules_terminal,
 )
 
 console = Console()
@@ -39,111 +36,120 @@ def _progress() -> Progress:
     )
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}"
-
-
-def _table(scores: list[ModelScore]) -> Table:
-    short = [bfcl.SHORT_NAMES[c] for c in bfcl.CATEGORIES]
-    table = Table(title="BFCL multi-turn accuracy (%), replayed with bfcl-eval "
-                  f"{bfcl.BFCL_VERSION}'s rules")
-    table.add_column("model", overflow="fold")
-    table.add_column("decoder", overflow="fold")
-    for name in short:
-        table.add_column(name, justify="right", no_wrap=True)
-    table.add_column("mean", justify="right", style="bold")
-    for ms in scores:
-        cells = [
-            _pct(ms.categories[c].accuracy) if c in ms.categories else "–"
-            for c in bfcl.CATEGORIES
-        ]
-        table.add_row(ms.model, ms.decoder or "–", *cells, _pct(ms.mean_accuracy()))
-    table.caption = "mean: unweighted over the four categories; an absent one counts as 0"
-    return table
-
-
 @app.command()
 def score(
     run_dir: Path = typer.Argument(..., help="A bfcl result folder (any depth), or one result file."),
-    out: Path = typer.Option(None, "--out", "-o", help="Where to write score files and "
+    out: Path = typer.Option(None, "--out", "-o", help="Where to write score files, tables and "
                              "conversations.jsonl. Default: <RUN_DIR>/careful-score."),
     decoder: str = typer.Option(None, "--decoder", help="Registered bfcl model whose decoder to "
                                 "use for models not in the registry (e.g. gpt-oss runs: "
                                 "'gpt-4o-2024-11-20-FC')."),
     model: list[str] = typer.Option(None, "--model", "-m", help="Only score these result folders."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the table."),
+    boundary: str = typer.Option("paper-final", "--boundary", "-b", help="Destructive boundary: "
+                                 "a name in declarations/boundary/ or a path to a boundary file."),
+    detector: str = typer.Option("strict", "--detector", help="Question detector: strict, "
+                                 "qmark, last or loose (the paper's sensitivity variants)."),
+    declarations: Path = typer.Option(None, "--declarations", help="Effect declarations "
+                                      "(default declarations/effects.json)."),
+    effects_on: bool = typer.Option(True, "--effects/--no-effects", help="Also count the "
+                                    "effect-aware rules (needs the declarations)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the tables."),
+    exclude_drifted: bool = typer.Option(False, "--exclude-drifted", help="Also score without "
+                                         "the conversations whose inference log shows dataset "
+                                         "drift; print both (see `careful provenance`)."),
 ) -> None:
-    """Re-score BFCL multi-turn result files by replay and reproduce bfcl's verdict.
+    """Re-score BFCL multi-turn result files by replay: bfcl's verdict and the effect rules.
 
     Finds result files in bfcl's layouts (V4 <model>/multi_turn/BFCL_v4_*_result.json and
     V3 flat <model>/BFCL_v3_*_result.json), decodes every step with the model's registered
-    bfcl handler (or --decoder), replays both sides call by call and applies bfcl's checker.
-    Writes bfcl-compatible score files and one JSON line per conversation.
+    bfcl handler (or --decoder), replays both sides call by call and applies bfcl's checker,
+    then counts the effect-aware rules under the declarations and --boundary. Prints BFCL and
+    effect-safe accuracy per category (the paper's Table 3) and the rule counts (Table 4);
+    writes them as Markdown, CSV and JSON, bfcl-compatible score files, and one JSON line per
+    conversation (conversations.jsonl).
 
     Exit code: 0 all input usable; 1 scored, but some entries were unreadable, missing or
     undecodable by name; 2 nothing usable.
     """
+    from careful_engine.detector import DETECTORS
+
+    if detector not in DETECTORS:
+        raise typer.BadParameter(f"{detector!r}; choose one of {', '.join(DETECTORS)}",
+                                 param_hint="--detector")
     if not run_dir.exists():
         err.print(f"[red]error:[/] {run_dir} does not exist")
         raise typer.Exit(EXIT_UNUSABLE)
-    by_model, problems = discover(run_dir)
-    if model:
-        by_model = {m: v for m, v in by_model.items() if m in model}
-    if not by_model:
-        err.print(f"[red]error:[/] no multi-turn result files (BFCL_v3/v4_multi_turn_*_result"
-                  f".json) under {run_dir}")
-        raise typer.Exit(EXIT_UNUSABLE)
+    effects = None
+    if effects_on:
+        try:
+            effects = load_effects(boundary, declarations)
+        except (ValueError, OSError) as e:
+            err.print(f"[red]error:[/] {e}")
+            raise typer.Exit(EXIT_UNUSABLE) from None
     out = out or (run_dir if run_dir.is_dir() else run_dir.parent) / "careful-score"
-    out.mkdir(parents=True, exist_ok=True)
 
-    loaded = {m: [load_result_file(rf) for rf in files] for m, files in by_model.items()}
-    for files in loaded.values():
-        for lf in files:
-            problems.extend(lf.problems)
-    scores: list[ModelScore] = []
-    unusable = 0
-    total = sum(len(bfcl.conversations(lf.file.category)) for fs in loaded.values() for lf in fs)
-    lines_path = out / "conversations.jsonl"
-    with _progress() as progress, open(lines_path, "w", encoding="utf-8") as lines:
-        task = progress.add_task("scoring", total=total)
-        for model_dir, files in loaded.items():
-            key = bfcl.registry_key_for_dir(model_dir)
-            decoder_key = decoder or manifest_decoder(files[0].file) or key
-            handler = None
-            if any(needs_decoder(lf) for lf in files):
-                try:
-                    handler = bfcl.handler(decoder_key)
-                except (bfcl.UnknownModel, RuntimeError) as e:
-                    msg = e.args[0] if e.args else str(e)
-                    err.print(f"[red]error:[/] model folder {model_dir!r}: {msg}")
-                    unusable += 1
-                    progress.advance(task, sum(len(bfcl.conversations(lf.file.category))
-                                               for lf in files))
-                    continue
-            ms = ModelScore(model_dir, decoder_key if handler else None)
-            for lf in files:
-                progress.update(task, description=f"{model_dir} {bfcl.SHORT_NAMES[lf.file.category]}")
-                cs = score_file(lf, handler, on_entry=lambda: progress.advance(task))
-                ms.categories[lf.file.category] = cs
-                write_score_file(cs, lf, out)
-                for r in cs.results:
-                    lines.write(json.dumps(r.to_json()) + "\n")
-            scores.append(ms)
-
-    if problems and not quiet:
-        _print_problems(problems)
-    if scores:
-        console.print(_table(scores))
-        if not quiet:
-            console.print(f"score files and conversations.jsonl written to [bold]{out}[/]")
-    if not scores:
+    with _progress() as progress:
+        task = progress.add_task("scoring", total=None)
+        run = score_run(
+            run_dir, decoder=decoder, models=model, effects=effects, detector=detector,
+            on_start=lambda n: progress.update(task, total=n),
+            on_file=lambda m, c: progress.update(task, description=f"{m} {bfcl.SHORT_NAMES[c]}"),
+            on_entry=lambda: progress.advance(task),
+        )
+    for msg in run.unusable:
+        err.print("error: " + msg, markup=False, style="red")
+    if not run.usable:
+        if not run.unusable:
+            err.print(f"[red]error:[/] no multi-turn result files (BFCL_v3/v4_multi_turn_*_result"
+                      f".json) under {run_dir}")
         raise typer.Exit(EXIT_UNUSABLE)
-    if unusable or any(p for p in problems):
+
+    out.mkdir(parents=True, exist_ok=True)
+    splits: list = []  # --exclude-drifted: accuracy with and without drifted conversations
+    if exclude_drifted:
+        from careful_engine.provenance import drift_split
+    with open(out / "conversations.jsonl", "w", encoding="utf-8") as lines:
+        for lf, cs in run.files:
+            write_score_file(cs, lf, out)
+            split = drift_split(lf, cs) if exclude_drifted else None
+            if split is not None:
+                splits.append(split)
+            for r in cs.results:
+                line = r.to_json()
+                if split is not None:
+                    line["dataset_drift"] = split.drift[r.id].status.value
+                lines.write(json.dumps(line) + "\n")
+    reports = [accuracy_table(run.scores, effects is not None)]
+    if effects is not None:
+        reports.append(rules_table(run.scores))
+    for rep in reports:
+        rep.write(out)
+
+    if run.problems and not quiet:
+        _print_problems(run.problems, run_dir)
+    console.print(accuracy_terminal(run.scores, effects is not None))
+    if effects is not None:
+        for table in rules_terminal(run.scores):
+            console.print(table)
+    if exclude_drifted:
+        from careful_engine.cli.provenance import drift_table
+
+        console.print(drift_table(splits))
+    if not quiet:
+        what = f"boundary {boundary}, detector {detector}" if effects else "no effect rules"
+        console.print(f"({what}) tables, score files and conversations.jsonl written to "
+                      f"[bold]{out}[/]")
+    if run.unusable or run.problems:
         raise typer.Exit(EXIT_PROBLEMS)
 
 
-def _print_problems(problems: list) -> None:
-    err.print(f"[yellow]{len(problems)} input problem(s):[/]")
+def _print_problems(problems: list, root: Path) -> None:
+    """Problems with file paths relative to the run folder, missing ids grouped per file."""
+    base = str(root if root.is_dir() else root.parent).rstrip("/") + "/"
+    for p in problems:
+        if p.file.startswith(base):
+            p.file = p.file[len(base):]
+    err.print(f"[yellow]{len(problems)} input problem(s) under {root}:[/]")
     shown = 0
     by_message: dict[str, int] = {}
     for p in problems:
@@ -174,7 +180,9 @@ def demo_cmd(
     paths = demo.write_reference_run(out)
     console.print(f"wrote {len(paths)} result files under [bold]{out}[/]")
     if score_it:
-        score(out, out=out / "careful-score", decoder=None, model=None, quiet=False)
+        score(out, out=out / "careful-score", decoder=None, model=None, boundary="paper-final",
+              detector="strict", declarations=None, effects_on=True, quiet=False,
+              exclude_drifted=False)
 
 
 @app.command()

@@ -1,0 +1,94 @@
+"""Benchmark: full effect-aware scoring of a real 200-conversation run against bfcl-eval's
+multi-turn checker alone on the same run.
+
+The engine's side does everything: decode every step with the bfcl handler, replay both sides
+with a snapshot after every call, bfcl's verdict, every rule and the blame of failed
+conversations. bfcl's side is only ``multi_turn_checker`` on trajectories decoded beforehand
+(decoding is not timed for it). Caches are cleared before every engine pass. Passes
+alternate; the fastest of each is compared (median shown too).
+
+    python bench/scoring_bench.py [--run ../shared/runs/xlam-2-8b-fc-r] [--category multi_turn_base]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+from careful_engine import bfcl, calls, environment
+from careful_engine.decode import decode_entry
+from careful_engine.process import BfclProcess
+from careful_engine.replay import replay
+from careful_engine.rules import blame, evaluate
+from careful_engine.runs import load_result_file
+from careful_engine.scoring import discover, load_effects
+
+DECODERS = {"openai_gpt-oss-120b": "gpt-4o-2024-11-20-FC",
+            "glyphh-ada-1.1": "gpt-4o-2024-11-20-FC"}
+
+
+def main() -> None:
+    here = Path(__file__).resolve().parents[2]
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run", type=Path, default=here / "shared/runs/xlam-2-8b-fc-r")
+    ap.add_argument("--category", default="multi_turn_base")
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    by_model, _ = discover(args.run)
+    model, files = next(iter(by_model.items()))
+    rf = next(f for f in files if f.category == args.category)
+    loaded = load_result_file(rf)
+    handler = bfcl.handler(DECODERS.get(model, bfcl.registry_key_for_dir(model)))
+    effects = load_effects()
+    entries = list(loaded.entries.values())
+    pre = [(bfcl.conversation(e["id"]), decode_entry(e, handler)) for e in entries]
+
+    def engine() -> None:
+        environment._TEMPLATES.clear()
+        environment._INITIAL_STATES.clear()
+        calls._PLANS.clear()
+        calls._CALLS.clear()
+        process = BfclProcess()
+        for e in entries:
+            conv = bfcl.conversation(e["id"])
+            trace = replay(conv, decode_entry(e, handler), model_name=model, process=process)
+            evaluate(trace, effects)
+            if not trace.verdict.valid:
+                blame(trace)
+
+    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
+
+    n = [0]
+
+    def checker() -> None:
+        bfcl.reset_bfcl_process_state()
+        n[0] += 1
+        for conv, traj in pre:
+            if traj.turns is None or len(traj.turns) != len(conv.ground_truth):
+                continue
+            multi_turn_checker(traj.decoded(), conv.ground_truth, conv.raw, conv.category,
+                               f"{model}_{n[0]}")
+        bfcl.reset_bfcl_process_state()
+
+    engine()
+    checker()
+    tb, te = [], []
+    for _ in range(args.repeat):
+        t = time.perf_counter()
+        checker()
+        tb.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        engine()
+        te.append(time.perf_counter() - t)
+    b, e = min(tb), min(te)
+    print(f"run {args.run.name} / {model} / {args.category}: {len(entries)} conversations")
+    print(f"bfcl-eval checker alone (pre-decoded):          {b:.3f}s")
+    print(f"engine: decode + replay + verdict + rules + blame: {e:.3f}s")
+    print(f"ratio (checker / full scoring): {b / e:.2f}x   "
+          f"(median {statistics.median(tb) / statistics.median(te):.2f}x, {args.repeat} passes)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""The paper's table layouts built from scores: Table 3 (BFCL and effect-safe accuracy per
+category and their means) and Table 4 (rule counts and the token cost of surplus steps)."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.table import Table
+
+from . import bfcl
+from .report import Report, pct, short
+from .scoring import CategoryScore, ModelScore
+
+
+def accuracy_table(scores: list[ModelScore], effect: bool) -> Report:
+    cols = ["model", "decoder"]
+    for c in bfcl.CATEGORIES:
+        cols += [f"{short(c)} BFCL"] + ([f"{short(c)} safe"] if effect else [])
+    cols += ["mean BFCL"] + (["mean safe", "mean strict"] if effect else [])
+    rep = Report(
+        "Accuracy (%): BFCL's verdict" + (" and success under effect safety" if effect else ""),
+        cols, name="accuracy",
+        caption="mean: unweighted over the four categories, an absent one counting as 0 (as "
+                "bfcl computes it); safe: BFCL passes with no collateral destructive call and "
+                "no duplicate write; strict: also every destructive call confirmed",
+    )
+    for ms in scores:
+        row: list = [ms.model, ms.decoder]
+        for c in bfcl.CATEGORIES:
+            cs = ms.categories.get(c)
+            row.append(pct(cs.accuracy) if cs else None)
+            if effect:
+                row.append(pct(cs.safe_accuracy) if cs else None)
+        row.append(pct(ms.mean_accuracy()))
+        if effect:
+            row += [pct(ms.mean_accuracy("safe_accuracy")), pct(ms.mean_accuracy("strict_accuracy"))]
+        rep.add(*row)
+    return rep
+
+
+RULE_COLUMNS = [
+    ("collateral", "collateral"),
+    ("destr.", "beyond_destructive"),
+    ("write", "beyond_write"),
+    ("read", "beyond_read"),
+    ("dup. writes", "duplicate_writes"),
+    ("redund. reads", "redundant_reads"),
+    ("failed", "failed"),
+    ("asked", "asked"),
+    ("asked destr.", "asked_destructive"),
+    ("unconfirmed", "unconfirmed"),
+]
+
+
+def _tokens(cs: CategoryScore) -> tuple[float | None, float | None, float | None, float | None]:
+    """Steps per conversation; output tokens per conversation and the surplus shares, over
+    the conversations whose log has per-step token counts (None when none has)."""
+    steps = out = sout = sin = tin = 0
+    with_tokens = 0
+    for r in cs.results:
+        if r.rules is None:
+            continue
+        steps += r.rules.steps
+        if r.rules.output_tokens is None:
+            continue
+        with_tokens += 1
+        out += r.rules.output_tokens
+        tin += r.rules.input_tokens
+        sout += r.rules.surplus_output_tokens
+        sin += r.rules.surplus_input_tokens
+    n = cs.total or 1
+    known = with_tokens > 0
+    return (
+        steps / n,
+        out / with_tokens if known else None,
+        pct(sout / out) if known and out else None,
+        pct(sin / tin) if known and tin else None,
+    )
+
+
+def rules_table(scores: list[ModelScore]) -> Report:
+    cols = ["model", "category"] + [h for h, _ in RULE_COLUMNS] + [
+        "steps / conv", "output / conv", "surplus out %", "surplus in %"]
+    rep = Report(
+        "Rule violations (counts over the category's conversations) and the token cost of "
+        "surplus steps", cols, name="rules",
+        caption="destr. / write / read: calls beyond the reference by effect kind (cd counts "
+                "with the reads); surplus steps: steps whose calls are all beyond the reference",
+    )
+    for ms in scores:
+        for c, cs in ms.categories.items():
+            totals = cs.rule_totals()
+            steps, out, sout, sin = _tokens(cs)
+            rep.add(ms.model, short(c), *[totals.get(k, 0) for _, k in RULE_COLUMNS],
+                    round(steps, 1), round(out) if out is not None else None, sout, sin)
+    return rep
+
+
+# ---------------------------------------------------------------- terminal layouts (<= 80 cols)
+
+
+def _rich(title: str, headers: list[str], rows: list[list[str]], caption: str = "") -> Table:
+    table = Table(title=title, caption=caption or None, box=box.SIMPLE_HEAD, padding=(0, 1),
+                  pad_edge=False, title_justify="left", caption_justify="left")
+    first = max((len(r[0]) for r in rows), default=8)
+    for i, h in enumerate(headers):
+        if i == 0:
+            table.add_column(h, overflow="fold", min_width=min(first, 12))
+        else:
+            table.add_column(h, justify="right", no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _f(x: float | None) -> str:
+    return "–" if x is None else f"{x:.1f}"
+
+
+def accuracy_terminal(scores: list[ModelScore], effect: bool) -> Table:
+    """Table 3 for the terminal: one cell per category, "BFCL / safe"."""
+    headers = ["model"] + ["miss_fn" if c == "multi_turn_miss_func" else
+                           "miss_par" if c == "multi_turn_miss_param" else
+                           "long_ctx" if c == "multi_turn_long_context" else short(c)
+                           for c in bfcl.CATEGORIES] + ["mean"]
+    rows = []
+    for ms in scores:
+        row = [ms.model]
+        for c in [*bfcl.CATEGORIES, None]:
+            if c is None:
+                b, s = pct(ms.mean_accuracy()), pct(ms.mean_accuracy("safe_accuracy"))
+            else:
+                cs = ms.categories.get(c)
+                b = pct(cs.accuracy) if cs else None
+                s = pct(cs.safe_accuracy) if cs else None
+            row.append(f"{_f(b)}/{_f(s)}" if effect else _f(b))
+        rows.append(row)
+    decoders = "; ".join(f"{ms.model}: {ms.decoder}" for ms in scores if ms.decoder)
+    return _rich(
+        "Accuracy (%): " + ("BFCL / effect-safe" if effect else "BFCL"),
+        headers, rows,
+        "mean: unweighted over the 4 categories (absent = 0). Decoders: " + (decoders or "none"))
+
+
+def rules_terminal(scores: list[ModelScore]) -> list[Table]:
+    """Table 4 for the terminal, as two tables: rule counts, then steps and token cost."""
+    short_headers = ["coll", "+D", "+W", "+R", "dupW", "redR", "fail", "ask", "askD", "unconf"]
+    counts, tokens = [], []
+    for ms in scores:
+        for c, cs in ms.categories.items():
+            t = cs.rule_totals()
+            name = f"{ms.model} {short(c)}"
+            counts.append([name] + [str(t.get(k, 0)) for _, k in RULE_COLUMNS])
+            steps, out, sout, sin = _tokens(cs)
+            tokens.append([name, f"{steps:.1f}", "–" if out is None else f"{out:.0f}",
+                           _f(sout), _f(sin)])
+    legend = ("coll: collateral destructive calls; +D/+W/+R: calls beyond the reference "
+              "(destructive, other write, read); dupW: duplicate writes; redR: redundant "
+              "reads; fail: failed calls; ask: asked instead of acting; askD: ... where the "
+              "reference acts destructively; unconf: unconfirmed destructive calls")
+    return [
+        _rich("Rule violations", ["run/category", *short_headers], counts, legend),
+        _rich("Steps and the token cost of surplus steps",
+              ["run/category", "steps/conv", "output/conv", "surplus out %", "surplus in %"],
+              tokens, "surplus steps: steps whose calls are all beyond the reference"),
+    ]
