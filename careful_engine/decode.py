@@ -4,6 +4,12 @@ bfcl's evaluator (``eval_runner._evaluate_single_multi_turn_entry``) calls
 ``handler.decode_execute(step, has_tool_call_tag=False)`` on every step, keeps non-empty
 decodes and silently drops both empty decodes and exceptions. Here every step keeps its
 outcome: calls, no call, or a decode failure with its message.
+
+bfcl quirk kept by construction: decoding *is* bfcl's handler, so its behaviour carries over,
+verdicts included. The prompting decoders (``default_decode_execute_prompting`` ->
+``resolve_ast_call``) read only keyword arguments, so ``[cd('docs')]`` decodes to ``cd()``:
+160 of the 4,625 reference calls use positional arguments, and written verbatim by a
+prompting model they fail 24 conversations per category (tests/test_verdict_exact.py).
 """
 
 from __future__ import annotations

@@ -5,6 +5,11 @@ reference turn as one batch. The verdict is taken at bfcl's checkpoints as the t
 unlike bfcl, the replay goes on after the first failing turn so that every call of both sides
 is in the trace (the rules of the effect-aware score need them). What bfcl would have left
 behind in its process-global state is restored afterwards (see careful_engine.process).
+
+bfcl quirk: its inference loop counts a step after executing it and quits when the count
+exceeds 20, so a turn can hold 21 executed steps; the evaluator and this replay impose no step
+limit of their own, and a force-quit shows only as a turn count that differs from the
+reference (``multi_turn:force_terminated``), except on the last turn, where it goes unseen.
 """
 
 from __future__ import annotations
