@@ -188,7 +188,7 @@ def write_score_file(score: CategoryScore, loaded: LoadedFile, out_dir: Path) ->
                 "model_result_raw": entry.get("result"),
                 "possible_answer": gt[r.id].ground_truth,
             }
-            f.write(json.dumps(line, default=str, ensure_ascii=False) + "\n")
+            f.write(json.dumps(line, default=str) + "\n")  # ASCII: lone surrogates survive
     return path
 
 

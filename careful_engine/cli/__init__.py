@@ -23,7 +23,9 @@ app = typer.Typer(
 )
 
 # Modules that define commands on `app` (import order is the order in --help).
-COMMAND_MODULES = ("score", "declare", "provenance", "annotation")
+COMMAND_MODULES = (
+    "score", "compare", "declare", "provenance", "annotation", "generate", "workbench",
+)
 
 
 def _load() -> None:

@@ -33,7 +33,7 @@ err = Console(stderr=True, soft_wrap=True, highlight=False)
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE = 0, 1, 2
 
-audit_app = typer.Typer(name="audit", help="Audits computed from the declarations.",
+audit_app = typer.Typer(name="audit", help="Audits: the references under the declarations, a run's decoding, bfcl single-turn score folders.",
                         no_args_is_help=True, add_completion=False)
 export_app = typer.Typer(name="export", help="Export the declarations in other formats.",
                          no_args_is_help=True, add_completion=False)

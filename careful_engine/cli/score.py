@@ -127,6 +127,10 @@ def score(
 
     if run.problems and not quiet:
         _print_problems(run.problems, run_dir)
+    from careful_engine.decode_audit import flags
+
+    for flag in flags(run):  # a decoder that (almost) never decodes is not model behaviour
+        err.print(f"warning: {flag}", markup=False, style="yellow")
     console.print(accuracy_terminal(run.scores, effects is not None))
     if effects is not None:
         for table in rules_terminal(run.scores):

@@ -1,0 +1,183 @@
+"""careful_engine.decode_audit and ``careful audit decode``: silence from a decoder mismatch."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from careful_engine import bfcl, demo
+from careful_engine import decode_audit as da
+from careful_engine.cli import _load, app
+from careful_engine.scoring import CategoryScore, ConversationResult, score_run
+from careful_engine.trajectory import Outcome, Verdict
+
+_load()
+runner = CliRunner()
+FC = "gpt-4o-2024-11-20-FC"
+XLAM_KEY = "Salesforce/Llama-xLAM-2-8b-fc-r"  # a raw-text decoder: wrong for FC output
+BASE = "multi_turn_base"
+
+
+# ---------------------------------------------------------------- messages
+
+
+def test_normalise_groups_messages_that_differ_in_positions() -> None:
+    a = da.normalise("JSONDecodeError: Expecting value: line 1 column 1 (char 0)")
+    b = da.normalise("JSONDecodeError: Expecting value: line 3 column 17 (char 245)")
+    assert a == b == "JSONDecodeError: Expecting value: line N column N (char N)"
+    long_quote = da.normalise("SyntaxError: invalid syntax 'I will now delete the file' x")
+    assert "'…'" in long_quote and "delete" not in long_quote
+    assert da.normalise("TypeError: got 'list'") == "TypeError: got 'list'"  # short names stay
+    assert da.normalise("a\nsecond line") == "a"
+    assert len(da.normalise("x" * 500)) <= 160
+    assert da.normalise("") == ""
+
+
+# ---------------------------------------------------------------- flags on counts
+
+
+def _stats(calls: int, no_call: int, failed: int, **kw) -> da.DecodeStats:
+    st = da.DecodeStats("m", BASE, "dec", **kw)
+    st.steps = Counter({Outcome.CALLS: calls, Outcome.NO_CALL: no_call,
+                        Outcome.DECODE_ERROR: failed})
+    st.conversations = st.conversations or 10
+    return st
+
+
+@pytest.mark.parametrize(
+    ("calls", "no_call", "failed", "kind"),
+    [(0, 0, 100, "decoder_mismatch"), (3, 10, 87, "decoder_mismatch"),
+     (60, 5, 35, None), (0, 100, 0, "no_calls"), (4, 40, 56, "decoder_mismatch"),
+     (0, 0, 5, None)],  # too few steps to judge
+)
+def test_flags(calls: int, no_call: int, failed: int, kind: str | None) -> None:
+    flags = _stats(calls, no_call, failed).flags()
+    assert [f.kind for f in flags] == ([kind] if kind else [])
+    if kind == "decoder_mismatch":
+        assert f"{100 * failed / (calls + no_call + failed):.0f}% of" in flags[0].message
+        assert "decoder mismatch?" in str(flags[0])
+
+
+def test_inference_errors_are_not_a_decoder_problem() -> None:
+    st = _stats(0, 0, 1, conversations=200, inference_errors=199)
+    assert [f.kind for f in st.flags()] == ["inference_errors"]
+
+
+def test_flags_from_a_category_score_without_traces() -> None:
+    results = [ConversationResult("m", BASE, f"{BASE}_{i}", Verdict(False),
+                                  decode=Counter({Outcome.DECODE_ERROR: 9, Outcome.CALLS: 0}))
+               for i in range(5)]
+    cs = CategoryScore("m", BASE, results)
+    flags = da.flags(cs)
+    assert [f.kind for f in flags] == ["decoder_mismatch"]
+    assert da.from_category(cs).total_steps == 45
+
+
+# ---------------------------------------------------------------- on a run folder
+
+
+def _fake_run(root: Path, decoder: str, n: int = 8) -> Path:
+    """The reference trajectories of ``n`` base conversations, in FC format, in a V4 folder
+    whose manifest names ``decoder``."""
+    folder = root / "fake_model" / "multi_turn"
+    folder.mkdir(parents=True)
+    convs = bfcl.conversations(BASE)[:n]
+    (folder / f"BFCL_v4_{BASE}_result.json").write_text(
+        "".join(json.dumps(demo.reference_entry(c)) + "\n" for c in convs))
+    (root / "fake_model" / demo.MANIFEST).write_text(json.dumps({"decoder": decoder}))
+    return root
+
+
+def test_audit_run_flags_a_wrong_decoder(tmp_path: Path) -> None:
+    run = _fake_run(tmp_path / "wrong", XLAM_KEY)
+    audit = da.audit_run(run)
+    whole = [st for st in audit.stats if st.category is None][0]
+    assert whole.conversations == 200 and whole.missing == 192
+    assert whole.share(Outcome.DECODE_ERROR) == 1.0
+    assert whole.messages  # the failure messages are kept, normalised
+    assert [f.kind for f in audit.flags()] == ["decoder_mismatch"]
+
+
+def test_audit_run_with_the_right_decoder_is_clean(tmp_path: Path) -> None:
+    run = _fake_run(tmp_path / "right", demo.DECODER)
+    audit = da.audit_run(run)
+    whole = [st for st in audit.stats if st.category is None][0]
+    assert audit.flags() == []
+    # every turn: one step of calls (when the reference calls) and a closing "Done." step,
+    # which an FC decoder fails on (bfcl drops it): a normal share of failures
+    assert whole.share(Outcome.CALLS) >= 0.5
+    assert whole.steps[Outcome.CALLS] + whole.steps[Outcome.DECODE_ERROR] == whole.total_steps
+
+
+def test_flags_for_score_output(tmp_path: Path) -> None:
+    """The function `careful score` can call on its RunScore."""
+    run = score_run(_fake_run(tmp_path / "s", XLAM_KEY))
+    flags = da.flags(run)
+    assert [f.kind for f in flags] == ["decoder_mismatch"]
+    assert flags[0].category is None  # flagged once for the model, not once per category
+    assert da.flags(run.scores[0]) == flags
+    right = score_run(_fake_run(tmp_path / "t", demo.DECODER))
+    assert da.flags(right) == []
+
+
+def test_cli_on_fake_runs(tmp_path: Path) -> None:
+    wrong = _fake_run(tmp_path / "wrong", XLAM_KEY)
+    right = _fake_run(tmp_path / "right", demo.DECODER)
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["audit", "decode", str(wrong), str(right), "--out", str(out)],
+                        catch_exceptions=False)
+    assert res.exit_code == 1
+    assert "decoder mismatch?" in res.output
+    rows = json.loads((out / "decode_audit.json").read_text())["rows"]
+    flagged = {r["entry"] for r in rows if r["flag"]}
+    assert flagged == {"wrong"}
+    assert (out / "decode_messages.csv").exists()
+    res = runner.invoke(app, ["audit", "decode", str(right), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["audit", "decode", str(tmp_path / "nope")])
+    assert res.exit_code == 2
+
+
+def test_terminal_tables_fit_80_columns(tmp_path: Path) -> None:
+    audit = da.audit_run(_fake_run(tmp_path / "a-rather-long-run-folder-name-v0.11", XLAM_KEY))
+    table = [("a-rather-long-run-folder-name-v0.11", audit.stats)]
+    console = Console(width=200, record=True)
+    console.print(da.shares_terminal(table))
+    assert max(len(x.rstrip()) for x in console.export_text().splitlines()) <= 80
+
+
+# ---------------------------------------------------------------- the real runs
+
+
+@pytest.fixture(scope="module")
+def real(shared_runs: Path) -> dict[str, da.RunAudit]:
+    names = {"gpt-oss-120b-vllm-v0.11.0": FC, "xlam-2-8b-fc-r": None,
+             "deepseek-r1-0528-errors": "deepseek-ai/DeepSeek-R1"}
+    if not all((shared_runs / n).is_dir() for n in names):
+        pytest.skip("a shared run is missing")
+    return {n: da.audit_run(shared_runs / n, decoder=d) for n, d in names.items()}
+
+
+def test_real_runs(real: dict[str, da.RunAudit]) -> None:
+    gpt = [st for st in real["gpt-oss-120b-vllm-v0.11.0"].stats if st.category is None][0]
+    assert gpt.share(Outcome.CALLS) > 0.5 and gpt.steps[Outcome.DECODE_ERROR] == 0
+    assert real["gpt-oss-120b-vllm-v0.11.0"].flags() == []
+    xlam = [st for st in real["xlam-2-8b-fc-r"].stats if st.category is None][0]
+    assert xlam.share(Outcome.CALLS) > 0.5  # its text steps fail to decode, as xLAM's do
+    assert real["xlam-2-8b-fc-r"].flags() == []
+    top = xlam.messages.most_common(1)[0][0]
+    assert top.startswith("JSONDecodeError") and "N" in top
+    assert [f.kind for f in real["deepseek-r1-0528-errors"].flags()] == ["inference_errors"]
+
+
+def test_wrong_decoder_on_a_real_run(shared_runs: Path) -> None:
+    run = shared_runs / "gpt-oss-120b-vllm-v0.10.2"
+    if not run.is_dir():
+        pytest.skip("gpt-oss run missing")
+    audit = da.audit_run(run, decoder=XLAM_KEY)
+    assert [f.kind for f in audit.flags()] == ["decoder_mismatch"]

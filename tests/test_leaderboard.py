@@ -1,0 +1,203 @@
+"""careful_engine.leaderboard and ``careful leaderboard``."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from careful_engine import bfcl
+from careful_engine import leaderboard as lb
+from careful_engine.cli import _load, app
+from careful_engine.rules import ConversationRules
+from careful_engine.scoring import CategoryScore, ConversationResult, ModelScore, load_effects
+from careful_engine.stats import spearman
+from careful_engine.trajectory import Verdict
+
+_load()
+runner = CliRunner()
+FC = "gpt-4o-2024-11-20-FC"
+RUNS = ("gpt-oss-120b-vllm-v0.10.2", "gpt-oss-120b-vllm-v0.11.0", "glyphh-ada-1.1")
+
+
+# ---------------------------------------------------------------- fakes
+
+
+def _category(model: str, category: str, outcomes: list[tuple[bool, int]]) -> CategoryScore:
+    """outcomes: (bfcl passes, collateral calls) per conversation."""
+    results = []
+    for i, (valid, collateral) in enumerate(outcomes):
+        rules = ConversationRules(Counter({"collateral": collateral, "asked": 1}), [], [])
+        results.append(ConversationResult(model, category, f"{category}_{i}", Verdict(valid),
+                                          rules=rules))
+    return CategoryScore(model, category, results)
+
+
+def _entry(label: str, per_category: dict[str, list[tuple[bool, int]]]) -> lb.Entry:
+    ms = ModelScore(label, "dec")
+    for c, outcomes in per_category.items():
+        ms.categories[c] = _category(label, c, outcomes)
+    return lb.Entry(label, Path("/runs") / label, ms)
+
+
+BASE, MISS_FUNC = "multi_turn_base", "multi_turn_miss_func"
+
+
+@pytest.fixture
+def fake_entries() -> list[lb.Entry]:
+    # a: bfcl 3/4 on base but 2 with collateral calls -> safe 1/4
+    # b: bfcl 2/4, safe 2/4; c: bfcl 1/4, safe 1/4, and no miss_func at all
+    return [
+        _entry("a", {BASE: [(True, 1), (True, 1), (True, 0), (False, 0)],
+                     MISS_FUNC: [(True, 0), (False, 0)]}),
+        _entry("b", {BASE: [(True, 0), (True, 0), (False, 2), (False, 0)],
+                     MISS_FUNC: [(True, 0), (True, 0)]}),
+        _entry("c", {BASE: [(True, 0), (False, 0), (False, 0), (False, 0)]}),
+    ]
+
+
+# ---------------------------------------------------------------- decoders and labels
+
+
+def test_parse_decoders() -> None:
+    d = lb.parse_decoders([FC, "openai_gpt-oss-120b=other-key", "x/=k2"])
+    assert d.default == FC
+    assert d.for_model(Path("/a/run"), "openai_gpt-oss-120b") == "other-key"
+    assert d.for_model(Path("/a/x"), "m") == "k2"  # a run folder's name
+    assert d.for_model(Path("/a/y"), "m") == FC
+    assert lb.parse_decoders(None).for_model(Path("r"), "m") is None
+    with pytest.raises(ValueError):
+        lb.parse_decoders(["a", "b"])
+    with pytest.raises(ValueError):
+        lb.parse_decoders(["=key"])
+
+
+def test_labels_are_short_and_unique() -> None:
+    pairs = [(Path("/r/one"), "m"), (Path("/r/two"), "m1"), (Path("/r/two"), "m2"),
+             (Path("/s/one"), "m")]
+    assert lb.label_entries(pairs) == ["/r/one/m", "two/m1", "two/m2", "/s/one/m"]
+    assert lb.label_entries([(Path("/r/one"), "m")]) == ["one"]
+
+
+# ---------------------------------------------------------------- ranking
+
+
+def test_mean_counts_an_absent_category_as_zero(fake_entries: list[lb.Entry]) -> None:
+    a, b, c = fake_entries
+    assert a.accuracy() == pytest.approx((0.75 + 0.5) / 4)
+    assert a.accuracy(None, "safe") == pytest.approx((0.25 + 0.5) / 4)
+    assert c.accuracy(MISS_FUNC) is None
+    assert c.accuracy() == pytest.approx(0.25 / 4)
+
+
+def test_ranking_and_rho(fake_entries: list[lb.Entry]) -> None:
+    base = lb.ranking(fake_entries, BASE)
+    assert base.bfcl_ranks == [1, 2, 3]
+    assert base.safe_ranks == [2, 1, 2]
+    assert base.rho == pytest.approx(spearman([3, 2, 1], [1, 2, 1]))
+    miss = lb.ranking(fake_entries, MISS_FUNC)
+    assert miss.labels == ["a", "b"]  # c lacks the category: not ranked there
+    mean = lb.ranking(fake_entries)
+    assert mean.n == 3
+
+
+def test_reports(fake_entries: list[lb.Entry], tmp_path: Path) -> None:
+    reports = {r.name: r for r in lb.leaderboard_reports(fake_entries)}
+    assert set(reports) == {"leaderboard", "leaderboard_categories", "leaderboard_rho",
+                            "leaderboard_rules"}
+    main = reports["leaderboard"].json()["rows"]
+    assert [r["entry"] for r in main] == ["b", "a", "c"]  # by BFCL mean
+    assert main[0]["BFCL rank"] == 1 and main[0]["safe rank"] == 1
+    rho = {r["scope"]: r for r in reports["leaderboard_rho"].json()["rows"]}
+    assert rho["miss_func"]["entries"] == 2
+    assert rho["base"]["rho"] == pytest.approx(lb.ranking(fake_entries, BASE).rho)
+    rules = {r["entry"]: r for r in reports["leaderboard_rules"].json()["rows"]}
+    assert rules["a"]["collateral"] == 2 and rules["b"]["collateral"] == 2
+    assert rules["c"]["asked"] == 4
+    paths = reports["leaderboard"].write(tmp_path)
+    assert {p.suffix for p in paths} == {".md", ".csv", ".json"}
+    md = reports["leaderboard_rho"].markdown()
+    assert "| base | 3 |" in md
+
+
+def test_terminal_layout_fits_80_columns(fake_entries: list[lb.Entry]) -> None:
+    long = _entry("a-rather-long-run-folder-name-v0.11.0", {
+        c: [(True, 0), (False, 3)] for c in bfcl.CATEGORIES})
+    console = Console(width=200, record=True)
+    for table in lb.leaderboard_terminal([*fake_entries, long]):
+        console.print(table)
+    widths = [len(line.rstrip()) for line in console.export_text().splitlines()]
+    assert max(widths) <= 80
+
+
+def test_compare_of_fake_scores(fake_entries: list[lb.Entry]) -> None:
+    a, b, c = fake_entries
+    cmp = lb.compare(a.score, b.score, "bfcl")
+    assert list(cmp.categories) == [BASE, MISS_FUNC]
+    base = cmp.categories[BASE]
+    assert (len(base.gained), len(base.lost)) == (0, 1)
+    overall = cmp.overall
+    assert (overall.n, len(overall.gained), len(overall.lost)) == (6, 1, 1)
+    safe = lb.compare(a.score, b.score, "safe").categories[BASE]
+    assert (len(safe.gained), len(safe.lost)) == (2, 1)
+    only = lb.compare(a.score, c.score)
+    assert only.only_a == [MISS_FUNC]
+    rep = lb.compare_report(cmp, "A", "B")
+    assert rep.rows[-1][0] == "overall"
+    assert "1.000" in rep.markdown()  # p shown with three decimals
+
+
+# ---------------------------------------------------------------- real runs
+
+
+@pytest.fixture(scope="module")
+def real(shared_runs: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    runs = [shared_runs / r for r in RUNS]
+    if not all(r.is_dir() for r in runs):
+        pytest.skip("a shared run is missing")
+    out = tmp_path_factory.mktemp("lb")
+    res = runner.invoke(app, ["leaderboard", *map(str, runs), "--decoder", FC, "--out",
+                              str(out)], catch_exceptions=False)
+    scored = lb.score_runs(runs, decoders=lb.parse_decoders([FC]), effects=load_effects())
+    return {"res": res, "out": out, "scored": scored}
+
+
+def test_leaderboard_cli_on_real_runs(real: dict) -> None:
+    res = real["res"]
+    assert res.exit_code == 1, res.output  # the gpt-oss runs log some inference errors
+    rows = json.loads((real["out"] / "leaderboard.json").read_text())["rows"]
+    by_label = {e.label: e for e in real["scored"].entries}
+    assert {r["entry"] for r in rows} == set(by_label) == set(RUNS)
+    for r in rows:
+        e = by_label[r["entry"]]
+        assert r["mean BFCL %"] == pytest.approx(100 * e.accuracy(), abs=0.051)
+        assert r["mean safe %"] == pytest.approx(100 * e.accuracy(None, "safe"), abs=0.051)
+    assert [r["BFCL rank"] for r in rows] == [1, 2, 3]
+    rho = {r["scope"]: r["rho"] for r in
+           json.loads((real["out"] / "leaderboard_rho.json").read_text())["rows"]}
+    expected = lb.ranking(real["scored"].entries).rho
+    assert rho["mean"] == pytest.approx(expected)
+    assert rho["long_context"] is None  # only glyphh has it
+    assert "Spearman" in res.output
+    for name in ("leaderboard_categories", "leaderboard_rules"):
+        assert (real["out"] / f"{name}.csv").exists()
+
+
+def test_unregistered_model_without_decoder_is_reported(shared_runs: Path,
+                                                        tmp_path: Path) -> None:
+    run = shared_runs / RUNS[2]
+    if not run.is_dir():
+        pytest.skip("glyphh run missing")
+    res = runner.invoke(app, ["leaderboard", str(run), "--out", str(tmp_path)])
+    assert res.exit_code == 2
+    assert "--decoder" in res.output
+
+
+def test_missing_run_folder(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["leaderboard", str(tmp_path / "nope")])
+    assert res.exit_code == 2
+    assert "does not exist" in res.output

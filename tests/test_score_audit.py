@@ -1,0 +1,261 @@
+"""careful_engine.score_audit and ``careful audit scores`` on hand-made score folders."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from careful_engine import score_audit as sa
+from careful_engine.cli import _load, app
+
+_load()
+runner = CliRunner()
+
+GROUP = {"simple_python": "non_live", "simple_java": "non_live", "simple_javascript": "non_live",
+         "multiple": "non_live", "parallel": "non_live", "parallel_multiple": "non_live",
+         "irrelevance": "non_live", "live_simple": "live", "live_multiple": "live",
+         "live_parallel": "live", "live_parallel_multiple": "live", "live_irrelevance": "live",
+         "live_relevance": "live", "multi_turn_base": "multi_turn",
+         "multi_turn_miss_func": "multi_turn", "multi_turn_miss_param": "multi_turn",
+         "multi_turn_long_context": "multi_turn", "web_search_base": "agentic",
+         "web_search_no_snippet": "agentic", "memory_kv": "agentic/memory/kv",
+         "memory_vector": "agentic/memory/vector", "memory_rec_sum": "agentic/memory/rec_sum"}
+
+
+def write_score(root: Path, model: str, category: str, correct: int, total: int,
+                failed: list[dict] | None = None) -> Path:
+    """A bfcl score file: the header, then one line per failed entry (ids default to the
+    last ``total - correct`` entries)."""
+    path = root / "score" / model / GROUP[category] / f"BFCL_v4_{category}_score.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if failed is None:
+        failed = [{"id": f"{category}_{i}", "valid": False, "error_type": "x:y",
+                   "error": ["wrong"]} for i in range(correct, total)]
+    header = {"accuracy": correct / total, "correct_count": correct, "total_count": total}
+    path.write_text("\n".join(json.dumps(x) for x in [header, *failed]) + "\n")
+    return path
+
+
+def write_results(root: Path, model: str, category: str, outputs: list) -> Path:
+    path = root / "result" / model / GROUP[category] / f"BFCL_v4_{category}_result.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"id": f"{category}_{i}", "result": out}) + "\n"
+                            for i, out in enumerate(outputs)))
+    return path
+
+
+def nemotron(root: Path, model: str = "nemotron") -> None:
+    """The seed's limit case: every output empty; AST fails to decode, irrelevance all 1."""
+    decode_failed = [{"id": f"simple_python_{i}", "valid": False,
+                      "error_type": "ast_decoder:decoder_failed",
+                      "error": ["Invalid syntax. Failed to decode AST. expected string or "
+                                "bytes-like object, got 'list'"]} for i in range(400)]
+    write_score(root, model, "simple_python", 0, 400, decode_failed)
+    write_score(root, model, "live_relevance", 0, 16, [
+        {"id": f"live_relevance_{i}", "error_type": "relevance_error:decoder_failed",
+         "error": ["Invalid syntax. Failed to decode AST when it should have."]}
+        for i in range(16)])
+    write_score(root, model, "irrelevance", 240, 240)
+    write_score(root, model, "live_irrelevance", 884, 884)
+
+
+def falcon(root: Path, model: str = "falcon") -> None:
+    """The seed's Falcon3-1B: 229 of 240 credited, 228 of those with a <tool_call>."""
+    write_score(root, model, "live_relevance", 0, 16)
+    write_score(root, model, "irrelevance", 229, 240)
+    call = '<tool_call>\n<tool_call name="math.solve" arguments={"a": 1, "b": 2}/>\n</tool_call>'
+    outputs = [call] * 228 + ["I cannot help with that."] + ['[math.solve(a=1)]'] * 11
+    write_results(root, model, "irrelevance", outputs)
+
+
+# ---------------------------------------------------------------- the signature
+
+
+def test_nemotron_limit_case(tmp_path: Path) -> None:
+    nemotron(tmp_path)
+    audits, results, problems = sa.audit(tmp_path / "score")
+    assert problems == [] and results is None
+    (a,) = audits
+    assert {f.kind for f in a.flags} == {"irrelevance_signature", "ast_decode_failures"}
+    assert a.overall.overall == pytest.approx(0.10)  # "10% x 100.00 is its entire overall"
+    assert a.overall.blocks["irrelevance"] == 1.0
+    assert a.overall.irrelevance_share == pytest.approx(1.0)
+    assert (a.ast_failed, a.ast_total) == (400, 400)
+
+
+def test_falcon_credited_entries_with_calls(tmp_path: Path) -> None:
+    falcon(tmp_path)
+    audits, results, _ = sa.audit(tmp_path)  # the run folder: score/ and result/ inside
+    assert results == tmp_path / "result"
+    (a,) = audits
+    (cr,) = a.credited
+    assert (cr.credited, cr.failed, cr.read) == (229, 11, 229)
+    assert (cr.calls, cr.other, cr.empty) == (228, 1, 0)
+    assert cr.markers == {"<tool_call>": 228}
+    kinds = {f.kind for f in a.flags}
+    assert kinds == {"irrelevance_signature", "credited_calls"}
+    msg = next(f.message for f in a.flags if f.kind == "credited_calls")
+    assert "228 of 229" in msg
+
+
+def test_without_result_files_the_signature_still_shows(tmp_path: Path) -> None:
+    falcon(tmp_path)
+    audits, _, _ = sa.audit(tmp_path / "score", results=tmp_path / "elsewhere")
+    (a,) = audits
+    assert a.credited[0].result_file is None and a.credited[0].read == 0
+    assert {f.kind for f in a.flags} == {"irrelevance_signature"}
+
+
+def test_a_healthy_model_is_not_flagged(tmp_path: Path) -> None:
+    write_score(tmp_path, "good", "live_relevance", 14, 16)
+    write_score(tmp_path, "good", "irrelevance", 230, 240)
+    write_score(tmp_path, "good", "live_irrelevance", 700, 884)
+    write_score(tmp_path, "good", "simple_python", 350, 400)
+    (a,), _, _ = sa.audit(tmp_path / "score")
+    assert a.flags == []
+
+
+def test_near_threshold(tmp_path: Path) -> None:
+    write_score(tmp_path, "m", "live_relevance", 0, 16)
+    write_score(tmp_path, "m", "irrelevance", 200, 240)  # 0.83
+    (a,), _, _ = sa.audit(tmp_path / "score")
+    assert a.flags == []
+    (a,), _, _ = sa.audit(tmp_path / "score", near=0.8)
+    assert [f.kind for f in a.flags] == ["irrelevance_signature"]
+
+
+# ---------------------------------------------------------------- attempted calls
+
+
+@pytest.mark.parametrize(
+    ("raw", "marker"),
+    [('<tool_call>{"name": "f"}</tool_call>', "<tool_call>"),
+     ("[TOOL_CALLS] [...]", "[TOOL_CALLS]"),
+     ('{"name": "get_weather", "arguments": {"city": "Paris"}}', "JSON call"),
+     ("[calc.area(width=3, height=4)]", "python call"),
+     ([{"get_weather": '{"city": "Paris"}'}], "structured call"),
+     (["<|python_tag|>f(x=1)"], "<|python_tag|>"),
+     ("I cannot help with that; no function fits.", None),
+     ("The function (which computes areas) is not relevant.", None),
+     ([], None), ("", None), (None, None)],
+)
+def test_attempted_call(raw, marker) -> None:
+    assert sa.attempted_call(raw) == marker
+
+
+def test_empty_outputs() -> None:
+    assert sa.is_empty_output([]) and sa.is_empty_output("") and sa.is_empty_output([[]])
+    assert sa.is_empty_output("[]") and sa.is_empty_output(None)
+    assert not sa.is_empty_output("No.")
+
+
+# ---------------------------------------------------------------- the overall, against bfcl
+
+
+def test_weights_are_those_of_the_installed_bfcl() -> None:
+    from careful_engine import bfcl
+
+    source = (bfcl.PACKAGE_DIR / "eval_checker" / "eval_runner_helper.py").read_text()
+    assert "[10, 10, 10, 30, 40]" in source
+    assert list(sa.WEIGHTS.values()) == [10, 10, 10, 30, 40]
+
+
+def _bfcl_overall(score_dir: Path, out: Path) -> dict[str, dict[str, str]]:
+    """bfcl-eval's own leaderboard code on a score folder: data_overall.csv by model."""
+    from bfcl_eval.eval_checker.eval_runner_helper import (
+        generate_leaderboard_csv,
+        update_leaderboard_table_with_local_score_file,
+    )
+
+    table: dict = {}
+    update_leaderboard_table_with_local_score_file(table, score_dir)
+    out.mkdir()
+    generate_leaderboard_csv(table, out)
+    with open(out / "data_overall.csv") as f:
+        return {row["Model"]: row for row in csv.DictReader(f)}
+
+
+def _pc(cell: str) -> float | None:
+    return None if cell == "N/A" else float(cell.rstrip("%")) / 100
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_overall_matches_bfcl_leaderboard_code(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    models = {"gpt-4o-2024-11-20-FC": "GPT-4o-2024-11-20 (FC)",
+              "gpt-4o-2024-11-20": "GPT-4o-2024-11-20 (Prompt)"}
+    for model in models:
+        for category in GROUP:
+            if rng.random() < 0.25:
+                continue  # not evaluated: counts 0 (live: weighted by the dataset's count)
+            total = rng.randint(5, 300)
+            write_score(tmp_path, model, category, rng.randint(0, total), total, failed=[])
+    ours = {a.model: a.overall for a in sa.audit(tmp_path / "score")[0]}
+    theirs = _bfcl_overall(tmp_path / "score", tmp_path / "bfcl")
+    for model, display in models.items():
+        row, ov = theirs[display], ours[model]
+        assert ov.overall == pytest.approx(_pc(row["Overall Acc"]), abs=6e-5)
+        for block, column in (("irrelevance", "Irrelevance Detection"), ("live", "Live Acc"),
+                              ("multi_turn", "Multi Turn Acc")):
+            shown = _pc(row[column])  # N/A when a category of the block is missing
+            if shown is not None:
+                assert ov.blocks[block] == pytest.approx(shown, abs=6e-5)
+
+
+# ---------------------------------------------------------------- reading score folders
+
+
+def test_v3_names_bad_headers_and_model_folders(tmp_path: Path) -> None:
+    flat = tmp_path / "score" / "old_model"
+    flat.mkdir(parents=True)
+    (flat / "BFCL_v3_simple_score.json").write_text(
+        json.dumps({"accuracy": 0.5, "correct_count": 1, "total_count": 2}) + "\n")
+    (flat / "BFCL_v3_irrelevance_score.json").write_text("not json\n")
+    write_score(tmp_path, "new_model", "memory_kv", 3, 4)
+    models, problems = sa.find_score_files(tmp_path / "score")
+    assert set(models) == {"old_model", "new_model"}
+    assert set(models["old_model"].files) == {"simple_python"}
+    assert set(models["new_model"].files) == {"memory_kv"}
+    assert len(problems) == 1 and "header" in problems[0].message
+    # a model folder inside score/ works as the root too
+    models, _ = sa.find_score_files(tmp_path / "score" / "new_model")
+    assert set(models) == {"new_model"}
+
+
+# ---------------------------------------------------------------- the command
+
+
+def test_cli(tmp_path: Path) -> None:
+    nemotron(tmp_path, "nemotron")
+    falcon(tmp_path, "falcon")
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["audit", "scores", str(tmp_path), "--out", str(out)],
+                        catch_exceptions=False)
+    assert res.exit_code == 1, res.output
+    assert "relevance 0.0" in res.output and "228 of 229" in res.output
+    overall = {r["model"]: r for r in
+               json.loads((out / "score_audit_overall.json").read_text())["rows"]}
+    assert overall["nemotron"]["overall (weighted)"] == pytest.approx(10.0)
+    flags = json.loads((out / "score_audit_flags.json").read_text())["rows"]
+    assert {(f["model"], f["kind"]) for f in flags} >= {("nemotron", "irrelevance_signature"),
+                                                       ("falcon", "credited_calls")}
+    irr = json.loads((out / "score_audit_irrelevance.json").read_text())["rows"]
+    falcon_row = next(r for r in irr if r["model"] == "falcon")
+    assert falcon_row["attempted call"] == 228
+
+
+def test_cli_clean_missing_and_help(tmp_path: Path) -> None:
+    write_score(tmp_path, "good", "live_relevance", 14, 16)
+    write_score(tmp_path, "good", "irrelevance", 230, 240)
+    res = runner.invoke(app, ["audit", "scores", str(tmp_path / "score"), "--out",
+                              str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["audit", "scores", str(tmp_path / "o")])
+    assert res.exit_code == 2
+    res = runner.invoke(app, ["audit", "scores", "--help"])
+    assert res.exit_code == 0 and "--results" in res.output

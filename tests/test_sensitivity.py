@@ -1,0 +1,194 @@
+"""careful_engine.sensitivity and ``careful sensitivity``: one replay, many settings."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from careful_engine import boundary as boundaries
+from careful_engine import scoring
+from careful_engine import sensitivity as sens
+from careful_engine.cli import _load, app
+from careful_engine.detector import DETECTORS
+from careful_engine.scoring import (
+    CategoryScore,
+    ConversationResult,
+    ModelScore,
+    load_effects,
+    score_run,
+)
+from careful_engine.trajectory import Verdict
+
+_load()
+runner = CliRunner()
+FC = "gpt-4o-2024-11-20-FC"
+XLAM = "xlam-2-8b-fc-r"  # the one real run whose model asks questions
+GLYPHH = "glyphh-ada-1.1"
+
+
+def _boundary_file(tmp: Path, name: str, keep: set[str] | None) -> Path:
+    """paper-final restricted to ``keep`` (None: all), saved as a boundary file."""
+    final = boundaries.load()
+    destructive = {k: v for k, v in final.destructive.items() if keep is None or k in keep}
+    b = boundaries.Boundary(name, destructive, decided_by=("test",), method="test")
+    return b.save(tmp / f"{name}.json")
+
+
+# ---------------------------------------------------------------- settings
+
+
+def test_settings_vary_one_thing_at_a_time(tmp_path: Path) -> None:
+    extra = str(_boundary_file(tmp_path, "tiny", {"rm"}))
+    settings = sens.settings_for([extra])
+    default = settings[0]
+    assert default == sens.Setting("paper-final", "strict")
+    labels = [s.label(default) for s in settings]
+    assert labels[0] == "default"
+    assert set(DETECTORS) - {"strict"} <= set(labels)
+    assert "tiny" in labels
+    for name in sens.available_boundaries():
+        assert name in labels or name == "paper-final"
+    assert len(labels) == len(set(labels))
+    grid = sens.settings_for([extra], ["strict", "loose"], grid=True)
+    assert {s.label(default) for s in grid} >= {"default", "loose", "tiny", "tiny/loose"}
+
+
+# ---------------------------------------------------------------- re-evaluation on kept traces
+
+
+@pytest.fixture(scope="module")
+def xlam(shared_runs: Path) -> scoring.RunScore:
+    run = shared_runs / XLAM
+    if not run.is_dir():
+        pytest.skip(f"{XLAM} is missing")
+    return score_run(run, effects=load_effects(), keep_traces=True)
+
+
+def test_default_setting_reproduces_score_run(xlam: scoring.RunScore, tmp_path: Path) -> None:
+    ms = xlam.scores[0]
+    default = sens.Setting("paper-final", "strict")
+    res = sens.rescore_model(ms, [default], {"paper-final": load_effects()})[default]
+    for c, cs in ms.categories.items():
+        assert res.bfcl[c] == cs.accuracy
+        assert res.safe[c] == pytest.approx(cs.safe_accuracy)
+        assert res.strict[c] == pytest.approx(cs.strict_accuracy)
+    totals = sum((cs.rule_totals() for cs in ms.categories.values()), start=type(res.counts)())
+    assert +res.counts == +totals
+
+
+def test_boundary_and_detector_move_only_their_counts(xlam: scoring.RunScore,
+                                                      tmp_path: Path) -> None:
+    ms = xlam.scores[0]
+    empty = str(_boundary_file(tmp_path, "empty", set()))
+    settings = [sens.Setting("paper-final", "strict"), sens.Setting(empty, "strict"),
+                sens.Setting("paper-final", "loose"), sens.Setting("paper-final", "last")]
+    effects = {"paper-final": load_effects(), empty: load_effects(empty)}
+    out = sens.rescore_model(ms, settings, effects)
+    base, no_destructive, loose, last = (out[s] for s in settings)
+    # no destructive function: no collateral call, and safe = BFCL unless a duplicate write
+    assert no_destructive.counts["collateral"] == 0
+    assert no_destructive.counts["destructive_calls"] == 0
+    for c in ms.categories:
+        assert base.safe[c] <= no_destructive.safe[c] <= no_destructive.bfcl[c]
+    assert no_destructive.counts["asked"] == base.counts["asked"]
+    # detectors change the asked counts only
+    assert loose.counts["collateral"] == base.counts["collateral"]
+    assert loose.safe == base.safe
+    assert last.counts["asked"] <= base.counts["asked"] <= loose.counts["asked"]
+
+
+def test_traces_are_needed() -> None:
+    """Re-evaluating needs the kept traces; a missing entry (no trace) simply fails."""
+    results = [ConversationResult("m", "multi_turn_base", "multi_turn_base_0",
+                                  Verdict(False, scoring.MISSING))]
+    ms = ModelScore("m", None, {"multi_turn_base": CategoryScore("m", "multi_turn_base",
+                                                                 results)})
+    default = sens.Setting("paper-final", "strict")
+    effects = {"paper-final": load_effects()}
+    assert sens.rescore_model(ms, [default], effects)[default].safe["multi_turn_base"] == 0
+    results.append(ConversationResult("m", "multi_turn_base", "multi_turn_base_1",
+                                      Verdict(True)))
+    with pytest.raises(ValueError, match="keep_traces"):
+        sens.rescore_model(ms, [default], effects)
+
+
+# ---------------------------------------------------------------- the command
+
+
+@pytest.fixture(scope="module")
+def cli(shared_runs: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    runs = [shared_runs / XLAM, shared_runs / GLYPHH]
+    if not all(r.is_dir() for r in runs):
+        pytest.skip("a shared run is missing")
+    tmp = tmp_path_factory.mktemp("sens")
+    tiny = _boundary_file(tmp, "tiny", {"rm", "send_message"})
+    replays = {"n": 0}
+    real_replay = scoring.replay
+
+    def counting(*a, **k):
+        replays["n"] += 1
+        return real_replay(*a, **k)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(scoring, "replay", counting)
+    try:
+        res = runner.invoke(app, ["sensitivity", *map(str, runs), "--decoder",
+                                  f"{GLYPHH}={FC}", "--boundary", str(tiny), "--out",
+                                  str(tmp / "out")], catch_exceptions=False)
+    finally:
+        mp.undo()
+    return {"res": res, "out": tmp / "out", "replays": replays["n"]}
+
+
+def test_each_run_is_replayed_once(cli: dict) -> None:
+    assert cli["res"].exit_code in (0, 1), cli["res"].output
+    # xLAM: 3 categories, glyphh: 4; 200 conversations each, whatever the settings
+    n_settings = len(json.loads((cli["out"] / "sensitivity_rho.json").read_text())["rows"])
+    assert n_settings >= 5
+    assert 0 < cli["replays"] <= 7 * 200
+
+
+def test_rho_and_counts_files(cli: dict) -> None:
+    rho = json.loads((cli["out"] / "sensitivity_rho.json").read_text())["rows"]
+    by = {r["setting"]: r for r in rho}
+    assert {"default", "qmark", "last", "loose", "tiny"} <= set(by)
+    assert by["tiny"]["destructive fns"] == 2
+    assert by["default"]["rho safe vs default"] == pytest.approx(1.0)
+    counts = json.loads((cli["out"] / "sensitivity_counts.json").read_text())["rows"]
+    default = {r["entry"]: r for r in counts if r["setting"] == "default"}
+    assert set(default) == {XLAM, GLYPHH}
+    for r in counts:
+        d = default[r["entry"]]
+        assert r["Δ collateral"] == r["collateral"] - d["collateral"]
+        assert r["Δ asked"] == r["asked"] - d["asked"]
+        if r["setting"] == "tiny":
+            assert r["collateral"] <= d["collateral"]
+            assert r["mean safe %"] >= d["mean safe %"]
+        if r["setting"] in ("qmark", "last", "loose"):
+            assert r["collateral"] == d["collateral"]
+    xlam_last = next(r for r in counts if r["entry"] == XLAM and r["setting"] == "last")
+    assert xlam_last["asked"] <= default[XLAM]["asked"]
+
+
+def test_output_names_the_settings(cli: dict) -> None:
+    out = cli["res"].output
+    assert "Spearman" in out and "tiny" in out and "loose" in out
+
+
+def test_terminal_width_of_sensitivity_tables() -> None:
+    s0 = sens.Setting("paper-final", "strict")
+    settings = [s0, sens.Setting("paper-final", "loose"),
+                sens.Setting("a-long-annotator-boundary-name", "strict")]
+    rows = {s: [sens.Rescored(s, "m", {"multi_turn_base": 0.5}, {"multi_turn_base": 0.4},
+                              {"multi_turn_base": 0.1}, Counter(collateral=1234))
+                for _ in range(2)] for s in settings}
+    result = sens.Sensitivity(settings, ["a-rather-long-run-folder-name-v0.11.0", "b"], rows)
+    console = Console(width=200, record=True)
+    console.print(sens.rho_terminal(result))
+    console.print(sens.moves_terminal(result))
+    assert max(len(x.rstrip()) for x in console.export_text().splitlines()) <= 80
