@@ -1,0 +1,218 @@
+"""``careful provenance`` and ``careful score --exclude-drifted`` end to end, and the real runs."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from careful_engine import bfcl
+from careful_engine.cli import _load, app
+
+from .test_provenance_support import (
+    DECODER,
+    MODEL_DIR,
+    generate_run,
+    read_lines,
+    turns,
+    write_run,
+)
+
+_load()
+runner = CliRunner()
+CAT = "multi_turn_base"
+IDS = [f"{CAT}_{i}" for i in (0, 1, 2, 14, 102, 150)]
+
+
+def _run(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> list[dict]:
+    path = generate_run(tmp_path_factory.mktemp("gen"), CAT, IDS)
+    return read_lines(path)
+
+
+def _drifted_run(root: Path, entries: list[dict]) -> Path:
+    e = copy.deepcopy(entries)
+    turns(e[1])[0]["begin_of_turn_query"][0]["content"] = "Another question"
+    bot = next(s for s in e[4]["inference_log"][0] if s["class_name"] == "TradingBot")
+    bot["content"]["account_info"]["balance"] = 1.0
+    e[3]["inference_log"].extend(copy.deepcopy(e[3]["inference_log"][-2:]))
+    e[3]["result"].append([["Done."]])
+    site = next(m for t in turns(e[5]) for k, v in t.items() if k.startswith("step_")
+                for m in v if m["role"] == "tool")
+    site["content"] = "altered"
+    del e[2]["inference_log"]
+    write_run(root, CAT, [json.dumps(x) for x in e])
+    score = root / "score" / MODEL_DIR / "multi_turn" / f"BFCL_v4_{CAT}_score.json"
+    score.parent.mkdir(parents=True, exist_ok=True)
+    score.write_text(json.dumps({"accuracy": 0.03, "correct_count": 6, "total_count": 200})
+                     + "\n" + "".join(json.dumps({"id": c.id, "error": {"error_type": "x"}})
+                                      + "\n" for c in bfcl.conversations(CAT)
+                                      if c.id not in IDS))
+    return root
+
+
+def test_provenance_report_json(generated, tmp_path: Path) -> None:
+    root = _drifted_run(tmp_path / "run", generated)
+    res = _run("provenance", str(root), "--decoder", DECODER, "--json")
+    assert res.exit_code == 1, res.output  # 194 ids missing from the file: reported
+    report = json.loads(res.stdout)
+    (run,) = report["runs"]
+    by_id = {c["id"]: c for c in run["conversations"]}
+    status = {i: by_id[i]["dataset_drift"]["status"] for i in IDS}
+    assert status == {IDS[0]: "identical", IDS[1]: "question_changed", IDS[2]: "no_log",
+                      IDS[3]: "turn_count_changed", IDS[4]: "initial_state_changed",
+                      IDS[5]: "identical"}
+    assert by_id[IDS[0]]["clean"] and not by_id[IDS[5]]["clean"]
+    first = by_id[IDS[5]]["replay_fidelity"]["first_divergence"]
+    assert first["logged"] == "altered" and first["cause"] == "simulator_changed"
+    (cat,) = run["categories"]
+    assert cat["dataset_drift"]["by_kind"] == {"turn_count_changed": 1, "question_changed": 1,
+                                               "initial_state_changed": 1}
+    assert cat["dataset_drift"]["by_status"]["no_log"] == 200 - len(IDS) + 1
+    v = cat["verdicts"]
+    assert v["official"]["accuracy"] == 0.03
+    # the turn-count drift makes one conversation fail now that passed then
+    assert v["passed_then_fail_now"]["ids"] == [IDS[3]]
+    assert v["passed_then_fail_now"]["primary_reason"] == {"dataset_drift": 1}
+
+
+def test_provenance_tables(generated, tmp_path: Path) -> None:
+    root = _drifted_run(tmp_path / "run", generated)
+    out = tmp_path / "report.json"
+    res = _run("provenance", str(root), "--decoder", DECODER, "--explain", "--out", str(out))
+    assert res.exit_code == 1
+    for word in ("Dataset drift", "Decoder drift", "Replay fidelity", "Verdicts",
+                 "simulator_changed", "altered", "pass→fail", "id(s) missing"):
+        assert word in res.output, word
+    assert json.loads(out.read_text())["runs"][0]["model"] == MODEL_DIR
+
+
+def test_unverifiable_run(generated, tmp_path: Path) -> None:
+    lines = []
+    for e in generated:
+        e = dict(e)
+        e.pop("inference_log")
+        lines.append(json.dumps(e))
+    write_run(tmp_path, CAT, lines)
+    res = _run("provenance", str(tmp_path), "--decoder", DECODER)
+    assert "unverifiable" in res.output
+    res = _run("provenance", str(tmp_path), "--decoder", DECODER, "--json")
+    cat = json.loads(res.stdout)["runs"][0]["categories"][0]
+    assert cat["verifiable"] is False and cat["with_log"] == 0 and cat["clean"] == 0
+
+
+def test_all_inference_errors_and_bad_unicode_do_not_crash(tmp_path: Path) -> None:
+    lines = [json.dumps({"id": c.id, "result": "Error during inference: \ud83d x",
+                         "traceback": "t"}) for c in bfcl.conversations(CAT)]
+    lines[5] = b'{"id": "multi_turn_base_5", "result": "bad \xff byte"}'.decode(
+        "utf-8", "surrogateescape")
+    write_run(tmp_path, CAT, lines, model="nobody_knows")
+    res = _run("provenance", str(tmp_path))  # no decoder needed: nothing to decode
+    assert res.exit_code == 1, res.output
+    assert "lone surrogate" in res.output and "... and 195 more" in res.output
+    res = _run("provenance", str(tmp_path), "--json")
+    report = json.loads(res.stdout)
+    bad = [p for p in report["problems"] if p["id"] == "multi_turn_base_5" and p["line"] == 6]
+    assert any("U+DCFF" in p["message"] for p in bad)
+    cat = report["runs"][0]["categories"][0]
+    assert cat["dataset_drift"]["by_status"]["no_log"] == 200
+    assert cat["replay_fidelity"]["share"] is None
+
+
+def test_score_exclude_drifted_on_a_run_of_inference_errors(tmp_path: Path) -> None:
+    lines = [json.dumps({"id": c.id, "result": "Error during inference: x", "traceback": "t"})
+             for c in bfcl.conversations(CAT)]
+    write_run(tmp_path, CAT, lines, model="nobody_knows")
+    res = _run("score", str(tmp_path), "--out", str(tmp_path / "out"), "--exclude-drifted")
+    assert res.exit_code == 1, res.output
+    assert "not drifted" in res.output and "200" in res.output
+
+
+def test_unknown_model_and_missing_input(tmp_path: Path) -> None:
+    write_run(tmp_path, CAT, [json.dumps({"id": f"{CAT}_0", "result": [[["x"]]]})],
+              model="someone_unknown-model")
+    res = _run("provenance", str(tmp_path))
+    assert res.exit_code == 2 and "--decoder" in res.output
+    assert _run("provenance", str(tmp_path / "nope")).exit_code == 2
+
+
+def test_score_exclude_drifted(generated, tmp_path: Path) -> None:
+    root = _drifted_run(tmp_path / "run", generated)
+    out = tmp_path / "out"
+    res = _run("score", str(root), "--decoder", DECODER, "--out", str(out), "--exclude-drifted")
+    assert "not drifted" in res.output and "Accuracy (%) with and without" in res.output
+    lines = {x["id"]: x for x in map(json.loads, (out / "conversations.jsonl").open())}
+    assert lines[IDS[1]]["dataset_drift"] == "question_changed"
+    assert lines[IDS[2]]["dataset_drift"] == "no_log"
+    res = _run("score", str(root), "--decoder", DECODER, "--out", str(out))
+    assert "not drifted" not in res.output
+    assert "dataset_drift" not in (out / "conversations.jsonl").read_text()
+
+
+def test_help() -> None:
+    res = _run("provenance", "--help")
+    assert res.exit_code == 0
+    for word in ("--decoder", "--official", "--json", "--explain", "Exit code"):
+        assert word in res.output
+
+
+# ---------------------------------------------------------------- the real runs
+
+
+def _report(root: Path, *args: str) -> dict:
+    res = _run("provenance", str(root), "--json", *args)
+    assert res.exit_code in (0, 1), res.output
+    return json.loads(res.stdout)
+
+
+def test_real_xlam_drop_is_explained(shared_runs: Path) -> None:
+    report = _report(shared_runs / "xlam-2-8b-fc-r" / "result" /
+                     "Salesforce_Llama-xLAM-2-8b-fc-r" / "BFCL_v3_multi_turn_base_result.json",
+                     "--official", str(shared_runs / "xlam-2-8b-fc-r" / "score"))
+    (cat,) = report["runs"][0]["categories"]
+    assert cat["with_log"] == 200
+    assert cat["dataset_drift"]["drifted"] == 90
+    assert cat["dataset_drift"]["by_kind"] == {"turn_count_changed": 11, "question_changed": 70,
+                                               "initial_state_changed": 72}
+    assert cat["decoder_drift"]["steps_differing"] == 0
+    v = cat["verdicts"]
+    assert v["official"]["accuracy"] == 0.765 and v["accuracy_now"] == 0.57
+    lost, gained = v["passed_then_fail_now"], v["failed_then_pass_now"]
+    assert (lost["count"], gained["count"]) == (42, 3)
+    assert lost["primary_reason"] == {"dataset_drift": 42}
+    assert "possible_ground_truth_change" not in gained["any_reason"]
+
+
+@pytest.mark.parametrize("run", ["gpt-oss-120b-vllm-v0.11.0", "gpt-oss-120b-vllm-v0.10.2"])
+def test_real_gpt_oss_runs_are_clean_or_explained(shared_runs: Path, run: str) -> None:
+    report = _report(shared_runs / run, "--decoder", "gpt-4o-2024-11-20-FC")
+    for cat in report["runs"][0]["categories"]:
+        assert cat["dataset_drift"]["drifted"] == 0
+        assert cat["decoder_drift"]["steps_differing"] == 0
+        causes = set(cat["replay_fidelity"]["first_divergence_causes"])
+        assert causes <= {"engine_refusal", "numeric_precision"}
+        assert cat["replay_fidelity"]["conversations_diverging_verdict_relevant"] == 0
+        assert cat["replay_fidelity"]["share"] > 0.98
+        v = cat["verdicts"]
+        assert v["passed_then_fail_now"]["count"] == v["failed_then_pass_now"]["count"] == 0
+    for conv in report["runs"][0]["conversations"]:
+        if not conv["clean"]:
+            assert conv["dataset_drift"]["status"] == "no_log"  # the inference errors
+
+
+def test_real_runs_without_a_log_or_with_only_errors(shared_runs: Path) -> None:
+    report = _report(shared_runs / "glyphh-ada-1.1", "--decoder", "gpt-4o-2024-11-20-FC")
+    run = report["runs"][0]
+    assert run["verifiable"] is False and len(run["categories"]) == 4
+    assert all(c["dataset_drift"]["by_status"]["no_log"] == 200 for c in run["categories"])
+    report = _report(shared_runs / "deepseek-r1-0528-errors", "--decoder",
+                     "deepseek-ai/DeepSeek-R1")
+    (cat,) = report["runs"][0]["categories"]
+    assert cat["dataset_drift"]["by_status"]["no_log"] == 199
