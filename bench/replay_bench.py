@@ -5,7 +5,8 @@ per reference turn, as bfcl's checker runs them) and every real run found in ../
 (decoded once beforehand with the same bfcl handler, so only checking is timed). The engine
 keeps a state snapshot after every call of both sides. Caches the engine builds (instance
 templates, parsed calls, initial snapshots) are cleared before every pass, so each pass is a
-cold, single scoring of the data. Passes of the two sides alternate; the fastest pass of
+cold, single scoring of the data. The cyclic garbage collector is paused during every pass of
+either side, as ``careful score`` pauses it while scoring a file. Passes of the two sides alternate; the fastest pass of
 each is compared (the usual estimate for CPU-bound code on a shared machine; the median is
 printed too).
 
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from careful_engine import bfcl, calls, environment
 from careful_engine.decode import decode_entry, reference_trajectory
+from careful_engine.perf import collector_paused
 from careful_engine.process import BfclProcess
 from careful_engine.replay import replay
 from careful_engine.runs import load_result_file
@@ -98,12 +100,14 @@ def main() -> None:
         run_bfcl(items)  # warm imports
         tb, te = [], []
         for _ in range(args.repeat):
-            t = time.perf_counter()
-            run_bfcl(items)
-            tb.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            run_engine(items)
-            te.append(time.perf_counter() - t)
+            with collector_paused():  # as careful score runs; the same for both sides
+                t = time.perf_counter()
+                run_bfcl(items)
+                tb.append(time.perf_counter() - t)
+            with collector_paused():
+                t = time.perf_counter()
+                run_engine(items)
+                te.append(time.perf_counter() - t)
         b, e = min(tb), min(te)
         mb, me = statistics.median(tb), statistics.median(te)
         total_b, total_e = total_b + b, total_e + e

@@ -4,7 +4,8 @@ multi-turn checker alone on the same run.
 The engine's side does everything: decode every step with the bfcl handler, replay both sides
 with a snapshot after every call, bfcl's verdict, every rule and the blame of failed
 conversations. bfcl's side is only ``multi_turn_checker`` on trajectories decoded beforehand
-(decoding is not timed for it). Caches are cleared before every engine pass. Passes
+(decoding is not timed for it). The cyclic garbage collector is paused during every pass of
+either side, as ``careful score`` pauses it. Caches are cleared before every engine pass. Passes
 alternate; the fastest of each is compared (median shown too).
 
     python bench/scoring_bench.py [--run ../shared/runs/xlam-2-8b-fc-r] [--category multi_turn_base]
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from careful_engine import bfcl, calls, environment
 from careful_engine.decode import decode_entry
+from careful_engine.perf import collector_paused
 from careful_engine.process import BfclProcess
 from careful_engine.replay import replay
 from careful_engine.rules import blame, evaluate
@@ -76,12 +78,14 @@ def main() -> None:
     checker()
     tb, te = [], []
     for _ in range(args.repeat):
-        t = time.perf_counter()
-        checker()
-        tb.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        engine()
-        te.append(time.perf_counter() - t)
+        with collector_paused():  # as careful score runs; the same for both sides
+            t = time.perf_counter()
+            checker()
+            tb.append(time.perf_counter() - t)
+        with collector_paused():
+            t = time.perf_counter()
+            engine()
+            te.append(time.perf_counter() - t)
     b, e = min(tb), min(te)
     print(f"run {args.run.name} / {model} / {args.category}: {len(entries)} conversations")
     print(f"bfcl-eval checker alone (pre-decoded):          {b:.3f}s")

@@ -11,6 +11,7 @@ from typing import Any
 
 from . import bfcl
 from .decode import decode_entry
+from .perf import collector_paused
 from .process import BfclProcess
 from .replay import ConversationTrace, replay
 from .rules import Blame, ConversationRules, Effects, blame, evaluate, safe_valid, strict_valid
@@ -127,6 +128,13 @@ def score_file(
     With ``effects`` (declarations and a boundary) every conversation also gets its rule
     counts, effect-safe and strict verdicts, and, when it fails, the blamed call.
     """
+    with collector_paused():
+        return _score_file(loaded, handler, keep_traces, on_entry, effects, detector)
+
+
+def _score_file(loaded: LoadedFile, handler: Any | None, keep_traces: bool,
+                on_entry: Callable[[], None] | None, effects: Effects | None,
+                detector: str) -> CategoryScore:
     rf = loaded.file
     process = BfclProcess()  # bfcl's process-global state, fresh as in a new process
     by_id = {c.id: c for c in bfcl.conversations(rf.category)}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import re
 from collections.abc import Callable
@@ -12,6 +11,7 @@ from typing import Any
 
 from .. import bfcl
 from ..environment import Environment
+from ..perf import collector_paused
 from ..replay import ConversationTrace
 from ..runs import LoadedFile, Problem
 from ..scoring import CategoryScore, score_file
@@ -234,16 +234,11 @@ def check_file(
     """
     path = find_official(loaded.file, score_root)
     official = read_official(path, loaded.file.category) if path else None
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         score = score_file(loaded, handler, keep_traces=True, on_entry=on_entry)
         prov = check_scored(loaded, score, official)
         for r in score.results:
             r.trace = None  # the traces are large; the provenance keeps what it needs
-    finally:
-        if enabled:
-            gc.enable()
     return score, prov
 
 
