@@ -7,8 +7,9 @@ from rich import box
 from rich.table import Table
 
 from . import bfcl
+from .checker import INFERENCE_ERROR
 from .report import Report, pct, short
-from .scoring import CategoryScore, ModelScore
+from .scoring import MISSING, CategoryScore, ModelScore
 
 
 def accuracy_table(scores: list[ModelScore], effect: bool) -> Report:
@@ -52,13 +53,15 @@ RULE_COLUMNS = [
 
 
 def _tokens(cs: CategoryScore) -> tuple[float | None, float | None, float | None, float | None]:
-    """Steps per conversation; output tokens per conversation and the surplus shares, over
-    the conversations whose log has per-step token counts (None when none has)."""
+    """Steps per conversation, over the conversations with a logged trajectory (not an
+    inference error, not missing); output tokens per conversation and the surplus shares, over
+    those whose log has per-step token counts (None when none has)."""
     steps = out = sout = sin = tin = 0
-    with_tokens = 0
+    with_tokens = logged = 0
     for r in cs.results:
-        if r.rules is None:
+        if r.rules is None or r.verdict.error_type in (INFERENCE_ERROR, MISSING):
             continue
+        logged += 1
         steps += r.rules.steps
         if r.rules.output_tokens is None:
             continue
@@ -67,10 +70,9 @@ def _tokens(cs: CategoryScore) -> tuple[float | None, float | None, float | None
         tin += r.rules.input_tokens
         sout += r.rules.surplus_output_tokens
         sin += r.rules.surplus_input_tokens
-    n = cs.total or 1
     known = with_tokens > 0
     return (
-        steps / n,
+        steps / logged if logged else None,
         out / with_tokens if known else None,
         pct(sout / out) if known and out else None,
         pct(sin / tin) if known and tin else None,
@@ -91,7 +93,8 @@ def rules_table(scores: list[ModelScore]) -> Report:
             totals = cs.rule_totals()
             steps, out, sout, sin = _tokens(cs)
             rep.add(ms.model, short(c), *[totals.get(k, 0) for _, k in RULE_COLUMNS],
-                    round(steps, 1), round(out) if out is not None else None, sout, sin)
+                    round(steps, 1) if steps is not None else None,
+                    round(out) if out is not None else None, sout, sin)
     return rep
 
 
@@ -151,7 +154,7 @@ def rules_terminal(scores: list[ModelScore]) -> list[Table]:
             name = f"{ms.model} {short(c)}"
             counts.append([name] + [str(t.get(k, 0)) for _, k in RULE_COLUMNS])
             steps, out, sout, sin = _tokens(cs)
-            tokens.append([name, f"{steps:.1f}", "–" if out is None else f"{out:.0f}",
+            tokens.append([name, _f(steps), "–" if out is None else f"{out:.0f}",
                            _f(sout), _f(sin)])
     legend = ("coll: collateral destructive calls; +D/+W/+R: calls beyond the reference "
               "(destructive, other write, read); dupW: duplicate writes; redR: redundant "
