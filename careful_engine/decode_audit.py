@@ -20,19 +20,18 @@ from pathlib import Path
 from rich import box
 from rich.table import Table
 
-from . import bfcl
 from .decode import decode_entry
 from .leaderboard import TERMINAL_CATEGORY
 from .report import Report, pct, short
-from .runs import Problem, load_result_file
+from .runs import Problem
 from .scoring import (
     MISSING,
     CategoryScore,
+    DecoderUnavailable,
     ModelScore,
     RunScore,
-    discover,
-    manifest_decoder,
-    needs_decoder,
+    folder_decoder,
+    load_run,
 )
 from .trajectory import Outcome, Trajectory
 
@@ -226,26 +225,18 @@ def audit_run(
     The decoder is chosen as ``careful score`` chooses it: ``decoder`` (a key, or a function
     of the model folder name), else the folder's ``careful_run.json``, else its registry key.
     """
-    by_model, problems = discover(run_dir)
-    if models:
-        by_model = {m: v for m, v in by_model.items() if m in set(models)}
-    loaded = {m: [load_result_file(rf) for rf in files] for m, files in by_model.items()}
-    for files in loaded.values():
-        for lf in files:
-            problems.extend(p for p in lf.problems if not p.message.startswith("id missing"))
+    loaded, problems = load_run(run_dir, models)
+    problems = [p for p in problems if not p.message.startswith("id missing")]
     if on_start:
         on_start(sum(len(lf.entries) for fs in loaded.values() for lf in fs))
     audit = RunAudit(run_dir, [], problems, [])
     for model, files in loaded.items():
         chosen = decoder(model) if callable(decoder) else decoder
-        key = chosen or manifest_decoder(files[0].file) or bfcl.registry_key_for_dir(model)
-        handler = None
-        if any(needs_decoder(lf) for lf in files):
-            try:
-                handler = bfcl.handler(key)
-            except (bfcl.UnknownModel, RuntimeError) as e:
-                audit.unusable.append(f"model folder {model!r}: {e.args[0] if e.args else e}")
-                continue
+        try:
+            key, handler = folder_decoder(model, files, chosen)
+        except DecoderUnavailable as e:
+            audit.unusable.append(str(e))
+            continue
         total = DecodeStats(model, None, key if handler else None)
         for lf in files:
             st = DecodeStats(model, lf.file.category, total.decoder)

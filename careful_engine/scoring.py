@@ -254,6 +254,42 @@ def load_effects(boundary: str | Path | None = "paper-final",
                         str(declarations) if declarations else None)
 
 
+class DecoderUnavailable(Exception):
+    """A model folder whose steps need a decoder that cannot be had."""
+
+
+def load_run(
+    run_dir: Path, models: list[str] | None = None
+) -> tuple[dict[str, list[LoadedFile]], list[Problem]]:
+    """Every multi-turn result file under ``run_dir``, loaded, per model folder."""
+    by_model, problems = discover(run_dir)
+    if models:
+        by_model = {m: v for m, v in by_model.items() if m in set(models)}
+    loaded = {m: [load_result_file(rf) for rf in files] for m, files in by_model.items()}
+    for files in loaded.values():
+        for lf in files:
+            problems.extend(lf.problems)
+    return loaded, problems
+
+
+def folder_decoder(model_dir: str, files: list[LoadedFile],
+                   decoder: str | None = None) -> tuple[str, Any | None]:
+    """The decoder key of a model folder and its bfcl handler (None if nothing needs decoding).
+
+    The key is ``decoder`` if given, else the one the folder's ``careful_run.json`` names,
+    else its registry key (the folder name with ``_`` as ``/``, as bfcl evaluate maps it).
+    Raises :class:`DecoderUnavailable` with a message naming the folder.
+    """
+    key = decoder or manifest_decoder(files[0].file) or bfcl.registry_key_for_dir(model_dir)
+    if not any(needs_decoder(lf) for lf in files):
+        return key, None
+    try:
+        return key, bfcl.handler(key)
+    except (bfcl.UnknownModel, RuntimeError) as e:
+        raise DecoderUnavailable(
+            f"model folder {model_dir!r}: {e.args[0] if e.args else e}") from None
+
+
 def score_run(
     run_dir: Path,
     *,
@@ -266,35 +302,23 @@ def score_run(
     on_file: Callable[[str, str], None] | None = None,
     on_entry: Callable[[], None] | None = None,
 ) -> RunScore:
-    """Find, load, decode, replay and score every multi-turn result file under ``run_dir``.
-
-    The decoder of a model folder is ``decoder`` if given, else the one its
-    ``careful_run.json`` names, else its registry key (the folder name with ``_`` as ``/``).
-    """
-    by_model, problems = discover(run_dir)
-    if models:
-        by_model = {m: v for m, v in by_model.items() if m in models}
-    loaded = {m: [load_result_file(rf) for rf in files] for m, files in by_model.items()}
-    for files in loaded.values():
-        for lf in files:
-            problems.extend(lf.problems)
+    """Find, load, decode, replay and score every multi-turn result file under ``run_dir``
+    (decoders chosen by :func:`folder_decoder`)."""
+    loaded, problems = load_run(run_dir, models)
     if on_start:
         on_start(sum(len(bfcl.conversations(lf.file.category))
                      for fs in loaded.values() for lf in fs))
     run = RunScore([], [], problems, [])
     for model_dir, files in loaded.items():
-        key = decoder or manifest_decoder(files[0].file) or bfcl.registry_key_for_dir(model_dir)
-        handler = None
-        if any(needs_decoder(lf) for lf in files):
-            try:
-                handler = bfcl.handler(key)
-            except (bfcl.UnknownModel, RuntimeError) as e:
-                run.unusable.append(f"model folder {model_dir!r}: {e.args[0] if e.args else e}")
-                if on_entry:
-                    for lf in files:
-                        for _ in bfcl.conversations(lf.file.category):
-                            on_entry()
-                continue
+        try:
+            key, handler = folder_decoder(model_dir, files, decoder)
+        except DecoderUnavailable as e:
+            run.unusable.append(str(e))
+            if on_entry:
+                for lf in files:
+                    for _ in bfcl.conversations(lf.file.category):
+                        on_entry()
+            continue
         ms = ModelScore(model_dir, key if handler else None)
         for lf in files:
             if on_file:

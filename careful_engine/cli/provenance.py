@@ -14,7 +14,7 @@ from rich.table import Table
 
 from careful_engine import bfcl
 from careful_engine.cli import app
-from careful_engine.runs import Problem, load_result_file
+from careful_engine.runs import Problem
 
 console = Console()
 err = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -201,21 +201,15 @@ def provenance_cmd(
     """
     from careful_engine.provenance import check_file, summarise
     from careful_engine.provenance.check import dumps
-    from careful_engine.scoring import discover, manifest_decoder, needs_decoder
+    from careful_engine.scoring import DecoderUnavailable, folder_decoder, load_run
 
     if not run_dir.exists():
         err.print(f"[red]error:[/] {safe(str(run_dir), None)} does not exist")
         raise typer.Exit(EXIT_UNUSABLE)
-    by_model, problems = discover(run_dir)
-    if model:
-        by_model = {m: v for m, v in by_model.items() if m in model}
-    if not by_model:
+    loaded, problems = load_run(run_dir, model)
+    if not loaded:
         err.print(f"[red]error:[/] no multi-turn result files under {safe(str(run_dir), None)}")
         raise typer.Exit(EXIT_UNUSABLE)
-    loaded = {m: [load_result_file(rf) for rf in files] for m, files in by_model.items()}
-    for files in loaded.values():
-        for lf in files:
-            problems.extend(lf.problems)
     runs: list[dict] = []
     checked: list[Any] = []
     unusable = 0
@@ -223,18 +217,14 @@ def provenance_cmd(
     with _progress() as progress:
         task = progress.add_task("provenance", total=total)
         for model_dir, files in loaded.items():
-            key = decoder or manifest_decoder(files[0].file) or bfcl.registry_key_for_dir(model_dir)
-            handler = None
-            if any(needs_decoder(lf) for lf in files):
-                try:
-                    handler = bfcl.handler(key)
-                except (bfcl.UnknownModel, RuntimeError) as e:
-                    err.print(f"[red]error:[/] model folder {safe(model_dir)}: "
-                              f"{safe(e.args[0] if e.args else e, None)}")
-                    unusable += 1
-                    progress.advance(task, sum(len(bfcl.conversations(lf.file.category))
-                                               for lf in files))
-                    continue
+            try:
+                key, handler = folder_decoder(model_dir, files, decoder)
+            except DecoderUnavailable as e:
+                err.print(f"[red]error:[/] {safe(str(e), None)}")
+                unusable += 1
+                progress.advance(task, sum(len(bfcl.conversations(lf.file.category))
+                                           for lf in files))
+                continue
             run: dict[str, Any] = {"model": model_dir, "decoder": key if handler else None,
                                    "categories": [], "conversations": []}
             for lf in files:
