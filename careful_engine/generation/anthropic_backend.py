@@ -1,0 +1,223 @@
+"""API runs through bfcl's own Claude handler, with the paper's three changes (§7).
+
+:class:`CarefulClaudeHandler` is bfcl-eval's ``ClaudeHandler`` (message building, tools,
+prompt-caching markers, parsing and decoding all unchanged) with:
+
+1. no sampling temperature (the current API accepts none for these models);
+2. an explicit output limit (``max_tokens``; bfcl knows it only for three model ids);
+3. the full prompt logged as input tokens (``input_tokens + cache_read_input_tokens +
+   cache_creation_input_tokens``; bfcl logs the uncached part only), with cache reads and
+   writes also recorded per step as ``cache_read_input_token_count`` and
+   ``cache_creation_input_token_count`` (shaped like ``input_token_count``).
+
+Prompt caching is left on. bfcl's retry wrapper (tenacity, rate limits only, waits of 6-120 s,
+no stop) is replaced by :class:`Requester`: bounded retries of 429, 529 and other transient
+errors that honour ``retry-after`` up to a cap, with the spend guard consulted before every
+attempt. The SDK's own retries are off so that no request escapes the guard.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .. import bfcl
+from .errors import ApiUnavailable, FatalApiError, GenerationError
+from .spend import SpendGuard, estimate_prompt_tokens, usage_volume, worst_case
+
+RETRYABLE = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+FATAL = frozenset({401, 402, 403})
+DEFAULT_MAX_TOKENS = 4096
+
+
+@dataclass
+class RetryPolicy:
+    """Bounded retries: ``retry-after`` honoured up to ``max_wait``; else exponential."""
+
+    max_attempts: int = 8
+    max_wait: float = 60.0
+    base_wait: float = 2.0
+    sleep: Any = time.sleep
+
+    def wait(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return max(0.0, min(retry_after, self.max_wait))
+        return min(self.max_wait, self.base_wait * 2 ** (attempt - 1))
+
+
+def retry_after(error: Any) -> float | None:
+    """Seconds from a response's ``retry-after-ms`` / ``retry-after`` header, if any."""
+    headers = getattr(getattr(error, "response", None), "headers", None) or {}
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return float(ms) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+class Requester:
+    """``client.messages.create`` behind the spend guard, with bounded retries."""
+
+    def __init__(self, client: Any, guard: SpendGuard | None = None,
+                 policy: RetryPolicy | None = None) -> None:
+        self.client = client
+        self.guard = guard
+        self.policy = policy or RetryPolicy()
+
+    def create(self, request: dict[str, Any], context: dict[str, Any] | None = None
+               ) -> tuple[Any, float]:
+        """The response and the latency of the attempt that succeeded."""
+        import anthropic
+
+        guard, policy = self.guard, self.policy
+        worst = 0.0
+        if guard is not None:
+            worst = worst_case(estimate_prompt_tokens(request), int(request["max_tokens"]),
+                               guard.price)
+        last = "no attempt"
+        for attempt in range(1, policy.max_attempts + 1):
+            ctx = {**(context or {}), "attempt": attempt}
+            ticket = guard.reserve(worst, ctx) if guard is not None else None
+            start = time.time()
+            try:
+                response = self.client.messages.create(**request)
+            except anthropic.APIStatusError as e:
+                if ticket is not None:
+                    guard.release(ticket, f"http {e.status_code}", ctx)
+                message = f"HTTP {e.status_code}: {e.message}"
+                if e.status_code in FATAL or "credit balance" in str(e).lower():
+                    if guard is not None:
+                        guard.stop(message)
+                    raise FatalApiError(message) from e
+                if e.status_code not in RETRYABLE:
+                    raise  # the model's request is at fault: an inference error, as in bfcl
+                last, wait = message, policy.wait(attempt, retry_after(e))
+            except anthropic.APIConnectionError as e:  # includes timeouts: outcome unknown
+                if ticket is not None:
+                    guard.charge_unknown(ticket, f"unknown: {type(e).__name__}", ctx)
+                last, wait = f"{type(e).__name__}: {e}", policy.wait(attempt, None)
+            else:
+                latency = time.time() - start
+                if ticket is not None:
+                    guard.settle(ticket, response.usage, ctx)
+                return response, latency
+            if attempt < policy.max_attempts:
+                policy.sleep(wait)
+        raise ApiUnavailable(f"{policy.max_attempts} attempts failed; last: {last}")
+
+
+def _claude_handler_class() -> type:
+    from bfcl_eval.model_handler.api_inference.claude import ClaudeHandler
+
+    return ClaudeHandler
+
+
+def make_handler_class() -> type:
+    """The handler class (built lazily: importing bfcl's Claude module needs anthropic)."""
+    base = _claude_handler_class()
+
+    class CarefulClaudeHandler(base):  # type: ignore[misc, valid-type]
+        """bfcl's ClaudeHandler with no temperature, an output limit and full-prompt tokens."""
+
+        def __init__(self, model_name: str, temperature: float, registry_name: str,
+                     is_fc_model: bool, *, max_output_tokens: int = DEFAULT_MAX_TOKENS,
+                     client: Any = None, requester: Requester | None = None,
+                     **kwargs: Any) -> None:
+            super().__init__(model_name, temperature, registry_name, is_fc_model, **kwargs)
+            if client is not None:
+                self.client = client
+            self.max_output_tokens = max_output_tokens
+            self.requester = requester or Requester(self.client)
+            self._careful_local = threading.local()
+
+        # -- the three changes -------------------------------------------------------
+
+        def _get_max_tokens(self) -> int:
+            return self.max_output_tokens
+
+        def generate_with_backoff(self, **kwargs: Any) -> tuple[Any, float]:
+            kwargs.pop("temperature", None)
+            kwargs["max_tokens"] = self.max_output_tokens
+            context = {"id": getattr(self._careful_local, "entry_id", None)}
+            return self.requester.create(kwargs, context)
+
+        def _parse_query_response_FC(self, api_response: Any) -> dict:
+            return self._full_prompt(super()._parse_query_response_FC(api_response),
+                                     api_response)
+
+        def _parse_query_response_prompting(self, api_response: Any) -> dict:
+            return self._full_prompt(super()._parse_query_response_prompting(api_response),
+                                     api_response)
+
+        def _full_prompt(self, data: dict, api_response: Any) -> dict:
+            v = usage_volume(api_response.usage)
+            data["input_token"] = v.prompt
+            steps = getattr(self._careful_local, "steps", None)
+            if steps is not None:
+                steps.append((v.cache_read, v.cache_write + v.cache_write_1h))
+            return data
+
+        # -- per-conversation bookkeeping (called by the runner) ----------------------
+
+        def careful_begin(self, entry_id: str) -> None:
+            self._careful_local.entry_id = entry_id
+            self._careful_local.steps = []
+
+        def careful_end(self, metadata: dict[str, Any]) -> None:
+            """Add the per-step cache reads and writes, shaped like ``input_token_count``."""
+            steps = getattr(self._careful_local, "steps", None) or []
+            self._careful_local.steps = None
+            shape = metadata.get("input_token_count")
+            if not isinstance(shape, list):
+                return
+            it = iter(steps)
+            reads, writes = [], []
+            for turn in shape:
+                pairs = [next(it, (0, 0)) for _ in turn]
+                reads.append([p[0] for p in pairs])
+                writes.append([p[1] for p in pairs])
+            metadata["cache_read_input_token_count"] = reads
+            metadata["cache_creation_input_token_count"] = writes
+
+    CarefulClaudeHandler.__qualname__ = "CarefulClaudeHandler"
+    return CarefulClaudeHandler
+
+
+def build(key: str, *, max_output_tokens: int = DEFAULT_MAX_TOKENS, api_model: str | None = None,
+          base_url: str | None = None, api_key: str | None = None,
+          guard: SpendGuard | None = None, policy: RetryPolicy | None = None,
+          client: Any = None) -> Any:
+    """A CarefulClaudeHandler for a registry key whose handler is bfcl's ClaudeHandler."""
+    import anthropic
+
+    entry = bfcl.registry().get(key)
+    if entry is None:
+        raise GenerationError(f"{key!r} is not in bfcl-eval's model registry")
+    if entry.handler_class != "ClaudeHandler":
+        raise GenerationError(f"{key!r} uses {entry.handler_class}; the anthropic backend runs "
+                              "models registered with bfcl's ClaudeHandler")
+    if client is None:
+        client = anthropic.Anthropic(
+            api_key=api_key or os.getenv("ANTHROPIC_API_KEY"),
+            base_url=base_url or os.getenv("ANTHROPIC_BASE_URL") or None,
+            max_retries=0,
+        )
+    cls = make_handler_class()
+    return cls(
+        model_name=api_model or entry.model_name, temperature=0.0, registry_name=key,
+        is_fc_model=entry.is_fc_model, max_output_tokens=max_output_tokens, client=client,
+        requester=Requester(client, guard, policy),
+    )

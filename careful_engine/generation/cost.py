@@ -1,0 +1,110 @@
+"""``careful cost``: price a logged run, and the same volume on other models (paper §7).
+
+A run's volume comes from its result files: per step, the prompt (``input_token_count``, the
+full prompt in this project's runs), the output, and, for Anthropic runs, the cache reads and
+writes. Priced on another model, the volume is assumed equal (tokenizers and thinking lengths
+differ, so these are estimates). Cache reads and writes are billed as the API bills them: the
+logged split when the run recorded one, otherwise a simulation of the prompt-caching markers
+that bfcl's Claude handler sets (the last tool and the last two user messages): within a
+conversation, each request reads the previous request's prompt from the cache and writes the
+rest (the cache's lifetime and minimum cacheable length are ignored).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..runs import find_result_files
+from . import results
+from .spend import ModelPrice, PriceTable, Volume, conservative_cost, list_cost, read_ledger
+
+
+@dataclass
+class FolderVolume:
+    """The logged volume of one model folder of a run."""
+
+    folder: Path
+    model: str  # folder name
+    logged: Volume = field(default_factory=Volume)  # as logged (cache split if recorded)
+    simulated: Volume = field(default_factory=Volume)  # cache split simulated from prompts
+    cache_logged: bool = False
+    conversations: int = 0
+    manifest: dict | None = None
+    ledger: Counter = field(default_factory=Counter)
+    ledger_usd: tuple[float, float] | None = None
+
+    @property
+    def for_pricing(self) -> Volume:
+        return self.logged if self.cache_logged else self.simulated
+
+    def priced_as(self) -> str | None:
+        """The model id the run was priced under: the manifest's API model or registry key."""
+        m = self.manifest or {}
+        return m.get("api_model") or m.get("model") or self.model
+
+
+def _steps(values: object) -> list[list[float]]:
+    if not isinstance(values, list):
+        return []
+    return [[v for v in t if isinstance(v, int | float)] if isinstance(t, list) else []
+            for t in values]
+
+
+def simulate_cache(prompts: list[float], outputs: list[float]) -> Volume:
+    """BFCL's caching markers over one conversation's requests (prompts in order)."""
+    v = Volume()
+    previous = 0.0
+    for prompt, out in zip(prompts, outputs, strict=False):
+        read = min(previous, prompt)
+        v.requests += 1
+        v.cache_read += int(read)
+        v.cache_write += int(prompt - read)
+        v.output += int(out)
+        previous = prompt
+    return v
+
+
+def folder_volumes(run_dir: Path) -> list[FolderVolume]:
+    """Every model folder with multi-turn result files under ``run_dir``."""
+    files, _ = find_result_files(run_dir)
+    by_folder: dict[Path, FolderVolume] = {}
+    for rf in files:
+        folder = rf.path.parent.parent if rf.path.parent.name == "multi_turn" else rf.path.parent
+        fv = by_folder.get(folder)
+        if fv is None:
+            fv = by_folder[folder] = FolderVolume(folder, rf.model,
+                                                  manifest=results.read_manifest(folder))
+        for entry in results.read_entries(rf.path):
+            fv.conversations += 1
+            fv.logged.add(results.entry_volume(entry))
+            if "cache_read_input_token_count" in entry:
+                fv.cache_logged = True
+            prompts = [p for t in _steps(entry.get("input_token_count")) for p in t]
+            outputs = [o for t in _steps(entry.get("output_token_count")) for o in t]
+            fv.simulated.add(simulate_cache(prompts, outputs))
+    for fv in by_folder.values():
+        ledger = fv.folder / results.LEDGER
+        if ledger.exists():
+            from .spend import ledger_totals
+
+            for rec in read_ledger(ledger):
+                fv.ledger[str(rec.get("status", "?")).split(":")[0]] += 1
+            fv.ledger_usd = ledger_totals(ledger)
+    return sorted(by_folder.values(), key=lambda f: str(f.folder))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    model: ModelPrice
+    list_usd: float
+    conservative_usd: float
+
+
+def estimates(fv: FolderVolume, table: PriceTable, models: list[str] | None = None
+              ) -> list[Estimate]:
+    """The folder's volume priced on each model (``models``: names; default the whole table)."""
+    wanted = [table.get(m) for m in models] if models else list(table.models)
+    v = fv.for_pricing
+    return [Estimate(p, list_cost(v, p), conservative_cost(v, p)) for p in wanted]

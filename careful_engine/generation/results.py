@@ -1,0 +1,202 @@
+"""Result files in bfcl's layout, written so that a killed run resumes losing nothing.
+
+``runs/NAME/<model dir>/multi_turn/BFCL_v4_<category>_result.json`` holds one JSON line per
+finished conversation, as bfcl generate writes it (``id``, ``result``, the token counts, the
+inference log, plus this project's extra keys). Every line is written whole, flushed and
+fsynced before the next conversation is counted as done. On restart the ids already present
+are skipped; a last line cut short by a kill is removed first (its conversation runs again).
+When a run completes, the file is sorted by id (atomically), as bfcl does.
+
+``runs/NAME/<model dir>/careful_run.json`` is the run's manifest; ``careful score`` reads its
+``decoder``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from .. import bfcl
+from .spend import Volume
+
+MANIFEST = "careful_run.json"
+LEDGER = "careful_spend.jsonl"
+LOG = "generate.log"
+MANIFEST_SCHEMA = "careful.run/1"
+
+
+def model_dir(run_dir: Path, registry_key: str) -> Path:
+    """bfcl's result folder for a model (``registry_dir_name``: ``/`` becomes ``_``)."""
+    return run_dir / registry_key.replace("/", "_")
+
+
+def result_path(run_dir: Path, registry_key: str, category: str) -> Path:
+    return model_dir(run_dir, registry_key) / "multi_turn" / f"BFCL_v4_{category}_result.json"
+
+
+def _is_error(entry: dict) -> bool:
+    return type(entry.get("result")) is not list
+
+
+def read_entries(path: Path) -> list[dict]:
+    """The complete entries of a result file (unparseable lines skipped)."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+            out.append(entry)
+    return out
+
+
+def repair(path: Path, drop_errors: bool = False) -> tuple[set[str], list[str]]:
+    """Make a result file safe to append to; returns the ids it holds and what was fixed.
+
+    A last line without its newline (a kill during the write) or any line that is not JSON is
+    dropped, and duplicates keep their first line. With ``drop_errors``, entries whose result is
+    an inference error are dropped so that they run again.
+    """
+    notes: list[str] = []
+    if not path.exists():
+        return set(), notes
+    raw = path.read_bytes()
+    text = raw.decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    complete, tail = lines[:-1], lines[-1]
+    if tail.strip():
+        notes.append(f"{path.name}: dropped a last line cut short ({len(tail)} characters)")
+    kept: list[str] = []
+    ids: set[str] = set()
+    for line in complete:
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            notes.append(f"{path.name}: dropped a line that is not JSON")
+            continue
+        entry_id = entry.get("id") if isinstance(entry, dict) else None
+        if not isinstance(entry_id, str) or entry_id in ids:
+            notes.append(f"{path.name}: dropped a duplicate or id-less line")
+            continue
+        if drop_errors and _is_error(entry):
+            notes.append(f"{entry_id}: inference error dropped, to run again")
+            continue
+        ids.add(entry_id)
+        kept.append(line)
+    new = "".join(line + "\n" for line in kept)
+    if new != text:
+        _atomic_write(path, new)
+    return ids, notes
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class ResultWriter:
+    """Appends finished conversations to their category files; thread-safe."""
+
+    def __init__(self, run_dir: Path, registry_key: str) -> None:
+        self.run_dir = run_dir
+        self.key = registry_key
+        self._lock = threading.Lock()
+
+    def write(self, entry: dict[str, Any]) -> None:
+        path = result_path(self.run_dir, self.key, bfcl.category_of(entry["id"]))
+        line = json.dumps(entry, ensure_ascii=False) + "\n"
+        with self._lock:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+
+    def sort(self, category: str) -> None:
+        """Sort a finished file by id (bfcl's order), atomically."""
+        path = result_path(self.run_dir, self.key, category)
+        with self._lock:
+            entries = read_entries(path)
+            ordered = sorted(entries, key=lambda e: bfcl.sort_key(e["id"]))
+            if [e["id"] for e in ordered] != [e["id"] for e in entries]:
+                _atomic_write(path, "".join(json.dumps(e, ensure_ascii=False) + "\n"
+                                            for e in ordered))
+
+
+# ---------------------------------------------------------------- totals and manifest
+
+
+def _flat(values: Any) -> list[float]:
+    out: list[float] = []
+    if isinstance(values, list):
+        for v in values:
+            out.extend(_flat(v))
+    elif isinstance(values, int | float) and not isinstance(values, bool):
+        out.append(values)
+    return out
+
+
+def entry_volume(entry: dict) -> Volume:
+    """An entry's logged tokens. ``input_token_count`` is the full prompt (this project's
+    runs); cache reads and writes, when logged, are part of it."""
+    prompt = sum(_flat(entry.get("input_token_count")))
+    read = sum(_flat(entry.get("cache_read_input_token_count")))
+    write = sum(_flat(entry.get("cache_creation_input_token_count")))
+    return Volume(
+        requests=len(_flat(entry.get("output_token_count"))),
+        input=int(max(0, prompt - read - write)), cache_read=int(read), cache_write=int(write),
+        output=int(sum(_flat(entry.get("output_token_count")))),
+    )
+
+
+def totals(run_dir: Path, registry_key: str, categories: list[str]) -> dict[str, Any]:
+    """Conversations written, token volume and scripted-user answers, from the result files."""
+    volume = Volume()
+    answers: Counter = Counter()
+    per_category: dict[str, dict[str, int]] = {}
+    errors = 0
+    for cat in categories:
+        entries = read_entries(result_path(run_dir, registry_key, cat))
+        per_category[cat] = {"written": len(entries)}
+        for e in entries:
+            volume.add(entry_volume(e))
+            errors += _is_error(e)
+            for turn in (e.get("careful_user_answers") or {}).values():
+                answers.update(a.get("answer") for a in turn if isinstance(a, dict))
+    return {
+        "conversations": per_category,
+        "inference_errors": errors,
+        "tokens": volume.to_json(),
+        "user_answers": {k: answers.get(k, 0) for k in ("yes", "no", "restate")},
+    }
+
+
+def read_manifest(folder: Path) -> dict[str, Any] | None:
+    path = folder / MANIFEST
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_manifest(folder: Path, manifest: dict[str, Any]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / MANIFEST
+    _atomic_write(path, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    return path

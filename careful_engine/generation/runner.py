@@ -1,0 +1,328 @@
+"""Generate a run: bfcl's handler on bfcl's entries, one conversation per result line.
+
+Each conversation goes through the handler's own ``inference`` (bfcl's multi-turn loops,
+patched at their exit points for the confirm condition) on a deep copy of the entry bfcl's
+``load_dataset_entry`` returns (with the effect hints appended for the hints condition). The
+line written is what ``bfcl generate`` writes (``id``, ``result`` and the metadata: token
+counts, latency, inference log; an inference error as bfcl records it), plus
+``careful_user_answers`` (confirm runs) and the cache token counts (Anthropic runs).
+
+A :class:`~.errors.StopRun` (budget, API unavailable) stops the run without writing the
+conversations in flight; everything written stays, and the next invocation with the same
+``--run`` resumes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib
+import platform
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .. import bfcl
+from . import dataset, results
+from .errors import GenerationError, StopRun
+from .spend import SpendGuard
+
+CONDITIONS = ("standard", "hints", "confirm")
+IDENTITY = ("model", "backend", "condition", "script", "boundary", "declarations_sha256",
+            "api_model", "temperature", "max_tokens")
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def engine_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("careful-workbench")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+@dataclass
+class RunOptions:
+    model: str
+    run_dir: Path
+    backend: str
+    condition: str = "standard"
+    categories: tuple[str, ...] = bfcl.CATEGORIES
+    ids: list[str] | None = None
+    limit: int | None = None
+    boundary: str = "paper-final"
+    declarations: Path | None = None
+    script: str = "paper"
+    threads: int = 1
+    include_input_log: bool = False
+    exclude_state_log: bool = False
+    retry_errors: bool = False
+    settings: dict[str, Any] = field(default_factory=dict)  # backend settings, for the manifest
+
+
+@dataclass
+class RunReport:
+    status: str  # complete | stopped
+    generated: int
+    already: int
+    left: int
+    manifest: dict[str, Any]
+    folder: Path
+    stop_reason: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+class Condition:
+    """What a condition does to an entry and to the handler."""
+
+    def __init__(self, options: RunOptions) -> None:
+        from .. import boundary as boundaries
+
+        if options.condition not in CONDITIONS:
+            raise GenerationError(f"unknown condition {options.condition!r}; expected one of "
+                                  f"{', '.join(CONDITIONS)}")
+        self.name = options.condition
+        self.boundary = boundaries.load(options.boundary)
+        self.functions: dict[str, dict] | None = None
+        self.declarations_sha256: str | None = None
+        self.protocol = None
+        if self.name == "hints":
+            from ..effects.declarations import load
+
+            decl = load(options.declarations)
+            self.functions, self.declarations_sha256 = decl.functions, decl.sha256
+        if self.name == "confirm":
+            from ..protocol import ConfirmationProtocol, ScriptedUser, patch
+
+            patch.install()
+            self.protocol = ConfirmationProtocol(ScriptedUser(self.boundary.destructive,
+                                                              options.script))
+
+    def prepare(self, entry: dict) -> dict:
+        entry = copy.deepcopy(entry)
+        if self.functions is not None:
+            from ..protocol import apply_hints
+
+            apply_hints(entry, self.functions, self.boundary)
+        return entry
+
+
+def _free_instances(handler: Any, entry_id: str) -> None:
+    """Drop the executor's cached simulator instances of a finished conversation."""
+    g = importlib.import_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils").__dict__
+    prefix = bfcl.instance_name(handler.model_name_underline_replaced, entry_id, "")
+    prefix = prefix[: -len("_instance")]
+    for name in [k for k in g if k.startswith(prefix) and k.endswith("_instance")]:
+        del g[name]
+
+
+def run_conversation(handler: Any, entry: dict, condition: Condition,
+                     include_input_log: bool = False,
+                     exclude_state_log: bool = False) -> dict[str, Any]:
+    """One conversation through the handler, as bfcl's ``multi_threaded_inference`` runs it."""
+    from bfcl_eval.utils import make_json_serializable
+
+    from ..protocol import renumber_log
+
+    entry = condition.prepare(entry)
+    entry_id = entry["id"]
+    begin = getattr(handler, "careful_begin", None)
+    if begin is not None:
+        begin(entry_id)
+    protocol = condition.protocol
+    handler.careful_protocol = protocol
+    scope = protocol.conversation(entry_id) if protocol else contextlib.nullcontext()
+    try:
+        with scope as state:
+            try:
+                result, metadata = handler.inference(entry, include_input_log,
+                                                     exclude_state_log)
+            except StopRun:
+                raise
+            except Exception as e:  # noqa: BLE001 - recorded as bfcl records it
+                result = f"Error during inference: {e}"
+                metadata = {"traceback": traceback.format_exc()}
+            out: dict[str, Any] = {"id": entry_id, "result": result, **metadata}
+            if state is not None:
+                out["careful_user_answers"] = state.answers
+    finally:
+        _free_instances(handler, entry_id)
+    end = getattr(handler, "careful_end", None)
+    if end is not None:
+        end(out)
+    renumber_log(out.get("inference_log"))
+    return make_json_serializable(out)
+
+
+def _handler_name(handler: Any) -> str:
+    cls = type(handler)
+    for c in cls.__mro__:
+        if c.__module__.startswith("bfcl_eval."):
+            name = f"{c.__module__}.{c.__qualname__}"
+            return name if c is cls else f"{name} (via {cls.__module__}.{cls.__qualname__})"
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _identity(manifest: dict[str, Any]) -> dict[str, Any]:
+    out = {k: manifest.get(k) for k in IDENTITY}
+    if isinstance(out["boundary"], dict):
+        out["boundary"] = out["boundary"].get("name")
+    return out
+
+
+def generate(
+    options: RunOptions,
+    handler: Any,
+    *,
+    guard: SpendGuard | None = None,
+    on_start: Callable[[int, int], None] | None = None,
+    on_entry: Callable[[str], None] | None = None,
+) -> RunReport:
+    """Generate (or resume) a run; returns how far it got."""
+    if options.threads < 1:
+        raise GenerationError("--threads must be at least 1")
+    condition = Condition(options)
+    folder = results.model_dir(options.run_dir, options.model)
+    manifest: dict[str, Any] = {
+        "schema": results.MANIFEST_SCHEMA,
+        "run": options.run_dir.name,
+        "model": options.model,
+        "decoder": options.model,
+        "handler": _handler_name(handler),
+        "backend": options.backend,
+        "condition": options.condition,
+        "script": options.script if options.condition == "confirm" else None,
+        "detector": "strict" if options.condition == "confirm" else None,
+        "boundary": {"name": condition.boundary.name, "version": condition.boundary.version},
+        "declarations_sha256": condition.declarations_sha256,
+        "api_model": options.settings.get("api_model"),
+        "temperature": options.settings.get("temperature"),
+        "max_tokens": options.settings.get("max_tokens"),
+        "settings": options.settings,
+        "bfcl_eval": bfcl.installed_version(),
+        "engine": engine_version(),
+        "python": platform.python_version(),
+    }
+    old = results.read_manifest(folder)
+    if old is not None:
+        differs = {k: (old_v, new_v) for k, old_v in _identity(old).items()
+                   if (new_v := _identity(manifest)[k]) != old_v}
+        if differs:
+            what = "; ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in differs.items())
+            raise GenerationError(f"{folder} holds a run with other settings ({what}); "
+                                  "use another --run")
+    selection = dataset.select(options.categories, options.ids, options.limit)
+    categories = sorted(set(selection) | set((old or {}).get("categories", [])),
+                        key=bfcl.CATEGORIES.index)
+    notes: list[str] = []
+    pending: list[dict] = []
+    already = 0
+    for cat, entries in selection.items():
+        done, fixed = results.repair(results.result_path(options.run_dir, options.model, cat),
+                                     drop_errors=options.retry_errors)
+        notes += fixed
+        for e in entries:
+            if e["id"] in done:
+                already += 1
+            else:
+                pending.append(e)
+    session = {"started": now(), "pending": len(pending), "already": already}
+    clock = time.monotonic()
+    manifest.update({
+        "categories": categories,
+        "selection": {"limit": options.limit, "ids": options.ids},
+        "started": (old or {}).get("started") or session["started"],
+        "ended": None,
+        "status": "running",
+        "stop_reason": None,
+        "sessions": [*(old or {}).get("sessions", []), session],
+    })
+    results.write_manifest(folder, manifest)
+
+    writer = results.ResultWriter(options.run_dir, options.model)
+    if on_start:
+        on_start(len(pending), already)
+    bfcl.reset_bfcl_process_state()
+    generated = 0
+    stop_reason: str | None = None
+
+    def work(entry: dict) -> str:
+        line = run_conversation(handler, entry, condition, options.include_input_log,
+                                options.exclude_state_log)
+        writer.write(line)
+        return entry["id"]
+
+    log_path = folder / results.LOG
+    with open(log_path, "a", encoding="utf-8") as log, contextlib.redirect_stdout(log):
+        queue = list(pending)
+        in_flight: set[Future] = set()
+        with ThreadPoolExecutor(max_workers=options.threads) as pool:
+            try:
+                while queue or in_flight:
+                    while queue and len(in_flight) < options.threads and stop_reason is None:
+                        in_flight.add(pool.submit(work, queue.pop(0)))
+                    if not in_flight:
+                        break
+                    done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        try:
+                            entry_id = fut.result()
+                        except StopRun as e:
+                            stop_reason = stop_reason or f"{type(e).__name__}: {e}"
+                            if guard is not None:
+                                guard.stop(str(e))
+                            continue
+                        generated += 1
+                        if on_entry:
+                            on_entry(entry_id)
+            except BaseException as e:  # Ctrl-C and bugs: record, then re-raise
+                stop_reason = stop_reason or f"{type(e).__name__}: {e}"
+                if guard is not None:
+                    guard.stop(stop_reason)
+                for fut in in_flight:
+                    fut.cancel()
+                session["seconds"] = round(time.monotonic() - clock, 3)
+                _finish(folder, manifest, options, session, generated, stop_reason, guard,
+                        complete=False)
+                raise
+    session["seconds"] = round(time.monotonic() - clock, 3)
+    left = len(pending) - generated
+    status = "complete" if left == 0 else "stopped"
+    if status == "complete":
+        for cat in selection:
+            writer.sort(cat)
+    _finish(folder, manifest, options, session, generated, stop_reason, guard,
+            complete=status == "complete")
+    return RunReport(status, generated, already, left, manifest, folder, stop_reason, notes)
+
+
+def _finish(folder: Path, manifest: dict[str, Any], options: RunOptions, session: dict,
+            generated: int, stop_reason: str | None, guard: SpendGuard | None,
+            complete: bool) -> None:
+    """Record the session's end, the totals from the result files and the spend."""
+    stats = results.totals(options.run_dir, options.model, manifest["categories"])
+    session.update({"ended": now(), "generated": generated, "stop_reason": stop_reason})
+    manifest.update(stats)
+    manifest.update({
+        "ended": session["ended"],
+        "status": "complete" if complete else "stopped",
+        "stop_reason": stop_reason,
+    })
+    if guard is not None:
+        manifest["spend"] = {
+            "budget_usd": guard.budget,
+            "conservative_usd": round(guard.spent, 6),
+            "list_usd": round(guard.listed, 6),
+            "price_model": guard.price.model,
+            "ledger": results.LEDGER,
+        }
+    results.write_manifest(folder, manifest)

@@ -1,0 +1,324 @@
+"""Price table, conservative accounting and the spend guard for API runs (paper §7).
+
+Prices are US dollars per million tokens, kept in one data file
+(``careful_engine/data/prices.json``; ``--prices`` names another). A request is billed
+
+* at list price: uncached input x input + cache writes x cache-write price + cache reads x
+  cache-read price + output x output price;
+* conservatively (what the guard counts): as at list price, except that cache reads are
+  billed at the full input price.
+
+Before every request, retries included, the guard reserves the request's worst case: every
+prompt token (estimated from above, :func:`estimate_prompt_tokens`) at the higher of the input
+and cache-write prices, plus the full output limit at the output price. If the run's spend so
+far plus the reservations in flight plus this worst case would exceed the budget, the request
+is not sent and the run stops (:class:`~.errors.BudgetExhausted`), resumable. A request that
+fails with an HTTP error costs nothing; one whose outcome is unknown (connection lost, timeout)
+is charged its worst case. Every attempt is appended to a ledger (JSON Lines, flushed and
+fsynced), whose total a resumed run starts from, so the budget covers the run folder as a whole.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import BudgetExhausted, GenerationError
+
+MTOK = 1_000_000
+TOOL_USE_ALLOWANCE = 1024  # tokens for the API's own tool-use system prompt and framing
+
+
+@dataclass(frozen=True)
+class ModelPrice:
+    model: str
+    input: float
+    output: float
+    cache_write: float  # 5-minute cache writes (what BFCL's ephemeral markers create)
+    cache_read: float
+    cache_write_1h: float | None = None
+    display: str = ""
+    ids: tuple[str, ...] = ()
+    fictional: bool = False
+
+    @property
+    def prompt_worst(self) -> float:
+        """Highest price a prompt token can be billed at under bfcl's markers (5-minute
+        ``ephemeral`` cache writes; no 1-hour writes are requested)."""
+        return max(self.input, self.cache_write)
+
+
+@dataclass
+class Volume:
+    """Token volume of a run or a request. ``input`` is uncached input."""
+
+    requests: int = 0
+    input: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    cache_write_1h: int = 0
+    output: int = 0
+
+    @property
+    def prompt(self) -> int:
+        return self.input + self.cache_read + self.cache_write + self.cache_write_1h
+
+    def add(self, other: Volume) -> None:
+        for k in ("requests", "input", "cache_read", "cache_write", "cache_write_1h", "output"):
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+
+    def to_json(self) -> dict[str, int]:
+        return {"requests": self.requests, "prompt": self.prompt, "input": self.input,
+                "cache_read": self.cache_read, "cache_write": self.cache_write,
+                "cache_write_1h": self.cache_write_1h, "output": self.output}
+
+
+def list_cost(v: Volume, p: ModelPrice) -> float:
+    return (v.input * p.input + v.cache_write * p.cache_write
+            + v.cache_write_1h * (p.cache_write_1h or p.cache_write)
+            + v.cache_read * p.cache_read + v.output * p.output) / MTOK
+
+
+def conservative_cost(v: Volume, p: ModelPrice) -> float:
+    """List price, but cache reads billed at the full input price."""
+    return (v.input * p.input + v.cache_write * p.cache_write
+            + v.cache_write_1h * (p.cache_write_1h or p.cache_write)
+            + v.cache_read * p.input + v.output * p.output) / MTOK
+
+
+def worst_case(prompt_tokens: int, max_tokens: int, p: ModelPrice) -> float:
+    return (prompt_tokens * p.prompt_worst + max_tokens * p.output) / MTOK
+
+
+def usage_volume(usage: Any) -> Volume:
+    """One API response's ``usage`` (object or dict) as a volume of one request."""
+
+    def get(obj: Any, key: str) -> Any:
+        return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+    write = int(get(usage, "cache_creation_input_tokens") or 0)
+    detail = get(usage, "cache_creation")
+    write_1h = int(get(detail, "ephemeral_1h_input_tokens") or 0) if detail is not None else 0
+    return Volume(
+        requests=1,
+        input=int(get(usage, "input_tokens") or 0),
+        cache_read=int(get(usage, "cache_read_input_tokens") or 0),
+        cache_write=max(0, write - write_1h),
+        cache_write_1h=write_1h,
+        output=int(get(usage, "output_tokens") or 0),
+    )
+
+
+def _jsonable(obj: Any) -> Any:
+    dump = getattr(obj, "model_dump", None)
+    return dump() if callable(dump) else str(obj)
+
+
+def estimate_prompt_tokens(request: dict[str, Any]) -> int:
+    """An upper bound on a Messages request's prompt tokens.
+
+    One token per UTF-8 byte of the serialized system prompt, tools and messages (a token
+    covers at least one byte, and the JSON framing outweighs the API's per-message framing),
+    plus :data:`TOOL_USE_ALLOWANCE`. Several times the true count, which only makes the guard
+    stop a little earlier than it must.
+    """
+    payload = {k: request.get(k) for k in ("system", "tools", "messages")}
+    text = json.dumps(payload, default=_jsonable, ensure_ascii=False)
+    return len(text.encode("utf-8")) + TOOL_USE_ALLOWANCE
+
+
+# ---------------------------------------------------------------- price table
+
+
+def default_prices_path() -> Path:
+    return Path(str(resources.files("careful_engine") / "data" / "prices.json"))
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    models: tuple[ModelPrice, ...]
+    document: dict[str, Any]
+    source: str
+
+    def names(self) -> list[str]:
+        return [m.model for m in self.models]
+
+    def find(self, name: str) -> ModelPrice | None:
+        """By table name or id; ``-FC`` registry suffixes and ``-YYYYMMDD`` dates ignored."""
+        key = name.strip()
+        if key.endswith("-FC"):
+            key = key[:-3]
+        candidates = [key, re.sub(r"-\d{8}$", "", key)]
+        for c in candidates:
+            for m in self.models:
+                if c == m.model or c in m.ids:
+                    return m
+        return None
+
+    def get(self, name: str) -> ModelPrice:
+        found = self.find(name)
+        if found is None:
+            raise GenerationError(f"no price for {name!r} in {self.source}; known: "
+                                  f"{', '.join(self.names())}")
+        return found
+
+
+def load_prices(path: str | Path | None = None) -> PriceTable:
+    path = Path(path) if path else default_prices_path()
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise GenerationError(f"cannot read price table {path}: {e}") from e
+    if doc.get("schema") != "careful.prices/1":
+        raise GenerationError(f"{path}: not a price table (schema {doc.get('schema')!r})")
+    models = []
+    for m in doc.get("models", []):
+        try:
+            models.append(ModelPrice(
+                model=m["model"], input=float(m["input"]), output=float(m["output"]),
+                cache_write=float(m["cache_write_5m"]), cache_read=float(m["cache_read"]),
+                cache_write_1h=float(m["cache_write_1h"]) if m.get("cache_write_1h") else None,
+                display=m.get("display", m["model"]), ids=tuple(m.get("ids", ())),
+                fictional=bool(m.get("fictional", False)),
+            ))
+        except (KeyError, TypeError, ValueError) as e:
+            raise GenerationError(f"{path}: bad price entry {m!r}: {e}") from e
+    return PriceTable(tuple(models), doc, str(path))
+
+
+# ---------------------------------------------------------------- the guard
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """A reservation for one request attempt."""
+
+    uid: str
+    worst: float
+    before: float  # spent + reserved when the request was checked
+
+
+class SpendGuard:
+    """A hard budget over every request of a run folder, retries included; thread-safe.
+
+    The ledger gets a ``sent`` line (with the worst case) before each request goes out and a
+    final line (``ok``, ``http <status>``, ``unknown: ...``) after; a request with no final
+    line (the process was killed while it was in flight) is charged its worst case on resume.
+    """
+
+    def __init__(self, budget: float | None, price: ModelPrice, ledger: Path | None = None,
+                 spent: float = 0.0, listed: float = 0.0) -> None:
+        self.budget = budget
+        self.price = price
+        self.ledger = ledger
+        self.spent = spent  # conservative dollars of settled requests
+        self.listed = listed  # the same requests at list price
+        self.reserved = 0.0
+        self.stopped: str | None = None
+        self._lock = threading.Lock()
+        self._uids = itertools.count(1)
+        self._session = f"{os.getpid()}-{time.time_ns()}"
+
+    @classmethod
+    def resume(cls, budget: float | None, price: ModelPrice, ledger: Path) -> SpendGuard:
+        """Start from an existing ledger's total (in-flight requests at their worst case)."""
+        spent, listed = ledger_totals(ledger)
+        return cls(budget, price, ledger, spent, listed)
+
+    def reserve(self, worst: float, context: dict[str, Any] | None = None) -> Ticket:
+        """Reserve a request's worst case, or stop the run if it could cross the budget."""
+        with self._lock:
+            before = self.spent + self.reserved
+            if self.stopped or (self.budget is not None and before + worst > self.budget):
+                reason = self.stopped or (
+                    f"the next request could cost up to ${worst:.4f}, and ${before:.4f} of the "
+                    f"${self.budget:.2f} budget is spent or reserved")
+                self.stopped = reason
+                self._log({"status": "refused", "spent_before_usd": before,
+                           "worst_usd": worst}, context)
+                raise BudgetExhausted(reason)
+            self.reserved += worst
+            ticket = Ticket(f"{self._session}-{next(self._uids)}", worst, before)
+            self._log({"status": "sent", "request": ticket.uid, "spent_before_usd": before,
+                       "worst_usd": worst}, context)
+            return ticket
+
+    def settle(self, ticket: Ticket, usage: Any, context: dict | None = None) -> Volume:
+        """A request answered: charge its actual cost (conservatively)."""
+        v = usage_volume(usage)
+        cost, listed = conservative_cost(v, self.price), list_cost(v, self.price)
+        self._final(ticket, "ok", cost, listed, context, usage=v.to_json())
+        return v
+
+    def release(self, ticket: Ticket, status: str, context: dict | None = None) -> None:
+        """A request failed with an HTTP error: it costs nothing."""
+        self._final(ticket, status, 0.0, 0.0, context)
+
+    def charge_unknown(self, ticket: Ticket, status: str, context: dict | None = None) -> None:
+        """A request whose outcome is unknown (connection lost): charged its worst case."""
+        self._final(ticket, status, ticket.worst, ticket.worst, context)
+
+    def stop(self, reason: str) -> None:
+        """Refuse every further request (another part of the run decided to stop)."""
+        with self._lock:
+            self.stopped = self.stopped or reason
+
+    def _final(self, ticket: Ticket, status: str, cost: float, listed: float,
+               context: dict | None, **extra: Any) -> None:
+        with self._lock:
+            self.reserved -= ticket.worst
+            self.spent += cost
+            self.listed += listed
+            self._log({"status": status, "request": ticket.uid, "worst_usd": ticket.worst,
+                       "conservative_usd": cost, "list_usd": listed, **extra}, context)
+
+    def _log(self, record: dict[str, Any], context: dict | None) -> None:
+        if self.ledger is None:
+            return
+        line = json.dumps({"time": round(time.time(), 3), **(context or {}), **record})
+        self.ledger.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.ledger, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def read_ledger(ledger: Path) -> list[dict[str, Any]]:
+    """The ledger's records; a line cut by a kill is skipped."""
+    if not ledger.exists():
+        return []
+    out = []
+    for line in ledger.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
+def ledger_totals(ledger: Path) -> tuple[float, float]:
+    """(conservative, list) dollars: final lines, plus the worst case of unanswered requests."""
+    spent = listed = 0.0
+    pending: dict[str, float] = {}
+    for rec in read_ledger(ledger):
+        uid = rec.get("request")
+        if rec.get("status") == "sent":
+            if uid:
+                pending[uid] = float(rec.get("worst_usd") or 0.0)
+            continue
+        if uid:
+            pending.pop(uid, None)
+        spent += float(rec.get("conservative_usd") or 0.0)
+        listed += float(rec.get("list_usd") or 0.0)
+    lost = sum(pending.values())
+    return spent + lost, listed + lost

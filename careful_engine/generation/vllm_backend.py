@@ -1,0 +1,247 @@
+"""Open models through bfcl's own OSS handlers and an OpenAI-compatible completions endpoint.
+
+bfcl's ``OSSHandler`` builds the raw prompt itself (``_format_prompt``), counts its tokens with
+a tokenizer, asks ``POST {base}/completions`` for ``min(4096, context - prompt - 2)`` tokens
+(1000 if the prompt already fills the context) at the run's temperature, and decodes the text
+with the model's registered decoder. This module gives such a handler what bfcl's
+``spin_up_local_server`` would (an endpoint, a tokenizer, a context length) without importing
+bfcl's generation pipeline, and can start ``vllm serve`` the way bfcl does.
+
+Tokenizers: ``hf`` loads the model's tokenizer with transformers, as bfcl does (``pip install
+.[vllm]`` brings it); ``server`` asks the endpoint's own ``POST /tokenize`` (vLLM serves it
+with the same tokenizer) and needs nothing local. Handlers that apply a chat template through
+the tokenizer (``tiiuae/Falcon3-*-FC``, bfcl's quick-testing handler) need ``hf``.
+
+Context length: ``min(--max-model-len, model context)``, the paper's setting with 65 536; the
+same value is passed to ``vllm serve --max-model-len`` so server and handler agree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import bfcl
+from .errors import GenerationError
+
+DEFAULT_PORT = 1053  # bfcl_eval/constants/eval_config.py LOCAL_SERVER_PORT
+DEFAULT_MAX_MODEL_LEN = 65_536
+TOKENIZERS = ("auto", "hf", "server")
+
+
+def _get_json(url: str, timeout: float = 5.0) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 (local endpoint)
+        return json.loads(r.read().decode("utf-8"))
+
+
+def _post_json(url: str, body: dict, timeout: float = 60.0) -> Any:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:  # noqa: S310
+        return json.loads(r.read().decode("utf-8"))
+
+
+def served_models(base_url: str) -> list[dict]:
+    """``GET {base_url}/models``: the models an OpenAI-compatible endpoint serves."""
+    return list(_get_json(base_url.rstrip("/") + "/models").get("data") or [])
+
+
+class ServerTokenizer:
+    """Token counts from a vLLM server's ``POST /tokenize`` (no local tokenizer needed)."""
+
+    def __init__(self, base_url: str, model: str) -> None:
+        root = base_url.rstrip("/")
+        self.url = (root[: -len("/v1")] if root.endswith("/v1") else root) + "/tokenize"
+        self.model = model
+        self.model_max_length: int | None = None
+
+    def tokenize(self, text: str) -> list[int]:
+        out = _post_json(self.url, {"model": self.model, "prompt": text,
+                                    "add_special_tokens": False})
+        if out.get("max_model_len"):
+            self.model_max_length = int(out["max_model_len"])
+        tokens = out.get("tokens")
+        return list(tokens) if isinstance(tokens, list) else [0] * int(out["count"])
+
+    def apply_chat_template(self, *args: Any, **kwargs: Any) -> Any:
+        raise GenerationError("this handler applies a chat template through the tokenizer; "
+                              "use --tokenizer hf (pip install .[vllm] brings transformers)")
+
+
+def hf_tokenizer(model_path_or_id: str, local: bool = False) -> tuple[Any, int | None]:
+    """The model's tokenizer and context length, loaded as bfcl loads them."""
+    try:
+        from transformers import AutoConfig, AutoTokenizer
+    except ModuleNotFoundError as e:
+        raise GenerationError("--tokenizer hf needs transformers (pip install .[vllm]); "
+                              "with an endpoint, --tokenizer server needs nothing") from e
+    kwargs = {"pretrained_model_name_or_path": model_path_or_id, "trust_remote_code": True}
+    if local:
+        kwargs["local_files_only"] = True
+    tokenizer = AutoTokenizer.from_pretrained(**kwargs)
+    config = AutoConfig.from_pretrained(**kwargs)
+    ctx = getattr(config, "max_position_embeddings", None) or tokenizer.model_max_length
+    return tokenizer, int(ctx) if ctx else None
+
+
+def build(key: str, temperature: float) -> Any:
+    """bfcl's registered handler for ``key``, as bfcl generate builds it."""
+    import importlib
+
+    entry = bfcl.registry().get(key)
+    if entry is None:
+        raise GenerationError(f"{key!r} is not in bfcl-eval's model registry")
+    try:
+        cls = getattr(importlib.import_module(entry.handler_module), entry.handler_class)
+    except ModuleNotFoundError as e:
+        raise GenerationError(f"{key!r}'s handler needs the package {e.name!r}") from e
+    from bfcl_eval.model_handler.local_inference.base_oss_handler import OSSHandler
+
+    if not issubclass(cls, OSSHandler):
+        raise GenerationError(f"{key!r} uses {entry.handler_class}, not an OSS handler; the "
+                              "vllm backend runs open models (use --backend anthropic for "
+                              "Claude)")
+    return cls(model_name=entry.model_name, temperature=temperature, registry_name=key,
+               is_fc_model=entry.is_fc_model)
+
+
+def attach(handler: Any, base_url: str, *, model: str | None = None, tokenizer: Any = None,
+           tokenizer_kind: str = "auto", max_model_len: int = DEFAULT_MAX_MODEL_LEN,
+           local_model_path: str | None = None, api_key: str = "EMPTY") -> dict[str, Any]:
+    """Point an OSS handler at an endpoint; give it a tokenizer and a context length.
+
+    ``model`` is the name the endpoint serves (default: the local path or the Hugging Face id,
+    as bfcl sends it; if the endpoint serves exactly one other model, that one). Returns what
+    was chosen, for the manifest.
+    """
+    from openai import OpenAI
+
+    wanted = model or local_model_path or handler.model_name_huggingface
+    served = []
+    try:
+        served = served_models(base_url)
+    except (OSError, ValueError):
+        pass
+    names = [m.get("id") for m in served]
+    if model is None and names and wanted not in names and len(names) == 1:
+        wanted = names[0]
+    handler.model_path_or_id = wanted
+    handler.base_url = base_url
+    handler.client = OpenAI(base_url=base_url, api_key=api_key)
+    ctx: int | None = None
+    kind = tokenizer_kind
+    if tokenizer is None:
+        if kind == "auto":
+            try:
+                import transformers  # noqa: F401
+
+                kind = "hf"
+            except ModuleNotFoundError:
+                kind = "server"
+        if kind == "hf":
+            tokenizer, ctx = hf_tokenizer(local_model_path or handler.model_name_huggingface,
+                                          local=local_model_path is not None)
+        else:
+            tokenizer = ServerTokenizer(base_url, wanted)
+    elif kind == "auto":
+        kind = "given"
+    for m in served:
+        if m.get("id") == wanted and m.get("max_model_len"):
+            ctx = min(ctx or int(m["max_model_len"]), int(m["max_model_len"]))
+    ctx = min(max_model_len, ctx) if ctx else max_model_len
+    handler.tokenizer = tokenizer
+    handler.max_context_length = ctx
+    return {"endpoint": base_url, "served_model": wanted, "tokenizer": kind,
+            "max_context_length": ctx}
+
+
+# ---------------------------------------------------------------- vllm serve
+
+
+def vllm_command(model_path_or_id: str, *, port: int = DEFAULT_PORT, dtype: str = "bfloat16",
+                 num_gpus: int = 1, gpu_memory_utilization: float = 0.9,
+                 max_model_len: int | None = None, enable_lora: bool = False,
+                 max_lora_rank: int | None = None,
+                 lora_modules: list[str] | None = None) -> list[str]:
+    """bfcl's ``vllm serve`` command (base_oss_handler.py spin_up_local_server), plus
+    ``--max-model-len`` when given."""
+    cmd = ["vllm", "serve", str(model_path_or_id), "--port", str(port), "--dtype", str(dtype),
+           "--tensor-parallel-size", str(num_gpus), "--gpu-memory-utilization",
+           str(gpu_memory_utilization), "--trust-remote-code"]
+    if max_model_len:
+        cmd += ["--max-model-len", str(max_model_len)]
+    if enable_lora:
+        cmd.append("--enable-lora")
+    if max_lora_rank is not None:
+        cmd += ["--max-lora-rank", str(max_lora_rank)]
+    for module in lora_modules or []:
+        cmd += ["--lora-modules", module]
+    return cmd
+
+
+def wait_ready(base_url: str, process: subprocess.Popen | None = None,
+               timeout: float = 1800.0, interval: float = 1.0) -> None:
+    """Poll ``GET {base_url}/models`` until it answers 200, as bfcl does (with a timeout)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if process is not None and process.poll() is not None:
+            raise GenerationError(f"the server exited with code {process.returncode} before "
+                                  "it was ready; see its log")
+        try:
+            with urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=5) as r:  # noqa: S310
+                if r.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            raise GenerationError(f"{base_url} not ready after {timeout:.0f} s")
+        time.sleep(interval)
+
+
+@dataclass
+class VllmServer:
+    """``vllm serve`` as a child process, its output in a log file; a context manager."""
+
+    command: list[str]
+    base_url: str
+    log_path: Path
+    ready_timeout: float = 1800.0
+    process: subprocess.Popen | None = field(default=None, init=False)
+
+    def __enter__(self) -> VllmServer:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 (closed in __exit__)
+        try:
+            self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True, env=os.environ.copy())
+        except FileNotFoundError as e:
+            log.close()
+            raise GenerationError("vllm is not installed: pip install .[vllm], or give "
+                                  "--endpoint") from e
+        self._log = log
+        try:
+            wait_ready(self.base_url, self.process, self.ready_timeout)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        p = self.process
+        if p is not None and p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        log = getattr(self, "_log", None)
+        if log is not None:
+            log.close()

@@ -1,0 +1,99 @@
+"""``careful generate``: options, manifest, progress, exit codes on bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from careful_engine import bfcl
+from careful_engine.cli import _load, app
+from careful_engine.generation.dataset import parse_categories, parse_ids, select
+from careful_engine.generation.errors import GenerationError
+from tests.fakes.openai_server import FakeCompletionsServer
+
+_load()
+cli = CliRunner()
+KEY = "Qwen/Qwen3-0.6B"
+
+
+def _gen(tmp_path, *args: str, url: str = "http://127.0.0.1:9/v1"):
+    return cli.invoke(app, ["generate", "--model", KEY, "--runs-dir", str(tmp_path),
+                            "--endpoint", url, "--tokenizer", "server", *args],
+                      catch_exceptions=False)
+
+
+def test_generate_writes_bfcl_layout_and_a_manifest(tmp_path):
+    with FakeCompletionsServer(KEY, responder=lambda r: "Done.") as s:
+        res = _gen(tmp_path, "--run", "smoke", "--categories", "base,miss_param", "--limit",
+                   "2", "--condition", "hints", url=s.url)
+        url = s.url
+    assert res.exit_code == 0, res.output
+    folder = tmp_path / "smoke" / "Qwen_Qwen3-0.6B"
+    for cat in ("multi_turn_base", "multi_turn_miss_param"):
+        lines = (folder / "multi_turn" / f"BFCL_v4_{cat}_result.json").read_text().splitlines()
+        assert [json.loads(x)["id"] for x in lines] == [f"{cat}_0", f"{cat}_1"]
+    m = json.loads((folder / "careful_run.json").read_text())
+    assert m["model"] == m["decoder"] == KEY
+    assert m["handler"] == "bfcl_eval.model_handler.local_inference.qwen.QwenHandler"
+    assert m["condition"] == "hints" and len(m["declarations_sha256"]) == 64
+    assert m["boundary"] == {"name": "paper-final", "version": 1}
+    assert m["bfcl_eval"] == bfcl.BFCL_VERSION and m["engine"]
+    assert m["started"] and m["ended"] and m["status"] == "complete"
+    assert m["settings"]["temperature"] == 0.001
+    assert m["settings"]["tokenizer"] == "server" and m["settings"]["endpoint"] == url
+    assert m["tokens"]["requests"] > 0 and m["tokens"]["output"] > 0
+    assert m["conversations"] == {"multi_turn_base": {"written": 2},
+                                  "multi_turn_miss_param": {"written": 2}}
+    assert "complete, 4 generated" in res.output
+    # same command again: nothing to do
+    with FakeCompletionsServer(KEY, responder=lambda r: "Done.") as s:
+        again = _gen(tmp_path, "--run", "smoke", "--categories", "base,miss_param", "--limit",
+                     "2", "--condition", "hints", url=s.url)
+        assert s.completions() == []
+    assert again.exit_code == 0 and "4 already written" in again.output
+
+
+def test_resume_refuses_other_settings(tmp_path):
+    with FakeCompletionsServer(KEY, responder=lambda r: "Done.") as s:
+        assert _gen(tmp_path, "--run", "r", "--ids", "multi_turn_base_0",
+                    url=s.url).exit_code == 0
+        res = _gen(tmp_path, "--run", "r", "--ids", "multi_turn_base_1", "--condition",
+                   "confirm", url=s.url)
+    assert res.exit_code == 2
+    assert "condition: 'standard' there, 'confirm' now" in res.output
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--model", "no/such-model"], "not in bfcl-eval"),
+    (["--categories", "multi_turn_everything"], "unknown category"),
+    (["--ids", "multi_turn_base_999"], "no multi-turn conversation"),
+    (["--condition", "lenient"], "unknown condition"),
+])
+def test_bad_input_exits_2(tmp_path, args, message):
+    base = ["generate", "--model", KEY, "--run", "x", "--runs-dir", str(tmp_path),
+            "--endpoint", "http://127.0.0.1:9/v1", "--ready-timeout", "0"]
+    res = cli.invoke(app, [*base, *args])
+    assert res.exit_code == 2, res.output
+    assert message in res.output
+
+
+def test_bad_script_is_a_usage_error(tmp_path):
+    res = cli.invoke(app, ["generate", "--model", KEY, "--run", "x", "--script", "kind"])
+    assert res.exit_code == 2 and "named-only" in res.output
+
+
+def test_selection_helpers():
+    assert parse_categories(["base", "long_context"]) == ("multi_turn_base",
+                                                          "multi_turn_long_context")
+    assert parse_categories(None) == bfcl.CATEGORIES
+    assert parse_ids(["multi_turn_base_1,multi_turn_base_0", "multi_turn_base_1"]) == [
+        "multi_turn_base_1", "multi_turn_base_0"]
+    with pytest.raises(GenerationError):
+        parse_categories(["simple"])
+    picked = select(("multi_turn_base",), ids=["multi_turn_miss_func_3"])
+    assert list(picked) == ["multi_turn_miss_func"]
+    assert [e["id"] for e in picked["multi_turn_miss_func"]] == ["multi_turn_miss_func_3"]
+    assert [e["id"] for e in select(("multi_turn_base",), limit=3)["multi_turn_base"]] == [
+        "multi_turn_base_0", "multi_turn_base_1", "multi_turn_base_2"]

@@ -1,0 +1,176 @@
+"""The price table, conservative accounting, estimates on other models, ``careful cost``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from careful_engine.cli import _load, app
+from careful_engine.generation.cost import folder_volumes, simulate_cache
+from careful_engine.generation.errors import BudgetExhausted
+from careful_engine.generation.spend import (
+    SpendGuard,
+    Volume,
+    conservative_cost,
+    estimate_prompt_tokens,
+    ledger_totals,
+    list_cost,
+    load_prices,
+    usage_volume,
+    worst_case,
+)
+
+_load()
+cli = CliRunner()
+TABLE = load_prices()
+
+
+def test_price_table_is_one_data_file_with_sources():
+    doc = TABLE.document
+    assert doc["unit"] == "per million tokens" and doc["as_of"]
+    assert any("anthropic.com/pricing" in n for n in doc["notes"])
+    for m in TABLE.models:
+        assert m.cache_read == pytest.approx(m.input / 10, rel=0.25)  # Haiku 3: 0.03
+        assert m.cache_write == pytest.approx(m.input * 1.25, rel=0.25)
+    assert {m.model for m in TABLE.models if m.fictional} == {
+        "claude-haiku-5-5", "claude-sonnet-5-5", "claude-opus-5-5", "claude-fable-5-1"}
+
+
+@pytest.mark.parametrize(("name", "model"), [
+    ("claude-haiku-4-5-20251001-FC", "claude-haiku-4-5"),
+    ("claude-sonnet-4-5-20250929", "claude-sonnet-4-5"),
+    ("claude-opus-4-5", "claude-opus-4-5"),
+    ("claude-opus-4-1-20250805", "claude-opus-4-1"),
+    ("claude-haiku-5-5", "claude-haiku-5-5"),
+])
+def test_lookup(name, model):
+    assert TABLE.get(name).model == model
+
+
+def test_unknown_model_is_a_clear_error():
+    with pytest.raises(ValueError, match="no price for 'gpt-x'"):
+        TABLE.get("gpt-x")
+
+
+def test_list_and_conservative_costs():
+    haiku = TABLE.get("claude-haiku-4-5")
+    v = Volume(requests=2, input=1_000_000, cache_read=10_000_000, cache_write=2_000_000,
+               output=500_000)
+    assert list_cost(v, haiku) == pytest.approx(1.0 + 1.0 + 2.5 + 2.5)
+    assert conservative_cost(v, haiku) == pytest.approx(1.0 + 10.0 + 2.5 + 2.5)
+    assert worst_case(1000, 100, haiku) == pytest.approx((1000 * 1.25 + 100 * 5) / 1e6)
+    u = {"input_tokens": 5, "cache_read_input_tokens": 7, "cache_creation_input_tokens": 11,
+         "output_tokens": 3, "cache_creation": {"ephemeral_1h_input_tokens": 1}}
+    assert usage_volume(u).to_json() == {"requests": 1, "prompt": 23, "input": 5,
+                                         "cache_read": 7, "cache_write": 10,
+                                         "cache_write_1h": 1, "output": 3}
+
+
+def test_the_paper_figures():
+    """§7: the Haiku run's volume costs $2.75 at list prices, and about $54 / $87 / $193 on
+    Sonnet / Opus / Fable; the conservative accounting about $12."""
+    prompt, output = 107_000_000, 1_600_000
+    v = Volume(requests=8696, cache_read=int(prompt * 0.93),
+               cache_write=prompt - int(prompt * 0.93), output=output)
+    got = {m: list_cost(v, TABLE.get(m)) for m in
+           ("claude-haiku-5-5", "claude-sonnet-5-5", "claude-opus-5-5", "claude-fable-5-1")}
+    assert got["claude-haiku-5-5"] == pytest.approx(2.75, rel=0.02)
+    assert got["claude-sonnet-5-5"] == pytest.approx(54, rel=0.02)
+    assert got["claude-opus-5-5"] == pytest.approx(87, rel=0.02)
+    assert got["claude-fable-5-1"] == pytest.approx(193, rel=0.02)
+    assert conservative_cost(v, TABLE.get("claude-haiku-5-5")) == pytest.approx(12.21, rel=0.05)
+
+
+def test_prompt_estimate_is_an_upper_bound():
+    request = {"messages": [{"role": "user", "content": [{"type": "text", "text": "héllo"}]}],
+               "tools": [{"name": "ls", "description": "list", "input_schema": {}}]}
+    n = estimate_prompt_tokens(request)
+    assert n > len(json.dumps(request["messages"])) + 1000
+
+
+def test_guard_refuses_before_crossing(tmp_path):
+    haiku = TABLE.get("claude-haiku-4-5")
+    guard = SpendGuard(0.01, haiku, tmp_path / "l.jsonl")
+    t1 = guard.reserve(0.006)
+    with pytest.raises(BudgetExhausted):  # 0.006 reserved + 0.006 > 0.01
+        guard.reserve(0.006)
+    with pytest.raises(BudgetExhausted):  # once stopped, stays stopped
+        guard.reserve(0.0001)
+    guard.settle(t1, {"input_tokens": 1000, "output_tokens": 100})
+    assert guard.spent == pytest.approx((1000 + 500) / 1e6)
+    # a request in flight when the process died is charged at its worst case on resume
+    other = SpendGuard(1.0, haiku, tmp_path / "l.jsonl")
+    other.reserve(0.25)
+    spent, _ = ledger_totals(tmp_path / "l.jsonl")
+    assert spent == pytest.approx(0.0015 + 0.25)
+
+
+def test_simulated_caching_follows_bfcls_markers():
+    v = simulate_cache([100, 150, 300, 320], [5, 5, 5, 5])
+    assert (v.cache_read, v.cache_write, v.output, v.requests) == (550, 320, 20, 4)
+
+
+def _entry(entry_id: str, prompts, outputs, reads=None, writes=None) -> dict:
+    e = {"id": entry_id, "result": [[]], "input_token_count": prompts,
+         "output_token_count": outputs}
+    if reads is not None:
+        e["cache_read_input_token_count"] = reads
+        e["cache_creation_input_token_count"] = writes
+    return e
+
+
+def _write_run(root: Path, model: str, entries: list[dict], manifest: dict | None = None):
+    folder = root / model / "multi_turn"
+    folder.mkdir(parents=True)
+    (folder / "BFCL_v4_multi_turn_base_result.json").write_text(
+        "".join(json.dumps(e) + "\n" for e in entries))
+    if manifest:
+        (root / model / "careful_run.json").write_text(json.dumps(manifest))
+
+
+def test_cost_command_prices_logged_and_simulated_runs(tmp_path):
+    run = tmp_path / "run"
+    _write_run(run, "claude-haiku-4-5-20251001-FC",
+               [_entry("multi_turn_base_0", [[1000, 2000]], [[10, 20]], [[0, 900]], [[900, 100]])],
+               {"model": "claude-haiku-4-5-20251001-FC", "api_model": "claude-haiku-4-5-20251001"})
+    _write_run(run, "Qwen_Qwen3-8B", [_entry("multi_turn_base_0", [[100], [300]], [[7], [9]])])
+    res = cli.invoke(app, ["cost", str(run), "--json", "--as", "claude-sonnet-4-5",
+                           "--as", "claude-opus-5-5"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    items = {i["model"]: i for i in json.loads(res.output)}
+    claude = items["claude-haiku-4-5-20251001-FC"]
+    assert claude["cache_split"] == "logged" and claude["priced_as"] == "claude-haiku-4-5"
+    assert claude["volume"] == {"requests": 2, "prompt": 3000, "input": 1100, "cache_read": 900,
+                                "cache_write": 1000, "cache_write_1h": 0, "output": 30}
+    assert claude["list_usd"] == pytest.approx((1100 + 1000 * 1.25 + 90 + 150) / 1e6)
+    assert claude["conservative_usd"] == pytest.approx((1100 + 1250 + 900 + 150) / 1e6)
+    assert [e["model"] for e in claude["estimates"]] == ["claude-sonnet-4-5", "claude-opus-5-5"]
+    qwen = items["Qwen_Qwen3-8B"]
+    assert qwen["cache_split"] == "simulated" and qwen["priced_as"] is None
+    assert qwen["volume"]["cache_read"] == 100 and qwen["volume"]["cache_write"] == 300
+    table = cli.invoke(app, ["cost", str(run)], catch_exceptions=False)
+    assert table.exit_code == 0
+    assert "Claude Fable 5.1 (paper) *" in table.output and "placeholder" in table.output
+
+
+def test_cost_reads_the_spend_ledger(tmp_path):
+    run = tmp_path / "run"
+    _write_run(run, "claude-haiku-4-5-20251001-FC", [_entry("multi_turn_base_0", [[10]], [[1]])],
+               {"model": "claude-haiku-4-5-20251001-FC"})
+    guard = SpendGuard(1.0, TABLE.get("claude-haiku-4-5"),
+                       run / "claude-haiku-4-5-20251001-FC" / "careful_spend.jsonl")
+    guard.release(guard.reserve(0.1), "http 429")
+    guard.settle(guard.reserve(0.1), {"input_tokens": 10, "output_tokens": 1})
+    (fv,) = folder_volumes(run)
+    assert fv.ledger["sent"] == 2 and fv.ledger["http 429"] == 1 and fv.ledger["ok"] == 1
+    assert fv.ledger_usd[0] == pytest.approx(15 / 1e6)
+    res = cli.invoke(app, ["cost", str(run)], catch_exceptions=False)
+    assert "spend ledger" in res.output
+
+
+def test_cost_of_nothing_is_an_error(tmp_path):
+    assert cli.invoke(app, ["cost", str(tmp_path)]).exit_code == 2
+    assert cli.invoke(app, ["cost", str(tmp_path / "missing")]).exit_code == 2

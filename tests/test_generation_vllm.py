@@ -1,0 +1,155 @@
+"""The vLLM path against a local stand-in for the OpenAI-compatible completions endpoint.
+
+No GPU and no vllm: the request shape bfcl's OSS handler sends, token counting through the
+endpoint's /tokenize, resume after a cut-off line, the ``vllm serve`` command as bfcl builds it
+(constructed, never run) and the server lifecycle with a harmless child process.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from careful_engine import bfcl
+from careful_engine.generation import GenerationError, RunOptions, generate, vllm_backend
+from tests.fakes.openai_server import FakeCompletionsServer, count_tokens
+
+KEY = "Qwen/Qwen3-8B"
+
+
+def _done(req) -> str:
+    return "Done."
+
+
+def _run(run_dir: Path, server: FakeCompletionsServer, limit: int, key: str = KEY):
+    handler = vllm_backend.build(key, 0.001)
+    info = vllm_backend.attach(handler, server.url, tokenizer_kind="server")
+    options = RunOptions(model=key, run_dir=run_dir, backend="vllm",
+                         categories=("multi_turn_base",), limit=limit, threads=2)
+    return generate(options, handler), info
+
+
+def _first_user(prompt: str) -> str:
+    return prompt.split("<|im_start|>user\n", 1)[1].split("<|im_end|>", 1)[0]
+
+
+@pytest.mark.parametrize("context", [40960, 6000, 100])
+def test_request_shape_is_bfcl_oss_handlers(tmp_path, context):
+    with FakeCompletionsServer(KEY, responder=_done, max_model_len=context) as s:
+        report, info = _run(tmp_path / "r", s, limit=1)
+        posts = [r for r in s.requests if r.method == "POST"]
+        url = s.url
+    assert report.status == "complete"
+    assert info == {"endpoint": url, "served_model": KEY, "tokenizer": "server",
+                    "max_context_length": min(context, 65536)}
+    completions = [r.body for r in posts if r.path == "/v1/completions"]
+    tokenized = [r.body for r in posts if r.path == "/tokenize"]
+    assert len(completions) == len(tokenized) == 4  # one step per turn of multi_turn_base_0
+    for tok, body in zip(tokenized, completions, strict=True):
+        assert set(body) == {"model", "prompt", "temperature", "max_tokens"}
+        assert body["model"] == KEY and body["temperature"] == 0.001
+        assert body["prompt"].startswith("<|im_start|>system\nYou are an expert in composing")
+        assert body["prompt"].endswith("<|im_start|>assistant\n")
+        assert tok == {"model": KEY, "prompt": body["prompt"], "add_special_tokens": False}
+        n = count_tokens(body["prompt"])
+        expected = 1000 if context < n + 2 else min(4096, context - n - 2)
+        assert body["max_tokens"] == expected
+    entry = json.loads(next((tmp_path / "r").rglob("*_result.json")).read_text())
+    assert [n for t in entry["input_token_count"] for n in t] == \
+        [count_tokens(b["prompt"]) for b in completions]
+
+
+def test_resume_repairs_a_cut_line_and_runs_only_what_is_missing(tmp_path):
+    run_dir = tmp_path / "r"
+    with FakeCompletionsServer(KEY, responder=_done) as s:
+        assert _run(run_dir, s, limit=2)[0].status == "complete"
+    path = next(run_dir.rglob("BFCL_v4_multi_turn_base_result.json"))
+    lines = path.read_text().splitlines()
+    assert [json.loads(x)["id"] for x in lines] == ["multi_turn_base_0", "multi_turn_base_1"]
+    path.write_text(lines[0] + "\n" + lines[1][: len(lines[1]) // 2])  # killed mid-write
+    with FakeCompletionsServer(KEY, responder=_done) as s:
+        report, _ = _run(run_dir, s, limit=3)
+        firsts = {_first_user(r.body["prompt"]) for r in s.completions()}
+    assert report.status == "complete" and report.already == 1 and report.generated == 2
+    assert any("cut short" in n for n in report.notes)
+    started = {c.question[0][0]["content"]: c.id for c in bfcl.conversations("multi_turn_base")}
+    assert {started[f] for f in firsts} == {"multi_turn_base_1", "multi_turn_base_2"}
+    final = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [e["id"] for e in final] == [f"multi_turn_base_{i}" for i in range(3)]
+    assert json.dumps(final[0]) == json.dumps(json.loads(lines[0]))
+    manifest = json.loads((path.parent.parent / "careful_run.json").read_text())
+    assert manifest["status"] == "complete" and len(manifest["sessions"]) == 2
+    assert manifest["conversations"] == {"multi_turn_base": {"written": 3}}
+
+
+def _bfcl_vllm_flags() -> list[str | None]:
+    """The list literal bfcl passes to Popen for vLLM: constants, None for expressions."""
+    from bfcl_eval.model_handler.local_inference.base_oss_handler import OSSHandler
+
+    src = textwrap.dedent(inspect.getsource(OSSHandler.spin_up_local_server))
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.List) and node.elts and isinstance(node.elts[0], ast.Constant) \
+                and node.elts[0].value == "vllm":
+            return [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+    raise AssertionError("bfcl's vllm command not found")
+
+
+def test_vllm_command_is_bfcls_plus_max_model_len():
+    cmd = vllm_backend.vllm_command("Qwen/Qwen3-0.6B", port=1053, num_gpus=1,
+                                    gpu_memory_utilization=0.9, max_model_len=40960)
+    flags = _bfcl_vllm_flags()
+    assert len(cmd) == len(flags) + 2
+    for ours, theirs in zip(cmd, flags, strict=False):
+        if theirs is not None:
+            assert ours == theirs
+    assert cmd == ["vllm", "serve", "Qwen/Qwen3-0.6B", "--port", "1053", "--dtype", "bfloat16",
+                   "--tensor-parallel-size", "1", "--gpu-memory-utilization", "0.9",
+                   "--trust-remote-code", "--max-model-len", "40960"]
+    lora = vllm_backend.vllm_command("m", enable_lora=True, max_lora_rank=16,
+                                     lora_modules=["a=/x", "b=/y"])
+    assert lora[-7:] == ["--enable-lora", "--max-lora-rank", "16", "--lora-modules", "a=/x",
+                         "--lora-modules", "b=/y"]
+
+
+def test_server_lifecycle_with_a_stand_in_process(tmp_path):
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    with FakeCompletionsServer(KEY) as s:
+        server = vllm_backend.VllmServer(sleeper, s.url, tmp_path / "serve.log", 10)
+        with server:
+            assert server.process.poll() is None
+        assert server.process.poll() is not None  # terminated on exit
+    crasher = [sys.executable, "-c", "import sys; sys.exit(3)"]
+    server = vllm_backend.VllmServer(crasher, "http://127.0.0.1:9/v1", tmp_path / "x.log", 10)
+    with pytest.raises(GenerationError, match="exited with code 3"):
+        server.__enter__()
+    missing = vllm_backend.VllmServer(["careful-no-such-vllm-binary"], "http://127.0.0.1:9/v1",
+                                      tmp_path / "y.log", 1)
+    with pytest.raises(GenerationError, match="pip install"):
+        missing.__enter__()
+
+
+def test_attach_uses_the_single_served_model_and_server_tokens():
+    with FakeCompletionsServer("my-served-name", max_model_len=32768) as s:
+        handler = vllm_backend.build("Qwen/Qwen3-0.6B", 0.001)
+        info = vllm_backend.attach(handler, s.url, tokenizer_kind="server",
+                                   max_model_len=20000)
+        assert info["served_model"] == "my-served-name"
+        assert handler.max_context_length == 20000
+        assert len(handler.tokenizer.tokenize("a b c")) == 3
+        with pytest.raises(GenerationError, match="hf"):
+            handler.tokenizer.apply_chat_template([])
+
+
+def test_backends_refuse_the_wrong_handler():
+    with pytest.raises(GenerationError, match="anthropic"):
+        vllm_backend.build("claude-haiku-4-5-20251001-FC", 0.001)
+    from careful_engine.generation import anthropic_backend
+
+    with pytest.raises(GenerationError, match="ClaudeHandler"):
+        anthropic_backend.build(KEY, api_key="x", base_url="http://127.0.0.1:9")
