@@ -1,0 +1,1 @@
+"""The CAREFUL workbench: a Textual app over careful_engine (``careful workbench``)."""

@@ -1,0 +1,89 @@
+"""One function's review-sheet entry as data: what a blind annotator reads (no labels)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import bfcl
+
+# ---------------------------------------------------------------- the review sheet, as data
+
+
+@dataclass(frozen=True)
+class ReviewExample:
+    heading: str
+    changes: tuple[dict, ...]  # {"path", "kind": added|removed|changed|more, "before", "after"}
+
+
+@dataclass(frozen=True)
+class FunctionReview:
+    """What an annotator reads about one function (no label of anyone's)."""
+
+    name: str
+    cls: str
+    description: str
+    parameters: tuple[str, ...]
+    facts: tuple[tuple[str, str], ...]
+    examples: tuple[ReviewExample, ...]
+    repeat: ReviewExample | None
+    source: str
+
+
+def _example(ex: dict) -> ReviewExample:
+    heading = f"{ex['call']} ({ex['source']}, {ex['where']}" \
+        + ("" if ex.get("success", True) else ", failed") + ")"
+    return ReviewExample(heading, tuple(ex.get("changes") or ()))
+
+
+def function_review(fn: Any, declarations: Any | None = None) -> FunctionReview:
+    """The review-sheet entry of ``fn`` (a round's FunctionInput) as data.
+
+    With ``declarations`` (a loaded effects document) the facts and example diffs are the
+    sheet's; without, only the round's frozen inputs are shown.
+    """
+    from ..annotation.llm import simulator_source
+    from ..effects import review
+
+    doc = bfcl.all_func_docs().get(fn.name, {})
+    params = (doc.get("parameters") or {}).get("properties") or {}
+    required = set((doc.get("parameters") or {}).get("required") or ())
+    parameters = tuple(
+        f"{p} ({spec.get('type', '?')}{'' if p in required else ', optional'}): "
+        f"{spec.get('description', '')}".rstrip(": ") for p, spec in params.items())
+    e = (declarations.functions.get(fn.name) if declarations is not None else None)
+    proposal = ("none" if fn.proposed is None else
+                "destructive candidate" if fn.proposed else "not a candidate")
+    facts: list[tuple[str, str]]
+    examples: tuple[ReviewExample, ...] = ()
+    repeat = None
+    if e is not None:
+        counts = e.get("signal_counts") or {}
+        ev = e["evidence"]
+        rel, line = review.source_location(fn.name)
+        facts = [
+            ("kind", review._kind(e)),
+            ("idempotence", review._idempotence(e)),
+            ("footprint", ", ".join(e["footprint"]) or "none"),
+            ("signals", ", ".join(f"{s} ({n})" for s, n in counts.items() if n) or "none"),
+            ("proposal", proposal),
+            ("evidence", f"{ev['calls']} distinct calls, {ev['successful']} successful, "
+                         f"{ev['changing']} changed the state"),
+            ("source", f"{'/'.join(rel.split('/')[-2:])}:{line}"),
+        ]
+        examples = tuple(_example(x) for x in (e.get("example"), e.get("example_2")) if x)
+        if e.get("idempotence_counterexample"):
+            repeat = _example(e["idempotence_counterexample"])
+    else:
+        extra = fn.extra or {}
+        idem = extra.get("idempotent")
+        facts = [
+            ("kind", fn.kind),
+            ("idempotence", "unknown" if idem is None else
+             "idempotent" if idem else "NOT idempotent"),
+            ("footprint", ", ".join(map(str, extra.get("footprint") or [])) or "unknown"),
+            ("signals", ", ".join(map(str, extra.get("signals") or [])) or "none"),
+            ("proposal", proposal),
+        ]
+    return FunctionReview(fn.name, fn.cls, review._description(doc) if doc else "(no doc)",
+                          parameters, tuple(facts), examples, repeat, simulator_source(fn))

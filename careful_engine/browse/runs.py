@@ -1,0 +1,333 @@
+"""A run's conversations, listed fast: result files plus ``careful score``'s lines; one
+conversation replayed on demand (:class:`RunBrowser`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import bfcl
+from ..rules import RULES, Effects
+from ..runs import LoadedFile, ResultFile, load_result_file
+from ..scoring import discover, manifest_decoder, needs_decoder
+from .view import ConversationView, build_view
+
+if TYPE_CHECKING:  # the leaderboard imports scipy: only when needed
+    from ..leaderboard import DecoderChoice
+
+SCORES_NAME = "conversations.jsonl"
+SCORE_DIR = "careful-score"  # where `careful score RUN` writes by default
+TALLIES = ("destructive_calls",)  # counted with the rules, but not a violation
+
+# bfcl's simulators share process-global objects (careful_engine.process): one replay at a time.
+REPLAY_LOCK = threading.Lock()
+
+
+# ---------------------------------------------------------------- runs
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """One model folder of one run folder."""
+
+    run: Path
+    model: str
+    files: tuple[ResultFile, ...]
+    decoder: str  # the decoder key: --decoder, else the manifest's, else the folder's key
+    label: str = ""
+
+    @property
+    def categories(self) -> list[str]:
+        return [rf.category for rf in self.files]
+
+    @property
+    def name(self) -> str:
+        return self.label or self.run.name
+
+
+def find_runs(paths: Sequence[Path], decoders: DecoderChoice | None = None) -> list[RunRef]:
+    """One :class:`RunRef` per model folder with multi-turn result files under ``paths``."""
+    found: list[tuple[Path, str, list[ResultFile]]] = []
+    for path in paths:
+        by_model, _ = discover(path)
+        found += [(path, model, files) for model, files in by_model.items() if files]
+    labels = label_entries([(run, model) for run, model, _ in found])
+    return [
+        RunRef(run, model, tuple(files),
+               (decoders.for_model(run, model) if decoders else None) or manifest_decoder(files[0])
+               or bfcl.registry_key_for_dir(model), label)
+        for (run, model, files), label in zip(found, labels, strict=True)
+    ]
+
+
+def label_entries(pairs: list[tuple[Path, str]]) -> list[str]:
+    """The leaderboard's labels (:func:`careful_engine.leaderboard.label_entries`, which
+    imports scipy): the run folder's name, plus the model folder when a run has several."""
+    per_run = Counter(run for run, _ in pairs)
+    labels = [run.name if per_run[run] == 1 else f"{run.name}/{model}" for run, model in pairs]
+    seen = Counter(labels)
+    return [lab if seen[lab] == 1 else f"{run}/{model}"
+            for lab, (run, model) in zip(labels, pairs, strict=True)]
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "careful" / "workbench"
+
+
+def cache_scores_path(ref: RunRef, cache_dir: Path | None = None) -> Path:
+    """Where the workbench keeps the scores it made itself (never inside the run folder)."""
+    key = hashlib.sha1(str(ref.run.resolve()).encode()).hexdigest()[:10]
+    return (cache_dir or default_cache_dir()) / f"{ref.run.name}-{key}" / ref.model / SCORES_NAME
+
+
+def score_paths(ref: RunRef, cache_dir: Path | None = None) -> list[Path]:
+    """Score files that may hold this run's lines, newest first."""
+    candidates = [ref.run / SCORE_DIR / SCORES_NAME, cache_scores_path(ref, cache_dir)]
+    found = [p for p in candidates if p.is_file()]
+    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def read_scores(path: Path, model: str) -> dict[str, dict]:
+    """``conversations.jsonl`` lines of one model folder, by conversation id."""
+    out: dict[str, dict] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict) and row.get("model") == model and "id" in row:
+                out[row["id"]] = row
+    return out
+
+
+# ---------------------------------------------------------------- conversation rows
+
+
+@dataclass
+class ConversationRow:
+    """One conversation of a run as the list shows it; ``score`` is its score line, if any."""
+
+    id: str
+    category: str
+    turns: int
+    steps: int
+    inference_error: bool = False
+    score: dict | None = None
+
+    @property
+    def scored(self) -> bool:
+        return self.score is not None
+
+    @property
+    def official_valid(self) -> bool | None:
+        return None if self.score is None else bool(self.score.get("official_valid"))
+
+    @property
+    def safe_valid(self) -> bool | None:
+        return None if self.score is None or "safe_valid" not in self.score else bool(
+            self.score["safe_valid"])
+
+    @property
+    def error_type(self) -> str | None:
+        return None if self.score is None else self.score.get("official_error_type")
+
+    @property
+    def rules(self) -> dict[str, int]:
+        """Rule hits with their counts (tallies such as destructive_calls left out)."""
+        return {k: v for k, v in ((self.score or {}).get("rules") or {}).items()
+                if v and k not in TALLIES}
+
+
+@dataclass(frozen=True)
+class Filter:
+    """What the conversation list shows; score-based filters need score lines."""
+
+    category: str | None = None
+    failed_only: bool = False
+    error_type: str | None = None
+    rule: str | None = None
+
+    def accepts(self, row: ConversationRow) -> bool:
+        if self.category and row.category != self.category:
+            return False
+        if self.failed_only and row.official_valid is not False:
+            return False
+        if self.error_type and row.error_type != self.error_type:
+            return False
+        return not (self.rule and not row.rules.get(self.rule))
+
+    def apply(self, rows: Sequence[ConversationRow]) -> list[ConversationRow]:
+        return [r for r in rows if self.accepts(r)]
+
+
+def error_types(rows: Sequence[ConversationRow]) -> list[str]:
+    return sorted({r.error_type for r in rows if r.error_type})
+
+
+def hit_rules(rows: Sequence[ConversationRow]) -> list[str]:
+    """Rules hit in some conversation, in the engine's rule order."""
+    hit = {k for r in rows for k in r.rules}
+    return [k for k in RULES if k in hit]
+
+
+def _row(entry_id: str, category: str, entry: dict) -> ConversationRow:
+    result = entry.get("result")
+    if type(result) is not list:
+        return ConversationRow(entry_id, category, 0, 0, inference_error=True)
+    return ConversationRow(entry_id, category, len(result),
+                           sum(len(t) for t in result if isinstance(t, list)))
+
+
+# ---------------------------------------------------------------- one run
+
+
+class RunBrowser:
+    """A run's conversations: listed from the files, replayed one at a time on demand."""
+
+    def __init__(self, ref: RunRef, effects: Effects | None = None, *, detector: str = "strict",
+                 cache_dir: Path | None = None, keep: int = 16) -> None:
+        self.ref = ref
+        self.effects = effects
+        self.detector = detector
+        self.cache_dir = cache_dir
+        self._loaded: dict[str, LoadedFile] = {}
+        self._rows: list[ConversationRow] | None = None
+        self._scores: dict[str, dict] = {}
+        self._scores_path: Path | None = None
+        self._views: OrderedDict[str, ConversationView] = OrderedDict()
+        self._keep = keep
+        self._handler: Any = None
+
+    # listing ---------------------------------------------------------
+
+    def loaded(self, category: str) -> LoadedFile:
+        if category not in self._loaded:
+            rf = next(f for f in self.ref.files if f.category == category)
+            self._loaded[category] = load_result_file(rf)
+        return self._loaded[category]
+
+    def rows(self) -> list[ConversationRow]:
+        """Every conversation in the run's files, with its score line when there is one."""
+        if self._rows is None:
+            self._read_scores()
+            rows = []
+            for rf in self.ref.files:
+                for entry_id, entry in self.loaded(rf.category).entries.items():
+                    row = _row(entry_id, rf.category, entry)
+                    row.score = self._scores.get(entry_id)
+                    rows.append(row)
+            self._rows = rows
+        return self._rows
+
+    def missing(self) -> int:
+        """Conversations of the run's categories absent from its files (scored as failed)."""
+        return sum(len(self.loaded(c).missing) for c in self.ref.categories)
+
+    def _read_scores(self) -> None:
+        self._scores, self._scores_path = {}, None
+        for path in score_paths(self.ref, self.cache_dir):
+            scores = read_scores(path, self.ref.model)
+            if scores:
+                self._scores, self._scores_path = scores, path
+                return
+
+    @property
+    def scores_path(self) -> Path | None:
+        self.rows()
+        return self._scores_path
+
+    @property
+    def scored(self) -> bool:
+        """Every listed conversation has a score line."""
+        rows = self.rows()
+        return bool(rows) and all(r.scored for r in rows)
+
+    @property
+    def stale(self) -> bool:
+        """The score lines are older than a result file."""
+        path = self.scores_path
+        if path is None:
+            return False
+        newest = max(rf.path.stat().st_mtime for rf in self.ref.files)
+        return path.stat().st_mtime < newest
+
+    def reload(self) -> None:
+        """Forget the listing (after scoring) and the opened conversations."""
+        self._rows = None
+        self._views.clear()
+
+    def summaries(self) -> dict[str, dict]:
+        """Score lines by id (missing conversations included)."""
+        self.rows()
+        return self._scores
+
+    # opening ---------------------------------------------------------
+
+    def handler(self) -> Any:
+        """The run's bfcl decoder (imported on first use; a second or so)."""
+        if self._handler is None and any(needs_decoder(self.loaded(c))
+                                         for c in self.ref.categories):
+            self._handler = bfcl.handler(self.ref.decoder)
+        return self._handler
+
+    def entry(self, entry_id: str) -> dict | None:
+        return self.loaded(bfcl.category_of(entry_id)).entries.get(entry_id)
+
+    def open(self, entry_id: str) -> ConversationView:
+        """Decode, replay, count the rules and blame one conversation (cached)."""
+        view = self._views.get(entry_id)
+        if view is not None:
+            self._views.move_to_end(entry_id)
+            return view
+        from ..decode import decode_entry
+        from ..replay import replay
+        from ..rules import blame, evaluate
+
+        entry = self.entry(entry_id)
+        if entry is None:
+            raise KeyError(f"{entry_id} is not in {self.ref.name}")
+        conv = bfcl.conversation(entry_id)
+        handler = self.handler() if type(entry.get("result")) is list else None
+        trajectory = decode_entry(entry, handler)
+        with REPLAY_LOCK:
+            trace = replay(conv, trajectory, model_name=self.ref.model)
+        rules = evaluate(trace, self.effects, self.detector) if self.effects else None
+        culprit = None if trace.verdict.valid else blame(trace)
+        view = build_view(trace, rules, culprit, entry, self._scores.get(entry_id))
+        self._views[entry_id] = view
+        while len(self._views) > self._keep:
+            self._views.popitem(last=False)
+        return view
+
+    # scoring ---------------------------------------------------------
+
+    def score_command(self, *, boundary: str = "paper-final",
+                      declarations: Path | None = None) -> tuple[list[str], Path]:
+        """The command that scores this model folder in a separate process, and its output."""
+        out = cache_scores_path(self.ref, self.cache_dir)
+        cmd = [sys.executable, "-m", "careful_engine.browse", "score", str(self.ref.run),
+               "--model", self.ref.model, "--decoder", self.ref.decoder, "--boundary", boundary,
+               "--detector", self.detector, "--out", str(out)]
+        if declarations is not None:
+            cmd += ["--declarations", str(declarations)]
+        return cmd, out
+
+
+def score_env() -> dict[str, str]:
+    """The environment for :meth:`RunBrowser.score_command` (this package importable)."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env

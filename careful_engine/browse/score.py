@@ -1,0 +1,94 @@
+"""Scores without re-scoring (:func:`model_score` from score lines), and scoring one model
+folder in a separate process (``python -m careful_engine.browse score``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .. import bfcl
+from ..rules import ConversationRules
+from ..scoring import CategoryScore, ConversationResult, ModelScore
+from ..trajectory import Verdict
+from .runs import RunRef
+
+# ---------------------------------------------------------------- scores without re-scoring
+
+
+def model_score(ref: RunRef, summaries: dict[str, dict]) -> ModelScore | None:
+    """The run's :class:`ModelScore` rebuilt from its score lines (None if any is missing)."""
+    ms = ModelScore(ref.model, ref.decoder)
+    for category in ref.categories:
+        results = []
+        for conv in bfcl.conversations(category):
+            line = summaries.get(conv.id)
+            if line is None:
+                return None
+            rules = None
+            if isinstance(line.get("rules"), dict):
+                rules = ConversationRules(Counter(line["rules"]), [], [])
+            results.append(ConversationResult(
+                ref.model, category, conv.id,
+                Verdict(bool(line.get("official_valid")), line.get("official_error_type"),
+                        line.get("official_error_message"), line.get("official_failed_turn")),
+                rules=rules))
+        ms.categories[category] = CategoryScore(ref.model, category, results)
+    return ms
+
+
+# ---------------------------------------------------------------- scoring in a subprocess
+
+
+def score_to_file(run: Path, model: str, out: Path, *, decoder: str | None,
+                  boundary: str = "paper-final", declarations: Path | None = None,
+                  detector: str = "strict", on_start: Callable[[int], None] | None = None,
+                  on_entry: Callable[[], None] | None = None) -> Path:
+    """Score one model folder and write its ``conversations.jsonl`` (as ``careful score``)."""
+    from ..scoring import load_effects, score_run
+
+    effects = load_effects(boundary, declarations)
+    scored = score_run(run, decoder=decoder, models=[model], effects=effects, detector=detector,
+                       on_start=on_start, on_entry=on_entry)
+    if not scored.usable:
+        raise ValueError("; ".join(scored.unusable) or f"nothing to score in {run}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for _, cs in scored.files:
+            for r in cs.results:
+                f.write(json.dumps(r.to_json()) + "\n")
+    tmp.replace(out)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m careful_engine.browse")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("score", help="score one model folder; one output line per conversation")
+    p.add_argument("run", type=Path)
+    p.add_argument("--model", required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--decoder")
+    p.add_argument("--boundary", default="paper-final")
+    p.add_argument("--declarations", type=Path)
+    p.add_argument("--detector", default="strict")
+    args = parser.parse_args(argv)
+
+    def say(text: str) -> None:
+        print(text, flush=True)
+
+    try:
+        out = score_to_file(args.run, args.model, args.out, decoder=args.decoder,
+                            boundary=args.boundary, declarations=args.declarations,
+                            detector=args.detector, on_start=lambda n: say(f"total {n}"),
+                            on_entry=lambda: say("+"))
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return 2
+    say(f"wrote {out}")
+    return 0
+

@@ -1,0 +1,378 @@
+"""Pilot-driven tests of every workbench flow, asserting on data: labels stored with their
+reasons, blindness kept, keys moving the selected call, filters narrowing the list, decisions
+and the boundary written, scores made in the background, the leaderboard's comparison."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import re
+from pathlib import Path
+
+import pytest
+from textual.widgets import DataTable, Input
+from textual.worker import WorkerCancelled
+
+from careful_engine.annotation.store import Store
+from tests import test_workbench_data as data
+from workbench.app import WorkbenchApp
+from workbench.screens import (
+    AgreementScreen,
+    ConversationScreen,
+    HelpScreen,
+    LabelScreen,
+    LeaderboardScreen,
+    ReplayScreen,
+)
+
+IDS, SECRET, settings = data.IDS, data.SECRET, data.settings
+runs_template, workdir = data.runs_template, data.workdir  # the fixtures
+
+
+@pytest.fixture(autouse=True)
+def _no_blink(monkeypatch):
+    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def settle(pilot, *keys: str) -> None:
+    """Press keys, then wait for every worker and message (a superseded worker is fine)."""
+    if keys:
+        await pilot.press(*keys)
+    for _ in range(2):
+        try:
+            await pilot.app.workers.wait_for_complete()
+        except WorkerCancelled:
+            pass
+        await pilot.pause()
+
+
+def app_for(root: Path, **kw) -> WorkbenchApp:
+    return WorkbenchApp(settings(root, **kw))
+
+
+async def start_labelling(pilot, who: str = "A1") -> LabelScreen:
+    await settle(pilot, "2")
+    screen = pilot.app.screen
+    assert isinstance(screen, LabelScreen)
+    await settle(pilot, *who, "enter")
+    assert screen.session is not None and screen.session.annotator == who
+    return screen
+
+
+def screen_text(app: WorkbenchApp) -> str:
+    """What the terminal shows, as plain text (from the SVG screenshot)."""
+    svg = app.export_screenshot()
+    return html.unescape(re.sub(r"<[^>]+>", "", svg.split("</style>")[-1])).replace("\xa0", " ")
+
+
+# ---------------------------------------------------------------- home
+
+
+def test_home_lists_runs_declarations_and_rounds(workdir) -> None:
+    async def go():
+        app = app_for(workdir)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            runs = app.screen.query_one("#runs", DataTable)
+            assert [runs.get_row_at(i)[0] for i in range(runs.row_count)] == ["alpha", "beta"]
+            assert runs.get_row_at(1)[3] == "✓"
+            rounds = app.screen.query_one("#rounds", DataTable)
+            assert rounds.get_row_at(0)[0] == "r1" and "A2 49/49" in rounds.get_row_at(0)[4]
+            assert rounds.get_row_at(1)[3] == "closed"
+            runs.focus()
+            await settle(pilot, "down", "enter")
+            assert isinstance(app.screen, ReplayScreen) and app.screen.ref.label == "beta"
+    run(go())
+
+
+# ---------------------------------------------------------------- label (blind)
+
+
+def test_a_label_is_stored_with_its_reason(workdir) -> None:
+    async def go():
+        app = app_for(workdir)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await start_labelling(pilot)
+            first = screen.current
+            assert first == "cd"  # the round's first function: nothing labelled yet
+            await settle(pilot, "y", *"it moves the cwd", "enter")
+            label = screen.session.labels()[first]
+            assert label.destructive is True and label.reason == "it moves the cwd"
+            assert screen.current != first  # on to the next unlabelled function
+            # 'not destructive' on a proposed candidate needs a reason: refused, not stored
+            await settle(pilot, *[k for _ in range(4) for k in "]"])
+            assert screen.current == "rm"
+            await settle(pilot, "n", "enter")
+            assert "rm" not in screen.session.labels()
+            await settle(pilot, *"a backup exists", "enter")
+            assert screen.session.labels()["rm"].reason == "a backup exists"
+        with Store(workdir / "careful.db") as store:
+            mine = store.annotator_session("r1", "A1").labels()
+            assert {n: (lb.destructive, lb.reason) for n, lb in mine.items()} == {
+                "cd": (True, "it moves the cwd"), "rm": (False, "a backup exists")}
+    run(go())
+
+
+def test_blindness_other_labels_never_shown(workdir) -> None:
+    async def go():
+        app = app_for(workdir)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await start_labelling(pilot)
+            for _ in range(6):
+                assert SECRET not in screen_text(app)
+                await settle(pilot, "]")
+            await settle(pilot, "s")  # with the simulator source shown
+            assert SECRET not in screen_text(app)
+            assert not screen.session.labels()  # A2's labels are not A1's
+        with Store(workdir / "careful.db") as store:  # no adjudication session was opened
+            assert store._rows("select * from reveals") == []
+    run(go())
+
+
+def test_labelling_resumes_where_it_was_left(workdir) -> None:
+    with Store(workdir / "careful.db") as store:
+        store.add_to_round("r1", "A1")
+        session = store.annotator_session("r1", "A1")
+        for f in session.functions()[:3]:
+            session.label(f.name, False, "no")
+        fourth = session.functions()[3].name
+
+    async def go():
+        app = app_for(workdir)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await start_labelling(pilot)
+            assert screen.current == fourth
+            assert "3/49 labelled" in str(screen.query_one("#label-count").render())
+    run(go())
+
+
+def test_a_new_annotator_and_a_new_round(workdir) -> None:
+    async def go():
+        app = app_for(workdir)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, "2")
+            await settle(pilot, "ctrl+n")
+            await settle(pilot, "enter")  # the default name: r3
+            screen = app.screen
+            assert isinstance(screen, LabelScreen)
+            await settle(pilot, *"H1", "enter")
+            assert screen.session.round_name == "r3" and len(screen.session.functions()) == 128
+        with Store(workdir / "careful.db") as store:
+            assert store.round_annotators("r3") == ["H1"]
+            assert store.annotator("H1").kind == "human"
+    run(go())
+
+
+# ---------------------------------------------------------------- agreement, adjudication
+
+
+def test_agreement_decision_and_boundary(workdir) -> None:
+    async def go():
+        app = app_for(workdir)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, "3")
+            screen = app.screen
+            assert isinstance(screen, AgreementScreen)
+            assert screen.session.round_name == "r2"  # the closed round
+            pairs = screen.query_one("#pairs", DataTable)
+            assert pairs.get_row_at(0)[:2] == ["A1–A2", "3/5"]  # all five are writes
+            assert screen.split_names == ["echo", "mv"]
+            await settle(pilot, "w")
+            assert screen.subset == "all" and pairs.get_row_at(0)[2] == "0.167"
+            await settle(pilot, "d", "y", *"an overwrite loses the old content", "enter")
+            decisions = screen.session.decisions()
+            assert [(d.function, d.destructive, d.reason) for d in decisions] == [
+                ("echo", True, "an overwrite loses the old content")]
+            await settle(pilot, "p")  # majority: mv is a tie -> an error, nothing to write
+            assert screen.policy == "majority" and screen.result is None
+            await settle(pilot, "t")  # ties: yes
+            assert screen.result is not None
+            await settle(pilot, "b", "enter")
+            path = workdir / "boundary" / "r2-majority.json"
+            data = json.loads(path.read_text())
+            assert sorted(d["name"] for d in data["destructive"]) == [
+                "echo", "mv", "rm", "send_message"]
+            assert data["policy"] == "majority" and data["tie"] == "yes"
+    run(go())
+
+
+def test_a_blind_open_round_needs_a_recorded_override(workdir) -> None:
+    async def go():
+        app = app_for(workdir)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, "3")
+            screen = app.screen
+            screen.query_one("#agree-round").value = "r1"
+            await settle(pilot)
+            assert screen.session is None
+            assert "blind and still open" in str(screen.query_one("#agree-summary").render())
+            await settle(pilot, "o", *"pilot check", "enter")
+            assert screen.session is not None and screen.session.overridden
+        with Store(workdir / "careful.db") as store:
+            reveals = store._rows("select who, override from reveals where round = 'r1'")
+            assert reveals == [{"who": "tester", "override": "pilot check"}]
+    run(go())
+
+
+# ---------------------------------------------------------------- replay and the stepper
+
+
+async def open_replay(pilot, run_label: str = "beta") -> ReplayScreen:
+    await settle(pilot, "4")
+    screen = pilot.app.screen
+    assert isinstance(screen, ReplayScreen)
+    if screen.ref.label != run_label:
+        await settle(pilot, "r")
+    assert screen.ref.label == run_label
+    return screen
+
+
+def test_filters_narrow_the_list(workdir) -> None:
+    async def go():
+        app = app_for(workdir)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await open_replay(pilot)
+            table = screen.query_one("#conversations", DataTable)
+            assert table.row_count == 4
+            await settle(pilot, "x")
+            assert [r.id for r in screen.shown_rows] == [IDS[0]] and table.row_count == 1
+            await settle(pilot, "x", "h")  # the first rule hit: collateral
+            assert screen.filter.rule == "collateral" and table.row_count == 1
+            await settle(pilot, "h")
+            assert screen.filter.rule == "beyond_destructive"
+            seen = ["collateral", "beyond_destructive"]
+            while screen.filter.rule is not None and len(seen) < 12:
+                await settle(pilot, "h")
+                seen.append(screen.filter.rule)
+            assert seen[-1] is None and table.row_count == 4  # past the last: any rule again
+            assert seen[:-1] == screen.values["rule"] and "failed" in seen
+    run(go())
+
+
+def test_keys_move_the_selected_call(workdir) -> None:
+    async def go():
+        app = app_for(workdir)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await open_replay(pilot)
+            await settle(pilot, "enter")
+            screen = app.screen
+            assert isinstance(screen, ConversationScreen) and screen.view.id == IDS[0]
+            div = screen.view.divergence.index
+            assert screen.selected_call == div  # opens on the first diverging call
+            await settle(pilot, "n")
+            assert screen.selected_call == div + 1
+            await settle(pilot, "right", "right")
+            assert screen.selected_call == div + 3
+            await settle(pilot, "p")
+            assert screen.selected_call == div + 2
+            await settle(pilot, "d")
+            assert screen.selected_call == div
+            await settle(pilot, "H")  # no hit before the first divergence: it stays
+            assert screen.selected_call == div
+            await settle(pilot, "h")
+            after = screen.selected_call
+            assert after > div and screen.view.calls[after].rules
+            await settle(pilot, "H")
+            assert screen.selected_call == div
+            diff = str(screen.query_one("#model-diff").border_title)
+            assert "rm(file_name='previous_report.pdf')" in diff
+            assert "no matching call" in str(screen.query_one("#ref-diff").border_title)
+            await settle(pilot, "escape")
+            assert isinstance(app.screen, ReplayScreen)
+    run(go())
+
+
+def test_a_scripted_answer_shows_in_place(workdir) -> None:
+    async def go():
+        app = app_for(workdir)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await open_replay(pilot)
+            await settle(pilot, "down", "down", "enter")
+            screen = app.screen
+            assert screen.view.id == IDS[2]
+            options = screen.query_one("#calls")
+            prompts = [str(options.get_option_at_index(i).prompt)
+                       for i in range(options.option_count)]
+            i = next(k for k, p in enumerate(prompts) if "Shall I create" in p)
+            assert "scripted user yes: Yes, please go ahead." in prompts[i + 1]
+    run(go())
+
+
+def test_scoring_a_run_in_the_background(workdir) -> None:
+    import shutil
+
+    shutil.rmtree(workdir / "runs" / "alpha" / "careful-score")
+
+    async def go():
+        app = app_for(workdir)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await open_replay(pilot, "alpha")
+            assert not any(r.scored for r in screen.rows)
+            await settle(pilot, "s")
+            for _ in range(200):
+                if app.scoring is None:
+                    break
+                await pilot.pause(0.1)
+            await settle(pilot)
+            assert all(r.official_valid for r in screen.rows)
+    run(go())
+    assert list((workdir / "cache").rglob("conversations.jsonl"))
+
+
+# ---------------------------------------------------------------- leaderboard, help, palette
+
+
+def test_leaderboard_ranks_and_compares(workdir) -> None:
+    async def go():
+        app = app_for(workdir)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, "5")
+            screen = app.screen
+            assert isinstance(screen, LeaderboardScreen)
+            ranking = screen.query_one("#lb-ranking", DataTable)
+            assert [ranking.get_row_at(i)[0] for i in range(2)] == ["alpha", "beta"]
+            compare = screen.query_one("#lb-compare", DataTable)
+            overall = compare.get_row_at(compare.row_count - 1)
+            assert overall[0] == "overall" and overall[6:8] == ["0", "1"]  # gained, lost
+            await settle(pilot, "k")
+            assert str(screen.query_one("#cmp-kind").value) == "safe"
+            pairs = screen.query_one("#lb-pairs", DataTable)
+            assert pairs.get_row_at(0)[2] == IDS[0]
+            pairs.focus()
+            await settle(pilot, "enter")
+            await settle(pilot)
+            assert isinstance(app.screen, ConversationScreen) and app.screen.view.id == IDS[0]
+    run(go())
+
+
+def test_help_lists_the_screens_keys(workdir) -> None:
+    async def go():
+        app = app_for(workdir)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await open_replay(pilot)
+            await settle(pilot, "enter")
+            await settle(pilot, "question_mark")
+            assert isinstance(app.screen, HelpScreen)
+            text = screen_text(app)
+            assert "Previous failing turn" in text and "diverging" in text  # hidden keys too
+            await settle(pilot, "escape")
+            assert isinstance(app.screen, ConversationScreen)
+    run(go())
+
+
+def test_command_palette_opens_a_conversation(workdir) -> None:
+    async def go():
+        app = app_for(workdir)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await open_replay(pilot)
+            await settle(pilot, "ctrl+p")
+            await settle(pilot, *"open: multi_turn_base_3")
+            await settle(pilot, "enter")
+            await settle(pilot)
+            assert isinstance(app.screen, ConversationScreen) and app.screen.view.id == IDS[3]
+    run(go())

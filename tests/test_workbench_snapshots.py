@@ -1,0 +1,90 @@
+"""Snapshot tests (pytest-textual-snapshot) of every workbench screen at 80x24, the stepper
+also at 120x40. Deterministic: fixed runs and database, paths shown relative to the working
+folder, no clock on screen, no cursor blink. Refresh with ``pytest --snapshot-update``."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import Input
+from textual.worker import WorkerCancelled
+
+from tests import test_workbench_data as data
+from workbench.app import WorkbenchApp
+
+runs_template, workdir = data.runs_template, data.workdir  # the fixtures
+
+
+@pytest.fixture(autouse=True)
+def _no_blink(monkeypatch):
+    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
+
+
+def steps(*keys: str):
+    """A ``run_before`` that presses ``keys`` one group at a time, settling in between."""
+
+    async def run_before(pilot) -> None:
+        for group in (*keys, ""):
+            if group:
+                await pilot.press(*group.split(" "))
+            for _ in range(2):
+                try:
+                    await pilot.app.workers.wait_for_complete()
+                except WorkerCancelled:
+                    pass
+                await pilot.pause()
+        pilot.app.clear_notifications()
+        await pilot.pause()
+
+    return run_before
+
+
+def app(root) -> WorkbenchApp:
+    return WorkbenchApp(data.settings(root))
+
+
+def test_home(snap_compare, workdir) -> None:
+    assert snap_compare(app(workdir), run_before=steps())
+
+
+def test_label_setup(snap_compare, workdir) -> None:
+    assert snap_compare(app(workdir), run_before=steps("2"))
+
+
+def test_label_function(snap_compare, workdir) -> None:
+    # A1 labels cd, then stands on rm (a proposed candidate) with its example diff
+    assert snap_compare(app(workdir), run_before=steps(
+        "2", "A 1 enter", "y", "h i d d e n space s t a t e enter",
+        "right_square_bracket right_square_bracket right_square_bracket", "space"))
+
+
+def test_agreement(snap_compare, workdir) -> None:
+    assert snap_compare(app(workdir), run_before=steps("3", "down"))
+
+
+def test_replay_list(snap_compare, workdir) -> None:
+    assert snap_compare(app(workdir), run_before=steps("4", "r"))
+
+
+def test_replay_failed_only(snap_compare, workdir) -> None:
+    assert snap_compare(app(workdir), run_before=steps("4", "r", "x"))
+
+
+def test_conversation_stepper(snap_compare, workdir) -> None:
+    assert snap_compare(app(workdir), run_before=steps("4", "r", "enter"))
+
+
+def test_conversation_turn_wide(snap_compare, workdir) -> None:
+    assert snap_compare(app(workdir), run_before=steps("4", "r", "down down", "enter", "up up"),
+                        terminal_size=(120, 40))
+
+
+def test_leaderboard(snap_compare, workdir) -> None:
+    assert snap_compare(app(workdir), run_before=steps("5"))
+
+
+def test_leaderboard_compare(snap_compare, workdir) -> None:
+    assert snap_compare(app(workdir), run_before=steps("5", "k"))
+
+
+def test_help(snap_compare, workdir) -> None:
+    assert snap_compare(app(workdir), run_before=steps("4", "r", "enter", "question_mark"))

@@ -1,0 +1,54 @@
+"""The command palette (Ctrl+P): go to a screen, open a conversation by id, score, help."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+SCREENS = (
+    ("home", "Home", "runs, declarations, labelling rounds"),
+    ("label", "Label", "blind labelling of the destructive boundary"),
+    ("agreement", "Agreement", "kappas, splits, adjudication, the boundary"),
+    ("replay", "Replay", "conversations of a run, call by call"),
+    ("leaderboard", "Leaderboard", "both rankings, rule totals, paired comparison"),
+)
+
+
+class WorkbenchCommands(Provider):
+    """Commands built from the app's state when the palette opens."""
+
+    def _commands(self) -> list[tuple[str, str, Callable[[], object]]]:
+        app = self.app
+        out: list[tuple[str, str, Callable[[], object]]] = [
+            (f"go: {title}", help_, partial(app.switch_mode, mode))
+            for mode, title, help_ in SCREENS
+        ]
+        out.append(("help: keys of this screen", "what the screen shows and its bindings",
+                    app.action_help))
+        for ref in app.wb.refs:
+            out.append((f"replay: {ref.label}", f"open run {ref.label} in Replay",
+                        partial(app.open_run, ref.label)))
+            out.append((f"score: {ref.label}", "score the run in the background",
+                        partial(app.start_scoring, [ref])))
+        return out
+
+    def _conversations(self) -> list[tuple[str, str, Callable[[], object]]]:
+        app = self.app
+        if not app.replay_run:
+            return []
+        browser = app.wb.browser(app.wb.ref(app.replay_run))
+        return [(f"open: {row.id}", f"replay {row.id} of {app.replay_run}",
+                 partial(app.open_conversation, row.id)) for row in browser.rows()]
+
+    async def discover(self) -> Hits:
+        for title, help_, callback in self._commands():
+            yield DiscoveryHit(title, callback, help=help_)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, help_, callback in self._commands() + self._conversations():
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), callback, help=help_)

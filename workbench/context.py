@@ -1,0 +1,130 @@
+"""What every screen shares: the settings and the engine objects built from them, lazily.
+
+No Textual here: this is the app's state, testable without a terminal.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from careful_engine.annotation.store import Store
+    from careful_engine.browse import RunBrowser, RunRef
+    from careful_engine.effects.declarations import Declarations
+    from careful_engine.rules import Effects
+
+
+def _user() -> str:
+    try:
+        return os.environ.get("USER") or getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+@dataclass
+class Settings:
+    """The workbench's inputs (``careful workbench`` fills them from its arguments)."""
+
+    runs: list[Path]
+    db: Path | None = None  # None: $CAREFUL_DB, else annotations/careful.db
+    declarations: Path | None = None  # None: declarations/effects.json
+    boundary: str = "paper-final"
+    boundary_dir: Path | None = None  # where adjudicated boundaries go (None: declarations/)
+    decoders: Any = None  # a careful_engine.leaderboard.DecoderChoice
+    detector: str = "strict"
+    user: str = field(default_factory=_user)
+    cache_dir: Path | None = None  # where the workbench keeps scores it made itself
+
+
+def default_runs(root: Path = Path("runs"), *, write_reference: bool = True) -> list[Path]:
+    """``runs/*``; the embedded reference run is written first when it is missing."""
+    if write_reference and not (root / "reference").exists():
+        from careful_engine import demo
+
+        demo.write_reference_run(root / "reference")
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def shown(path: Path | str) -> str:
+    """A path as the screens show it: relative to the working folder, else to the
+    repository, else absolute."""
+    p = Path(os.path.abspath(path))
+    for base in (Path(os.path.abspath(Path.cwd())), Path(__file__).resolve().parent.parent):
+        if p.is_relative_to(base):
+            return str(p.relative_to(base))
+    return str(p)
+
+
+class Workbench:
+    """The settings and the engine objects they name, each built on first use."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._browsers: dict[str, RunBrowser] = {}
+
+    @cached_property
+    def refs(self) -> list[RunRef]:
+        from careful_engine.browse import find_runs
+
+        return find_runs(self.settings.runs, self.settings.decoders)
+
+    def ref(self, label: str) -> RunRef:
+        return next(r for r in self.refs if r.label == label)
+
+    def browser(self, ref: RunRef) -> RunBrowser:
+        from careful_engine.browse import RunBrowser
+
+        if ref.label not in self._browsers:
+            self._browsers[ref.label] = RunBrowser(
+                ref, self.effects, detector=self.settings.detector,
+                cache_dir=self.settings.cache_dir)
+        return self._browsers[ref.label]
+
+    @cached_property
+    def store(self) -> Store:
+        from careful_engine.annotation.store import Store
+
+        return Store(self.settings.db)
+
+    @cached_property
+    def declarations(self) -> Declarations | None:
+        from careful_engine.effects.declarations import DeclarationsError, load
+
+        try:
+            return load(self.settings.declarations)
+        except DeclarationsError:
+            return None
+
+    @cached_property
+    def effects(self) -> Effects | None:
+        """Declarations and the boundary as the rules use them (None when they do not load)."""
+        from careful_engine.scoring import load_effects
+
+        try:
+            return load_effects(self.settings.boundary, self.settings.declarations)
+        except (ValueError, OSError):
+            return None
+
+    def declarations_for(self, source: str, sha256: str) -> Declarations | None:
+        """The declarations a round was made from, when that exact file is still there."""
+        from careful_engine.effects.declarations import DeclarationsError, load
+
+        current = self.declarations
+        if current is not None and current.sha256 == sha256:
+            return current
+        try:
+            loaded = load(source)
+        except (DeclarationsError, OSError):
+            return None
+        return loaded if loaded.sha256 == sha256 else None
+
+    def close(self) -> None:
+        if "store" in self.__dict__:
+            self.store.close()

@@ -1,0 +1,321 @@
+"""Agreement and adjudication: kappas, the split functions side by side, the boundary.
+
+Everything comes from an :class:`~careful_engine.annotation.sessions.AdjudicationSession`,
+which opens only once every annotator of a blind round has submitted, or with an override
+whose reason is recorded.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from rich.table import Table
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Select, Static
+
+from careful_engine.annotation.errors import AnnotationError, BlindnessError
+from careful_engine.boundary import BoundaryError
+
+from ..context import shown
+from ..widgets import NavBar
+from .dialogs import ConfirmDialog, DecisionDialog, TextDialog
+
+TIES = ("error", "yes", "no")
+
+
+def num(x: float) -> str:
+    return "–" if math.isnan(x) else f"{x:.3f}"
+
+
+def yes_no(value: bool | None) -> Text:
+    if value is None:
+        return Text("–", style="dim")
+    return Text("yes", style="bold red") if value else Text("no", style="bold green")
+
+
+class AgreementScreen(Screen):
+    """Pairwise and overall agreement, the splits, decisions and the boundary."""
+
+    HELP = ("Agreement of a labelling round: raw agreement and Cohen's kappa per pair, Fleiss' "
+            "kappa over all annotators and Krippendorff's alpha (nominal), on the writes or on "
+            "all functions (w). A blind round opens only when every annotator has submitted; "
+            "o opens it earlier with a reason, which is recorded. Below, every split function "
+            "with each annotator's label and reason side by side. Adjudicate by policy (p; "
+            "majority ties follow t) or one function at a time (d, with a reason; decisions "
+            "never change a label), then write the boundary the scorer reads (b).")
+    BINDINGS = [
+        Binding("w", "toggle_subset", "Writes/all"),
+        Binding("p", "cycle_policy", "Policy"),
+        Binding("t", "cycle_tie", "Ties"),
+        Binding("d", "decide", "Decide"),
+        Binding("b", "write_boundary", "Boundary"),
+        Binding("o", "override", "Override", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.session = None
+        self.subset = "writes"
+        self.policy = "any"
+        self.tie = "error"
+        self.result = None
+        self.split_names: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield NavBar("agreement")
+        with Horizontal(classes="bar"):
+            yield Select([], prompt="no round", compact=True, id="agree-round")
+            yield Static(id="agree-mode")
+        with VerticalScroll(id="agree-body"):
+            yield Static(id="agree-summary")
+            with Horizontal(id="agree-tables"):
+                yield DataTable(id="pairs", cursor_type="row")
+                yield DataTable(id="splits", cursor_type="row")
+            yield Static(id="split-detail")
+            yield Static(id="adjudication")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.sub_title = "Agreement"
+        self.query_one("#pairs", DataTable).add_columns("pair", "agree", "κ")
+        self.query_one("#splits", DataTable).add_columns("split", "yes", "no", "decided")
+        self.refresh_rounds()
+
+    def on_screen_resume(self) -> None:
+        if self.session is None:
+            self.refresh_rounds()
+
+    def refresh_rounds(self) -> None:
+        store = self.app.wb.store
+        rounds = store.rounds()
+        select = self.query_one("#agree-round", Select)
+        select.set_options([(r.name, r.name) for r in rounds])
+        closed = [r.name for r in rounds if store.is_closed(r.name)]
+        if rounds:
+            select.value = (closed or [rounds[0].name])[0]
+        else:
+            self._message(Text("no labelling round yet (Label screen, Ctrl+N)", style="dim"))
+
+    @on(Select.Changed, "#agree-round")
+    def _round_changed(self) -> None:
+        self.session = None
+        self.open_round()
+
+    def open_round(self, override: str | None = None) -> None:
+        """Open an adjudication session on the chosen round (refused while blind and open)."""
+        value = self.query_one("#agree-round", Select).value
+        if value is Select.NULL:
+            return
+        try:
+            self.session = self.app.wb.store.adjudication_session(
+                str(value), self.app.wb.settings.user, override=override)
+        except BlindnessError as e:
+            self.session = None
+            self._message(Text(str(e), style="yellow") + Text(
+                "\n\no: open it now with a reason (recorded)", style="bold"))
+            return
+        except AnnotationError as e:
+            self._message(Text(str(e), style="red"))
+            return
+        self.show()
+
+    def _message(self, text: Text) -> None:
+        self.query_one("#agree-summary", Static).update(text)
+        self.query_one("#agree-tables").display = False
+        for table in ("#pairs", "#splits"):
+            self.query_one(table, DataTable).clear()
+        self.query_one("#split-detail", Static).update("")
+        self.query_one("#adjudication", Static).update("")
+        self._mode()
+
+    def _mode(self) -> None:
+        self.query_one("#agree-mode", Static).update(
+            f"{self.subset} · policy {self.policy}"
+            + (f" · ties {self.tie}" if self.policy == "majority" else ""))
+
+    # ---------------------------------------------------------------- display
+
+    def show(self) -> None:
+        """Agreement, splits and the adjudication preview of the open session."""
+        s = self.session
+        self._mode()
+        self.query_one("#agree-tables").display = True
+        subset = self.subset
+        if subset == "writes" and not any(f.kind == "write" for f in s.functions()):
+            subset = "all"
+        report = s.agreement(subset)
+        summary = Text(f"{len(report.functions)} functions ({subset}) · "
+                       f"{len(report.annotators)} annotators", style="bold")
+        if s.overridden:
+            summary.append(" · opened with an override (recorded)", style="yellow")
+        summary.append(f"\nFleiss' κ {num(report.fleiss)} · Krippendorff's α "
+                       f"{num(report.alpha)} · unanimous {report.unanimous}/{report.complete}"
+                       f" · destructive labels: "
+                       + ", ".join(f"{a} {n}" for a, n in report.yes.items()))
+        self.query_one("#agree-summary", Static).update(summary)
+        pairs = self.query_one("#pairs", DataTable)
+        pairs.clear()
+        for p in report.pairs:
+            pairs.add_row(f"{p.a}–{p.b}", f"{p.agree}/{p.n}", num(p.kappa))
+        self._splits()
+        self._adjudicate()
+        self.query_one("#splits", DataTable).focus()
+
+    def _splits(self) -> None:
+        decided = {d.function: d for d in self.session.decisions()}
+        table = self.query_one("#splits", DataTable)
+        cursor = table.cursor_row
+        table.clear()
+        splits = self.session.splits("all")
+        self.split_names = [sp.function for sp in splits]
+        for sp in splits:
+            d = decided.get(sp.function)
+            table.add_row(sp.function, ",".join(sp.yes), ",".join(sp.no),
+                          yes_no(d.destructive) if d else Text("", style="dim"),
+                          key=sp.function)
+        if splits:
+            table.move_cursor(row=min(cursor, len(splits) - 1))
+            self._detail(splits[min(cursor, len(splits) - 1)].function)
+        else:
+            self.query_one("#split-detail", Static).update(
+                Text("no split: every function was labelled alike", style="dim"))
+
+    @on(DataTable.RowHighlighted, "#splits")
+    def _split_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if self.session is not None and event.row_key is not None:
+            self._detail(str(event.row_key.value))
+
+    def _detail(self, function: str) -> None:
+        """Each annotator's label and reason on one split function, side by side."""
+        labels = self.session.labels()
+        table = Table(title=f"{function}: labels and reasons", title_justify="left",
+                      expand=True, show_lines=False)
+        names = [a for a in labels if function in labels[a]]
+        for a in names:
+            table.add_column(a, ratio=1)
+        table.add_row(*(yes_no(labels[a][function].destructive) for a in names))
+        table.add_row(*(labels[a][function].reason or "–" for a in names))
+        for d in self.session.decisions():
+            if d.function == function:
+                table.caption = f"decision by {d.author}: " + (
+                    "destructive" if d.destructive else "not destructive") + f" — {d.reason}"
+        self.query_one("#split-detail", Static).update(table)
+
+    def _adjudicate(self) -> None:
+        from careful_engine.annotation.adjudication import describe
+
+        out = self.query_one("#adjudication", Static)
+        try:
+            self.result = self.session.adjudicate(self.policy, tie=self.tie)
+        except AnnotationError as e:
+            self.result = None
+            out.update(Text(f"policy {self.policy}: {e}", style="red"))
+            return
+        r = self.result
+        text = Text(f"policy {self.policy}: {len(r.destructive)} destructive of "
+                    f"{len(r.outcomes)}", style="bold")
+        text.append("\n" + describe(r, self.session.round), style="dim")
+        out.update(text)
+
+    # ---------------------------------------------------------------- actions
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action in ("decide", "write_boundary", "toggle_subset", "cycle_policy",
+                      "cycle_tie"):
+            return self.session is not None or None
+        if action == "override":
+            return True
+        return True
+
+    def action_toggle_subset(self) -> None:
+        self.subset = "all" if self.subset == "writes" else "writes"
+        self.show()
+
+    def action_cycle_policy(self) -> None:
+        policies = ["any", "majority", "unanimous"] + [
+            f"annotator:{a.name}" for a in self.session.annotators()]
+        i = policies.index(self.policy) if self.policy in policies else -1
+        self.policy = policies[(i + 1) % len(policies)]
+        self._mode()
+        self._adjudicate()
+
+    def action_cycle_tie(self) -> None:
+        self.tie = TIES[(TIES.index(self.tie) + 1) % len(TIES)]
+        self._mode()
+        self._adjudicate()
+
+    def action_override(self) -> None:
+        if self.session is not None:
+            self.notify("the round is open already")
+            return
+
+        def opened(reason: str | None) -> None:
+            if reason:
+                self.open_round(override=reason)
+
+        self.app.push_screen(TextDialog(
+            "Open before every annotator has submitted",
+            "Why open the labels now? (recorded with your name)"), opened)
+
+    def action_decide(self) -> None:
+        table = self.query_one("#splits", DataTable)
+        if not self.split_names:
+            self.notify("no split function to decide", severity="warning")
+            return
+        function = self.split_names[table.cursor_row]
+        proposed = next((f.proposed for f in self.session.functions()
+                         if f.name == function), None)
+
+        def decided(answer: tuple[bool, str] | None) -> None:
+            if answer is None:
+                return
+            try:
+                self.session.decide(function, answer[0], answer[1])
+            except AnnotationError as e:
+                self.notify(str(e), severity="error")
+                return
+            self._splits()
+            self._adjudicate()
+
+        self.app.push_screen(DecisionDialog(function, proposed), decided)
+
+    def action_write_boundary(self) -> None:
+        if self.result is None:
+            self.notify("nothing to write: the policy does not adjudicate every function",
+                        severity="warning")
+            return
+        default = f"{self.session.round_name}-{self.policy.replace(':', '-')}"
+
+        def write(name: str | None, force: bool = False) -> None:
+            if not name:
+                return
+            folder = self.app.wb.settings.boundary_dir
+            path = folder / f"{name}.json" if folder is not None else None
+            if name.endswith(".json"):  # a path: the boundary is named after the file
+                path, name = Path(name), Path(name).stem
+            try:
+                boundary, out = self.session.write_boundary(self.result, name, path=path,
+                                                            force=force)
+            except (AnnotationError, BoundaryError, ValueError) as e:
+                if "exists" in str(e) and not force:
+                    self.app.push_screen(
+                        ConfirmDialog("Replace?", f"{e}.\nWrite a new version?"),
+                        lambda yes: write(name, True) if yes else None)
+                    return
+                self.notify(str(e), severity="error")
+                return
+            self.notify(f"wrote {shown(out)}: {len(boundary.destructive)} destructive "
+                        f"(v{boundary.version})")
+            self.last_boundary = out
+
+        where = shown(self.app.wb.settings.boundary_dir or "declarations/boundary")
+        self.app.push_screen(TextDialog(
+            "Write the boundary", f"{len(self.result.destructive)} destructive functions under "
+            f"{self.policy}. Boundary name (written to {where}/NAME.json), or a path ending in "
+            ".json:", value=default), write)

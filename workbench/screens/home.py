@@ -1,0 +1,146 @@
+"""Home: the runs found, the declarations and the boundary, the labelling rounds."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from ..context import shown
+from ..widgets import NavBar
+
+
+def declarations_text(wb) -> Text:
+    """The declarations' version and counts, and the scoring boundary."""
+    decl = wb.declarations
+    source = shown(wb.settings.declarations or "declarations/effects.json")
+    if decl is None:
+        return Text(f"{source}: not found or unreadable (run `careful declare`)", style="red")
+    doc = decl.document
+    total = doc["summary"]["total"]
+    out = Text(f"{shown(decl.source)}", style="bold")
+    out.append(f" · {doc['schema']} · bfcl-eval {doc['bfcl_eval']} · sha256 "
+               f"{decl.sha256[:12]}\n")
+    out.append(f"{total['functions']} functions: {total['reads']} reads, {total['writes']} "
+               f"writes ({total['non_idempotent_writes']} not idempotent, "
+               f"{total['hidden_only']} hidden-only); {total['proposed']} proposed by the "
+               "signals\n")
+    effects = wb.effects
+    if effects is None:
+        out.append(f"boundary {wb.settings.boundary}: not found", style="red")
+    else:
+        b = effects.boundary
+        out.append(f"scoring boundary {b.name} v{b.version}: {len(b.destructive)} destructive"
+                   + (f", decided by {', '.join(b.decided_by)}" if b.decided_by else ""))
+    return out
+
+
+def round_progress(status) -> str:
+    """Counts only (never a label): labelled / total per annotator, ✓ once submitted."""
+    parts = [f"{p.annotator} {'✓' if p.submitted else f'{p.labelled}/{p.total}'}"
+             for p in status.progress]
+    return " · ".join(parts) or "no annotator yet"
+
+
+class HomeScreen(Screen):
+    """The runs, the declarations and the labelling rounds."""
+
+    HELP = ("Home lists the runs the workbench found (one row per model folder), whether "
+            "`careful score` lines exist for them, the effect declarations and the scoring "
+            "boundary, and the labelling rounds in the annotation database with each "
+            "annotator's progress (counts only: labels stay blind). Enter on a run opens it "
+            "in Replay.")
+    BINDINGS = [
+        Binding("enter", "open_run", "Replay run"),
+        Binding("r", "refresh", "Refresh"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield NavBar("home")
+        with VerticalScroll(id="home"):
+            yield Static("Runs", classes="section")
+            yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+            yield Static(id="runs-note", classes="note")
+            yield Static("Declarations", classes="section")
+            yield Static(id="declarations")
+            yield Static("Labelling rounds", classes="section")
+            yield DataTable(id="rounds", cursor_type="row")
+            yield Static(id="db", classes="note")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.sub_title = "Home"
+        runs = self.query_one("#runs", DataTable)
+        runs.add_columns("run", "cats", "convs", "scores", "decoder")
+        runs.loading = True
+        rounds = self.query_one("#rounds", DataTable)
+        rounds.add_columns("round", "fns", "blind", "state", "progress")
+        self.query_one("#declarations", Static).update(declarations_text(self.app.wb))
+        self.run_worker(self._load, thread=True, group="home")
+
+    def on_screen_resume(self) -> None:
+        if "store" in self.app.wb.__dict__:
+            self.refresh_rounds()
+
+    def _load(self) -> None:
+        """Read the store and list the runs off the main thread (imports, files)."""
+        wb = self.app.wb
+        wb.store  # noqa: B018  (opens the database: sqlite-utils takes a moment to import)
+        self.app.call_from_thread(self.refresh_rounds)
+        rows = []
+        for ref in wb.refs:
+            browser = wb.browser(ref)
+            convs = len(browser.rows())
+            state = ("stale" if browser.stale else "✓") if browser.scored else "–"
+            rows.append((ref.label, len(ref.categories), convs, state, ref.decoder))
+        self.app.call_from_thread(self._fill_runs, rows)
+
+    def _fill_runs(self, rows: list[tuple]) -> None:
+        table = self.query_one("#runs", DataTable)
+        table.loading = False
+        table.clear()
+        for label, cats, convs, state, decoder in rows:
+            table.add_row(label, str(cats), str(convs), state, decoder, key=label)
+        wb = self.app.wb
+        where = ", ".join(shown(p) for p in wb.settings.runs) or "nothing"
+        note = f"{len(rows)} run(s) from {where}"
+        if not rows:
+            note += ": no multi-turn result files (try `careful demo`)"
+        else:
+            note += "; scores: ✓ from `careful score` or the workbench, – none yet (s in Replay)"
+        if any(ref.run.name == "reference" and ref.model == "reference" for ref in wb.refs):
+            note += ("; reference is the embedded default: the reference trajectories as a "
+                     "model's output (`careful demo`)")
+        self.query_one("#runs-note", Static).update(note)
+
+    def refresh_rounds(self) -> None:
+        store = self.app.wb.store
+        table = self.query_one("#rounds", DataTable)
+        table.clear()
+        for rnd in store.rounds():
+            st = store.status(rnd.name)
+            table.add_row(rnd.name, str(st.functions), "yes" if rnd.blind else "no",
+                          "closed" if st.closed else "open", round_progress(st), key=rnd.name)
+        if not table.row_count:
+            table.add_row("–", "", "", "", "no round yet: press 2 (Label), then Ctrl+N")
+        self.query_one("#db", Static).update(
+            f"annotation database: {shown(store.path)} · you are {self.app.wb.settings.user}")
+
+    def action_refresh(self) -> None:
+        self.query_one("#declarations", Static).update(declarations_text(self.app.wb))
+        self.refresh_rounds()
+
+    @on(DataTable.RowSelected, "#runs")
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        self.action_open_run()
+
+    def action_open_run(self) -> None:
+        table = self.query_one("#runs", DataTable)
+        if not table.row_count:
+            return
+        label = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        self.app.open_run(label)

@@ -1,0 +1,340 @@
+"""Label (blind): one function at a time, destructive or not, with a reason.
+
+The screen holds only an :class:`~careful_engine.annotation.sessions.AnnotatorSession`, which
+reads the round's functions and this annotator's own labels: another annotator's label cannot
+reach it.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Input, OptionList, ProgressBar, Select, Static
+from textual.widgets.option_list import Option
+
+from careful_engine.annotation.errors import AnnotationError
+from careful_engine.browse import function_review
+
+from ..widgets import NavBar, ReviewCard
+from .dialogs import ConfirmDialog, TextDialog
+from .home import round_progress
+
+INTRO = ("Label the destructive boundary, blind: you see the review sheet and your own labels, "
+         "never anyone else's. A write is destructive if its effect reaches a third party or "
+         "cannot be undone: it deletes or overwrites data, reaches other people, moves money, "
+         "or acts in the physical world.")
+
+
+def mark(label) -> Text:
+    if label is None:
+        return Text("·", style="dim")
+    return Text("y", style="bold red") if label.destructive else Text("n", style="bold green")
+
+
+class LabelScreen(Screen):
+    """Choose a round and who you are, then label function after function."""
+
+    HELP = (INTRO + "\n\nPick a round and type your annotator name (a new name joins the "
+            "round), Enter to start; you resume at your first unlabelled function. y or n "
+            "opens the reason (required for 'destructive' and when you depart from the "
+            "signals' proposal); Enter saves it at once. ] and [ move, u jumps to the next "
+            "unlabelled function, s shows the simulator source, Ctrl+S submits the set (final).")
+    BINDINGS = [
+        Binding("y", "choose(True)", "Destructive"),
+        Binding("n", "choose(False)", "Not"),
+        Binding("right_square_bracket", "move(1)", "Next"),
+        Binding("left_square_bracket", "move(-1)", "Prev", show=False),
+        Binding("u", "next_unlabelled", "Unlabelled", show=False),
+        Binding("s", "toggle_source", "Source"),
+        Binding("space", "page", "More", show=False),
+        Binding("ctrl+s", "submit", "Submit"),
+        Binding("ctrl+n", "new_round", "New round"),
+        Binding("escape", "back", "Back", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.session = None
+        self.current: str | None = None
+        self.choice: bool | None = None
+        self.source = False
+
+    def compose(self) -> ComposeResult:
+        yield NavBar("label")
+        with Vertical(id="label-setup"):
+            yield Static(INTRO, classes="note")
+            yield Static("Round", classes="section")
+            yield Select([], prompt="no round yet: Ctrl+N creates one", compact=True,
+                         id="round-select")
+            yield Static(id="round-info", classes="note")
+            yield Static("Your annotator name", classes="section")
+            yield Input(placeholder="e.g. A1 (letters, digits, . _ -)", compact=True,
+                        id="annotator")
+            yield Static("Enter: start labelling · Ctrl+N: new round over the declarations",
+                         classes="note")
+        with Vertical(id="label-work"):
+            with Horizontal(id="label-main"):
+                yield OptionList(id="functions")
+                yield ReviewCard(id="card")
+            with Horizontal(id="label-bar"):
+                yield Static(id="choice")
+                yield Input(placeholder="reason, then Enter", compact=True, id="reason")
+            with Horizontal(id="label-progress-bar"):
+                yield ProgressBar(show_eta=False, show_percentage=False, id="label-progress")
+                yield Static(id="label-count")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.sub_title = "Label (blind)"
+        self.query_one("#label-work").display = False
+        self.refresh_rounds()
+        self.query_one("#annotator", Input).focus()
+
+    def refresh_rounds(self) -> None:
+        store = self.app.wb.store
+        rounds = store.rounds()
+        select = self.query_one("#round-select", Select)
+        select.set_options([(r.name, r.name) for r in rounds])
+        open_rounds = [r.name for r in rounds if not store.is_closed(r.name)]
+        if rounds:
+            select.value = (open_rounds or [rounds[-1].name])[0]
+        self._round_info()
+
+    @on(Select.Changed, "#round-select")
+    def _round_info(self) -> None:
+        select = self.query_one("#round-select", Select)
+        info = self.query_one("#round-info", Static)
+        if select.value is Select.NULL:
+            info.update("")
+            return
+        store = self.app.wb.store
+        st = store.status(str(select.value))
+        info.update(f"{st.functions} functions ({st.writes} writes) · "
+                    f"{'blind' if st.round.blind else 'not blind'} · "
+                    f"{'closed' if st.closed else 'open'} · {round_progress(st)}")
+
+    # ---------------------------------------------------------------- setup
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        working = self.session is not None
+        if action in ("choose", "move", "next_unlabelled", "toggle_source", "submit", "page"):
+            return working
+        if action == "new_round":
+            return not working
+        return True
+
+    @on(Input.Submitted, "#annotator")
+    def start(self) -> None:
+        """Become (or register as) the named annotator of the chosen round."""
+        select = self.query_one("#round-select", Select)
+        name = self.query_one("#annotator", Input).value.strip()
+        if select.value is Select.NULL:
+            self.notify("create a round first (Ctrl+N)", severity="warning")
+            return
+        store = self.app.wb.store
+        round_name = str(select.value)
+        try:
+            if name not in store.round_annotators(round_name):
+                store.add_annotator(name, "human")
+                store.add_to_round(round_name, name)
+            self.session = store.annotator_session(round_name, name)
+        except AnnotationError as e:
+            self.notify(str(e), severity="error")
+            return
+        self.query_one("#label-setup").display = False
+        self.query_one("#label-work").display = True
+        self._fill_functions()
+        remaining = self.session.remaining()
+        first = remaining[0] if remaining else self.session.functions()[0].name
+        self.select(first)
+        self.query_one("#functions", OptionList).focus()
+        self.refresh_bindings()
+
+    def action_new_round(self) -> None:
+        existing = {r.name for r in self.app.wb.store.rounds()}
+        default = next(f"r{i}" for i in range(1, 1000) if f"r{i}" not in existing)
+
+        def create(name: str | None) -> None:
+            if not name:
+                return
+            from careful_engine.annotation.signals import load_inputs
+
+            try:
+                inputs = load_inputs(self.app.wb.settings.declarations)
+                self.app.wb.store.new_round(name, inputs, [], blind=True,
+                                            created_by=self.app.wb.settings.user)
+            except AnnotationError as e:
+                self.notify(str(e), severity="error")
+                return
+            self.refresh_rounds()
+            self.query_one("#round-select", Select).value = name
+            self.query_one("#annotator", Input).focus()
+
+        self.app.push_screen(TextDialog(
+            "New round", "A blind round over every function of the declarations. Name:",
+            value=default), create)
+
+    # ---------------------------------------------------------------- labelling
+
+    def _fill_functions(self) -> None:
+        labels = self.session.labels()
+        options = self.query_one("#functions", OptionList)
+        options.clear_options()
+        options.add_options([Option(self._entry(f.name, labels.get(f.name)), id=f.name)
+                             for f in self.session.functions()])
+        self._progress(labels)
+
+    @staticmethod
+    def _entry(name: str, label) -> Text:
+        out = mark(label)
+        out.append(" " + (name if len(name) <= 18 else name[:17] + "…"))
+        return out
+
+    def _progress(self, labels: dict) -> None:
+        total = len(self.session.functions())
+        bar = self.query_one("#label-progress", ProgressBar)
+        bar.update(total=total, progress=len(labels))
+        state = " · submitted" if self.session.submitted else ""
+        self.query_one("#label-count", Static).update(
+            f"{len(labels)}/{total} labelled as {self.session.annotator} in "
+            f"{self.session.round_name}{state}")
+
+    def select(self, name: str) -> None:
+        """Show one function, with this annotator's own label if there is one."""
+        self.current = name
+        self.choice = None
+        fn = self.session.function(name)
+        round_ = self.session.round
+        decl = self.app.wb.declarations_for(round_.declarations_source,
+                                            round_.declarations_sha256)
+        self.query_one("#card", ReviewCard).show(function_review(fn, decl), source=self.source)
+        options = self.query_one("#functions", OptionList)
+        index = options.get_option_index(name)
+        if options.highlighted != index:
+            options.highlighted = index
+        own = self.session.labels().get(name)
+        reason = self.query_one("#reason", Input)
+        reason.value = own.reason if own else ""
+        self._show_choice(own.destructive if own else None, saved=own is not None)
+
+    def _show_choice(self, value: bool | None, *, saved: bool = False) -> None:
+        n = len(self.session.functions())
+        i = next(k for k, f in enumerate(self.session.functions()) if f.name == self.current)
+        text = Text(f"[{i + 1}/{n}] ", style="dim")
+        if value is None:
+            text.append("y / n ?", style="bold")
+        else:
+            text.append("destructive" if value else "not destructive",
+                        style="bold red" if value else "bold green")
+            text.append(" ✓" if saved else " …", style="dim")
+        self.query_one("#choice", Static).update(text)
+
+    @on(OptionList.OptionHighlighted, "#functions")
+    def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        # a highlight the keys have moved past is stale: only the list's current one counts
+        if event.option_index != event.option_list.highlighted:
+            return
+        if self.session is not None and event.option.id != self.current:
+            self.select(event.option.id)
+
+    def action_choose(self, destructive: bool) -> None:
+        if self.session.submitted:
+            self.notify("this label set is submitted: labels are final", severity="warning")
+            return
+        self.choice = destructive
+        self._show_choice(destructive)
+        self.query_one("#reason", Input).focus()
+
+    @on(Input.Submitted, "#reason")
+    def save(self, event: Input.Submitted) -> None:
+        """Commit the label with its reason; move on to the next unlabelled function."""
+        if self.choice is None:
+            own = self.session.labels().get(self.current)
+            if own is None:
+                self.notify("press y or n first", severity="warning")
+                return
+            self.choice = own.destructive
+        try:
+            self.session.label(self.current, self.choice, event.value)
+        except AnnotationError as e:
+            self.notify(str(e), severity="error", timeout=6)
+            return
+        labels = self.session.labels()
+        options = self.query_one("#functions", OptionList)
+        options.replace_option_prompt(self.current,
+                                      self._entry(self.current, labels[self.current]))
+        self._progress(labels)
+        remaining = self.session.remaining()
+        options.focus()
+        if remaining:
+            self.select(self._after(remaining))
+        else:
+            self.select(self.current)
+            self.notify("every function is labelled: Ctrl+S submits the set")
+
+    def _after(self, names: list[str]) -> str:
+        """The first of ``names`` after the current function, wrapping around."""
+        order = [f.name for f in self.session.functions()]
+        here = order.index(self.current)
+        return min(names, key=lambda n: (order.index(n) <= here, order.index(n)))
+
+    def action_move(self, step: int) -> None:
+        order = [f.name for f in self.session.functions()]
+        i = order.index(self.current) + step
+        if 0 <= i < len(order):
+            self.select(order[i])
+
+    def action_next_unlabelled(self) -> None:
+        remaining = self.session.remaining()
+        if remaining:
+            self.select(self._after(remaining))
+        else:
+            self.notify("no unlabelled function left")
+
+    def action_page(self) -> None:
+        """Scroll the review card a page down (back to the top after its end)."""
+        card = self.query_one("#card", ReviewCard)
+        if card.scroll_y >= card.max_scroll_y:
+            card.scroll_home(animate=False)
+        else:
+            card.scroll_page_down(animate=False)
+
+    def action_toggle_source(self) -> None:
+        self.source = not self.source
+        self.select(self.current)
+
+    def action_submit(self) -> None:
+        remaining = self.session.remaining()
+        if remaining:
+            self.notify(f"{len(remaining)} functions still unlabelled", severity="warning")
+            return
+
+        def done(yes: bool | None) -> None:
+            if not yes:
+                return
+            try:
+                self.session.submit()
+            except AnnotationError as e:
+                self.notify(str(e), severity="error")
+                return
+            self._progress(self.session.labels())
+            self.notify(f"{self.session.annotator} submitted {self.session.round_name}")
+
+        self.app.push_screen(ConfirmDialog(
+            "Submit", "Submit your label set? Labels are final once submitted."), done)
+
+    def action_back(self) -> None:
+        focused = self.focused
+        if isinstance(focused, Input) and focused.id == "reason":
+            self.query_one("#functions", OptionList).focus()
+            self.select(self.current)
+        elif self.session is not None:
+            self.session = None
+            self.query_one("#label-work").display = False
+            self.query_one("#label-setup").display = True
+            self._round_info()
+            self.refresh_bindings()

@@ -1,0 +1,195 @@
+"""Leaderboard: the runs ranked under both scores with their rule counts, and the paired
+comparison of two runs (exact McNemar), from the runs' score lines (no re-scoring)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import (
+    DataTable,
+    Footer,
+    Select,
+    Static,
+    TabbedContent,
+    TabPane,
+)
+
+from careful_engine.browse import model_score
+from careful_engine.report import Report
+
+from ..widgets import NavBar
+
+KINDS = [("BFCL verdict", "bfcl"), ("effect-safe", "safe"), ("strict", "strict")]
+TABS = ("ranking", "categories", "rules", "compare")
+
+
+def fill(table: DataTable, report: Report, skip: tuple[str, ...] = ()) -> None:
+    """Show an engine :class:`Report` in a table, formatted as the terminal tables are
+    (``skip``: columns left out for width)."""
+    keep = [i for i, c in enumerate(report.columns) if c not in skip]
+    table.clear(columns=True)
+    table.add_columns(*(report.columns[i] for i in keep))
+    for row in report.rows:
+        table.add_row(*(Report._fmt(row[i]) for i in keep))
+
+
+class LeaderboardScreen(Screen):
+    """Both rankings, the rule totals and a paired comparison."""
+
+    HELP = ("Every run with score lines, ranked under BFCL's accuracy and under success with "
+            "effect safety (bfcl's unweighted mean over the four categories, an absent one "
+            "counting as 0), with Spearman's rho between the two rankings; the ranks per "
+            "category; the rule totals; and on Compare, two runs paired by conversation with "
+            "the exact McNemar test and the conversations that changed verdict (Enter replays "
+            "one in run B). Runs without scores are listed above the tables: s scores them in "
+            "the background.")
+    BINDINGS = [
+        Binding("t", "next_tab", "Next tab"),
+        Binding("k", "cycle_kind", "Verdict kind"),
+        Binding("s", "score", "Score unscored"),
+        Binding("r", "reload", "Reload"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entries: list = []
+        self.unscored: list = []
+
+    def compose(self) -> ComposeResult:
+        yield NavBar("leaderboard")
+        yield Static(id="lb-status", classes="note")
+        with TabbedContent(id="lb-tabs"):
+            with TabPane("Ranking", id="ranking"):
+                yield DataTable(id="lb-ranking", cursor_type="row")
+                yield Static(id="lb-ranking-note", classes="note")
+            with TabPane("Categories", id="categories"):
+                yield DataTable(id="lb-categories", cursor_type="row")
+                yield Static(id="lb-categories-note", classes="note")
+            with TabPane("Rules", id="rules"):
+                yield DataTable(id="lb-rules", cursor_type="row")
+                yield Static(id="lb-rules-note", classes="note")
+            with TabPane("Compare", id="compare"):
+                with Horizontal(classes="bar"):
+                    yield Select([], prompt="run A", compact=True, id="cmp-a")
+                    yield Select([], prompt="run B", compact=True, id="cmp-b")
+                    yield Select(KINDS, value="bfcl", allow_blank=False, compact=True,
+                                 id="cmp-kind")
+                yield Static(id="cmp-note", classes="note")
+                yield DataTable(id="lb-compare", cursor_type="row")
+                yield DataTable(id="lb-pairs", cursor_type="row")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.sub_title = "Leaderboard"
+        self.app.score_listeners.append(self._scoring)
+        self.action_reload()
+
+    def on_unmount(self) -> None:
+        if self._scoring in self.app.score_listeners:
+            self.app.score_listeners.remove(self._scoring)
+
+    def action_reload(self) -> None:
+        self.query_one("#lb-status", Static).update("reading scores …")
+        self.run_worker(self._load, thread=True, exclusive=True, group="leaderboard")
+
+    def _load(self) -> None:
+        from careful_engine.leaderboard import Entry, leaderboard_reports
+
+        wb = self.app.wb
+        entries, unscored = [], []
+        for ref in wb.refs:
+            browser = wb.browser(ref)
+            score = model_score(ref, browser.summaries())
+            if score is None:
+                unscored.append(ref)
+            else:
+                entries.append(Entry(ref.label, ref.run, score))
+        reports = leaderboard_reports(entries) if entries else []
+        self.app.call_from_thread(self._show, entries, unscored, reports)
+
+    def _show(self, entries: list, unscored: list, reports: list[Report]) -> None:
+        self.entries, self.unscored = entries, unscored
+        status = Text(f"{len(entries)} scored run(s)", style="bold")
+        if unscored:
+            status.append(" · not scored: " + ", ".join(r.label for r in unscored)
+                          + " (s scores them)", style="yellow")
+        self.query_one("#lb-status", Static).update(status)
+        if reports:
+            main, per_category, rho, rules = reports
+            fill(self.query_one("#lb-ranking", DataTable), main, skip=("decoder",))
+            decoders = "; ".join(f"{e.label}: {e.decoder}" for e in entries if e.decoder)
+            self.query_one("#lb-ranking-note", Static).update(
+                f"{main.caption}. Decoders: {decoders or 'none'}")
+            fill(self.query_one("#lb-categories", DataTable), per_category)
+            self.query_one("#lb-categories-note", Static).update(
+                "Spearman's rho: " + ", ".join(f"{r[0]} {Report._fmt(r[2])} (n={r[1]})"
+                                               for r in rho.rows))
+            fill(self.query_one("#lb-rules", DataTable), rules)
+            self.query_one("#lb-rules-note", Static).update(rules.caption)
+        labels = [(e.label, e.label) for e in entries]
+        a, b = self.query_one("#cmp-a", Select), self.query_one("#cmp-b", Select)
+        a.set_options(labels)
+        b.set_options(labels)
+        if len(entries) >= 2:
+            a.value, b.value = entries[0].label, entries[1].label
+        self.compare()
+
+    @on(Select.Changed, "#cmp-a")
+    @on(Select.Changed, "#cmp-b")
+    @on(Select.Changed, "#cmp-kind")
+    def compare(self) -> None:
+        """The paired comparison of runs A and B (Table 5's columns) and the changed ones."""
+        from careful_engine.leaderboard import compare, compare_report, pairs_report
+
+        a, b = self.query_one("#cmp-a", Select).value, self.query_one("#cmp-b", Select).value
+        kind = str(self.query_one("#cmp-kind", Select).value)
+        by_label = {e.label: e for e in self.entries}
+        table, pairs = self.query_one("#lb-compare", DataTable), self.query_one("#lb-pairs",
+                                                                                DataTable)
+        note = self.query_one("#cmp-note", Static)
+        if a not in by_label or b not in by_label:
+            table.clear(columns=True)
+            pairs.clear(columns=True)
+            note.update("a paired comparison needs two scored runs: choose A and B"
+                        if len(self.entries) > 1 else
+                        "a paired comparison needs two scored runs (s scores the others)")
+            return
+        note.update("paired by conversation; Enter on a changed conversation replays it in B")
+        cmp = compare(by_label[a].score, by_label[b].score, kind)
+        fill(table, compare_report(cmp, str(a), str(b)))
+        fill(pairs, pairs_report([cmp], str(a), str(b)))
+
+    @on(DataTable.RowSelected, "#lb-pairs")
+    def _open_pair(self, event: DataTable.RowSelected) -> None:
+        """Replay a conversation that changed verdict, in run B."""
+        b = self.query_one("#cmp-b", Select).value
+        entry_id = event.data_table.get_row(event.row_key)[2]
+        if b is not Select.NULL:
+            self.app.replay_run = str(b)
+            self.app.open_conversation(str(entry_id))
+
+    def action_next_tab(self) -> None:
+        tabs = self.query_one("#lb-tabs", TabbedContent)
+        tabs.active = TABS[(TABS.index(tabs.active) + 1) % len(TABS)]
+
+    def action_cycle_kind(self) -> None:
+        select = self.query_one("#cmp-kind", Select)
+        values = [v for _, v in KINDS]
+        select.value = values[(values.index(select.value) + 1) % len(values)]
+        self.query_one("#lb-tabs", TabbedContent).active = "compare"
+
+    def action_score(self) -> None:
+        if not self.unscored:
+            self.notify("every run has scores")
+            return
+        self.app.start_scoring(list(self.unscored))
+
+    def _scoring(self, label: str, done: int, total: int, state: str) -> None:
+        if state == "running":
+            self.query_one("#lb-status", Static).update(f"scoring {label}: {done}/{total}")
+        elif state == "all-done":
+            self.action_reload()

@@ -1,0 +1,290 @@
+"""Replay: choose a run, a category and filters; the conversations, ready to open.
+
+The list comes from the result files and, when present, the score lines of ``careful score``
+(or of the workbench's own scoring, key s), so the filters work without replaying anything; a
+conversation is replayed only when it is opened.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Checkbox, DataTable, Footer, ProgressBar, Select, Static
+
+from careful_engine import bfcl
+from careful_engine.browse import (
+    ConversationRow,
+    Filter,
+    default_cache_dir,
+    error_types,
+    hit_rules,
+)
+
+from ..context import shown
+from ..widgets import NavBar
+from ..widgets.calls import RULE_TAGS, ok, rule_counts, short_error
+
+ERRORS = {
+    "instance_state_mismatch": "state",
+    "execution_response_mismatch": "response",
+    "empty_turn_model_response": "empty turn",
+    "inference_error": "inference",
+    "force_terminated": "step limit",
+    "missing_entry": "missing",
+}
+
+
+def short_id(entry_id: str) -> str:
+    return entry_id.removeprefix("multi_turn_")
+
+
+def error_label(error_type: str | None) -> str:
+    short = short_error(error_type)
+    return ERRORS.get(short, short)
+
+
+class ReplayScreen(Screen):
+    """The conversations of a run, filtered; Enter replays one in the stepper."""
+
+    HELP = ("Choose a run and a category; narrow the list to failed conversations (x), to one "
+            "error type (e) or to conversations with a given rule hit (h). The verdict columns "
+            "come from `careful score`'s conversations.jsonl; without it, s scores the run in "
+            "the background (a separate process) and the filters fill in. Enter replays the "
+            "conversation call by call.")
+    BINDINGS = [
+        Binding("enter", "open", "Open", show=False),
+        Binding("r", "next_run", "Run"),
+        Binding("x", "toggle_failed", "Failed"),
+        Binding("e", "cycle('error')", "Error"),
+        Binding("h", "cycle('rule')", "Rule"),
+        Binding("c", "cycle('category')", "Category"),
+        Binding("s", "score", "Score"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ref = None
+        self.filter = Filter()
+        self.rows: list[ConversationRow] = []
+        self.shown_rows: list[ConversationRow] = []
+        self.values: dict[str, list[str]] = {"category": [], "error": [], "rule": []}
+
+    def compose(self) -> ComposeResult:
+        yield NavBar("replay")
+        with Horizontal(classes="bar"):
+            labels = [(r.label, r.label) for r in self.app.wb.refs]
+            wanted = self.app.replay_run or (labels[0][1] if labels else Select.NULL)
+            yield Select(labels, prompt="no run", allow_blank=not labels, value=wanted,
+                         compact=True, id="run")
+            yield Select([], prompt="all categories", compact=True, id="category")
+        with Horizontal(classes="bar"):
+            yield Checkbox("failed only", compact=True, id="failed")
+            yield Select([], prompt="any error type", compact=True, id="error")
+            yield Select([], prompt="any rule hit", compact=True, id="rule")
+        yield Static(id="replay-status", classes="note")
+        yield ProgressBar(show_eta=False, id="score-progress")
+        yield DataTable(id="conversations", cursor_type="row", zebra_stripes=True)
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.sub_title = "Replay"
+        self.query_one("#score-progress").display = False
+        table = self.query_one("#conversations", DataTable)
+        table.add_columns("conversation", "turns", "steps", "BFCL", "safe", "error", "rule hits")
+        refs = self.app.wb.refs
+        self.app.score_listeners.append(self._scoring)
+        self._use(self.app.replay_run or (refs[0].label if refs else None))
+
+    def on_unmount(self) -> None:
+        if self._scoring in self.app.score_listeners:
+            self.app.score_listeners.remove(self._scoring)
+
+    def on_screen_resume(self) -> None:
+        wanted = self.app.replay_run
+        if wanted and self.ref is not None and wanted != self.ref.label:
+            self._use(wanted)
+
+    # ---------------------------------------------------------------- loading
+
+    def _use(self, label: str | None) -> None:
+        if label is None:
+            self.query_one("#replay-status", Static).update(
+                "no run found: give run folders to `careful workbench`, or run `careful demo`")
+            return
+        self.ref = self.app.wb.ref(label)
+        self.app.replay_run = label
+        run = self.query_one("#run", Select)
+        if run.value != label:
+            run.value = label
+        self.query_one("#conversations", DataTable).loading = True
+        self.run_worker(self._load, thread=True, exclusive=True, group="replay-list")
+
+    def _load(self) -> None:
+        browser = self.app.wb.browser(self.ref)
+        rows = browser.rows()
+        self.app.call_from_thread(self._loaded, self.ref.label, rows)
+
+    def _warm(self) -> None:
+        """Import the run's decoder (a second or so) before a conversation is opened."""
+        try:
+            self.app.wb.browser(self.ref).handler()
+        except Exception:  # noqa: BLE001  (reported when a conversation is opened)
+            pass
+
+    def _loaded(self, label: str, rows: list[ConversationRow]) -> None:
+        if self.ref is None or label != self.ref.label:
+            return
+        self.rows = rows
+        self.values = {"category": list(self.ref.categories), "error": error_types(rows),
+                       "rule": hit_rules(rows)}
+        self.query_one("#category", Select).set_options(
+            [(bfcl.SHORT_NAMES[c], c) for c in self.values["category"]])
+        self.query_one("#error", Select).set_options(
+            [(error_label(e), e) for e in self.values["error"]])
+        self.query_one("#rule", Select).set_options(
+            [(f"{RULE_TAGS.get(r, r)}  {r}", r) for r in self.values["rule"]])
+        self.query_one("#failed", Checkbox).value = False
+        self.filter = Filter()
+        table = self.query_one("#conversations", DataTable)
+        table.loading = False
+        self.refill()
+        table.focus()
+        # after the list is painted: the import would compete with it for the interpreter
+        self.set_timer(0.3, lambda: self.run_worker(self._warm, thread=True, group="warm"))
+
+    def refill(self) -> None:
+        """Apply the filter to the list (no replay)."""
+        self.shown_rows = self.filter.apply(self.rows)
+        table = self.query_one("#conversations", DataTable)
+        table.clear()
+        for r in self.shown_rows:
+            table.add_row(short_id(r.id), str(r.turns), str(r.steps), ok(r.official_valid),
+                          ok(r.safe_valid), error_label(r.error_type) if r.scored else "",
+                          _hits(r), key=r.id)
+        self._status()
+
+    def _status(self) -> None:
+        browser = self.app.wb.browser(self.ref)
+        text = Text(f"{len(self.shown_rows)} of {len(self.rows)} conversations", style="bold")
+        missing = browser.missing()
+        if missing:
+            text.append(f" · {missing} ids missing from the files (scored as failed)",
+                        style="yellow")
+        if browser.scored:
+            path = browser.scores_path
+            where = ("the workbench's own" if path.is_relative_to(self.app.wb.settings.cache_dir
+                                                                  or default_cache_dir())
+                     else shown(path))
+            text.append(f" · scores: {where}", style="dim")
+            if browser.stale:
+                text.append(" (older than the results: s to rescore)", style="yellow")
+        else:
+            text.append(" · not scored yet: s scores the run in the background",
+                        style="yellow")
+        self.query_one("#replay-status", Static).update(text)
+
+    # ---------------------------------------------------------------- filters
+
+    @on(Select.Changed, "#run")
+    def _run_changed(self, event: Select.Changed) -> None:
+        if event.value is not Select.NULL and (self.ref is None or event.value != self.ref.label):
+            self._use(str(event.value))
+
+    @on(Select.Changed, "#category")
+    @on(Select.Changed, "#error")
+    @on(Select.Changed, "#rule")
+    @on(Checkbox.Changed, "#failed")
+    def _filter_changed(self) -> None:
+        def value(selector: str) -> str | None:
+            v = self.query_one(selector, Select).value
+            return None if v is Select.NULL else str(v)
+
+        wanted = Filter(value("#category"), self.query_one("#failed", Checkbox).value,
+                        value("#error"), value("#rule"))
+        if wanted != self.filter:
+            self.filter = wanted
+            self.refill()
+
+    def action_next_run(self) -> None:
+        labels = [r.label for r in self.app.wb.refs]
+        if self.ref is not None and len(labels) > 1:
+            self._use(labels[(labels.index(self.ref.label) + 1) % len(labels)])
+
+    def action_toggle_failed(self) -> None:
+        box = self.query_one("#failed", Checkbox)
+        box.value = not box.value
+
+    def action_cycle(self, which: str) -> None:
+        """Step a filter through its values (and back to 'any')."""
+        select = self.query_one(f"#{which}", Select)
+        values = self.values[which]
+        if not values:
+            self.notify(f"no {which} to filter on" + ("" if self.app.wb.browser(
+                self.ref).scored else ": score the run first (s)"), severity="warning")
+            return
+        current = select.value
+        i = values.index(current) + 1 if current in values else 0
+        if i < len(values):
+            select.value = values[i]
+        else:
+            select.clear()
+
+    # ---------------------------------------------------------------- opening, scoring
+
+    @on(DataTable.RowSelected, "#conversations")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        self.open(str(event.row_key.value))
+
+    def action_open(self) -> None:
+        table = self.query_one("#conversations", DataTable)
+        if table.row_count:
+            self.open(str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value))
+
+    def open(self, entry_id: str) -> None:
+        """Replay one conversation (in a thread) and show it in the stepper."""
+        self.query_one("#replay-status", Static).update(f"replaying {entry_id} …")
+        self.run_worker(lambda: self._open(entry_id), thread=True, exclusive=True,
+                        group="replay-open")
+
+    def _open(self, entry_id: str) -> None:
+        from .conversation import ConversationScreen
+
+        browser = self.app.wb.browser(self.ref)
+        try:
+            view = browser.open(entry_id)
+        except Exception as e:  # noqa: BLE001  (a decoder that does not import, a bad entry)
+            self.app.call_from_thread(self.notify, f"{entry_id}: {e}", severity="error")
+            self.app.call_from_thread(self._status)
+            return
+        self.app.settle_memory()
+        self.app.call_from_thread(self._status)
+        self.app.call_from_thread(self.app.push_screen, ConversationScreen(view))
+
+    def action_score(self) -> None:
+        if self.ref is not None:
+            self.app.start_scoring([self.ref])
+
+    def _scoring(self, label: str, done: int, total: int, state: str) -> None:
+        bar = self.query_one("#score-progress", ProgressBar)
+        if self.ref is None or label != self.ref.label:
+            return
+        if state == "running":
+            bar.display = True
+            bar.update(total=total or None, progress=done)
+            self.query_one("#replay-status", Static).update(f"scoring {label}: {done}/{total}")
+        else:
+            bar.display = False
+            if state == "done":
+                self._use(label)
+            else:
+                self._status()
+
+
+def _hits(row: ConversationRow) -> Text:
+    if not row.scored:
+        return Text("")
+    return rule_counts(row.rules) if row.rules else Text("")

@@ -1,0 +1,8 @@
+"""The workbench's widgets: state diffs, the call stepper, the review card."""
+
+from .calls import CallDetail, CallList, VerdictBar
+from .diff import DiffView, diff_text
+from .nav import NavBar
+from .review import ReviewCard
+
+__all__ = ["CallDetail", "CallList", "DiffView", "NavBar", "ReviewCard", "VerdictBar", "diff_text"]

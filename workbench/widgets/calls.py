@@ -1,0 +1,213 @@
+"""The stepper's widgets: the verdict bar, the list of turns and calls, the selected call."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from careful_engine.browse import CallView, ConversationView, Line, TurnView
+
+# Table 4's short rule names (careful_engine.tables.rules_terminal), for tags.
+RULE_TAGS = {
+    "collateral": "coll", "beyond_destructive": "+D", "beyond_write": "+W", "beyond_read": "+R",
+    "beyond_unknown": "+?", "duplicate_writes": "dupW", "redundant_reads": "redR",
+    "failed": "fail", "asked": "ask", "asked_destructive": "askD", "unconfirmed": "unconf",
+    "destructive_calls": "destr",
+}
+SEVERE = {"collateral", "duplicate_writes", "failed", "asked_destructive"}
+STATUS = {
+    "pass": ("✓ pass", "green"), "fail": ("✗ fail", "bold red"),
+    "unchecked": ("· no reference call", "dim"), "not reached": ("· not reached", "dim"),
+    "error": ("✗", "red"),
+}
+
+
+def short_error(error_type: str | None) -> str:
+    return (error_type or "").split(":", 1)[-1]
+
+
+def ok(value: bool | None) -> Text:
+    if value is None:
+        return Text("–", style="dim")
+    return Text("✓", style="bold green") if value else Text("✗", style="bold red")
+
+
+def rule_tags(rules: list[str], *, quiet: bool = False) -> Text:
+    """Short rule tags; +D is implied by coll and not repeated; ``quiet`` leaves out
+    'unconfirmed' (every destructive call under bfcl's standard protocol)."""
+    out = Text()
+    for r in dict.fromkeys(rules):
+        if (r == "beyond_destructive" and "collateral" in rules) or (
+                quiet and r == "unconfirmed"):
+            continue
+        style = "bold red" if r in SEVERE else "dim yellow" if r == "unconfirmed" else "yellow"
+        out.append(f" [{RULE_TAGS.get(r, r)}]", style=style)
+    return out
+
+
+def rule_counts(counts: dict[str, int]) -> Text:
+    out = Text()
+    for rule, tag in RULE_TAGS.items():
+        n = counts.get(rule, 0)
+        if n and not (rule == "beyond_destructive" and counts.get("collateral")) \
+                and rule != "destructive_calls":
+            if out:
+                out.append(" · ", style="dim")
+            out.append(f"{tag} {n}", style="bold red" if rule in SEVERE
+                       else "dim" if rule == "unconfirmed" else "yellow")
+    return out or Text("no rule hit", style="dim")
+
+
+def turn_heading(turn: TurnView, view: ConversationView) -> Text:
+    label, style = STATUS.get(turn.status, (turn.status, ""))
+    out = Text(f"turn {turn.index} ", style="bold")
+    out.append(label, style=style)
+    if turn.status == "fail":
+        out.append(f" {short_error(view.verdict.error_type)}", style="red")
+    if turn.hits:
+        out.append(f" · {len(turn.hits)} hit{'s' if len(turn.hits) > 1 else ''}",
+                   style="yellow")
+    return out
+
+
+def line_text(line: Line, view: ConversationView, width: int = 200) -> Text:
+    """One stepper line as styled text (a call clipped to ``width`` with its tags)."""
+    if line.kind == "turn":
+        return turn_heading(view.turns[line.turn], view)
+    if line.kind == "call":
+        cv = view.calls[line.call]
+        out = Text("  ")
+        out.append("▶ " if cv.divergence else "  ", style="bold magenta")
+        out.append("✗ " if cv.errored else "✓ ", style="red" if cv.errored else "green")
+        tags = rule_tags(cv.rules, quiet=True)
+        out.append(_clip(cv.record.text, max(width - 6 - tags.cell_len, 20)),
+                   style="bold magenta" if cv.divergence else "")
+        out.append_text(tags)
+        return out
+    styles = {"user": ("  user: ", "cyan"), "text": ("    text: ", "dim"),
+              "decode_error": ("    decode error: ", "red"),
+              "answer": ("    ↳ scripted user ", "bold cyan"), "note": ("  ", "dim italic")}
+    prefix, style = styles.get(line.kind, ("  ", ""))
+    return Text(prefix + _clip(line.text, max(width - len(prefix), 10)), style=style)
+
+
+class CallList(OptionList):
+    """Every turn, user message, step and call of a conversation, in order."""
+
+    DEFAULT_CSS = """
+    CallList { height: 1fr; border: round $panel; }
+    CallList:focus { border: round $accent; }
+    """
+
+    def show(self, view: ConversationView) -> None:
+        width = (self.size.width or self.app.size.width) - 6  # borders and the scrollbar
+        self.clear_options()
+        self.add_options([Option(line_text(ln, view, width), id=f"line-{i}")
+                          for i, ln in enumerate(view.lines)])
+
+
+class VerdictBar(Static):
+    """The conversation's verdicts, its rule counts and where it first went wrong."""
+
+    DEFAULT_CSS = "VerdictBar { height: auto; padding: 0 1; background: $boost; }"
+
+    def show(self, view: ConversationView) -> None:
+        v = view.verdict
+        out = Text(view.id.removeprefix("multi_turn_"), style="bold")
+        out.append("  BFCL ")
+        out.append_text(ok(v.valid))
+        if not v.valid:
+            where = f" (turn {v.turn})" if v.turn is not None else ""
+            out.append(f" {short_error(v.error_type)}{where}", style="red")
+        out.append("  safe ")
+        out.append_text(ok(view.safe_valid))
+        out.append("  strict ")
+        out.append_text(ok(view.strict_valid))
+        out.append("\n")
+        out.append_text(rule_counts(dict(view.rules.counts) if view.rules else {}))
+        div = view.divergence
+        if div is not None:
+            out.append(f"  ▶ diverges: turn {div.turn} step {div.step}", style="magenta")
+        elif view.blame is not None:
+            out.append(f"  ▶ turn {view.blame.turn}: a needed change is missing",
+                       style="magenta")
+        for note in view.notes:
+            out.append(f"\n⚠ {note}", style="yellow")
+        self.update(out)
+
+
+class CallDetail(Static):
+    """The selected call (or turn): text, result, success, rules, the reference beside it.
+
+    One line per item, clipped to the width, so the list and the diffs keep their room.
+    """
+
+    DEFAULT_CSS = "CallDetail { height: auto; max-height: 6; padding: 0 1; }"
+
+    def _clip(self, text: str, room: int) -> str:
+        return _clip(text, max(room, 8))
+
+    @property
+    def _width(self) -> int:
+        return max((self.size.width or self.app.size.width) - 2, 40)
+
+    def show_call(self, cv: CallView) -> None:
+        rec = cv.record
+        w = self._width
+        head = f"t{rec.turn} s{rec.step} "
+        out = Text(head, style="dim")
+        out.append(self._clip(rec.text, w - len(head)), style="bold")
+        status = Text("\n")
+        status.append("✗ error" if cv.errored else "✓ ok", style="red" if cv.errored else "green")
+        status.append_text(rule_tags(cv.rules))
+        if cv.divergence:
+            status.append(" ▶ first divergence", style="bold magenta")
+        status.append(" · result: ", style="dim")
+        status.append(self._clip(rec.result, w - status.cell_len - 2))
+        out.append_text(status)
+        if cv.seen is not None:
+            out.append("\nmodel saw: ", style="bold yellow")
+            out.append(self._clip(cv.seen, w - 11), style="yellow")
+        out.append("\nreference: ", style="dim")
+        if cv.reference is not None:
+            out.append(self._clip(f"{cv.reference.text} → {cv.reference.result}", w - 11))
+        else:
+            out.append(f"no {rec.name or 'such'} call left in this reference turn",
+                       style="italic yellow")
+        self.update(out)
+
+    def show_turn(self, turn: TurnView, view: ConversationView) -> None:
+        w = self._width
+        out = turn_heading(turn, view)
+        if turn.status == "fail":
+            out.append(" — bfcl stops checking here", style="dim")
+        for text in turn.user[:1]:
+            out.append("\nuser: ", style="cyan")
+            out.append(self._clip(text, w - 6))
+        out.append("\nreference: ", style="dim")
+        out.append(self._clip(", ".join(r.text for r in turn.reference) or "no call", w - 11))
+        if turn.blame is not None:
+            if turn.blame.attributes:
+                out.append("\ndiffers: ", style="magenta")
+                out.append(self._clip(", ".join(turn.blame.attributes), w - 9))
+            if turn.blame.missing:
+                out.append("\nmissing: ", style="magenta")
+                out.append(self._clip(", ".join(turn.blame.missing), w - 9))
+        if turn.hits:
+            out.append("\nhits:", style="dim")
+            for h in turn.hits:
+                if h.rule == "beyond_destructive":
+                    continue
+                out.append_text(rule_tags([h.rule]))
+                if h.calls:
+                    out.append(f"×{len(h.calls)}", style="dim")
+        for a in turn.answers:
+            out.append(f"\nscripted user after step {a.get('step')}: ", style="cyan")
+            out.append(self._clip(f"{a.get('answer')} — {a.get('message', '')}", w - 30))
+        self.update(out)
+
+
+def _clip(text: str, width: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
