@@ -89,10 +89,25 @@ def _reducers_for(obj: Any) -> dict[type, Any]:
     return _REDUCERS
 
 
+def _tree(directory: Any) -> dict:
+    """A file-system directory as nested dicts: a directory is a dict, a file its content."""
+    return {
+        k: (_tree(v) if type(v).__name__ == "Directory" else v.content)
+        for k, v in directory.contents.items()
+    }
+
+
+def _untree(tree: dict) -> dict:
+    return {"__dir__": {k: (_untree(v) if type(v) is dict else {"__file__": v})
+                        for k, v in tree.items()}}
+
+
 def capture(instance: Any) -> bytes:
     """A compact copy of an instance's state (artefacts excluded), taken at C speed.
 
     Equal bytes imply equal state; the plain form is built from the bytes only when asked.
+    Plain data goes through marshal; the file system's tree as nested dicts (``t``);
+    anything else through pickle with plain forms for files and directories (``p``).
     """
     attrs = {k: v for k, v in vars(instance).items() if k not in ARTEFACTS}
     name = type(instance).__name__
@@ -104,6 +119,13 @@ def capture(instance: Any) -> bytes:
     current = attrs.get("_current_dir")
     if current is not None and type(current).__name__ == "Directory":
         attrs["_current_dir"] = _file_system_path(current)
+    trees = {k: v for k, v in attrs.items() if type(v).__name__ == "Directory"}
+    if trees:
+        try:
+            plain = {k: v for k, v in attrs.items() if k not in trees}
+            return b"t" + marshal.dumps((plain, {k: _tree(v) for k, v in trees.items()}))
+        except (ValueError, AttributeError):
+            pass
     buffer = io.BytesIO()
     pickler = pickle.Pickler(buffer, pickle.HIGHEST_PROTOCOL)
     pickler.dispatch_table = _reducers_for(instance)
@@ -113,7 +135,13 @@ def capture(instance: Any) -> bytes:
 
 def materialise(blob: bytes) -> dict[str, Any]:
     """The plain snapshot held by a :func:`capture` blob."""
-    attrs = marshal.loads(blob[1:]) if blob[:1] == b"m" else pickle.loads(blob[1:])
+    kind = blob[:1]
+    if kind == b"t":
+        attrs, trees = marshal.loads(blob[1:])
+        out = _plain_attributes(attrs)
+        out.update({k: _untree(t) for k, t in trees.items()})
+        return out
+    attrs = marshal.loads(blob[1:]) if kind == b"m" else pickle.loads(blob[1:])
     return _plain_attributes(attrs)
 
 
