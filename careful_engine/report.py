@@ -33,7 +33,7 @@ class Report:
         self.rows.append(list(cells))
 
     @staticmethod
-    def _fmt(cell: Cell) -> str:
+    def format_cell(cell: Cell) -> str:
         if cell is None:
             return "–"
         if isinstance(cell, float):
@@ -47,19 +47,19 @@ class Report:
         for i, col in enumerate(self.columns):
             numeric = any(isinstance(r[i], (int, float)) for r in self.rows if i < len(r))
             if numeric:
-                width = max(len(self._fmt(r[i])) for r in self.rows if i < len(r))
+                width = max(len(self.format_cell(r[i])) for r in self.rows if i < len(r))
                 table.add_column(col, justify="right", no_wrap=False, min_width=width)
             else:
-                longest = max((len(self._fmt(r[i])) for r in self.rows if i < len(r)), default=4)
+                longest = max((len(self.format_cell(r[i])) for r in self.rows if i < len(r)), default=4)
                 table.add_column(col, overflow="fold", min_width=min(longest, 22))
         for row in self.rows:
-            table.add_row(*(self._fmt(c) for c in row))
+            table.add_row(*(self.format_cell(c) for c in row))
         return table
 
     def markdown(self) -> str:
         lines = [f"**{self.title}**", "", "| " + " | ".join(self.columns) + " |",
                  "|" + "|".join("---" for _ in self.columns) + "|"]
-        lines += ["| " + " | ".join(self._fmt(c) for c in row) + " |" for row in self.rows]
+        lines += ["| " + " | ".join(self.format_cell(c) for c in row) + " |" for row in self.rows]
         if self.caption:
             lines += ["", self.caption]
         return "\n".join(lines) + "\n"

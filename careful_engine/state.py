@@ -124,8 +124,8 @@ def capture(instance: Any) -> bytes:
         try:
             plain = {k: v for k, v in attrs.items() if k not in trees}
             return b"t" + marshal.dumps((plain, {k: _tree(v) for k, v in trees.items()}))
-        except (ValueError, AttributeError):
-            pass
+        except (ValueError, AttributeError, RecursionError):
+            pass  # a tree that contains itself (cp of a directory into itself): pickle copes
     buffer = io.BytesIO()
     pickler = pickle.Pickler(buffer, pickle.HIGHEST_PROTOCOL)
     pickler.dispatch_table = _reducers_for(instance)

@@ -12,8 +12,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scipy.stats import binomtest, rankdata, spearmanr
-
 
 def mcnemar_p(gained: int, lost: int) -> float:
     """Exact two-sided McNemar p on the discordant pairs (b gained, c lost).
@@ -25,6 +23,8 @@ def mcnemar_p(gained: int, lost: int) -> float:
     n = gained + lost
     if n == 0:
         return 1.0
+    from scipy.stats import binomtest  # scipy is imported only when a test is computed
+
     return float(binomtest(min(gained, lost), n, 0.5, alternative="two-sided").pvalue)
 
 
@@ -66,6 +66,8 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
         raise ValueError("x and y differ in length")
     if len(x) < 2 or len(set(x)) < 2 or len(set(y)) < 2:
         return None
+    from scipy.stats import spearmanr
+
     rho = float(spearmanr(x, y).statistic)
     return None if math.isnan(rho) else rho
 
@@ -74,4 +76,6 @@ def ranks(values: Sequence[float]) -> list[int]:
     """Leaderboard ranks, 1 = highest; equal values share the better rank (1, 2, 2, 4)."""
     if not values:
         return []
+    from scipy.stats import rankdata
+
     return [int(r) for r in rankdata([-v for v in values], method="min")]

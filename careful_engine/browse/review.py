@@ -62,8 +62,8 @@ def function_review(fn: Any, declarations: Any | None = None) -> FunctionReview:
         ev = e["evidence"]
         rel, line = review.source_location(fn.name)
         facts = [
-            ("kind", review._kind(e)),
-            ("idempotence", review._idempotence(e)),
+            ("kind", review.kind_text(e)),
+            ("idempotence", review.idempotence_text(e)),
             ("footprint", ", ".join(e["footprint"]) or "none"),
             ("signals", ", ".join(f"{s} ({n})" for s, n in counts.items() if n) or "none"),
             ("proposal", proposal),
@@ -85,5 +85,5 @@ def function_review(fn: Any, declarations: Any | None = None) -> FunctionReview:
             ("signals", ", ".join(map(str, extra.get("signals") or [])) or "none"),
             ("proposal", proposal),
         ]
-    return FunctionReview(fn.name, fn.cls, review._description(doc) if doc else "(no doc)",
+    return FunctionReview(fn.name, fn.cls, review.description_text(doc) if doc else "(no doc)",
                           parameters, tuple(facts), examples, repeat, simulator_source(fn))

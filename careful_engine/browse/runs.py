@@ -8,13 +8,14 @@ import json
 import os
 import sys
 import threading
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import bfcl
+from ..leaderboard import label_entries
 from ..rules import RULES, Effects
 from ..runs import LoadedFile, ResultFile, load_result_file
 from ..scoring import discover, manifest_decoder, needs_decoder
@@ -66,16 +67,6 @@ def find_runs(paths: Sequence[Path], decoders: DecoderChoice | None = None) -> l
                or bfcl.registry_key_for_dir(model), label)
         for (run, model, files), label in zip(found, labels, strict=True)
     ]
-
-
-def label_entries(pairs: list[tuple[Path, str]]) -> list[str]:
-    """The leaderboard's labels (:func:`careful_engine.leaderboard.label_entries`, which
-    imports scipy): the run folder's name, plus the model folder when a run has several."""
-    per_run = Counter(run for run, _ in pairs)
-    labels = [run.name if per_run[run] == 1 else f"{run.name}/{model}" for run, model in pairs]
-    seen = Counter(labels)
-    return [lab if seen[lab] == 1 else f"{run}/{model}"
-            for lab, (run, model) in zip(labels, pairs, strict=True)]
 
 
 def default_cache_dir() -> Path:

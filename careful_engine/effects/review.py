@@ -47,13 +47,13 @@ def source_location(name: str) -> tuple[str, int]:
     return rel, line
 
 
-def _description(doc: dict) -> str:
+def description_text(doc: dict) -> str:
     text = doc.get("description", "")
     marker = "Tool description: "
     return text.split(marker, 1)[1] if marker in text else text
 
 
-def _idempotence(e: dict) -> str:
+def idempotence_text(e: dict) -> str:
     if e["kind"] != "write":
         return "n/a (read)"
     ev = e["evidence"]
@@ -62,7 +62,7 @@ def _idempotence(e: dict) -> str:
             f"{ev['repeat_checks']} checks")
 
 
-def _kind(e: dict) -> str:
+def kind_text(e: dict) -> str:
     if e["kind"] == "write":
         return "write (hidden state only: bfcl never compares it)" if e["hidden_only"] else "write"
     return "read" + (f" ({e['note']})" if e.get("note") else "")
@@ -94,7 +94,7 @@ def function_section(name: str, e: dict) -> list[str]:
     cls = e["class"]
     rel, line = source_location(name)
     ev = e["evidence"]
-    lines = [f"## {cls}.{name}", "", _description(doc), ""]
+    lines = [f"## {cls}.{name}", "", description_text(doc), ""]
     props = (doc.get("parameters") or {}).get("properties") or {}
     required = set((doc.get("parameters") or {}).get("required") or ())
     if props:
@@ -109,8 +109,8 @@ def function_section(name: str, e: dict) -> list[str]:
     counts = e["signal_counts"]
     signal_text = ", ".join(f"{s} ({counts[s]})" for s in sig.SIGNALS if counts.get(s)) or "none"
     lines += [
-        f"- Kind (inferred by executing it): {_kind(e)}",
-        f"- Idempotence: {_idempotence(e)}",
+        f"- Kind (inferred by executing it): {kind_text(e)}",
+        f"- Idempotence: {idempotence_text(e)}",
         f"- Footprint: {', '.join(f'`{p}`' for p in e['footprint']) or 'none'}",
         f"- Signals: {signal_text}",
         f"- Evidence: {ev['calls']} distinct calls, {ev['successful']} successful, "
@@ -190,7 +190,7 @@ def csv_text(decl: Declarations) -> str:
                 "" if e["idempotent"] is None else e["idempotent"],
                 ev["repeat_checks"], ev["repeat_changed"], "; ".join(e["footprint"]),
                 *(e["signal_counts"].get(s, 0) for s in sig.SIGNALS), e["proposed"],
-                ev["calls"], ev["successful"], rel, line, _description(d),
+                ev["calls"], ev["successful"], rel, line, description_text(d),
                 ex["call"] if ex else "", _changes_text(ex),
             ])
     return buf.getvalue()

@@ -34,7 +34,7 @@ def fill(table: DataTable, report: Report, skip: tuple[str, ...] = ()) -> None:
     table.clear(columns=True)
     table.add_columns(*(report.columns[i] for i in keep))
     for row in report.rows:
-        table.add_row(*(Report._fmt(row[i]) for i in keep))
+        table.add_row(*(Report.format_cell(row[i]) for i in keep))
 
 
 class LeaderboardScreen(Screen):
@@ -126,7 +126,7 @@ class LeaderboardScreen(Screen):
                 f"{main.caption}. Decoders: {decoders or 'none'}")
             fill(self.query_one("#lb-categories", DataTable), per_category)
             self.query_one("#lb-categories-note", Static).update(
-                "Spearman's rho: " + ", ".join(f"{r[0]} {Report._fmt(r[2])} (n={r[1]})"
+                "Spearman's rho: " + ", ".join(f"{r[0]} {Report.format_cell(r[2])} (n={r[1]})"
                                                for r in rho.rows))
             fill(self.query_one("#lb-rules", DataTable), rules)
             self.query_one("#lb-rules-note", Static).update(rules.caption)
