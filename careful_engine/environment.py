@@ -15,13 +15,13 @@ import json
 import marshal
 import pickle
 import random
-from dataclasses import dataclass, field
 from typing import Any
 
 from . import bfcl
-from .calls import Call, ParseFailure, parse_call
+from .calls import ParseFailure, parse_call
 from .process import BfclProcess
 from .state import State, capture
+from .trajectory import CallRecord
 
 # The run-wide shared state now lives in careful_engine.process; this name is kept for callers.
 TravelExtensions = BfclProcess
@@ -63,27 +63,12 @@ def call_succeeded(name: str | None, raw: Any, raised: bool) -> bool:
     return True
 
 
-@dataclass
-class Execution:
-    """The outcome of one call string in an environment."""
-
-    text: str
-    call: Call | ParseFailure
-    result: str
-    success: bool
-    class_name: str | None
-    state_after: State = field(repr=False, default_factory=lambda: State({}))
-
-    @property
-    def name(self) -> str | None:
-        return self.call.name
-
-    @property
-    def parsed(self) -> bool:
-        return isinstance(self.call, Call)
-
+# The outcome of one executed call: what ``Environment.execute`` returns (turn and step are
+# -1 unless the caller places the call in a trajectory).
+Execution = CallRecord
 
 _TEMPLATES: dict[tuple[str, bool, str], tuple] = {}
+_METHOD_CLASS = bfcl.function_class()  # the 128 method names are unique across classes
 _CONFIG_KEYS: dict[tuple[str, str], tuple[str, bool, str]] = {}
 _INITIAL_STATES: dict[str, State] = {}  # snapshots are never mutated, so shared
 
@@ -138,15 +123,10 @@ class Environment:
         self.snapshots = snapshots
         self.instances: dict[str, Any] = {}
         self.mapping: dict[str, str] = {}  # method -> instance name (bfcl's naming)
-        self._by_instance_name: dict[str, str] = {}
-        self._method_class: dict[str, str] = {}
         for class_name in self.involved_classes:
             self.instances[class_name] = self._create(class_name, initial_config, template_key)
             inst_name = bfcl.instance_name(name_prefix, entry_id, class_name)
-            self._by_instance_name[inst_name] = class_name
-            for method in bfcl.public_methods(class_name):
-                self.mapping[method] = inst_name
-                self._method_class[method] = class_name
+            self.mapping.update(dict.fromkeys(bfcl.public_methods(class_name), inst_name))
         self.state: State = State({})
         if snapshots:
             # the initial state is the same for every environment of a conversation, except
@@ -207,12 +187,13 @@ class Environment:
         instance._load_scenario(config, long_context=self.long_context)
         return instance
 
-    def execute(self, text: str) -> Execution:
-        """Parse and run one call string; record result, success and the state after it."""
+    def execute(self, text: str, turn: int = -1, step: int = -1) -> CallRecord:
+        """Parse and run one call string; record result, success and the states around it."""
+        before = self.state
         call = parse_call(text, self.mapping)
         if isinstance(call, ParseFailure):
-            return Execution(text, call, call.result, False, None, self.state)
-        class_name = self._method_class[call.name]
+            return CallRecord(turn, step, text, call, call.result, False, None, before, before)
+        class_name = _METHOD_CLASS[call.name]
         method = getattr(self.instances[class_name], call.name)
         raised = False
         try:
@@ -223,9 +204,8 @@ class Environment:
             result = f"Error during execution: {e}"
         if self.snapshots:
             self.state = self.state.replace(class_name, capture(self.instances[class_name]))
-        return Execution(
-            text, call, result, call_succeeded(call.name, raw, raised), class_name, self.state
-        )
+        return CallRecord(turn, step, text, call, result, call_succeeded(call.name, raw, raised),
+                          class_name, before, self.state)
 
     def execute_all(self, texts: list[str]) -> list[Execution]:
         return [self.execute(t) for t in texts]

@@ -44,13 +44,8 @@ class _Side:
         self.ends: list[dict] = []
 
     def run(self, turn: int, step: int, texts: list[str]) -> list[CallRecord]:
-        records = []
-        for text in texts:
-            before = self.env.state
-            ex = self.env.execute(text)
-            records.append(CallRecord(turn, step, text, ex.call, ex.result, ex.success,
-                                      ex.class_name, before, ex.state_after))
-        return records
+        execute = self.env.execute
+        return [execute(text, turn, step) for text in texts]
 
     def trace(self) -> SideTrace:
         return SideTrace(self.turns, self.env.initial_state, self.ends)

@@ -59,7 +59,7 @@ class Trajectory:
         return [[s.calls for s in turn if s.outcome is Outcome.CALLS] for turn in self.turns or []]
 
 
-@dataclass
+@dataclass(slots=True)
 class CallRecord:
     """One executed call with its result and the state before and after it."""
 
