@@ -19,6 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 BFCL_VERSION = "2026.3.23"
 CATEGORIES = (
@@ -213,6 +214,31 @@ def public_methods(class_name: str) -> frozenset[str]:
         n for n, _ in inspect.getmembers(instance, predicate=inspect.ismethod)
         if not n.startswith("_")
     )
+
+
+@cache
+def method_signature(name: str) -> inspect.Signature | None:
+    """The signature of one of the 128 simulator methods (None for an unknown name)."""
+    cls = function_class().get(name)
+    if cls is None:
+        return None
+    return inspect.signature(getattr(simulator_class(cls), name))
+
+
+def bound_arguments(name: str, args: tuple, kwargs: dict,
+                    partial: bool = False) -> dict[str, Any] | None:
+    """A call's arguments by parameter name, in signature order, positional ones bound as the
+    method binds them (None when the function is unknown or the arguments do not bind;
+    ``partial`` accepts missing required arguments)."""
+    sig = method_signature(name)
+    if sig is None:
+        return None
+    try:
+        bind = sig.bind_partial if partial else sig.bind
+        bound = bind(None, *args, **kwargs)
+    except TypeError:
+        return None
+    return {k: v for k, v in bound.arguments.items() if k != "self"}
 
 
 def is_stateless(class_name: str) -> bool:

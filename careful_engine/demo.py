@@ -8,7 +8,6 @@ beside the results names the registered decoder, so ``careful score`` needs no f
 
 from __future__ import annotations
 
-import inspect
 import json
 from pathlib import Path
 
@@ -31,9 +30,7 @@ def fc_step(calls: list[str]) -> list[dict[str, str]]:
             raise ValueError(f"reference call {text!r} does not parse: {call.reason}")
         args = dict(call.kwargs)
         if call.args:
-            method = getattr(bfcl.simulator_class(classes[call.name]), call.name)
-            bound = inspect.signature(method).bind_partial(None, *call.args, **call.kwargs)
-            args = {k: v for k, v in bound.arguments.items() if k != "self"}
+            args = bfcl.bound_arguments(call.name, call.args, args, partial=True) or args
         step.append({call.name: json.dumps(args)})
     return step
 

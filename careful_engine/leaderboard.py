@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rich import box
 from rich.table import Table
 
 from . import bfcl
@@ -22,7 +21,7 @@ from .rules import Effects
 from .runs import Problem
 from .scoring import CategoryScore, ConversationResult, ModelScore, RunScore, discover, score_run
 from .stats import Paired, paired, ranks, spearman
-from .tables import RULE_COLUMNS
+from .tables import RULE_COLUMNS, _f, terminal_table
 
 KINDS = {"bfcl": "accuracy", "safe": "safe_accuracy", "strict": "strict_accuracy"}
 KIND_NAMES = {"bfcl": "BFCL's", "safe": "Effect-safe", "strict": "Strict"}
@@ -313,28 +312,6 @@ def leaderboard_reports(entries: list[Entry]) -> list[Report]:
 
 
 # ---------------------------------------------------------------- terminal layouts (<= 80 cols)
-
-
-def terminal_table(title: str, headers: list[str], rows: list[list[str]],
-                   caption: str = "", first_width: int = 14, min_width: int | None = None) -> Table:
-    """A compact rich table: a folding first column, right-aligned others, no padding edge."""
-    table = Table(title=title, caption=caption or None, box=box.SIMPLE_HEAD, padding=(0, 1),
-                  pad_edge=False, title_justify="left", caption_justify="left",
-                  min_width=min_width)
-    first = max((len(r[0]) for r in rows), default=8)
-    for i, h in enumerate(headers):
-        if i == 0:
-            table.add_column(h, overflow="fold", min_width=min(first, first_width),
-                             max_width=first_width)
-        else:
-            table.add_column(h, justify="right", no_wrap=True)
-    for row in rows:
-        table.add_row(*row)
-    return table
-
-
-def _f(x: float | None) -> str:
-    return "–" if x is None else f"{x:.1f}"
 
 
 def leaderboard_terminal(entries: list[Entry]) -> list[Table]:

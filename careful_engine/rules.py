@@ -28,11 +28,9 @@ calls first-come against the reference's per-function multiset of the turn.
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 from . import bfcl, detector
@@ -89,14 +87,6 @@ class Effects:
         return bool(f) and f["kind"] == "read"
 
 
-@cache
-def _parameters(name: str) -> inspect.Signature | None:
-    cls = bfcl.function_class().get(name)
-    if cls is None:
-        return None
-    return inspect.signature(getattr(bfcl.simulator_class(cls), name))
-
-
 _CANONICAL: dict[str, str] = {}
 
 
@@ -114,14 +104,9 @@ def _canonical(record: CallRecord) -> str:
     call = record.call
     if not isinstance(call, Call):
         return record.text
-    sig = _parameters(call.name)
-    kwargs = dict(call.kwargs)
-    if sig is not None:
-        try:
-            kwargs = dict(sig.bind_partial(None, *call.args, **call.kwargs).arguments)
-            kwargs.pop("self", None)
-        except TypeError:
-            return call.signature()
+    kwargs = bfcl.bound_arguments(call.name, call.args, dict(call.kwargs), partial=True)
+    if kwargs is None:
+        return call.signature()
     return Call(call.name, (), kwargs).signature()
 
 

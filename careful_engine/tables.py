@@ -101,13 +101,17 @@ def rules_table(scores: list[ModelScore]) -> Report:
 # ---------------------------------------------------------------- terminal layouts (<= 80 cols)
 
 
-def _rich(title: str, headers: list[str], rows: list[list[str]], caption: str = "") -> Table:
+def terminal_table(title: str, headers: list[str], rows: list[list[str]],
+                   caption: str = "", first_width: int = 14, min_width: int | None = None) -> Table:
+    """A compact rich table: a folding first column, right-aligned others, no padding edge."""
     table = Table(title=title, caption=caption or None, box=box.SIMPLE_HEAD, padding=(0, 1),
-                  pad_edge=False, title_justify="left", caption_justify="left")
+                  pad_edge=False, title_justify="left", caption_justify="left",
+                  min_width=min_width)
     first = max((len(r[0]) for r in rows), default=8)
     for i, h in enumerate(headers):
         if i == 0:
-            table.add_column(h, overflow="fold", min_width=min(first, 12))
+            table.add_column(h, overflow="fold", min_width=min(first, first_width),
+                             max_width=first_width)
         else:
             table.add_column(h, justify="right", no_wrap=True)
     for row in rows:
@@ -138,7 +142,7 @@ def accuracy_terminal(scores: list[ModelScore], effect: bool) -> Table:
             row.append(f"{_f(b)}/{_f(s)}" if effect else _f(b))
         rows.append(row)
     decoders = "; ".join(f"{ms.model}: {ms.decoder}" for ms in scores if ms.decoder)
-    return _rich(
+    return terminal_table(
         "Accuracy (%): " + ("BFCL / effect-safe" if effect else "BFCL"),
         headers, rows,
         "mean: unweighted over the 4 categories (absent = 0). Decoders: " + (decoders or "none"))
@@ -161,8 +165,8 @@ def rules_terminal(scores: list[ModelScore]) -> list[Table]:
               "reads; fail: failed calls; ask: asked instead of acting; askD: ... where the "
               "reference acts destructively; unconf: unconfirmed destructive calls")
     return [
-        _rich("Rule violations", ["run/category", *short_headers], counts, legend),
-        _rich("Steps and the token cost of surplus steps",
+        terminal_table("Rule violations", ["run/category", *short_headers], counts, legend),
+        terminal_table("Steps and the token cost of surplus steps",
               ["run/category", "steps/conv", "output/conv", "surplus out %", "surplus in %"],
               tokens, "surplus steps: steps whose calls are all beyond the reference"),
     ]

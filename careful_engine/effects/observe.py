@@ -25,14 +25,12 @@ from __future__ import annotations
 import copy
 import hashlib
 import importlib
-import inspect
 import json
 import pickle
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -86,24 +84,9 @@ def _canon(value: Any) -> str:
     return repr(value)
 
 
-@cache
-def _signature(name: str) -> inspect.Signature | None:
-    cls = bfcl.function_class().get(name)
-    if cls is None:
-        return None
-    return inspect.signature(getattr(bfcl.simulator_class(cls), name))
-
-
 def bound_arguments(call: Call) -> dict[str, Any] | None:
     """The call's arguments by parameter name, in signature order (None: they do not bind)."""
-    sig = _signature(call.name)
-    if sig is None:
-        return None
-    try:
-        bound = sig.bind(None, *call.args, **call.kwargs)
-    except TypeError:
-        return None
-    return {k: v for k, v in bound.arguments.items() if k != "self"}
+    return bfcl.bound_arguments(call.name, call.args, dict(call.kwargs))
 
 
 def normalise(call: Call) -> str:
