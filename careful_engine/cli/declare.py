@@ -27,6 +27,7 @@ from careful_engine.effects import declarations as decl_mod
 from careful_engine.effects import mcp as mcp_mod
 from careful_engine.effects import review as review_mod
 from careful_engine.effects.observe import parse_decoders
+from careful_engine.tables import terminal_table
 
 console = Console()
 err = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -81,20 +82,16 @@ def _progress() -> Progress:
 
 
 def table2(rows: dict[str, dict[str, int]], boundary: boundary_mod.Boundary) -> Table:
-    table = Table(title="Effect declarations per simulator class (the layout of the paper's "
-                  "Table 2)")
-    table.add_column("Class")
-    labels = ("functions", "read / pure", "write", "destructive", "non-idempotent writes",
-              "hidden-only")
-    for label in labels:
-        table.add_column(label, justify="right")
-    for cls, row in rows.items():
-        style = "bold" if cls == "Total" else None
-        table.add_row(cls, *(str(row[c]) for c in decl_mod.TABLE2_COLUMNS), style=style)
-    table.caption = (f"destructive: boundary {boundary.name!r} ({len(boundary.destructive)} "
-                     "functions); read / pure and write exclude it; non-idempotent counts every "
-                     "write")
-    return table
+    """The paper's Table 2 layout, within 80 columns."""
+    return terminal_table(
+        "Effect declarations per simulator class (the paper's Table 2)",
+        ["class", "functions", "read", "write", "destr.", "non-idem.", "hidden-only"],
+        [[cls, *(str(row[c]) for c in decl_mod.TABLE2_COLUMNS)] for cls, row in rows.items()],
+        f"read: read / pure; destr.: destructive under boundary {boundary.name!r} "
+        f"({len(boundary.destructive)} functions); read and write exclude it; non-idem.: "
+        "non-idempotent writes (every write counts)",
+        first_width=18,
+    )
 
 
 @app.command()
