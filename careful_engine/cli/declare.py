@@ -26,7 +26,7 @@ from careful_engine.effects import audit as audit_mod
 from careful_engine.effects import declarations as decl_mod
 from careful_engine.effects import mcp as mcp_mod
 from careful_engine.effects import review as review_mod
-from careful_engine.effects.observe import parse_decoders
+from careful_engine.leaderboard import parse_decoders
 from careful_engine.tables import terminal_table
 
 console = Console()
@@ -121,9 +121,13 @@ def declare(
     """
     bnd = _boundary(boundary)
     try:
-        decoders = parse_decoders(decoder or [])
+        choice = parse_decoders(decoder)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--decoder") from None
+    if choice.default is not None:
+        raise typer.BadParameter(f"{choice.default!r}: expected MODEL_DIR=REGISTRY_KEY",
+                                 param_hint="--decoder")
+    decoders = choice.by_folder
     if no_runs and runs:
         raise typer.BadParameter("--runs and --no-runs exclude each other",
                                  param_hint="--no-runs")

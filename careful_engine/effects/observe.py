@@ -289,17 +289,6 @@ class RunFile:
         return len(self.loaded.entries) if self.loaded else 0
 
 
-def parse_decoders(items: Sequence[str]) -> dict[str, str]:
-    """``MODEL_DIR=REGISTRY_KEY`` items as a mapping (ValueError on a malformed item)."""
-    out: dict[str, str] = {}
-    for item in items:
-        model, sep, key = item.partition("=")
-        if not sep or not model.strip() or not key.strip():
-            raise ValueError(f"--decoder {item!r}: expected MODEL_DIR=REGISTRY_KEY")
-        out[model.strip()] = key.strip()
-    return out
-
-
 def find_runs(roots: Sequence[Path], decoders: dict[str, str]) -> tuple[list[RunFile], list[str]]:
     """Result files under ``roots``, loaded, each with its decoder or the reason it is skipped."""
     found: list[RunFile] = []
