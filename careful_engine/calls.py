@@ -172,11 +172,13 @@ def parse_call(
     if blocked is not None:
         return ParseFailure(text, f"Function call {blocked} is not allowed.", blocked)
     try:
-        # eval() strips leading and trailing spaces and tabs from a string expression
-        tree = ast.parse(source.strip(" \t"), mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as e:
-        msg = e.msg if isinstance(e, SyntaxError) else str(e)
-        return ParseFailure(text, f"invalid syntax ({msg})")
+        # eval() strips leading and trailing spaces and tabs from a string expression; the
+        # file name "<string>" makes the message eval's own ("invalid syntax (<string>, line 1)")
+        tree = ast.parse(source.strip(" \t"), filename="<string>", mode="eval")
+    except (SyntaxError, ValueError) as e:
+        return ParseFailure(text, str(e))
+    except (RecursionError, MemoryError, OverflowError) as e:
+        return ParseFailure(text, f"{type(e).__name__} while parsing")
     node = tree.body
     if not isinstance(node, ast.Call):
         return ParseFailure(text, "not a function call")
