@@ -23,8 +23,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fakes.loopback import LoopbackServer
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -168,7 +170,7 @@ def _sse(msg: dict) -> bytes:
     return "".join(f"event: {e}\ndata: {json.dumps(d)}\n\n" for e, d in events).encode()
 
 
-class FakeMessagesServer:
+class FakeMessagesServer(LoopbackServer):
     """A threaded HTTP server faking ``/v1/messages``; use as a context manager."""
 
     def __init__(self, responder: Responder | None = None):
@@ -176,17 +178,13 @@ class FakeMessagesServer:
         self.requests: list[Recorded] = []
         self._queue: deque[Reply | dict | str] = deque()
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # -------------------------------------------------------------- control
 
     @property
     def url(self) -> str:
         """The base URL to give the client (``anthropic.Anthropic(base_url=...)``)."""
-        assert self._server is not None, "server not started"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.root
 
     def enqueue(self, *replies: Reply | dict | str) -> None:
         """Replies for the next requests to /v1/messages, in order (before the responder)."""
@@ -195,27 +193,6 @@ class FakeMessagesServer:
 
     def messages_requests(self) -> list[Recorded]:
         return [r for r in self.requests if r.path.rstrip("/") == "/v1/messages"]
-
-    def start(self) -> FakeMessagesServer:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeMessagesServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -------------------------------------------------------------- answers
 

@@ -19,8 +19,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fakes.loopback import LoopbackServer
 
 _ids = itertools.count(1)
 
@@ -37,7 +39,7 @@ class Recorded:
     received: float
 
 
-class FakeCompletionsServer:
+class FakeCompletionsServer(LoopbackServer):
     """A threaded fake of vLLM's OpenAI-compatible server; use as a context manager."""
 
     def __init__(self, model: str, responder: Callable[[Recorded], str] | None = None,
@@ -47,13 +49,6 @@ class FakeCompletionsServer:
         self.max_model_len = max_model_len
         self.requests: list[Recorded] = []
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-
-    @property
-    def root(self) -> str:
-        assert self._server is not None, "server not started"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
 
     @property
     def url(self) -> str:
@@ -62,25 +57,6 @@ class FakeCompletionsServer:
 
     def completions(self) -> list[Recorded]:
         return [r for r in self.requests if r.path.rstrip("/") == "/v1/completions"]
-
-    def start(self) -> FakeCompletionsServer:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeCompletionsServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def _completion(self, req: Recorded) -> dict:
         text = self.responder(req)
