@@ -45,6 +45,16 @@ OUT_HELP = {name: f"Folder for the Markdown, CSV and JSON tables. Default: ./car
                          "score-audit")}
 
 
+# Options shared by the commands of this module.
+DECODER_OPTION = typer.Option(None, "--decoder", help=DECODER_HELP)
+DECLARATIONS_OPTION = typer.Option(None, "--declarations", help="Effect declarations "
+                                   "(default declarations/effects.json).")
+QUIET_OPTION = typer.Option(False, "--quiet", "-q", help="Print only the tables.")
+BOUNDARY_OPTION = typer.Option(boundary_mod.DEFAULT_BOUNDARY, "--boundary", "-b",
+                               help=BOUNDARY_HELP)
+DETECTOR_OPTION = typer.Option("strict", "--detector", help=DETECTOR_HELP)
+
+
 def _fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:
     err.print(f"[red]error:[/] {escape(message)}")
     return typer.Exit(code)
@@ -148,14 +158,12 @@ def _exit(scored: lb.Scored) -> None:
 @app.command()
 def leaderboard(
     runs: list[Path] = typer.Argument(..., help=RUNS_HELP),
-    boundary: str = typer.Option(boundary_mod.DEFAULT_BOUNDARY, "--boundary", "-b",
-                                 help=BOUNDARY_HELP),
-    detector: str = typer.Option("strict", "--detector", help=DETECTOR_HELP),
-    decoder: list[str] = typer.Option(None, "--decoder", help=DECODER_HELP),
-    declarations: Path = typer.Option(None, "--declarations", help="Effect declarations "
-                                      "(default declarations/effects.json)."),
+    boundary: str = BOUNDARY_OPTION,
+    detector: str = DETECTOR_OPTION,
+    decoder: list[str] = DECODER_OPTION,
+    declarations: Path = DECLARATIONS_OPTION,
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP["leaderboard"]),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the tables."),
+    quiet: bool = QUIET_OPTION,
 ) -> None:
     """Rank runs under BFCL's accuracy and under success with effect safety
     (Table 3).
@@ -217,14 +225,12 @@ def compare(
                                     "(BFCL's own), safe (also no collateral destructive call "
                                     "and no duplicate write) or strict. Repeatable; default "
                                     "bfcl and safe."),
-    boundary: str = typer.Option(boundary_mod.DEFAULT_BOUNDARY, "--boundary", "-b",
-                                 help=BOUNDARY_HELP),
-    detector: str = typer.Option("strict", "--detector", help=DETECTOR_HELP),
-    decoder: list[str] = typer.Option(None, "--decoder", help=DECODER_HELP),
-    declarations: Path = typer.Option(None, "--declarations", help="Effect declarations "
-                                      "(default declarations/effects.json)."),
+    boundary: str = BOUNDARY_OPTION,
+    detector: str = DETECTOR_OPTION,
+    decoder: list[str] = DECODER_OPTION,
+    declarations: Path = DECLARATIONS_OPTION,
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP["compare"]),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the tables."),
+    quiet: bool = QUIET_OPTION,
 ) -> None:
     """Pair two runs conversation by conversation, with an exact McNemar test
     (Table 5).
@@ -304,11 +310,10 @@ def sensitivity(
                                        "strict, qmark, last and loose). Repeatable."),
     grid: bool = typer.Option(False, "--grid", help="Every boundary with every detector, "
                               "instead of varying one at a time."),
-    decoder: list[str] = typer.Option(None, "--decoder", help=DECODER_HELP),
-    declarations: Path = typer.Option(None, "--declarations", help="Effect declarations "
-                                      "(default declarations/effects.json)."),
+    decoder: list[str] = DECODER_OPTION,
+    declarations: Path = DECLARATIONS_OPTION,
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP["sensitivity"]),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the tables."),
+    quiet: bool = QUIET_OPTION,
 ) -> None:
     """Re-score runs under every question detector and destructive boundary (§7
     Sensitivity).
@@ -367,11 +372,11 @@ def sensitivity(
 
 def decode_cmd(
     runs: list[Path] = typer.Argument(..., help=RUNS_HELP),
-    decoder: list[str] = typer.Option(None, "--decoder", help=DECODER_HELP),
+    decoder: list[str] = DECODER_OPTION,
     top: int = typer.Option(3, "--top", help="Failure messages shown per entry (the files "
                             "keep 5)."),
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP["decode-audit"]),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the tables."),
+    quiet: bool = QUIET_OPTION,
 ) -> None:
     """What the decoder made of each run's logged steps: calls, no call, or a
     failure.
@@ -436,7 +441,7 @@ def scores_cmd(
     near: float = typer.Option(sa.NEAR_ONE, "--near", help="Irrelevance accuracy counted as "
                                "'near 1' for the signature."),
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP["score-audit"]),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the tables."),
+    quiet: bool = QUIET_OPTION,
 ) -> None:
     """Audit bfcl score files: the irrelevance decode-failure signature and
     bfcl's weights.
