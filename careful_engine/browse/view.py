@@ -281,17 +281,7 @@ def build_view(trace: Any, rules: ConversationRules | None, blame: Blame | None,
 
 
 def change_rows(changes: Sequence[Change], limit: int = 200) -> list[dict]:
-    """State changes in the review sheet's form: path, kind, before, after (as text)."""
-    from ..effects.infer import concrete_path, render_value
+    """State changes in the review sheet's form: path, kind, hidden, before, after (as text)."""
+    from ..effects.infer import render_changes
 
-    out = []
-    for c in changes[:limit]:
-        row = {"path": concrete_path(c.path), "kind": c.kind, "hidden": c.hidden}
-        if c.kind != "added":
-            row["before"] = render_value(c.before)
-        if c.kind != "removed":
-            row["after"] = render_value(c.after)
-        out.append(row)
-    if len(changes) > limit:
-        out.append({"path": f"... {len(changes) - limit} more", "kind": "more"})
-    return out
+    return render_changes(changes, limit=limit, hidden=True)

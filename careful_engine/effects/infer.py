@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,17 +103,22 @@ def render_value(value: Any) -> str:
     return text
 
 
-def render_changes(changes: list[Change]) -> list[dict[str, str]]:
+def render_changes(changes: Sequence[Change], limit: int = MAX_EXAMPLE_CHANGES,
+                   hidden: bool = False) -> list[dict]:
+    """State changes as text rows (path, kind, before, after); ``hidden`` also marks changes
+    to private state. Past ``limit`` a last row says how many more there are."""
     out = []
-    for c in changes[:MAX_EXAMPLE_CHANGES]:
-        item = {"path": concrete_path(c.path), "kind": c.kind}
+    for c in changes[:limit]:
+        item: dict = {"path": concrete_path(c.path), "kind": c.kind}
+        if hidden:
+            item["hidden"] = c.hidden
         if c.kind != "added":
             item["before"] = render_value(c.before)
         if c.kind != "removed":
             item["after"] = render_value(c.after)
         out.append(item)
-    if len(changes) > MAX_EXAMPLE_CHANGES:
-        out.append({"path": f"... {len(changes) - MAX_EXAMPLE_CHANGES} more", "kind": "more"})
+    if len(changes) > limit:
+        out.append({"path": f"... {len(changes) - limit} more", "kind": "more"})
     return out
 
 
