@@ -1,0 +1,52 @@
+"""Show text that came from a file, a model or a person literally: no markup, no control codes.
+
+``visible`` turns control characters (C0, C1, DEL, bidi overrides) into visible escapes;
+``literal`` also escapes Rich markup, for any string that goes through a Rich renderer.
+"""
+
+from __future__ import annotations
+
+import re
+
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
+    "|[\ud800-\udfff]"
+)
+_CONTROL_NL = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]|[\ud800-\udfff]"
+)
+# Rich's own markup pattern (rich.markup.escape), without importing Rich here.
+_MARKUP = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
+
+
+def _escape_char(m: re.Match[str]) -> str:
+    c = m.group(0)
+    o = ord(c)
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+
+
+def visible(text: object, *, keep_newlines: bool = False) -> str:
+    """``text`` as a string with every control character shown as an escape (``\\x1b``)."""
+    s = text if isinstance(text, str) else str(text)
+    return (_CONTROL if keep_newlines else _CONTROL_NL).sub(_escape_char, s)
+
+
+def escape_markup(text: str) -> str:
+    """Escape Rich markup the way ``rich.markup.escape`` does."""
+
+    def repl(m: re.Match[str]) -> str:
+        backslashes, tag = m.group(1), m.group(2)
+        return f"{backslashes}{backslashes}\\{tag}"
+
+    out = _MARKUP.sub(repl, text)
+    if out.endswith("\\") and not out.endswith("\\\\"):
+        out += "\\"
+    return out
+
+
+def literal(text: object, *, keep_newlines: bool = False) -> str:
+    """``visible`` text with Rich markup escaped: safe inside any Rich markup string."""
+    return escape_markup(visible(text, keep_newlines=keep_newlines))
+
+
+__all__ = ["escape_markup", "literal", "visible"]
