@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import difflib
 import inspect
 import json
@@ -105,10 +106,31 @@ def _standard_run(tmp_path, name):
     return entry
 
 
+def _bfcl_run():
+    """bfcl's own, unpatched loop on the same conversation."""
+    from bfcl_eval.utils import make_json_serializable
+
+    from careful_engine import bfcl
+    from careful_engine.generation import dataset
+
+    assert not patch.installed()
+    entry = next(e for e in dataset.load_entries("multi_turn_base")
+                 if e["id"] == "multi_turn_base_2")
+    with FakeCompletionsServer("Qwen/Qwen3-8B", responder=lambda r: "Shall I proceed?") as s:
+        handler = vllm_backend.build("Qwen/Qwen3-8B", 0.001)
+        vllm_backend.attach(handler, s.url, tokenizer_kind="server")
+        bfcl.reset_bfcl_process_state()
+        result, metadata = handler.inference(copy.deepcopy(entry), False, False)
+        bfcl.reset_bfcl_process_state()
+    metadata.pop("latency")
+    return json.loads(json.dumps(make_json_serializable(
+        {"id": entry["id"], "result": result, **metadata})))
+
+
 def test_the_patched_loop_without_a_protocol_is_bfcls_loop(tmp_path, clean_patch):
-    plain = _standard_run(tmp_path, "plain")
-    patch.install()
-    patched = _standard_run(tmp_path, "patched")
+    plain = _bfcl_run()
+    patched = _standard_run(tmp_path, "patched")  # generation installs the patch itself
+    assert patch.installed()
     assert patched == plain
     assert all(len(turn) == 1 for turn in plain["result"])  # every question ended its turn
 

@@ -1,7 +1,8 @@
 """Generate a run: bfcl's handler on bfcl's entries, one conversation per result line.
 
 Each conversation goes through the handler's own ``inference`` (bfcl's multi-turn loops,
-patched at their exit points for the confirm condition) on a deep copy of the entry bfcl's
+patched at their exit points for the confirm condition and compiled with the engine's executor
+in place of bfcl's ``eval``-based one for every condition, :mod:`.executor`) on a deep copy of the entry bfcl's
 ``load_dataset_entry`` returns (with the effect hints appended for the hints condition). The
 line written is what ``bfcl generate`` writes (``id``, ``result`` and the metadata: token
 counts, latency, inference log; an inference error as bfcl records it), plus
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import importlib
 import platform
 import time
 import traceback
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import bfcl
-from . import dataset, results
+from . import dataset, executor, results
 from .errors import GenerationError, StopRun
 from .spend import SpendGuard
 
@@ -101,9 +101,8 @@ class Condition:
             decl = load(options.declarations)
             self.functions, self.declarations_sha256 = decl.functions, decl.sha256
         if self.name == "confirm":
-            from ..protocol import ConfirmationProtocol, ScriptedUser, patch
+            from ..protocol import ConfirmationProtocol, ScriptedUser
 
-            patch.install()
             self.protocol = ConfirmationProtocol(ScriptedUser(self.boundary.destructive,
                                                               options.script))
 
@@ -117,12 +116,18 @@ class Condition:
 
 
 def _free_instances(handler: Any, entry_id: str) -> None:
-    """Drop the executor's cached simulator instances of a finished conversation."""
-    g = importlib.import_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils").__dict__
-    prefix = bfcl.instance_name(handler.model_name_underline_replaced, entry_id, "")
-    prefix = prefix[: -len("_instance")]
-    for name in [k for k in g if k.startswith(prefix) and k.endswith("_instance")]:
-        del g[name]
+    """Drop the simulator instances of a finished conversation."""
+    executor.free(handler.model_name_underline_replaced, entry_id)
+
+
+def safe_loops() -> None:
+    """Install bfcl's loops compiled with the engine's executor; refuse to run without them."""
+    from ..protocol import patch
+
+    patch.install()
+    if not patch.installed():
+        raise GenerationError("bfcl's inference loops could not be patched to use the "
+                              "engine's executor; refusing to execute model calls with eval")
 
 
 def run_conversation(handler: Any, entry: dict, condition: Condition,
@@ -191,6 +196,7 @@ def generate(
     if options.threads < 1:
         raise GenerationError("--threads must be at least 1")
     condition = Condition(options)
+    safe_loops()
     folder = results.model_dir(options.run_dir, options.model)
     manifest: dict[str, Any] = {
         "schema": results.MANIFEST_SCHEMA,

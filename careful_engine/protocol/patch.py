@@ -1,4 +1,4 @@
-"""The patch of bfcl's two multi-turn inference loops, at their two exit points only.
+"""The patch of bfcl's two multi-turn inference loops: their two exit points and their executor.
 
 bfcl's ``BaseHandler.inference_multi_turn_FC`` and ``inference_multi_turn_prompting`` end a
 turn in exactly two places: the response decoded to no call (``"Empty response from the model.
@@ -11,12 +11,14 @@ two ``break`` statements::
         continue
     break
 
-Every other line is the installed code as it is, compiled in bfcl's own module namespace with
-its own file name and line numbers, and installed on ``BaseHandler`` (so every handler class
-gets it), still marked ``@final``. No loop code is copied into this repository. The hook is a
-no-op (the ``break`` runs) unless the handler carries a ``careful_protocol``; see
-:mod:`.hook`. :func:`strip_hooks` undoes the transformation on a tree, which is how the tests
-prove that nothing else changed.
+Every other line is the installed code as it is, compiled with its own file name and line
+numbers in a copy of bfcl's module namespace in which one name differs: the executor
+``execute_multi_turn_func_call`` the loops call for every decoded step is the engine's
+(:mod:`careful_engine.generation.executor`: same contract and results, no ``eval``). The loops
+are installed on ``BaseHandler`` (so every handler class gets them), still marked ``@final``.
+No loop code is copied into this repository. The hook is a no-op (the ``break`` runs) unless
+the handler carries a ``careful_protocol``; see :mod:`.hook`. :func:`strip_hooks` undoes the
+transformation on a tree, which is how the tests prove that nothing else changed.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from types import FunctionType
 from typing import Any
 
 HOOK = "_careful_user_answer"
+EXECUTOR = "execute_multi_turn_func_call"
 LOOPS = {"inference_multi_turn_FC": "FC", "inference_multi_turn_prompting": "prompting"}
 EXIT_MESSAGES = {
     "no_call": "Empty response from the model. Proceed to next turn.",
@@ -132,16 +135,38 @@ def strip_hooks(tree: ast.Module) -> ast.Module:
     return tree
 
 
+def executor_calls(tree: ast.AST) -> int:
+    """How many times the loop calls bfcl's executor by name."""
+    return sum(1 for n in ast.walk(tree) if isinstance(n, ast.Call)
+               and isinstance(n.func, ast.Name) and n.func.id == EXECUTOR)
+
+
+def loop_globals(module_globals: dict[str, Any]) -> dict[str, Any]:
+    """bfcl's module namespace with the engine's executor in place of bfcl's."""
+    from ..generation import executor
+
+    if EXECUTOR not in module_globals:
+        raise PatchError(f"bfcl's base_handler does not import {EXECUTOR}: bfcl-eval's loop "
+                         "is not the pinned version")
+    namespace = dict(module_globals)
+    namespace[EXECUTOR] = executor.execute_multi_turn_func_call
+    return namespace
+
+
 def patched_function(name: str) -> FunctionType:
-    """Compile the transformed loop in bfcl's module namespace."""
+    """Compile the transformed loop in (a copy of) bfcl's module namespace, with the engine's
+    executor."""
     import sys
 
     tree, filename = original_tree(name)
+    if executor_calls(tree) != 2:
+        raise PatchError(f"expected {name} to call {EXECUTOR} twice, found "
+                         f"{executor_calls(tree)}: bfcl-eval's loop is not the pinned version")
     transform(tree, LOOPS[name])
     original = original_function(name)
     module = sys.modules[original.__module__]
     namespace: dict[str, Any] = {}
-    exec(compile(tree, filename, "exec"), module.__dict__, namespace)
+    exec(compile(tree, filename, "exec"), loop_globals(module.__dict__), namespace)
     fn = namespace[name]
     fn.__qualname__ = original.__qualname__
     fn.__doc__ = original.__doc__
@@ -194,5 +219,10 @@ def uninstall() -> None:
 
 
 def installed() -> bool:
+    """Both loops are the patched ones and call the engine's executor."""
+    from ..generation import executor
+
     base = _base_handler()
-    return all(getattr(base.__dict__[n], "__careful_patched__", False) for n in LOOPS)
+    return all(getattr(fn := base.__dict__[n], "__careful_patched__", False)
+               and fn.__globals__.get(EXECUTOR) is executor.execute_multi_turn_func_call
+               for n in LOOPS)

@@ -137,3 +137,85 @@ def completions_responder(script: Script, fmt: Callable = python_calls) -> Calla
         return step.text
 
     return respond
+
+
+# ---------------------------------------------------------------- a model that plays the reference
+
+
+def _turn_texts(entry_id: str) -> list[str]:
+    conv = bfcl.conversation(entry_id)
+    return ["\n".join(m["content"] for m in turn if m.get("role") == "user").strip()
+            for turn in conv.question]
+
+
+def reference_step(entry_id: str, seen: list[str]) -> list[str] | None:
+    """What a model playing the reference says next: the current turn's reference calls if it
+    has not acted since the turn's question, else nothing (None: "Done.").
+
+    ``seen`` lists the conversation's user texts and assistant markers (``"\\0assistant"``) in
+    order, as the request carries them.
+    """
+    conv = bfcl.conversation(entry_id)
+    texts = _turn_texts(entry_id)
+    turn, since = -1, 0
+    for item in seen:
+        if item == "\0assistant":
+            since += 1
+        elif item and item in texts[turn + 1:]:
+            turn, since = texts.index(item, turn + 1), 0
+    if turn < 0 or since > 0 or not conv.ground_truth[turn]:
+        return None
+    return list(conv.ground_truth[turn])
+
+
+def _kwargs(call: str) -> tuple[str, dict]:
+    """A reference call string as a tool call: name and arguments by parameter name."""
+    import ast
+
+    node = ast.parse(call, mode="eval").body
+    name = node.func.id
+    args = tuple(ast.literal_eval(a) for a in node.args)
+    kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+    return name, bfcl.bound_arguments(name, args, kwargs, partial=True) or kwargs
+
+
+def reference_completions(entry_ids: list[str]) -> Callable:
+    """Completions replies playing the reference, in bfcl's prompting format ``[f(a=1)]``."""
+    script = Script({i: [] for i in entry_ids})
+
+    def respond(req) -> str:
+        prompt = req.body["prompt"]
+        first = _USER.search(prompt)
+        entry_id = script.identify(first.group(1) if first else "")
+        seen = []
+        for m in re.finditer(r"<\|im_start\|>(user|assistant)\n(.*?)(?:<\|im_end\|>|$)",
+                             prompt, re.S):
+            seen.append(m.group(2).strip() if m.group(1) == "user" else "\0assistant")
+        seen = seen[:-1]  # the generation prompt
+        calls = reference_step(entry_id, seen)
+        return "Done." if calls is None else "[" + ", ".join(calls) + "]"
+
+    return respond
+
+
+def reference_messages(entry_ids: list[str]) -> Callable:
+    """Messages replies playing the reference as ``tool_use`` blocks."""
+    script = Script({i: [] for i in entry_ids})
+
+    def respond(req) -> Reply:
+        msgs = req.body["messages"]
+        entry_id = script.identify(_text_of(msgs[0]["content"]))
+        seen = [_text_of(m["content"]).strip() if m["role"] == "user" else "\0assistant"
+                for m in msgs]
+        calls = reference_step(entry_id, seen)
+        u = usage(input_tokens=100, output_tokens=10)
+        if calls is None:
+            return Reply(200, message([{"type": "text", "text": "Done."}], usage_=u))
+        content = []
+        for i, call in enumerate(calls):
+            name, args = _kwargs(call)
+            content.append({"type": "tool_use", "id": f"toolu_{entry_id}_{len(msgs)}_{i}",
+                            "name": name, "input": args})
+        return Reply(200, message(content, stop_reason="tool_use", usage_=u))
+
+    return respond
