@@ -13,13 +13,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from careful_engine import bfcl
+from careful_engine import bfcl, ci_report, gates
 from careful_engine import boundary as boundary_mod
 from careful_engine import decode_audit as da
 from careful_engine import leaderboard as lb
 from careful_engine import score_audit as sa
 from careful_engine import sensitivity as sens_mod
-from careful_engine.cli import app
+from careful_engine.cli import app, ci
 from careful_engine.report import Report, pct
 from careful_engine.scoring import load_effects
 
@@ -223,14 +223,24 @@ def compare(
     model_b: str = typer.Option(None, "--model-b", help="Model folder of RUN_B to use."),
     score: list[str] = typer.Option(None, "--score", "-s", help="Verdict to pair: bfcl "
                                     "(BFCL's own), safe (also no collateral destructive call "
-                                    "and no duplicate write) or strict. Repeatable; default "
-                                    "bfcl and safe."),
+                                    "and no duplicate write), strict, or both (bfcl and safe). "
+                                    "Repeatable; default both."),
     boundary: str = BOUNDARY_OPTION,
     detector: str = DETECTOR_OPTION,
     decoder: list[str] = DECODER_OPTION,
     declarations: Path = DECLARATIONS_OPTION,
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP["compare"]),
     quiet: bool = QUIET_OPTION,
+    fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Gate: exit 4 "
+                                            "when B is significantly worse than A (McNemar p <= "
+                                            "--alpha and more lost than gained) on any category "
+                                            "or overall, under any --score."),
+    alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the gate."),
+    max_increase: list[str] = typer.Option(None, "--max-increase", help="Gate: exit 4 when a "
+                                           "rule's count rises by more than N from A to B, "
+                                           "[CATEGORY:]RULE=N (e.g. collateral=5). Repeatable."),
+    fmt: str = ci.FORMAT_OPTION,
+    output: Path = ci.OUTPUT_OPTION,
 ) -> None:
     """Pair two runs conversation by conversation, with an exact McNemar test
     (Table 5).
@@ -245,13 +255,20 @@ def compare(
     as Markdown, CSV, JSON.
 
     Exit code: 0 all input usable; 1 compared, but some input had problems; 2
-    nothing usable.
+    nothing usable or bad arguments; 4 a gate failed (--fail-on-regression,
+    --max-increase; 2 wins over 4, 4 over 1; docs/ci.md).
     """
+    fmt = ci.check_format(fmt)
+    if not 0 < alpha < 1:
+        raise typer.BadParameter(f"{alpha}: must be between 0 and 1", param_hint="--alpha")
+    limits = ci.parse_all(max_increase, gates.parse_increase, "--max-increase")
+    ci.route_tables(console, fmt, output)
     _check_runs([run_a, run_b])
-    kinds = score or ["bfcl", "safe"]
+    kinds = [k for s in score or ["both"] for k in (["bfcl", "safe"] if s == "both" else [s])]
     for k in kinds:
         if k not in lb.VERDICTS:
-            raise typer.BadParameter(f"{k!r}; choose bfcl, safe or strict", param_hint="--score")
+            raise typer.BadParameter(f"{k!r}; choose bfcl, safe, strict or both",
+                                     param_hint="--score")
     kinds = list(dict.fromkeys(kinds))
     detector = _detector(detector)
     choice = _decoders(decoder)
@@ -279,7 +296,18 @@ def compare(
         console.print(f"(boundary {boundary}, detector {detector}; decoders: A "
                       f"{a.decoder or 'none'}, B {b.decoder or 'none'})")
     _written(files, out, quiet)
-    _exit(scored)
+    gate = gates.Gate((gates.check_regressions(comparisons, alpha) if fail_on_regression else [])
+                      + gates.check_increases(a.score, b.score, limits),
+                      fail_on_regression or bool(limits),
+                      {"fail_on_regression": fail_on_regression, "alpha": alpha,
+                       "max_increase": [x.text for x in limits]})
+    raise typer.Exit(ci.finish(gate, bool(scored.unusable or scored.problems), fmt, output,
+                               lambda code: ci_report.document(
+        "compare", settings={"boundary": boundary, "detector": detector, "effects": True,
+                             "scores": kinds},
+        runs=ci_report.entry_runs([("baseline", a), ("candidate", b)], True),
+        comparisons=comparisons, gate=gate, exit_code=code, problems=len(scored.problems),
+        unusable=scored.unusable)))
 
 
 def _labels(a: lb.Entry, b: lb.Entry) -> tuple[str, str]:

@@ -9,8 +9,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from careful_engine import bfcl, demo
-from careful_engine.cli import app
+from careful_engine import bfcl, ci_report, demo, gates
+from careful_engine.cli import app, ci
 from careful_engine.scoring import load_effects, score_run, write_score_file
 from careful_engine.tables import (
     accuracy_table,
@@ -57,6 +57,11 @@ def score(
     exclude_drifted: bool = typer.Option(False, "--exclude-drifted", help="Also score without "
                                          "the conversations whose inference log shows dataset "
                                          "drift; print both (see `careful provenance`)."),
+    fail_under: list[str] = typer.Option(None, "--fail-under", help="Gate: exit 4 when a score "
+                                         "is below a floor, [CATEGORY:]SCORE=PERCENT, e.g. "
+                                         "bfcl=40 (the mean) or base:safe=35. Repeatable."),
+    fmt: str = ci.FORMAT_OPTION,
+    output: Path = ci.OUTPUT_OPTION,
 ) -> None:
     """Re-score BFCL multi-turn result files by replay: bfcl's verdict and the effect rules.
 
@@ -69,13 +74,18 @@ def score(
     conversation (conversations.jsonl).
 
     Exit code: 0 all input usable; 1 scored, but some entries were unreadable, missing or
-    undecodable by name; 2 nothing usable.
+    undecodable by name; 2 nothing usable or bad arguments; 4 a --fail-under floor failed
+    (2 wins over 4, 4 over 1; docs/ci.md).
     """
     from careful_engine.detector import DETECTORS
 
     if detector not in DETECTORS:
         raise typer.BadParameter(f"{detector!r}; choose one of {', '.join(DETECTORS)}",
                                  param_hint="--detector")
+    fmt = ci.check_format(fmt)
+    floors = ci.parse_all(fail_under, lambda v: gates.parse_floor(v, effects=effects_on),
+                          "--fail-under")
+    ci.route_tables(console, fmt, output)
     if not run_dir.exists():
         err.print(f"[red]error:[/] {run_dir} does not exist")
         raise typer.Exit(EXIT_UNUSABLE)
@@ -143,8 +153,15 @@ def score(
         what = f"boundary {boundary}, detector {detector}" if effects else "no effect rules"
         console.print(f"({what}) tables, score files and conversations.jsonl written to "
                       f"[bold]{out}[/]")
-    if run.unusable or run.problems:
-        raise typer.Exit(EXIT_PROBLEMS)
+    gate = gates.Gate(gates.check_floors(run.scores, floors), bool(floors),
+                      {"fail_under": [f.text for f in floors]})
+    raise typer.Exit(ci.finish(gate, bool(run.unusable or run.problems), fmt, output, lambda code:
+                               ci_report.document(
+        "score", settings={"boundary": boundary if effects else None, "detector": detector,
+                           "effects": effects is not None, "decoder": decoder},
+        runs=[ci_report.model_json(ms, effects is not None, path=str(run_dir), role="run")
+              for ms in run.scores],
+        gate=gate, exit_code=code, problems=len(run.problems), unusable=run.unusable)))
 
 
 def _print_problems(problems: list, root: Path) -> None:
@@ -186,7 +203,7 @@ def demo_cmd(
     if score_it:
         score(out, out=out / "careful-score", decoder=None, model=None, boundary="paper-final",
               detector="strict", declarations=None, effects_on=True, quiet=False,
-              exclude_drifted=False)
+              exclude_drifted=False, fail_under=None, fmt="text", output=None)
 
 
 @app.command()
