@@ -198,7 +198,7 @@ def markdown(doc: dict[str, Any]) -> str:
     gate = doc["gate"]
     verdict = ("no gate" if not gate["evaluated"] else
                "gate passed" if gate["passed"] else f"gate FAILED ({gate['failed']} condition(s))")
-    lines = [f"### careful {doc['command']}: {verdict}", ""]
+    lines = ["", f"### careful {doc['command']}: {verdict}", ""]
     lines += ["| run | model | category | n | BFCL % | safe % | strict % | collateral |",
               "|---|---|---|---:|---:|---:|---:|---:|"]
     for run in doc["runs"]:

@@ -152,7 +152,8 @@ class Gate:
 
 
 def _pct(x: Fraction) -> str:
-    return f"{float(x):.1f}%"
+    """A percentage with as many decimals as it needs (up to 6): 85%, 85.0001%, 66.666667%."""
+    return f"{float(x):.6f}".rstrip("0").rstrip(".") + "%"
 
 
 def _score_fraction(ms: ModelScore, score: str, category: str | None) -> Fraction | None:

@@ -8,13 +8,13 @@ written) wins; then 4 (a gate failed); then 1 (done, with input problems); else 
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import click
 import typer
 from rich.console import Console
 
@@ -42,10 +42,23 @@ def route_tables(console: Console, fmt: str, output: Path | None) -> None:
     """With a document on stdout, print the tables on stderr (until the command ends)."""
     if fmt == "text" or output is not None:
         return
+    ctx = _context()
+    if ctx is None:  # called outside a command: nothing would restore stdout
+        return
     console.file = sys.stderr
-    ctx = click.get_current_context(silent=True)
-    if ctx is not None:
-        ctx.call_on_close(lambda: setattr(console, "file", None))
+    ctx.call_on_close(lambda: setattr(console, "file", None))
+
+
+def _context() -> Any:
+    """The running command's context (typer >= 0.20 vendors click as typer._click)."""
+    for name in ("typer._click.globals", "click.globals"):
+        try:
+            ctx = importlib.import_module(name).get_current_context(silent=True)
+        except ImportError:
+            continue
+        if ctx is not None:
+            return ctx
+    return None
 
 
 def parse_all(values: list[str] | None, parse: Callable[[str], Any], hint: str) -> list[Any]:

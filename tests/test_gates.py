@@ -1,0 +1,382 @@
+"""Gates for CI (careful_engine.gates, careful_engine.ci_report, docs/ci.md): floors, paired
+regressions, rule increases, exit code 4, the JSON document against its schema, JUnit, and the
+GitHub step summary. Runs are perturbations of the reference base category, scored for real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import xml.etree.ElementTree as ET
+from collections import Counter
+from fractions import Fraction
+from pathlib import Path
+
+import jsonschema
+import pytest
+from scipy.stats import binomtest
+from typer.testing import CliRunner
+
+from careful_engine import bfcl, ci_report, demo
+from careful_engine import gates as g
+from careful_engine import leaderboard as lb
+from careful_engine.cli import _load, app
+from careful_engine.cli.common import EXIT_GATE, EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE
+from careful_engine.rules import ConversationRules
+from careful_engine.scoring import CategoryScore, ConversationResult, ModelScore
+from careful_engine.trajectory import Verdict
+
+from . import perturb
+
+_load()
+runner = CliRunner()
+BASE = "multi_turn_base"
+N = len(bfcl.conversations(BASE))
+
+
+# ---------------------------------------------------------------- runs
+
+
+def write_run(root: Path, perturbed: dict[int, str], *, drop: set[int] = frozenset(),
+              model: str = "reference") -> Path:
+    """The reference base category, conversation i replaced by perturbation perturbed[i];
+    conversations in ``drop`` left out (missing: counted as failed, an input problem)."""
+    path = root / model / "multi_turn" / f"BFCL_v4_{BASE}_result.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for i, conv in enumerate(bfcl.conversations(BASE)):
+            if i in drop:
+                continue
+            turns = ([list(t) for t in conv.ground_truth] if i not in perturbed
+                     else perturb.perturbations(conv)[perturbed[i]])
+            f.write(json.dumps(perturb.fc_entry(conv.id, turns)) + "\n")
+    (root / model / demo.MANIFEST).write_text(json.dumps({"model": model,
+                                                          "decoder": demo.DECODER}))
+    return root
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """reference; worse (30 conversations lose a call: significantly worse); slightly (3:
+    p = 0.25); noisy_a / noisy_b (4 failures each, on different conversations: p = 1);
+    extra (10 extra writes, some destructive: collateral); partial (50 missing)."""
+    tmp = tmp_path_factory.mktemp("gates")
+    return {
+        "reference": write_run(tmp / "reference", {}),
+        "worse": write_run(tmp / "worse", dict.fromkeys(range(30), "dropped_call")),
+        "slightly": write_run(tmp / "slightly", dict.fromkeys(range(3), "dropped_call")),
+        "noisy_a": write_run(tmp / "noisy_a", dict.fromkeys(range(4), "dropped_call")),
+        "noisy_b": write_run(tmp / "noisy_b", dict.fromkeys(range(4, 8), "dropped_call")),
+        "extra": write_run(tmp / "extra", dict.fromkeys(range(10), "extra_write")),
+        "partial": write_run(tmp / "partial", {}, drop=set(range(150, 200))),
+    }
+
+
+def _flat(text: str) -> str:
+    """Output with Rich's error box and line breaks removed."""
+    return " ".join(re.sub("[│╭╮╰╯─]", " ", text).split())
+
+
+def _invoke(*args: object, env: dict[str, str] | None = None):
+    return runner.invoke(app, [str(a) for a in args], env=env, catch_exceptions=False)
+
+
+def _compare(runs: dict[str, Path], a: str, b: str, tmp: Path, *extra: object):
+    return _invoke("compare", runs[a], runs[b], "--out", tmp / "cmp", "-q", *extra)
+
+
+@pytest.fixture(scope="module")
+def worse_json(runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    """compare reference worse --fail-on-regression --format json, document on stdout."""
+    tmp = tmp_path_factory.mktemp("worse")
+    res = _compare(runs, "reference", "worse", tmp, "--fail-on-regression", "--max-increase",
+                   "collateral=0", "--format", "json")
+    return res, json.loads(res.stdout)
+
+
+# ---------------------------------------------------------------- parsing (exit 2 on bad input)
+
+
+def test_parse_floor_and_increase() -> None:
+    f = g.parse_floor("base:safe=35.5")
+    assert (f.score, f.category, f.percent) == ("safe", BASE, Fraction(71, 2))
+    assert g.parse_floor("bfcl=40").category is None
+    assert g.parse_floor("multi_turn_miss_func:strict=0").category == "multi_turn_miss_func"
+    inc = g.parse_increase("long_context:collateral=5")
+    assert (inc.rule, inc.category, inc.limit) == ("collateral", "multi_turn_long_context", 5)
+    for bad in ("bfcl", "=40", "bfcl=", "speed=40", "nope:bfcl=40", "bfcl=forty", "bfcl=101",
+                "bfcl=-1"):
+        with pytest.raises(ValueError):
+            g.parse_floor(bad)
+    with pytest.raises(ValueError, match="effect rules"):
+        g.parse_floor("safe=3", effects=False)
+    for bad in ("collateral", "speed=1", "collateral=1.5", "collateral=-1", "nope:collateral=1"):
+        with pytest.raises(ValueError):
+            g.parse_increase(bad)
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--fail-under", "speed=40"], "unknown score 'speed'"),
+    (["--fail-under", "basic:bfcl=40"], "unknown category 'basic'"),
+    (["--fail-under", "bfcl=x"], "not a number"),
+    (["--fail-under", "safe=10", "--no-effects"], "effect rules"),
+    (["--format", "xml"], "choose one of text, json, junit"),
+])
+def test_score_bad_gate_arguments_exit_2(runs: dict[str, Path], tmp_path: Path, args: list,
+                                         says: str) -> None:
+    res = _invoke("score", runs["reference"], "--out", tmp_path, *args)
+    assert res.exit_code == EXIT_UNUSABLE
+    assert says in _flat(res.output)
+    assert not (tmp_path / "conversations.jsonl").exists()  # refused before scoring
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--max-increase", "speed=1"], "unknown rule 'speed'"),
+    (["--alpha", "0"], "between 0 and 1"),
+    (["--score", "fast"], "choose bfcl, safe, strict or both"),
+])
+def test_compare_bad_gate_arguments_exit_2(runs: dict[str, Path], tmp_path: Path, args: list,
+                                           says: str) -> None:
+    res = _compare(runs, "reference", "worse", tmp_path, "--fail-on-regression", *args)
+    assert res.exit_code == EXIT_UNUSABLE
+    assert says in _flat(res.output)
+
+
+# ---------------------------------------------------------------- the regression gate
+
+
+def test_significantly_worse_candidate_fails_with_exit_4(worse_json: tuple) -> None:
+    res, doc = worse_json
+    assert res.exit_code == EXIT_GATE == doc["exit_code"]
+    p = binomtest(0, 30, 0.5).pvalue
+    failed = [c for c in doc["gate"]["conditions"] if not c["passed"]]
+    assert sorted((c["score"], c["scope"]) for c in failed) == [
+        ("bfcl", "base"), ("bfcl", "overall"), ("safe", "base"), ("safe", "overall")]
+    for c in failed:
+        assert c["values"]["lost"] == 30 and c["values"]["gained"] == 0
+        assert c["values"]["p"] == pytest.approx(p)
+    # one line per failed condition, with the numbers, on stderr
+    lines = [x for x in res.stderr.splitlines() if x.startswith("gate failed:")]
+    assert len(lines) == 4
+    assert all("lost 30, gained 0 of 200" in x and "p = 1.86e-09" in x for x in lines)
+    increase = [c for c in doc["gate"]["conditions"] if c["kind"] == "increase"]
+    assert len(increase) == 1 and increase[0]["passed"]  # dropping calls adds no collateral
+
+
+def test_document_on_stdout_validates_against_the_schema(worse_json: tuple) -> None:
+    res, doc = worse_json
+    jsonschema.validate(doc, ci_report.schema())
+    assert doc["schema"] == "careful.result.v1" and doc["command"] == "compare"
+    assert "BFCL's verdict, paired" in res.stderr  # the tables moved to stderr
+    base, cand = doc["runs"]
+    assert (base["role"], cand["role"]) == ("baseline", "candidate")
+    assert base["categories"][0]["scores"]["bfcl"] == {"passes": N, "percent": 100.0}
+    assert cand["categories"][0]["scores"]["bfcl"]["passes"] == N - 30
+    assert set(base["categories"][0]["rules"]) >= {"collateral", "duplicate_writes"}
+    bfcl_cmp = doc["comparisons"][0]
+    assert bfcl_cmp["score"] == "bfcl" and bfcl_cmp["overall"]["lost"] == 30
+    assert len(bfcl_cmp["overall"]["lost_ids"]) == 30
+    with pytest.raises(jsonschema.ValidationError):  # the schema does constrain
+        jsonschema.validate({**doc, "exit_code": 7}, ci_report.schema())
+
+
+@pytest.mark.parametrize(("a", "b", "lost", "gained"), [
+    ("reference", "reference", 0, 0),  # identical
+    ("noisy_a", "noisy_b", 4, 4),  # as many lost as gained
+    ("reference", "slightly", 3, 0),  # worse, not significantly (p = 0.25)
+    ("worse", "reference", 0, 30),  # significantly better
+])
+def test_equivalent_or_better_candidate_passes(runs: dict[str, Path], tmp_path: Path, a: str,
+                                               b: str, lost: int, gained: int) -> None:
+    out = tmp_path / "r.json"
+    res = _compare(runs, a, b, tmp_path, "--fail-on-regression", "--format", "json",
+                   "--output", out)
+    assert res.exit_code == EXIT_OK, res.output
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, ci_report.schema())
+    assert doc["gate"]["passed"] and doc["gate"]["evaluated"]
+    assert len(doc["gate"]["conditions"]) == 4  # base and overall, under bfcl and safe
+    overall = doc["comparisons"][0]["overall"]
+    assert (overall["lost"], overall["gained"]) == (lost, gained)
+    assert "gate passed (4 condition(s))" in res.stderr
+    assert "BFCL's verdict, paired" in res.stdout  # --output: the tables stay on stdout
+
+
+def test_alpha_edge_is_inclusive(runs: dict[str, Path], tmp_path: Path) -> None:
+    """3 lost, 0 gained: p = 0.25 exactly; fails at alpha 0.25, passes just below."""
+    assert binomtest(0, 3, 0.5).pvalue == 0.25
+    at = _compare(runs, "reference", "slightly", tmp_path, "--fail-on-regression", "--score",
+                  "bfcl", "--alpha", "0.25")
+    assert at.exit_code == EXIT_GATE
+    assert "bfcl base: lost 3, gained 0 of 200 paired (100.0% -> 98.5%), McNemar p = 0.25 <= " \
+           "alpha 0.25" in at.stderr
+    below = _compare(runs, "reference", "slightly", tmp_path, "--fail-on-regression",
+                     "--score", "bfcl", "--alpha", "0.2499")
+    assert below.exit_code == EXIT_OK
+
+
+def test_without_gate_options_nothing_is_gated(runs: dict[str, Path], tmp_path: Path) -> None:
+    res = _compare(runs, "reference", "worse", tmp_path)
+    assert res.exit_code == EXIT_OK
+
+
+def test_max_increase_of_collateral(runs: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    res = _compare(runs, "reference", "extra", tmp_path, "--max-increase", "collateral=0",
+                   "--max-increase", "base:beyond_write=100", "--format", "json", "--output",
+                   out)
+    doc = json.loads(out.read_text())
+    extra = doc["runs"][1]["categories"][0]["rules"]["collateral"]
+    assert extra > 0  # some extra writes are destructive under the boundary
+    assert res.exit_code == EXIT_GATE
+    cond = {c["rule"]: c for c in doc["gate"]["conditions"]}
+    assert not cond["collateral"]["passed"] and cond["beyond_write"]["passed"]
+    assert cond["collateral"]["values"] == {"baseline": 0, "candidate": extra,
+                                            "increase": extra, "limit": 0}
+    assert f"gate failed: collateral overall: 0 -> {extra} (+{extra}), allowed +0" in res.stderr
+    at_edge = _compare(runs, "reference", "extra", tmp_path, "--max-increase",
+                       f"collateral={extra}")
+    assert at_edge.exit_code == EXIT_OK
+
+
+# ---------------------------------------------------------------- floors
+
+
+@pytest.mark.parametrize(("floors", "code", "failed"), [
+    (["base:bfcl=85"], EXIT_OK, []),  # the worse run: 170/200 = 85 % exactly; passes
+    (["base:bfcl=85.0001"], EXIT_GATE, ["bfcl base 85% < floor 85.0001%"]),
+    (["bfcl=21.25", "base:safe=85"], EXIT_OK, []),  # the mean: 85 / 4 categories
+    (["bfcl=21.26"], EXIT_GATE, ["bfcl mean 21.25% < floor 21.26%"]),
+    (["base:safe=86", "base:strict=0", "miss_func:bfcl=0"], EXIT_GATE,
+     ["safe base 85% < floor 86%", "bfcl miss_func: category not in the run"]),
+])
+def test_floors_at_their_edges(runs: dict[str, Path], tmp_path: Path, floors: list[str],
+                               code: int, failed: list[str]) -> None:
+    args = [x for f in floors for x in ("--fail-under", f)]
+    res = _invoke("score", runs["worse"], "--out", tmp_path, "-q", *args, "--format", "junit",
+                  "--output", tmp_path / "junit.xml")
+    assert res.exit_code == code, res.output
+    lines = [x.removeprefix("gate failed: ") for x in res.stderr.splitlines()
+             if x.startswith("gate failed:")]
+    assert len(lines) == len(failed)
+    for line, want in zip(lines, failed, strict=True):
+        assert line.startswith(want)
+    root = ET.parse(tmp_path / "junit.xml").getroot()
+    gate = root.find("testsuite[@name='careful score: gate']")
+    cases = gate.findall("testcase")
+    assert len(cases) == len(floors) == int(gate.get("tests"))
+    assert len(gate.findall("testcase/failure")) == len(failed) == int(gate.get("failures"))
+    assert int(root.get("failures")) == len(failed)
+    assert root.find("testsuite/testcase[@name='reference base']") is not None
+
+
+def test_gate_failure_wins_over_input_problems(runs: dict[str, Path], tmp_path: Path) -> None:
+    """50 conversations missing (exit 1: counted as failed, 75 %): a failed floor gives 4."""
+    ok = _invoke("score", runs["partial"], "--out", tmp_path, "-q", "--fail-under",
+                 "base:bfcl=75", "--format", "json", "--output", tmp_path / "a.json")
+    assert ok.exit_code == EXIT_PROBLEMS
+    doc = json.loads((tmp_path / "a.json").read_text())
+    assert doc["exit_code"] == EXIT_PROBLEMS and doc["problems"] > 0 and doc["gate"]["passed"]
+    bad = _invoke("score", runs["partial"], "--out", tmp_path, "-q", "--fail-under",
+                  "base:bfcl=75.5", "--format", "json", "--output", tmp_path / "b.json")
+    assert bad.exit_code == EXIT_GATE
+    doc = json.loads((tmp_path / "b.json").read_text())
+    jsonschema.validate(doc, ci_report.schema())
+    assert doc["exit_code"] == EXIT_GATE and doc["problems"] > 0
+
+
+# ---------------------------------------------------------------- JUnit and the step summary
+
+
+def test_junit_counts_the_failed_conditions(worse_json: tuple, runs: dict[str, Path],
+                                            tmp_path: Path) -> None:
+    _, doc = worse_json
+    root = ET.fromstring(ci_report.junit(doc))
+    failures = root.findall(".//failure")
+    assert len(failures) == int(root.get("failures")) == doc["gate"]["failed"] == 4
+    assert int(root.get("tests")) == len(root.findall(".//testcase"))
+    for suite in root.findall("testsuite"):
+        assert int(suite.get("tests")) == len(suite.findall("testcase"))
+        assert int(suite.get("failures")) == len(suite.findall("testcase/failure"))
+    # on stdout, the file parses as it is
+    res = _compare(runs, "reference", "worse", tmp_path, "--fail-on-regression", "--format",
+                   "junit")
+    assert res.exit_code == EXIT_GATE
+    assert len(ET.fromstring(res.stdout.encode()).findall(".//failure")) == 4
+
+
+def test_step_summary_is_appended(runs: dict[str, Path], tmp_path: Path) -> None:
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    res = _invoke("score", runs["worse"], "--out", tmp_path / "s", "-q", "--fail-under",
+                  "base:bfcl=90", env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert res.exit_code == EXIT_GATE
+    text = summary.read_text()
+    assert text.startswith("earlier step\n")
+    assert "### careful score: gate FAILED (1 condition(s))" in text
+    assert "| run | reference | base | 200 | 85.0 | 85.0 |" in text
+    assert r"bfcl base 85% \< floor 90% | **FAIL** |" in text
+
+
+def test_step_summary_never_follows_a_symlink(runs: dict[str, Path], tmp_path: Path) -> None:
+    target = tmp_path / "precious"
+    target.write_text("keep\n")
+    link = tmp_path / "summary.md"
+    os.symlink(target, link)
+    out = tmp_path / "out.json"
+    os.symlink(target, out)  # --output replaces a planted link, never writes through it
+    res = _invoke("score", runs["reference"], "--out", tmp_path / "s", "-q", "--format", "json",
+                  "--output", out, env={"GITHUB_STEP_SUMMARY": str(link)})
+    assert res.exit_code == EXIT_OK
+    assert target.read_text() == "keep\n"
+    assert "warning: GITHUB_STEP_SUMMARY" in res.stderr
+    assert not out.is_symlink() and json.loads(out.read_text())["schema"] == SCHEMA
+
+
+SCHEMA = "careful.result.v1"
+
+
+def test_hostile_names_stay_literal() -> None:
+    """A model folder name is data: valid XML, no Markdown or HTML from it."""
+    ms = ModelScore("evil\x00\x1b[31m|<b>*x*</b>](http://a)", "dec")
+    ms.categories[BASE] = CategoryScore(ms.model, BASE, [
+        ConversationResult(ms.model, BASE, "multi_turn_base_0", Verdict(True),
+                           rules=ConversationRules(Counter(), [], []))])
+    gate = g.Gate(g.check_floors([ms], [g.parse_floor("base:bfcl=100")]), True)
+    doc = ci_report.document("score", settings={"boundary": None, "detector": "strict",
+                                                "effects": True}, gate=gate, exit_code=0,
+                             runs=[ci_report.model_json(ms, True, path="x", role="run")])
+    jsonschema.validate(doc, ci_report.schema())
+    root = ET.fromstring(ci_report.junit(doc))
+    assert "\\x1b" in root.find(".//testcase").get("name")
+    md = ci_report.markdown(doc)
+    assert "<b>" not in md and "\x1b" not in md and "\\|\\<b\\>" in md
+
+
+# ---------------------------------------------------------------- the engine on fakes
+
+
+def _ms(label: str, outcomes: list[tuple[bool, int]]) -> ModelScore:
+    ms = ModelScore(label, "dec")
+    ms.categories[BASE] = CategoryScore(label, BASE, [
+        ConversationResult(label, BASE, f"id{i}", Verdict(ok),
+                           rules=ConversationRules(Counter({"collateral": c}), [], []))
+        for i, (ok, c) in enumerate(outcomes)])
+    return ms
+
+
+def test_engine_regression_and_coverage() -> None:
+    a = _ms("a", [(True, 0)] * 12)
+    b = _ms("b", [(False, 0)] * 10 + [(True, 0)] * 2)
+    b.categories.pop(BASE)
+    b.categories["multi_turn_miss_func"] = CategoryScore("b", "multi_turn_miss_func", [])
+    cmp = lb.compare(a, b)
+    conds = g.check_regressions([cmp], 0.05)
+    assert [(c.kind, c.scope, c.passed) for c in conds][0] == ("coverage", "base", False)
+    b = _ms("b", [(False, 0)] * 10 + [(True, 0)] * 2)
+    conds = g.check_regressions([lb.compare(a, b)], 0.05)
+    assert [c.passed for c in conds] == [False, False]
+    assert conds[0].values["p"] == pytest.approx(binomtest(0, 10, 0.5).pvalue)
+    inc = g.check_increases(a, _ms("c", [(True, 1)] * 12), [g.parse_increase("collateral=11")])
+    assert not inc[0].passed and inc[0].values["increase"] == 12
