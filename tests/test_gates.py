@@ -271,6 +271,18 @@ def test_floors_at_their_edges(runs: dict[str, Path], tmp_path: Path, floors: li
     assert root.find("testsuite/testcase[@name='reference base']") is not None
 
 
+def test_document_without_effect_rules(runs: dict[str, Path], tmp_path: Path) -> None:
+    res = _invoke("score", runs["worse"], "--out", tmp_path, "-q", "--no-effects",
+                  "--fail-under", "base:bfcl=85", "--format", "json")
+    assert res.exit_code == EXIT_OK
+    doc = json.loads(res.stdout)
+    jsonschema.validate(doc, ci_report.schema())
+    cat = doc["runs"][0]["categories"][0]
+    assert cat["scores"]["safe"] is None and cat["rules"] == {}
+    assert doc["runs"][0]["overall"]["mean_percent"] == {"bfcl": 21.25, "safe": None,
+                                                         "strict": None}
+
+
 def test_gate_failure_wins_over_input_problems(runs: dict[str, Path], tmp_path: Path) -> None:
     """50 conversations missing (exit 1: counted as failed, 75 %): a failed floor gives 4."""
     ok = _invoke("score", runs["partial"], "--out", tmp_path, "-q", "--fail-under",
