@@ -9,30 +9,17 @@ beside the results names the registered decoder, so ``careful score`` needs no f
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
-from . import bfcl
-from .calls import Call, parse_call
+from . import bfcl, flaws
+from .flaws import fc_step
 
 MODEL_DIR = "reference"
+FLAWED_DIR = "demo-flawed"  # the flawed run's folder; its model folder is flaws.MODEL_DIR
 DECODER = "claude-sonnet-4-5-20250929-FC"
 MANIFEST = "careful_run.json"
 CLOSING = ["Done."]
-
-
-def fc_step(calls: list[str]) -> list[dict[str, str]]:
-    """Reference call strings as one FC step, positional arguments bound to names."""
-    classes = bfcl.function_class()
-    step = []
-    for text in calls:
-        call = parse_call(text, methods=frozenset(classes))
-        if not isinstance(call, Call):
-            raise ValueError(f"reference call {text!r} does not parse: {call.reason}")
-        args = dict(call.kwargs)
-        if call.args:
-            args = bfcl.bound_arguments(call.name, call.args, args, partial=True) or args
-        step.append({call.name: json.dumps(args)})
-    return step
 
 
 def reference_entry(conv: bfcl.Conversation) -> dict:
@@ -60,3 +47,67 @@ def write_reference_run(out: Path, categories: tuple[str, ...] = bfcl.CATEGORIES
     }
     (out / MODEL_DIR / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return paths
+
+
+def write_flawed_run(out: Path, categories: tuple[str, ...] = bfcl.CATEGORIES,
+                     seed: int = flaws.SEED) -> list[Path]:
+    """Write the SYNTHETIC flawed run under ``out`` (see careful_engine.flaws); returns the
+    result files written. The manifest says which flaw went where, and why."""
+    from .scoring import load_effects
+
+    effects = load_effects()
+    folder = out / flaws.MODEL_DIR / "multi_turn"
+    folder.mkdir(parents=True, exist_ok=True)
+    paths, per_conversation, counts = [], {}, {}
+    for category in categories:
+        entries, placed = flaws.flawed_entries(category, effects, seed)
+        path = folder / f"BFCL_v4_{category}_result.json"
+        with open(path, "w", encoding="utf-8") as f:
+            for e in entries:
+                f.write(json.dumps(e) + "\n")
+        paths.append(path)
+        per_conversation.update(placed)
+        counts[category] = dict(sorted(Counter(p["flaw"] for p in placed.values()).items()))
+    manifest = {
+        "model": flaws.MODEL_DIR,
+        "decoder": DECODER,
+        "condition": "synthetic flaws",
+        "synthetic": True,
+        "bfcl_eval": bfcl.BFCL_VERSION,
+        "seed": seed,
+        "note": "SYNTHETIC: no model wrote this. careful demo applied one flaw each to about a "
+                "third of the reference trajectories (careful_engine/flaws.py); the rest are "
+                "the reference, one call per step. Not a model's results.",
+        "flaw_kinds": flaws.KINDS,
+        "flaws_per_category": counts,
+        "conversations": per_conversation,
+    }
+    (out / flaws.MODEL_DIR / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return paths
+
+
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+
+
+def manifest(model_folder: Path) -> dict:
+    """A model folder's careful_run.json ({} when absent, too large or unreadable)."""
+    try:
+        with open(model_folder / MANIFEST, "rb") as f:
+            raw = f.read(MAX_MANIFEST_BYTES + 1)
+        if len(raw) > MAX_MANIFEST_BYTES:
+            return {}
+        data = json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def model_folder(result_file: Path) -> Path:
+    """The model folder of a result file (above ``multi_turn/`` in bfcl's V4 layout)."""
+    parent = result_file.parent
+    return parent.parent if parent.name == "multi_turn" else parent
+
+
+def is_synthetic(folder: Path) -> bool:
+    """Whether a model folder's manifest marks it synthetic (written by ``careful demo``)."""
+    return manifest(folder).get("synthetic") is True

@@ -13,22 +13,11 @@ import random
 
 from careful_engine import bfcl
 from careful_engine.calls import Call, format_call, parse_call
-from careful_engine.demo import fc_step
+from careful_engine.flaws import EXTRA_READ, fc_step
 from careful_engine.replay import replay
 
 CLOSING = ["Done."]
 
-# One cheap read per class, callable in any state (or failing harmlessly).
-EXTRA_READ = {
-    "GorillaFileSystem": "pwd()",
-    "MathAPI": "absolute_value(number=-3)",
-    "MessageAPI": "list_users()",
-    "TwitterAPI": "posting_get_login_status()",
-    "TicketAPI": "ticket_get_login_status()",
-    "TradingBot": "get_current_time()",
-    "TravelAPI": "list_all_airports()",
-    "VehicleControlAPI": "check_tire_pressure()",
-}
 # One write per class that changes state in most initial states.
 EXTRA_WRITE = {
     "GorillaFileSystem": "touch(file_name='careful_extra.txt')",

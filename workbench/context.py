@@ -78,6 +78,12 @@ class Workbench:
     def ref(self, label: str) -> RunRef:
         return next(r for r in self.refs if r.label == label)
 
+    def synthetic(self, ref: RunRef) -> bool:
+        """Whether the run's manifest marks it synthetic (``careful demo``'s flawed run)."""
+        from careful_engine.demo import is_synthetic, model_folder
+
+        return bool(ref.files) and is_synthetic(model_folder(ref.files[0].path))
+
     def browser(self, ref: RunRef) -> RunBrowser:
         from careful_engine.browse import RunBrowser
 

@@ -14,7 +14,8 @@ app = typer.Typer(
     name="careful",
     help=(
         "CAREFUL-Bench: effect-aware, judge-free re-scoring of BFCL multi-turn runs.\n\n"
-        "Start with `careful demo` (writes the reference run and scores it), then "
+        "Start with `careful demo` (writes the reference run and a SYNTHETIC flawed run, and "
+        "scores both), then "
         "`careful score RUN_DIR` on any bfcl result folder."
     ),
     no_args_is_help=True,
@@ -24,7 +25,7 @@ app = typer.Typer(
 
 # Modules that define commands on `app` (import order is the order in --help).
 COMMAND_MODULES = (
-    "score", "compare", "declare", "provenance", "annotation", "generate", "workbench",
+    "score", "demo", "compare", "declare", "provenance", "annotation", "generate", "workbench",
 )
 
 

@@ -1,4 +1,4 @@
-"""``careful score`` and ``careful demo``."""
+"""``careful score`` and ``careful doctor``."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from careful_engine import bfcl, ci_report, demo, gates
+from careful_engine import bfcl, ci_report, gates
 from careful_engine.cli import app, ci
-from careful_engine.scoring import load_effects, score_run, write_score_file
+from careful_engine.scoring import RunScore, load_effects, score_run, write_score_file
 from careful_engine.tables import (
     accuracy_table,
     accuracy_terminal,
@@ -114,26 +114,7 @@ def score(
                       f".json) under {run_dir}")
         raise typer.Exit(EXIT_UNUSABLE)
 
-    out.mkdir(parents=True, exist_ok=True)
-    splits: list = []  # --exclude-drifted: accuracy with and without drifted conversations
-    if exclude_drifted:
-        from careful_engine.provenance import drift_split
-    with open(out / "conversations.jsonl", "w", encoding="utf-8") as lines:
-        for lf, cs in run.files:
-            write_score_file(cs, lf, out)
-            split = drift_split(lf, cs) if exclude_drifted else None
-            if split is not None:
-                splits.append(split)
-            for r in cs.results:
-                line = r.to_json()
-                if split is not None:
-                    line["dataset_drift"] = split.drift[r.id].status.value
-                lines.write(json.dumps(line) + "\n")
-    reports = [accuracy_table(run.scores, effects is not None)]
-    if effects is not None:
-        reports.append(rules_table(run.scores))
-    for rep in reports:
-        rep.write(out)
+    splits = write_outputs(run, out, effects is not None, exclude_drifted)
 
     if run.problems and not quiet:
         _print_problems(run.problems, run_dir)
@@ -164,6 +145,32 @@ def score(
         gate=gate, exit_code=code, problems=len(run.problems), unusable=run.unusable)))
 
 
+def write_outputs(run: RunScore, out: Path, effect: bool, exclude_drifted: bool = False) -> list:
+    """Score files, conversations.jsonl and the tables of a scored run, under ``out``; with
+    ``exclude_drifted``, the drift split of each file (returned)."""
+    out.mkdir(parents=True, exist_ok=True)
+    splits: list = []  # --exclude-drifted: accuracy with and without drifted conversations
+    if exclude_drifted:
+        from careful_engine.provenance import drift_split
+    with open(out / "conversations.jsonl", "w", encoding="utf-8") as lines:
+        for lf, cs in run.files:
+            write_score_file(cs, lf, out)
+            split = drift_split(lf, cs) if exclude_drifted else None
+            if split is not None:
+                splits.append(split)
+            for r in cs.results:
+                line = r.to_json()
+                if split is not None:
+                    line["dataset_drift"] = split.drift[r.id].status.value
+                lines.write(json.dumps(line) + "\n")
+    reports = [accuracy_table(run.scores, effect)]
+    if effect:
+        reports.append(rules_table(run.scores))
+    for rep in reports:
+        rep.write(out)
+    return splits
+
+
 def _print_problems(problems: list, root: Path) -> None:
     """Problems with file paths relative to the run folder, missing ids grouped per file."""
     base = str(root if root.is_dir() else root.parent).rstrip("/") + "/"
@@ -184,26 +191,6 @@ def _print_problems(problems: list, root: Path) -> None:
         err.print(f"  ... and {shown - 25} more")
     for file, n in by_message.items():
         err.print(f"  {file}: {n} id(s) missing from the file; counted as failed", markup=False)
-
-
-@app.command("demo")
-def demo_cmd(
-    out: Path = typer.Option(Path("runs/reference"), "--out", "-o",
-                             help="Where to write the reference run."),
-    score_it: bool = typer.Option(True, "--score/--no-score", help="Score the run afterwards."),
-) -> None:
-    """Write the embedded default run (the reference trajectories in FC format) and score it.
-
-    The run is in bfcl's own V4 layout, with model output equal to the reference, one
-    closing text step per turn, decoded by a registered FC decoder; it scores 100 % on
-    every category.
-    """
-    paths = demo.write_reference_run(out)
-    console.print(f"wrote {len(paths)} result files under [bold]{out}[/]")
-    if score_it:
-        score(out, out=out / "careful-score", decoder=None, model=None, boundary="paper-final",
-              detector="strict", declarations=None, effects_on=True, quiet=False,
-              exclude_drifted=False, fail_under=None, fmt="text", output=None)
 
 
 @app.command()

@@ -13,7 +13,7 @@ from textual.widgets import Footer, OptionList
 
 from careful_engine.browse import ConversationView, change_rows
 
-from ..widgets import CallDetail, CallList, DiffView, NavBar, VerdictBar
+from ..widgets import SYNTHETIC, CallDetail, CallList, DiffView, NavBar, VerdictBar
 
 
 class ConversationScreen(Screen):
@@ -53,7 +53,9 @@ class ConversationScreen(Screen):
         self.last_render_s = 0.0
 
     def compose(self) -> ComposeResult:
-        yield NavBar("replay")
+        run = self.app.replay_run
+        synthetic = run is not None and self.app.wb.synthetic(self.app.wb.ref(run))
+        yield NavBar("replay", SYNTHETIC if synthetic else "")
         yield VerdictBar(id="verdict")
         yield CallList(id="calls")
         yield CallDetail(id="detail")

@@ -96,15 +96,16 @@ class HomeScreen(Screen):
             browser = wb.browser(ref)
             convs = len(browser.rows())
             state = ("stale" if browser.stale else "✓") if browser.scored else "–"
-            rows.append((ref.label, len(ref.categories), convs, state, ref.decoder))
+            name = f"{ref.label} (SYNTHETIC)" if wb.synthetic(ref) else ref.label
+            rows.append((ref.label, name, len(ref.categories), convs, state, ref.decoder))
         self.app.call_from_thread(self._fill_runs, rows)
 
     def _fill_runs(self, rows: list[tuple]) -> None:
         table = self.query_one("#runs", DataTable)
         table.loading = False
         table.clear()
-        for label, cats, convs, state, decoder in rows:
-            table.add_row(label, str(cats), str(convs), state, decoder, key=label)
+        for label, name, cats, convs, state, decoder in rows:
+            table.add_row(name, str(cats), str(convs), state, decoder, key=label)
         wb = self.app.wb
         where = ", ".join(shown(p) for p in wb.settings.runs) or "nothing"
         note = f"{len(rows)} run(s) from {where}"

@@ -25,7 +25,7 @@ from careful_engine.browse import (
 )
 
 from ..context import shown
-from ..widgets import NavBar
+from ..widgets import SYNTHETIC, NavBar
 from ..widgets.calls import RULE_TAGS, ok, rule_counts, short_error
 
 ERRORS = {
@@ -117,6 +117,7 @@ class ReplayScreen(Screen):
             return
         self.ref = self.app.wb.ref(label)
         self.app.replay_run = label
+        self.query_one(NavBar).show_detail(SYNTHETIC if self.app.wb.synthetic(self.ref) else "")
         run = self.query_one("#run", Select)
         if run.value != label:
             run.value = label

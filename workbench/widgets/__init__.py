@@ -2,7 +2,8 @@
 
 from .calls import CallDetail, CallList, VerdictBar
 from .diff import DiffView, diff_text
-from .nav import NavBar
+from .nav import SYNTHETIC, NavBar
 from .review import ReviewCard
 
-__all__ = ["CallDetail", "CallList", "DiffView", "NavBar", "ReviewCard", "VerdictBar", "diff_text"]
+__all__ = ["CallDetail", "CallList", "DiffView", "NavBar", "ReviewCard", "SYNTHETIC", "VerdictBar",
+           "diff_text"]

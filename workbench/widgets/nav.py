@@ -8,6 +8,10 @@ MODES = (("home", "Home"), ("label", "Label"), ("agreement", "Agreement"),
          ("replay", "Replay"), ("leaderboard", "Leaderboard"))
 
 
+# Runs whose manifest says ``synthetic: true`` (careful demo's flawed run) carry this badge.
+SYNTHETIC = "[reverse b $warning] SYNTHETIC [/] [dim]not a model's results[/]"
+
+
 class NavBar(Static):
     """Which screen this is, and the keys (or clicks) that reach the others."""
 
@@ -17,6 +21,11 @@ class NavBar(Static):
 
     def __init__(self, current: str, detail: str = "") -> None:
         super().__init__(self._markup(current, detail))
+        self._current = current
+
+    def show_detail(self, detail: str) -> None:
+        """Replace what follows the screens (markup: a badge such as :data:`SYNTHETIC`)."""
+        self.update(self._markup(self._current, detail))
 
     @staticmethod
     def _markup(current: str, detail: str) -> str:
@@ -28,5 +37,5 @@ class NavBar(Static):
             else:
                 parts.append(f"[@click=app.switch_mode('{mode}')]{label}[/]")
         if detail:
-            parts.append(f" [dim]{detail}[/]")
+            parts.append(f" {detail}")
         return "".join(parts)
