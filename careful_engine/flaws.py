@@ -598,13 +598,14 @@ def held_out_call(site: Site) -> tuple[Turns, Flaw] | None:
 
 def decode_failure(site: Site) -> tuple[Turns, Flaw] | None:
     t = site.rng.choice(site.acting_turns())
-    call = site.gt[t][0]
+    i = next((i for i, c in enumerate(site.gt[t]) if named_arguments(c)[1]), 0)
+    call = site.gt[t][i]
     name, kwargs = named_arguments(call)
     args = json.dumps(kwargs)
-    cut = [{name: args[: max(2, len(args) * 2 // 3)]}]
-    turns = _with_step(model_turns(site.gt), t, 0, ModelStep(raw=cut))
-    return turns, Flaw("decode_failure", t, [call], "the first tool call's arguments stop "
-                       "mid-JSON (the decoder fails); the model resends the call")
+    cut = [{name: args[: max(1, min(len(args) - 1, len(args) * 2 // 3))]}]
+    turns = _with_step(model_turns(site.gt), t, i, ModelStep(raw=cut))
+    return turns, Flaw("decode_failure", t, [call], "the tool call's arguments stop mid-JSON "
+                       "(the decoder fails); the model resends the call")
 
 
 BUILDERS: dict[str, Callable[[Site], tuple[Turns, Flaw] | None]] = {

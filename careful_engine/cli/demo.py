@@ -73,27 +73,28 @@ def summary(ref: lb.Entry, flawed: lb.Entry, flawed_out: Path) -> None:
     manifest = demo.manifest(flawed_out / flawed.model)
     placed = manifest.get("conversations") or {}
     n = sum(cs.total for cs in flawed.score.categories.values())
-    console.print(f"[bold]careful demo[/]: two runs in bfcl's layout, decoded with "
-                  f"{literal(str(ref.decoder))}")
-    console.print(f"  {literal(str(ref.run))}: the reference trajectories, as a model's output")
-    console.print(f"  {literal(str(flawed.run))}: [reverse bold] SYNTHETIC [/] no model wrote it: "
-                  f"{len(placed)} of {n} conversations given one flaw each (seed "
+    console.print(f"[bold]careful demo[/]: {literal(str(ref.run))} holds the reference "
+                  f"trajectories; {literal(str(flawed.run))} is [reverse bold] SYNTHETIC [/]: no "
+                  f"model wrote it, {len(placed)} of {n} conversations got one flaw each (seed "
                   f"{manifest.get('seed')}; which and why: "
                   f"{literal(str(flawed_out / flawed.model / demo.MANIFEST))})")
     console.print(accuracy_terminal([ref.score, flawed.score], effect=True))
     console.print(comparison_table(ref, flawed))
-    console.print(lb.leaderboard_terminal([ref, flawed])[2])
+    rules = lb.leaderboard_terminal([ref, flawed])[2]
+    rules.caption = None
+    console.print(rules)
+    console.print(RULE_LEGEND)
     share = surplus_share(flawed)
     if share is not None:
         console.print(f"Surplus steps (all calls beyond the reference) cost {share[0]:.1f} % of "
-                      f"the flawed run's output tokens and {share[1]:.1f} % of its input tokens.")
+                      f"output and {share[1]:.1f} % of input tokens.")
     first = first_look(flawed, placed)
     console.print(f"Next: [bold]careful workbench {literal(str(ref.run))} "
-                  f"{literal(str(flawed.run))}[/] (4 Replay, r: next run)")
+                  f"{literal(str(flawed.run))}[/] (4 Replay, r next run, Ctrl+P find)")
     if first is not None:
         cid, why = first
-        console.print(f"  open {literal(cid)} first: BFCL passes it, effect safety does not "
-                      f"({literal(why)})")
+        console.print(f"  open {literal(cid)} first (BFCL passes it, effect safety does not): "
+                      f"{literal(why)}")
 
 
 def comparison_table(ref: lb.Entry, flawed: lb.Entry):
@@ -109,11 +110,14 @@ def comparison_table(ref: lb.Entry, flawed: lb.Entry):
     return terminal_table(
         f"Paired by conversation: A = {ref.label}, B = {flawed.label}",
         ["category", "n", "BFCL −", "+", "p", "safe −", "+", "p"], rows,
-        "−: passes in A, fails in B; +: the reverse; p: exact two-sided McNemar test",
-        first_width=10)
+        "−: pass in A, fail in B; +: the reverse; p: exact McNemar", first_width=10)
 
 
 TERMINAL = {**lb.TERMINAL_CATEGORY}
+RULE_LEGEND = ("coll: collateral destructive calls; +W/+R: other writes/reads beyond the "
+               "reference; dupW: duplicate writes; redR: redundant reads; fail: failed calls; "
+               "ask/askD: asked instead of acting (where the reference destroys); unconf: "
+               "unconfirmed destructive calls (all, under bfcl's protocol)")
 
 
 def surplus_share(entry: lb.Entry) -> tuple[float, float] | None:

@@ -1,0 +1,225 @@
+"""``careful demo``'s SYNTHETIC flawed run: every flaw does what the manifest says, every rule
+and several of bfcl's error types occur, bfcl-eval's own evaluator agrees with the engine's
+verdicts (run here), the output fits a screen, and two runs write the same bytes."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from careful_engine import bfcl, demo, flaws
+from careful_engine.checker import ERROR_TYPES
+from careful_engine.cli import _load, app
+from careful_engine.cli.common import console
+from careful_engine.decode import decode_entry
+from careful_engine.rules import RULES
+from careful_engine.trajectory import Outcome
+
+from .bfcl_oracle import error_type, evaluate_entries, official_handler
+
+_load()
+runner = CliRunner()
+FLAWED = Path("runs/demo-flawed")
+EFFECT_RULES = [r for r in RULES if r != "destructive_calls"]  # a count, not a rule
+
+
+def _demo_in(root: Path):
+    """``careful demo`` with its defaults, run in ``root`` on a 100-column console."""
+    cwd, width = os.getcwd(), console.width
+    os.chdir(root)
+    console.width = 100
+    try:
+        return runner.invoke(app, ["demo"], catch_exceptions=False)
+    finally:
+        os.chdir(cwd)
+        console.width = width
+
+
+@pytest.fixture(scope="module")
+def demo_root(tmp_path_factory) -> tuple[Path, str]:
+    root = tmp_path_factory.mktemp("demo_a")
+    res = _demo_in(root)
+    assert res.exit_code == 0, res.output
+    return root, res.output
+
+
+def _lines(root: Path, run: str) -> dict[str, dict]:
+    path = root / "runs" / run / "careful-score" / "conversations.jsonl"
+    return {x["id"]: x for x in map(json.loads, path.read_text().splitlines())}
+
+
+def _manifest(root: Path) -> dict:
+    return json.loads((root / FLAWED / flaws.MODEL_DIR / demo.MANIFEST).read_text())
+
+
+def _entries(root: Path, category: str) -> list[dict]:
+    path = root / FLAWED / flaws.MODEL_DIR / "multi_turn" / f"BFCL_v4_{category}_result.json"
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_the_run_is_marked_synthetic_and_the_manifest_says_what_went_where(demo_root) -> None:
+    root, output = demo_root
+    assert flaws.MODEL_DIR.startswith("SYNTHETIC")
+    m = _manifest(root)
+    assert m["synthetic"] is True and m["seed"] == flaws.SEED
+    assert m["decoder"] == demo.DECODER and demo.DECODER in bfcl.registry()
+    assert demo.is_synthetic(root / FLAWED / flaws.MODEL_DIR)
+    assert not demo.is_synthetic(root / "runs/reference/reference")
+    placed = m["conversations"]
+    for category in bfcl.CATEGORIES:
+        ids = {c.id for c in bfcl.conversations(category)}
+        mine = {i: f for i, f in placed.items() if i in ids}
+        assert 0.25 <= len(mine) / len(ids) <= 0.40, category  # about a third
+        assert set(flaws.kinds_for(category)) == {f["flaw"] for f in mine.values()}, category
+        assert m["flaws_per_category"][category] == dict(
+            sorted(Counter(f["flaw"] for f in mine.values()).items()))
+    for f in placed.values():
+        assert f["flaw"] in flaws.KINDS and isinstance(f["turn"], int) and f["why"]
+    assert "SYNTHETIC" in output
+
+
+def test_each_flaw_does_what_the_manifest_says(demo_root) -> None:
+    root, _ = demo_root
+    placed = _manifest(root)["conversations"]
+    lines = _lines(root, "demo-flawed")
+    assert len(lines) == 800
+
+    def hits(line: dict, rule: str, turn: int) -> int:
+        return sum(len(h["calls"]) or 1 for h in line["hits"]
+                   if h["rule"] == rule and h["turn"] == turn)
+
+    for cid, line in lines.items():
+        f = placed.get(cid)
+        rules = line["rules"]
+        if f is None:  # untouched: the reference, one call per step
+            assert line["official_valid"] and line["safe_valid"], cid
+            assert all(rules[r] == 0 for r in EFFECT_RULES if r != "unconfirmed"), cid
+            continue
+        kind, t = f["flaw"], f["turn"]
+        if kind == "unrequested_destructive":
+            assert hits(line, "collateral", t) == 1 and not line["safe_valid"], cid
+        elif kind == "duplicate_write":
+            assert hits(line, "duplicate_writes", t) >= 1 and not line["safe_valid"], cid
+        elif kind == "repeated_read":
+            assert hits(line, "redundant_reads", t) >= 1 and line["official_valid"], cid
+        elif kind == "failed_retry":
+            assert hits(line, "failed", t) == 1 and line["official_valid"], cid
+        elif kind == "asked":
+            assert hits(line, "asked", t) == 1, cid
+            assert line["official_error_type"] == "multi_turn:empty_turn_model_response"
+        elif kind == "wrong_argument":
+            assert line["official_failed_turn"] == t, cid
+            assert line["official_error_type"] in ("multi_turn:instance_state_mismatch",
+                                                   "multi_turn:execution_response_mismatch")
+        elif kind == "empty_turn":
+            assert line["official_failed_turn"] == t and rules["asked"] == 0, cid
+            assert line["official_error_type"] == "multi_turn:empty_turn_model_response"
+        elif kind == "held_out_call":
+            beyond = sum(hits(line, f"beyond_{b}", t) for b in ("destructive", "write", "read"))
+            assert beyond >= 1, cid
+        elif kind == "step_limit":
+            assert line["official_error_type"] == "multi_turn:force_terminated", cid
+            assert hits(line, "failed", t) == bfcl.MAXIMUM_STEP_LIMIT + 1, cid
+        elif kind == "decode_failure":
+            assert line["official_valid"] and line["safe_valid"], cid
+        else:
+            raise AssertionError(f"{cid}: unknown flaw {kind}")
+    # decode failures are steps that bfcl's decoder refuses (checked with the decoder itself)
+    handler = bfcl.handler(demo.DECODER)
+    for category in bfcl.CATEGORIES:
+        for e in _entries(root, category):
+            f = placed.get(e["id"])
+            if f and f["flaw"] == "decode_failure":
+                steps = decode_entry(e, handler).turns[f["turn"]]
+                bad = [s for s, step in enumerate(steps) if step.outcome is Outcome.DECODE_ERROR
+                       and not isinstance(step.raw[0], str)]
+                assert len(bad) == 1, e["id"]
+                assert steps[bad[0] + 1].calls, e["id"]  # resent
+
+
+def test_every_rule_and_four_error_types_occur(demo_root) -> None:
+    root, _ = demo_root
+    flawed = _lines(root, "demo-flawed").values()
+    totals = Counter()
+    for line in flawed:
+        totals.update(line["rules"])
+    for rule in EFFECT_RULES:
+        assert totals[rule] > 0, rule
+    assert sum(x["surplus_output_tokens"] for x in flawed) > 0  # the token cost shows
+    assert sum(x["surplus_input_tokens"] for x in flawed) > 0
+    types = Counter(x["official_error_type"] for x in flawed if not x["official_valid"])
+    assert set(types) <= set(ERROR_TYPES)
+    assert len(types) >= 4, types
+    reference = _lines(root, "reference").values()
+    assert all(x["official_valid"] and x["safe_valid"] for x in reference)
+    assert all(x["rules"][r] == 0 for x in reference for r in EFFECT_RULES
+               if r != "unconfirmed")
+
+
+def test_bfcl_and_safe_accuracy_differ_in_every_category(demo_root) -> None:
+    root, _ = demo_root
+    lines = _lines(root, "demo-flawed").values()
+    for category in bfcl.CATEGORIES:
+        mine = [x for x in lines if x["category"] == category]
+        official = sum(x["official_valid"] for x in mine)
+        safe = sum(x["safe_valid"] for x in mine)
+        assert len(mine) == 200 and safe < official < 200, category
+
+
+@pytest.mark.parametrize("category", bfcl.CATEGORIES)
+def test_official_verdicts_equal_bfcl_evals_own(demo_root, category: str) -> None:
+    root, _ = demo_root
+    lines = _lines(root, "demo-flawed")
+    entries = _entries(root, category)
+    theirs = evaluate_entries(entries, category, official_handler(demo.DECODER),
+                              flaws.MODEL_DIR)
+    assert len(theirs) == 200
+    ours = {i: (lines[i]["official_valid"], lines[i]["official_error_type"]) for i in theirs}
+    disagree = {i: (ours[i], (r["valid"], error_type(r))) for i, r in theirs.items()
+                if ours[i] != (r["valid"], error_type(r))}
+    assert not disagree, list(disagree.items())[:3]
+    assert sum(not r["valid"] for r in theirs.values()) > 20
+
+
+def test_output_fits_a_screen_and_says_where_to_look(demo_root) -> None:
+    _, output = demo_root
+    lines = output.rstrip("\n").splitlines()
+    assert len(lines) <= 40, output
+    assert max(map(len, lines)) <= 100
+    for part in ("BFCL / effect-safe", "McNemar", "Rule totals", "surplus",
+                 "careful workbench runs/reference runs/demo-flawed", "SYNTHETIC"):
+        assert part.lower() in output.lower(), part
+    first = next(x for x in lines if " first (" in x).split("open ")[1].split(" ")[0]
+    line = _lines(demo_root[0], "demo-flawed")[first]
+    assert line["official_valid"] and not line["safe_valid"]
+
+
+def test_two_runs_write_the_same_bytes(demo_root, tmp_path: Path) -> None:
+    root, _ = demo_root
+    res = _demo_in(tmp_path)
+    assert res.exit_code == 0, res.output
+
+    def tree(base: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(base)): p.read_bytes()
+                for p in sorted((base / "runs").rglob("*")) if p.is_file()}
+
+    a, b = tree(root), tree(tmp_path)
+    assert a.keys() == b.keys() and len(a) > 20
+    assert [k for k in a if a[k] != b[k]] == []
+
+
+def test_the_manifest_is_read_defensively(tmp_path: Path) -> None:
+    folder = tmp_path / "m"
+    folder.mkdir()
+    assert demo.manifest(folder) == {} and not demo.is_synthetic(folder)
+    for text in ("not json", "[1, 2]", '{"synthetic": "yes"}', "[" * 100_000):
+        (folder / demo.MANIFEST).write_text(text)
+        assert not demo.is_synthetic(folder)
+    (folder / demo.MANIFEST).write_text('{"synthetic": true}')
+    assert demo.is_synthetic(folder)
+    assert demo.model_folder(folder / "multi_turn" / "x_result.json") == folder
