@@ -9,6 +9,7 @@ beside the results names the registered decoder, so ``careful score`` needs no f
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -20,6 +21,14 @@ FLAWED_DIR = "demo-flawed"  # the flawed run's folder; its model folder is flaws
 DECODER = "claude-sonnet-4-5-20250929-FC"
 MANIFEST = "careful_run.json"
 CLOSING = ["Done."]
+
+
+def _write(path: Path, text: str) -> None:
+    """Write a file, replacing it; a link planted at the path is never followed."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
+                 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def reference_entry(conv: bfcl.Conversation) -> dict:
@@ -34,9 +43,8 @@ def write_reference_run(out: Path, categories: tuple[str, ...] = bfcl.CATEGORIES
     paths = []
     for category in categories:
         path = folder / f"BFCL_v4_{category}_result.json"
-        with open(path, "w", encoding="utf-8") as f:
-            for conv in bfcl.conversations(category):
-                f.write(json.dumps(reference_entry(conv)) + "\n")
+        _write(path, "".join(json.dumps(reference_entry(conv)) + "\n"
+                             for conv in bfcl.conversations(category)))
         paths.append(path)
     manifest = {
         "model": MODEL_DIR,
@@ -45,7 +53,7 @@ def write_reference_run(out: Path, categories: tuple[str, ...] = bfcl.CATEGORIES
         "bfcl_eval": bfcl.BFCL_VERSION,
         "note": "model output = the reference trajectory of every conversation",
     }
-    (out / MODEL_DIR / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    _write(out / MODEL_DIR / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return paths
 
 
@@ -62,9 +70,7 @@ def write_flawed_run(out: Path, categories: tuple[str, ...] = bfcl.CATEGORIES,
     for category in categories:
         entries, placed = flaws.flawed_entries(category, effects, seed)
         path = folder / f"BFCL_v4_{category}_result.json"
-        with open(path, "w", encoding="utf-8") as f:
-            for e in entries:
-                f.write(json.dumps(e) + "\n")
+        _write(path, "".join(json.dumps(e) + "\n" for e in entries))
         paths.append(path)
         per_conversation.update(placed)
         counts[category] = dict(sorted(Counter(p["flaw"] for p in placed.values()).items()))
@@ -82,7 +88,7 @@ def write_flawed_run(out: Path, categories: tuple[str, ...] = bfcl.CATEGORIES,
         "flaws_per_category": counts,
         "conversations": per_conversation,
     }
-    (out / flaws.MODEL_DIR / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    _write(out / flaws.MODEL_DIR / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return paths
 
 

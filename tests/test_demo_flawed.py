@@ -223,3 +223,14 @@ def test_the_manifest_is_read_defensively(tmp_path: Path) -> None:
     (folder / demo.MANIFEST).write_text('{"synthetic": true}')
     assert demo.is_synthetic(folder)
     assert demo.model_folder(folder / "multi_turn" / "x_result.json") == folder
+
+
+def test_a_planted_link_is_not_followed(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("keep me")
+    folder = tmp_path / "runs/demo-flawed" / flaws.MODEL_DIR / "multi_turn"
+    folder.mkdir(parents=True)
+    (folder / "BFCL_v4_multi_turn_base_result.json").symlink_to(target)
+    res = runner.invoke(app, ["demo", "--out", str(tmp_path / "runs/reference"), "--no-score"])
+    assert res.exit_code == 2, res.output
+    assert target.read_text() == "keep me"

@@ -37,8 +37,12 @@ def demo_cmd(
     if flawed_out.resolve() == out.resolve():
         err.print("error: --out and --flawed-out are the same folder")
         raise typer.Exit(EXIT_UNUSABLE)
-    demo.write_reference_run(out)
-    demo.write_flawed_run(flawed_out)
+    try:
+        demo.write_reference_run(out)
+        demo.write_flawed_run(flawed_out)
+    except OSError as e:  # a link planted where a file goes, a folder that cannot be made
+        err.print(f"error: cannot write the demo runs: {e}", markup=False)
+        raise typer.Exit(EXIT_UNUSABLE) from None
     if not score_it:
         console.print(f"wrote {literal(str(out))} and {literal(str(flawed_out))} (SYNTHETIC)")
         return
