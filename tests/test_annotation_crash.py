@@ -14,6 +14,7 @@ import pytest
 
 from careful_engine.annotation.signals import fallback_inputs
 from careful_engine.annotation.store import Store
+from tests.annotation_db import raw
 
 REPO = Path(__file__).resolve().parent.parent
 CLI = "from careful_engine.cli import main; main()"
@@ -75,7 +76,7 @@ def test_sigkill_of_the_label_command_keeps_exactly_n_labels(db):
     assert proc.returncode == -signal.SIGKILL
     assert _count(db, "A1") == n
     with Store(db) as store:
-        assert store.db.execute("pragma integrity_check").fetchone()[0] == "ok"
+        assert store.integrity_check() == "ok"
         labels = store.adjudication_session("r", "t", override="test").labels()["A1"]
     assert sum(lb.destructive for lb in labels.values()) == 4
     assert labels["cat"].reason == "reason 1"
@@ -120,8 +121,8 @@ def test_sigkill_mid_stream_loses_nothing_committed(db):
     count = _count(db, "A2")
     assert count >= acked
     with Store(db) as store:
-        assert store.db.execute("pragma integrity_check").fetchone()[0] == "ok"
-        rows = list(store.db.query("select * from labels where annotator = 'A2'"))
+        assert store.integrity_check() == "ok"
+        rows = list(raw(store.path).query("select * from labels where annotator = 'A2'"))
     assert len(rows) == count
     assert all(r["reason"] or not r["destructive"] for r in rows)
 
@@ -145,10 +146,10 @@ def test_two_processes_labelling_concurrently_lose_nothing(db, tmp_path):
         status = {p.annotator: p for p in store.status("r").progress}
         assert status["A1"].labelled == status["A2"].labelled == 128
         assert status["A1"].submitted and status["A2"].submitted
-        assert store.db["labels"].count == 256
-        assert store.db["label_revisions"].count == 0
+        assert raw(store.path)["labels"].count == 256
+        assert raw(store.path)["label_revisions"].count == 0
         spans = {
-            a: list(store.db.query(
+            a: list(raw(store.path).query(
                 "select min(created) as first, max(created) as last from labels "
                 "where annotator = ?", [a]))[0]
             for a in ("A1", "A2")

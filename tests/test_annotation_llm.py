@@ -15,6 +15,7 @@ from careful_engine.annotation.errors import AnnotationError
 from careful_engine.annotation.signals import FunctionInput, load_inputs
 from careful_engine.annotation.store import Store
 from careful_engine.cli import app
+from tests.annotation_db import raw
 from tests.fakes.anthropic_server import (
     FakeMessagesServer,
     Recorded,
@@ -102,7 +103,7 @@ def test_llm_annotator_labels_blind_and_records_usage(env):
     assert "def rm(" in rm_prompt  # the simulator source
     assert "destructive candidate" in rm_prompt and "entries-removed" in rm_prompt
 
-    calls = list(store.db["llm_calls"].rows)
+    calls = list(raw(store.path)["llm_calls"].rows)
     assert len(calls) == len(FUNCTIONS) and all(c["ok"] for c in calls)
     assert run.usage["input_tokens"] == sum(c["input_tokens"] for c in calls)
     assert run.usage["cache_read_input_tokens"] == 7 * (len(FUNCTIONS) - 1)  # mv: default usage
@@ -127,7 +128,7 @@ def test_unusable_answer_is_retried_then_reported(env):
     run2 = llm.annotate(store, "r", "A2", "claude-test", base_url=server.url, api_key="t")
     assert run2.skipped == [second] and len(run2.labelled) == len(FUNCTIONS) - 1
     assert run2.submitted
-    failed_calls = [c for c in store.db["llm_calls"].rows if not c["ok"]]
+    failed_calls = [c for c in raw(store.path)["llm_calls"].rows if not c["ok"]]
     assert len(failed_calls) == 3
 
 

@@ -18,6 +18,7 @@ from careful_engine.annotation.errors import (
 from careful_engine.annotation.sessions import AdjudicationSession, AnnotatorSession
 from careful_engine.annotation.signals import fallback_inputs, load_inputs
 from careful_engine.annotation.store import Store, default_db_path, repo_root
+from tests.annotation_db import raw
 
 SECRET = "SECRET-REASON-OF-A2"
 
@@ -99,7 +100,7 @@ def test_default_db_path(monkeypatch, tmp_path):
 
 
 def test_schema_wal_and_round_records(store, decl):
-    assert store.db.journal_mode == "wal"
+    assert raw(store.path).journal_mode == "wal"
     rnd = _round(store, decl)
     assert rnd.blind and rnd.created_by == "lead"
     assert rnd.declarations_sha256 == hashlib.sha256(decl.read_bytes()).hexdigest()
@@ -146,8 +147,8 @@ def test_label_rules(store, decl):
     s.label("rm", True, "on second thought: content is lost")  # revision before submitting
     labels = s.labels()
     assert labels["rm"].destructive and labels["rm"].reason.startswith("on second")
-    assert store.db["labels"].count == 2
-    (old,) = list(store.db["label_revisions"].rows)
+    assert raw(store.path)["labels"].count == 2
+    (old,) = list(raw(store.path)["label_revisions"].rows)
     assert (old["function"], old["destructive"], old["reason"]) == (
         "rm", 0, "the file can be recreated")
     assert s.remaining() == ["cd", "mv"]
@@ -216,7 +217,7 @@ def test_agreement_and_labels_only_after_every_submission(store, decl):
     assert store.status("r").reveals == ()
 
     with pytest.raises(BlindnessError):  # nor by building the session directly
-        AdjudicationSession(store, "r", "A2")
+        AdjudicationSession(store, object(), "r", "A2")
     early = store.adjudication_session("r", "lead", override="checking the pipeline")
     assert early.overridden
     (reveal,) = store.status("r").reveals
@@ -229,7 +230,7 @@ def test_agreement_and_labels_only_after_every_submission(store, decl):
     assert not session.overridden
     assert store.status("r").reveals[-1]["override"] is None
     assert session.agreement("writes").pair("A1", "A2").agree == 3
-    assert store.round("r") and store.db["rounds"].get("r")["closed_at"]
+    assert store.round("r") and raw(store.path)["rounds"].get("r")["closed_at"]
 
 
 def test_round_that_is_not_blind(store, decl):
@@ -245,5 +246,5 @@ def test_llm_calls_are_recorded(store, decl):
     _round(store, decl)
     s = store.annotator_session("r", "A1")
     s.log_call("rm", model="m", ok=1, input_tokens=12, output_tokens=3)
-    (row,) = list(store.db["llm_calls"].rows)
+    (row,) = list(raw(store.path)["llm_calls"].rows)
     assert (row["function"], row["input_tokens"], row["ok"]) == ("rm", 12, 1)

@@ -130,7 +130,7 @@ def test_blindness_other_labels_never_shown(workdir) -> None:
             assert SECRET not in screen_text(app)
             assert not screen.session.labels()  # A2's labels are not A1's
         with Store(workdir / "careful.db") as store:  # no adjudication session was opened
-            assert store._rows("select * from reveals") == []
+            assert all(store.reveal_log(r.name) == [] for r in store.rounds())
     run(go())
 
 
@@ -214,8 +214,8 @@ def test_a_blind_open_round_needs_a_recorded_override(workdir) -> None:
             await settle(pilot, "o", *"pilot check", "enter")
             assert screen.session is not None and screen.session.overridden
         with Store(workdir / "careful.db") as store:
-            reveals = store._rows("select who, override from reveals where round = 'r1'")
-            assert reveals == [{"who": "tester", "override": "pilot check"}]
+            reveals = [(r["who"], r["override"]) for r in store.reveal_log("r1")]
+            assert reveals == [("tester", "pilot check")]
     run(go())
 
 

@@ -16,7 +16,10 @@ from the labels, which they never change. The result is written with
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -226,4 +229,25 @@ def save_boundary(
             version = 1
     boundary = to_boundary(result, name, round_=round_, version=version, created=created,
                            provenance=provenance)
-    return boundary, boundary.save(out)
+    return boundary, _write_atomically(
+        out, json.dumps(boundary.to_json(), indent=2, ensure_ascii=False) + "\n")
+
+
+def _write_atomically(path: Path, text: str) -> Path:
+    """Write ``text`` to a new file beside ``path``, then rename it over ``path``: a killed
+    process leaves the old file or the new one, never half of one, and a symbolic link
+    planted at ``path`` is replaced, not followed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path

@@ -11,28 +11,109 @@
                  "proposed": true, "inputs": {...}, "destructive": true,
                  "reason": "...", "labelled": "...", "updated": "..."}, ...]}
 
-Files live in ``annotations/<round>/<annotator>.json``. Importing the files of a round into
-another database recreates the round (its functions, kinds and proposals) and its annotators,
-so it can be re-adjudicated there.
+Files live in ``annotations/<round>/<annotator>.json``. A file is checked whole against
+:data:`LABEL_SET_SCHEMA` (and the rules a label obeys) before anything is imported; every
+problem is one line ``file:line [function]: reason``. Importing goes through
+:meth:`.sessions.ImportSession.import_label_set`, one transaction per file: the round (its
+functions, kinds and proposals), the annotator and the labels are all created, or nothing is.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .. import bfcl
+from .database import now
 from .errors import AnnotationError
-from .sessions import AdjudicationSession
-from .signals import FunctionInput, RoundInputs
-from .store import Annotator, Label, Round, Store, now, repo_root
+from .names import REASON_MAX, check_model, check_name, check_reason
+from .records import Annotator, ImportedLabel, Label, LabelSet, Round
+from .schema import JSONFileError, Problem, loads_with_lines, validate
+from .signals import KINDS, FunctionInput
+from .store import reason_rule, repo_root
+
+if TYPE_CHECKING:
+    from .sessions import AdjudicationSession
+    from .store import Store
 
 SCHEMA = "careful.labels/1"
+MAX_FILE_BYTES = 8 * 1024 * 1024
+MAX_PROBLEMS = 50
+
+_TIME = {"type": ["string", "null"], "maxLength": 64, "format": "timestamp"}
+LABEL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["function", "destructive"],
+    "additionalProperties": False,
+    "properties": {
+        "function": {"type": "string", "maxLength": 128, "format": "function"},
+        "class": {"type": ["string", "null"], "maxLength": 128},
+        "kind": {"type": "string", "enum": list(KINDS)},
+        "proposed": {"type": ["boolean", "null"]},
+        "inputs": {"type": ["object", "null"], "maxDepth": 8, "maxSize": 20_000},
+        "destructive": {"type": ["boolean", "null"]},
+        "reason": {"type": ["string", "null"], "maxLength": REASON_MAX, "format": "reason"},
+        "labelled": _TIME,
+        "updated": _TIME,
+    },
+}
+LABEL_SET_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["schema", "round", "annotator", "labels"],
+    "additionalProperties": False,
+    "properties": {
+        "schema": {"type": "string", "enum": [SCHEMA]},
+        "bfcl_eval": {"type": ["string", "null"], "maxLength": 64, "format": "text"},
+        "round": {
+            "type": "object",
+            "required": ["name", "declarations_sha256"],
+            "additionalProperties": False,
+            "properties": {
+                "name": {"type": "string", "maxLength": 256, "format": "round"},
+                "blind": {"type": "boolean"},
+                "declarations_source": {"type": ["string", "null"], "maxLength": 4096,
+                                        "format": "text"},
+                "declarations_sha256": {"type": "string", "maxLength": 64, "format": "sha256"},
+            },
+        },
+        "annotator": {
+            "type": "object",
+            "required": ["name"],
+            "additionalProperties": False,
+            "properties": {
+                "name": {"type": "string", "maxLength": 256, "format": "annotator"},
+                "kind": {"type": "string", "enum": ["human", "llm"]},
+                "model": {"type": ["string", "null"], "maxLength": 200, "format": "model"},
+            },
+        },
+        "submitted": _TIME,
+        "exported": _TIME,
+        "labels": {"type": "array", "minItems": 1, "maxItems": 10_000, "items": LABEL_SCHEMA,
+                   "uniqueBy": "function"},
+    },
+}
+
+
+class LabelSetError(AnnotationError):
+    """A label set that cannot be imported; ``problems`` holds one line per bad item."""
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        shown = self.problems[:MAX_PROBLEMS]
+        more = len(self.problems) - len(shown)
+        super().__init__("\n".join(shown) + (f"\n... and {more} more" if more else ""))
 
 
 def default_release_dir(round_name: str) -> Path:
     return repo_root() / "annotations" / round_name
+
+
+# ---------------------------------------------------------------------- export
 
 
 def label_set_document(
@@ -80,103 +161,228 @@ def write_label_sets(
 ) -> list[Path]:
     """Export label sets (every annotator of the round by default), one file each."""
     out = Path(out_dir) if out_dir is not None else default_release_dir(session.round_name)
+    names = [check_name(a) for a in annotators] if annotators else [
+        a.name for a in session.annotators()]
+    docs = [session.export_label_set(name) for name in names]
     out.mkdir(parents=True, exist_ok=True)
-    names = list(annotators) if annotators else [a.name for a in session.annotators()]
     paths = []
-    for name in names:
-        doc = session.export_label_set(name)
+    for name, doc in zip(names, docs, strict=True):
         path = out / f"{name}.json"
-        path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        if path.is_symlink():
+            raise AnnotationError(f"{path} is a symbolic link; refusing to write through it")
+        text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
+                     0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
         paths.append(path)
     return paths
 
 
-def read_label_set(path: str | Path) -> dict:
+# ---------------------------------------------------------------------- reading
+
+
+def _formats() -> dict[str, Any]:
+    classes = bfcl.function_class()
+
+    def named(what: str):
+        def check(value: str) -> str | None:
+            try:
+                check_name(value, what)
+            except AnnotationError as e:
+                return str(e)
+            return None
+        return check
+
+    def function(value: str) -> str | None:
+        return None if value in classes else f"{_short(value)} is not a multi-turn function"
+
+    def reason(value: str) -> str | None:
+        try:
+            check_reason(value)
+        except AnnotationError as e:
+            return str(e)
+        return None
+
+    def model(value: str) -> str | None:
+        try:
+            check_model(value)
+        except AnnotationError as e:
+            return str(e)
+        return None
+
+    def timestamp(value: str) -> str | None:
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            return f"{_short(value)} is not an ISO 8601 time"
+        return None
+
+    def sha256(value: str) -> str | None:
+        ok = len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+        return None if ok else "expected 64 lower-case hex digits"
+
+    def text(value: str) -> str | None:
+        return None if value.isprintable() else "holds control characters"
+
+    return {"round": named("round"), "annotator": named("annotator"), "function": function,
+            "reason": reason, "model": model, "timestamp": timestamp, "sha256": sha256,
+            "text": text}
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _label_id(path: str, item: object) -> str | None:
+    if isinstance(item, dict) and isinstance(item.get("function"), str):
+        name = item["function"]
+        if len(name) <= 64 and name.isprintable():
+            return name
+    return None
+
+
+def _rules(doc: dict) -> list[Problem]:
+    """What a well-typed label set must also obey: reasons, classes, completeness."""
+    classes = bfcl.function_class()
+    problems: list[Problem] = []
+    ann = doc["annotator"]
+    kind = ann.get("kind") or "human"
+    if kind == "llm" and not ann.get("model"):
+        problems.append(Problem("annotator", getattr(ann, "line", None), "annotator",
+                                "a language-model annotator needs its model"))
+    if kind == "human" and ann.get("model"):
+        problems.append(Problem("annotator", getattr(ann, "line", None), "annotator",
+                                "a human annotator has no model"))
+    unlabelled = 0
+    for i, item in enumerate(doc["labels"]):
+        name = item["function"]
+        line = getattr(item, "line", None)
+        where = (f"labels[{i}]", line, name)
+        cls = item.get("class")
+        if cls is not None and cls != classes[name]:
+            problems.append(Problem(*where, f"class {_short(cls)}, bfcl says {classes[name]}"))
+        if item["destructive"] is None:
+            unlabelled += 1
+            continue
+        fn = FunctionInput(name, classes[name], item.get("kind") or "unknown",
+                           item.get("proposed"))
+        problem = reason_rule(fn, item["destructive"], check_reason(item.get("reason")))
+        if problem:
+            problems.append(Problem(*where, problem))
+    if doc.get("submitted") and unlabelled:
+        problems.append(Problem("submitted", getattr(doc, "line", None), "submitted",
+                                f"a submitted label set must label every function "
+                                f"({unlabelled} unlabelled)"))
+    return problems
+
+
+def check_label_set(doc: Any, source: str = "<data>") -> LabelSet:
+    """``doc`` checked whole and turned into a :class:`LabelSet`, or :class:`LabelSetError`
+    listing every problem as ``file:line [id]: reason``."""
+    if not isinstance(doc, dict):
+        what = "null" if doc is None else type(doc).__name__
+        raise LabelSetError([f"{source}:1 [file]: not a label set: expected a JSON object "
+                             f"with schema {SCHEMA!r}, got {what}"])
+    if doc.get("schema") != SCHEMA:
+        raise LabelSetError([f"{source}:{getattr(doc, 'line', 1)} [schema]: not a label set "
+                             f"(schema {_short(doc.get('schema'))}, expected {SCHEMA})"])
+    problems = validate(doc, LABEL_SET_SCHEMA, _formats(), id_of=_label_id)
+    if not problems:
+        problems = _rules(doc)
+    if problems:
+        raise LabelSetError([p.format(source) for p in problems])
+    return _label_set(doc, source)
+
+
+def _label_set(doc: dict, source: str) -> LabelSet:
+    classes = bfcl.function_class()
+    rnd, ann = doc["round"], doc["annotator"]
+    functions = tuple(
+        FunctionInput(name=item["function"], cls=classes[item["function"]],
+                      kind=item.get("kind") or "unknown", proposed=item.get("proposed"),
+                      extra=json.loads(json.dumps(item.get("inputs") or {})))
+        for item in doc["labels"]
+    )
+    labels = tuple(
+        ImportedLabel(item["function"], item["destructive"], check_reason(item.get("reason")),
+                      item.get("labelled"), item.get("updated"))
+        for item in doc["labels"]
+    )
+    return LabelSet(
+        source=source, round_name=check_name(rnd["name"], "round"),
+        blind=bool(rnd.get("blind", True)),
+        declarations_source=rnd.get("declarations_source") or "",
+        declarations_sha256=rnd["declarations_sha256"],
+        annotator=check_name(ann["name"]), kind=ann.get("kind") or "human",
+        model=ann.get("model"), submitted=doc.get("submitted"), functions=functions,
+        labels=labels,
+    )
+
+
+def read_text(path: str | Path, limit: int = MAX_FILE_BYTES) -> str:
+    """A file's text, refused (one clear line) if it is not a readable, regular, bounded,
+    UTF-8 file. A leading byte-order mark is dropped."""
     path = Path(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        st = os.stat(path)
     except OSError as e:
-        raise AnnotationError(f"cannot read {path}: {e.strerror or e}") from e
-    except json.JSONDecodeError as e:
-        raise AnnotationError(f"{path}: invalid JSON ({e})") from e
-    validate(doc, str(path))
+        raise LabelSetError([f"{path}: cannot read it ({e.strerror or e})"]) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise LabelSetError([f"{path}: not a regular file"])
+    if st.st_size > limit:
+        raise LabelSetError([f"{path}: {st.st_size} bytes, more than {limit}"])
+    try:
+        with path.open("rb") as f:
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise LabelSetError([f"{path}: cannot read it ({e.strerror or e})"]) from None
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise LabelSetError([f"{path}:{line} [file]: not UTF-8 (byte 0x{data[e.start]:02x} "
+                             f"at offset {e.start})"]) from None
+    if not text.strip():
+        raise LabelSetError([f"{path}:1 [file]: empty file"])
+    return text
+
+
+def read_label_set(path: str | Path) -> dict:
+    """A label-set file, parsed and checked whole (see :func:`check_label_set`)."""
+    text = read_text(path)
+    try:
+        doc = loads_with_lines(text)
+    except JSONFileError as e:
+        raise LabelSetError([f"{path}:{e.line or 1} [file]: {e}"]) from None
+    check_label_set(doc, str(path))
     return doc
 
 
-def validate(doc: dict, source: str = "<data>") -> None:
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        got = doc.get("schema") if isinstance(doc, dict) else None
-        raise AnnotationError(f"{source}: not a label set (schema {got!r}, expected {SCHEMA})")
-    for key in ("round", "annotator", "labels"):
-        if key not in doc:
-            raise AnnotationError(f"{source}: missing {key!r}")
-    if not doc["round"].get("name") or not doc["round"].get("declarations_sha256"):
-        raise AnnotationError(f"{source}: the round needs a name and a declarations_sha256")
-    if not doc["annotator"].get("name"):
-        raise AnnotationError(f"{source}: the annotator needs a name")
-    classes = bfcl.function_class()
-    seen = set()
-    for item in doc["labels"]:
-        name = item.get("function")
-        if name not in classes:
-            raise AnnotationError(f"{source}: {name!r} is not a multi-turn function")
-        if name in seen:
-            raise AnnotationError(f"{source}: {name} is labelled twice")
-        seen.add(name)
-        if item.get("destructive") not in (True, False, None):
-            raise AnnotationError(f"{source}: {name}: destructive must be true, false or null")
+def load_label_set(path: str | Path) -> LabelSet:
+    text = read_text(path)
+    try:
+        doc = loads_with_lines(text)
+    except JSONFileError as e:
+        raise LabelSetError([f"{path}:{e.line or 1} [file]: {e}"]) from None
+    return check_label_set(doc, str(path))
 
 
-def _inputs(doc: dict) -> RoundInputs:
-    classes = bfcl.function_class()
-    functions = {
-        item["function"]: FunctionInput(
-            name=item["function"],
-            cls=classes[item["function"]],
-            kind=item.get("kind") or "unknown",
-            proposed=item.get("proposed"),
-            extra=item.get("inputs") or {},
-        )
-        for item in doc["labels"]
-    }
-    rnd = doc["round"]
-    return RoundInputs(functions, rnd["declarations_sha256"], rnd.get("declarations_source", ""))
-
-
-def import_label_set(store: Store, doc: dict, round_name: str | None = None) -> tuple[str, int]:
+def import_label_set(
+    store: Store, doc: dict | LabelSet, round_name: str | None = None, *, who: str | None = None,
+) -> tuple[str, int]:
     """Import one label set; returns (round, labels imported). Re-importing is a no-op.
 
-    The round is created from the file if the database lacks it; otherwise its functions,
-    kinds, proposals and declarations hash must match the file's.
+    Goes through :meth:`.store.Store.import_session`: the round is created from the file if
+    the database lacks it (otherwise its inputs must match), all in one transaction.
     """
-    validate(doc)
-    round_name = round_name or doc["round"]["name"]
-    inputs = _inputs(doc)
-    existing = {r.name for r in store.rounds()}
-    if round_name not in existing:
-        store.new_round(
-            round_name, inputs, blind=bool(doc["round"].get("blind", True)),
-            created_by="import", note=f"imported ({doc['annotator']['name']} first)",
-        )
-    else:
-        rnd = store.round(round_name)
-        have = [(f.name, f.kind, f.proposed) for f in store.round_functions(round_name)]
-        want = [(f.name, f.kind, f.proposed) for f in inputs.functions.values()]
-        if rnd.declarations_sha256 != inputs.sha256 or sorted(have, key=str) != sorted(
-            want, key=str
-        ):
-            raise AnnotationError(
-                f"round {round_name} in {store.path} has other inputs than this label set "
-                "(functions, kinds, proposals or declarations hash differ); import it under "
-                "another round name"
-            )
-    ann = doc["annotator"]
-    store.add_annotator(ann["name"], ann.get("kind") or "human", ann.get("model"))
-    labels = [
-        (item["function"], item["destructive"], item.get("reason") or "",
-         item.get("labelled"), item.get("updated"))
-        for item in doc["labels"]
-        if item.get("destructive") is not None
-    ]
-    n = store._import_labels(round_name, ann["name"], labels, doc.get("submitted"))
-    return round_name, n
+    labelset = doc if isinstance(doc, LabelSet) else check_label_set(doc)
+    return store.import_session(who).import_label_set(labelset, round_name)
+
+
+__all__ = ["LABEL_SET_SCHEMA", "SCHEMA", "LabelSetError", "check_label_set",
+           "import_label_set", "label_set_document", "load_label_set", "read_label_set",
+           "write_label_sets"]

@@ -1,26 +1,107 @@
-"""Sessions on a round: what an annotator, and what an adjudicator, may read and do.
+"""Sessions on a round: the only code that reads or writes labels.
 
-An :class:`AnnotatorSession` reads the round's functions and its own labels and writes its own
-labels; in a blind round nothing in it returns another annotator's label or any agreement. An
-:class:`AdjudicationSession` (opened by :meth:`.store.Store.adjudication_session`, only once
-the round is closed or with a recorded override) reads everything and decides.
+The :class:`~.store.Store` manages annotators and rounds and never reads a label; it opens the
+sessions below and hands each the database connection. Every query on the ``labels`` table
+(beyond the progress counts) lives here:
+
+- :class:`AnnotatorSession`: one annotator's own labels. In a blind round nothing in it
+  returns another annotator's label or any agreement. The labels under a name belong to the
+  login that wrote the first of them: another login opens them in a blind, open round only
+  with an override, recorded in the round's reveal log (who, what, when, why).
+- :class:`AdjudicationSession`: every label, agreement, splits, decisions, the boundary; it
+  opens once the round is closed, or with an override that is recorded.
+- :class:`ImportSession`: a label set made elsewhere, imported in one transaction.
 """
 
 from __future__ import annotations
 
+import getpass
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import AnnotationError, BlindnessError, LabelError
-from .signals import FunctionInput
-from .store import Annotator, Decision, Label, Round, Store, now
+from .database import Connection, now
+from .errors import AnnotationError, BlindnessError, LabelError, RoundError
+from .names import NAME_MAX, check_name, check_reason
+from .records import Annotator, Decision, Label, LabelSet, Round
+from .signals import FunctionInput, RoundInputs
 
 if TYPE_CHECKING:
     from ..boundary import Boundary
     from .adjudication import Adjudication
     from .agreement import AgreementReport, Split
+    from .store import Store
+
+IMPORTED = "(imported)"  # the owner of labels brought in from a file: never a login
+
+
+def current_account() -> str:
+    """The login running this process ($USER, else what :func:`getpass.getuser` finds)."""
+    try:
+        return check_person(os.environ.get("USER") or getpass.getuser(), "login")
+    except (OSError, KeyError, AnnotationError):
+        return "unknown"
+
+
+def check_person(who: object, what: str = "who") -> str:
+    """A person's or login's name: 1-64 characters, no control characters, no leading or
+    trailing whitespace (inner spaces are allowed)."""
+    import unicodedata
+
+    if not isinstance(who, str):
+        raise AnnotationError(f"{what}: expected a name, got {type(who).__name__}")
+    nfc = unicodedata.normalize("NFC", who)
+    if not nfc or nfc != nfc.strip() or len(nfc) > NAME_MAX or any(
+        unicodedata.category(c)[0] == "C" for c in nfc
+    ):
+        shown = repr(who) if len(who) < 80 else repr(who[:77]) + "..."
+        raise AnnotationError(
+            f"invalid {what} {shown}: 1-{NAME_MAX} characters, no control characters, "
+            "no leading or trailing whitespace")
+    return nfc
+
+
+def reason_rule(function: FunctionInput, destructive: bool, reason: str) -> str | None:
+    """Why a reason is required and missing, or None when the label is acceptable."""
+    if reason.strip():
+        return None
+    if destructive:
+        return f"{function.name}: a reason is required for every 'destructive' label"
+    if function.proposed is not None and destructive != function.proposed:
+        return (
+            f"{function.name}: a reason is required when departing from the signals' proposal "
+            f"({'destructive' if function.proposed else 'not destructive'})"
+        )
+    return None
+
+
+def _label(r: dict) -> Label:
+    return Label(r["annotator"], r["function"], bool(r["destructive"]), r["reason"],
+                 r["created"], r["updated"] or r["created"])
+
+
+def _labels(conn: Connection, round_name: str, annotator: str | None = None) -> list[Label]:
+    sql = "select * from labels where round = ?"
+    params: list[Any] = [round_name]
+    if annotator is not None:
+        sql += " and annotator = ?"
+        params.append(annotator)
+    return [_label(r) for r in conn.rows(sql + " order by id", params)]
+
+
+def _record_reveal(conn: Connection, round_name: str, who: str, what: str,
+                   override: str | None) -> None:
+    with conn.tx():
+        conn.insert("reveals", {"round": round_name, "who": who, "what": what,
+                                "override": override, "created": now()})
+
+
+def _mark_closed(conn: Connection, store: Store, round_name: str, stamp: str) -> None:
+    if store.is_closed(round_name):
+        conn.execute("update rounds set closed_at = ? where name = ? and closed_at is null",
+                  [stamp, round_name])
 
 
 class AnnotatorSession:
@@ -29,17 +110,60 @@ class AnnotatorSession:
     In a blind round nothing here returns another annotator's labels or any agreement.
     """
 
-    def __init__(self, store: Store, round_name: str, annotator: str):
-        store.round(round_name)
-        if annotator not in store.round_annotators(round_name):
+    def __init__(self, store: Store, conn: Connection, round_name: str, annotator: str, *,
+                 account: str, override: str | None = None):
+        rnd = store.round(round_name)
+        annotator = check_name(annotator)
+        account = check_person(account, "login")
+        roster = store.round_annotators(rnd.name)
+        if annotator not in roster:
             raise AnnotationError(
-                f"{annotator!r} is not an annotator of round {round_name} "
-                f"(annotators: {', '.join(store.round_annotators(round_name)) or 'none'})"
+                f"{annotator!r} is not an annotator of round {rnd.name} "
+                f"(annotators: {', '.join(roster) or 'none'})"
             )
         self._store = store
-        self.round_name = round_name
+        self._conn = conn
+        self.round_name = rnd.name
         self.annotator = annotator
-        self._functions = {f.name: f for f in store.round_functions(round_name)}
+        self.account = account
+        self.overridden = False
+        self._functions = {f.name: f for f in store.round_functions(rnd.name)}
+        owner = self._owner()
+        if owner is None and conn.rows(
+            "select 1 from labels where round = ? and annotator = ? limit 1",
+            [rnd.name, annotator],
+        ):
+            owner = self._claim()  # labels from before owners were recorded
+        if owner is not None and owner != account:
+            self._foreign(rnd, owner, override)
+
+    def _owner(self) -> str | None:
+        rows = self._conn.rows("select account from annotators where name = ?",
+                               [self.annotator])
+        return rows[0]["account"] if rows else None
+
+    def _claim(self) -> str:
+        """Record this login as the owner of the name's labels, unless one is recorded."""
+        self._conn.execute("update annotators set account = ? where name = ? and account is null",
+                        [self.account, self.annotator])
+        return self._owner() or self.account
+
+    def _foreign(self, rnd: Round, owner: str, override: str | None) -> None:
+        """Another login opens these labels: refused in a blind, open round unless
+        overridden; the override is recorded."""
+        if not rnd.blind or self._store.is_closed(rnd.name):
+            return
+        reason = check_reason(override, "override") if override else ""
+        shown = "a file import" if owner == IMPORTED else f"login {owner!r}"
+        if not reason:
+            raise BlindnessError(
+                f"round {rnd.name} is blind and still open: {self.annotator}'s labels were "
+                f"written by {shown}, and you are {self.account!r}. Label under your own "
+                "name, or open them with an explicit override (its reason is recorded in the "
+                "round's reveal log)")
+        _record_reveal(self._conn, rnd.name, self.account,
+                       f"labels of {self.annotator} (annotator session)", reason)
+        self.overridden = True
 
     @property
     def round(self) -> Round:
@@ -51,12 +175,12 @@ class AnnotatorSession:
     def function(self, name: str) -> FunctionInput:
         try:
             return self._functions[name]
-        except KeyError:
+        except (KeyError, TypeError):
             raise LabelError(f"{name!r} is not a function of round {self.round_name}") from None
 
     def labels(self) -> dict[str, Label]:
         """This annotator's own labels, by function."""
-        return {lb.function: lb for lb in self._store._label_rows(self.round_name, self.annotator)}
+        return {lb.function: lb for lb in _labels(self._conn, self.round_name, self.annotator)}
 
     def remaining(self) -> list[str]:
         done = self.labels()
@@ -64,17 +188,86 @@ class AnnotatorSession:
 
     @property
     def submitted(self) -> str | None:
-        return self._store._submitted_at(self.round_name, self.annotator)
+        rows = self._conn.rows(
+            "select submitted_at from round_annotators where round = ? and annotator = ?",
+            [self.round_name, self.annotator],
+        )
+        return rows[0]["submitted_at"] if rows else None
+
+    def _writable(self) -> None:
+        """Inside a write: the labels are not final, and this login owns them (or claims
+        them now, or holds a recorded override)."""
+        if self.submitted:
+            raise LabelError(
+                f"{self.annotator} has submitted round {self.round_name}; labels are final")
+        if self._store.round(self.round_name).closed_by:
+            raise LabelError(f"round {self.round_name} is closed; labels are final")
+        owner = self._owner() or self._claim()
+        if owner != self.account and not self.overridden:
+            rnd = self._store.round(self.round_name)
+            if rnd.blind:
+                raise BlindnessError(
+                    f"{self.annotator}'s labels in round {self.round_name} belong to login "
+                    f"{owner!r}; you are {self.account!r}")
 
     def label(self, function: str, destructive: bool, reason: str = "") -> Label:
         """Record (or, before submitting, revise) one label; committed before returning."""
-        return self._store._write_label(
-            self.round_name, self.annotator, self.function(function), destructive, reason
-        )
+        fn = self.function(function)
+        if not isinstance(destructive, bool):
+            raise LabelError(f"{fn.name}: the label must be true or false, not {destructive!r}")
+        try:
+            reason = check_reason(reason, fn.name)
+        except AnnotationError as e:
+            raise LabelError(str(e)) from None
+        problem = reason_rule(fn, destructive, reason)
+        if problem:
+            raise LabelError(problem)
+        stamp = now()
+        conn = self._conn
+        with conn.tx():
+            self._writable()
+            old = conn.rows(
+                "select * from labels where round = ? and annotator = ? and function = ?",
+                [self.round_name, self.annotator, fn.name],
+            )
+            if old:
+                prev = {k: v for k, v in old[0].items() if k not in ("id", "updated")}
+                conn.insert("label_revisions", {**prev, "replaced": stamp})
+                conn.execute(
+                    "update labels set destructive = ?, reason = ?, updated = ? where id = ?",
+                    [int(destructive), reason, stamp, old[0]["id"]],
+                )
+            else:
+                conn.insert("labels", {
+                    "round": self.round_name, "annotator": self.annotator, "function": fn.name,
+                    "destructive": int(destructive), "reason": reason,
+                    "created": stamp, "updated": stamp,
+                })
+        return self.labels()[fn.name]
 
     def submit(self) -> str:
         """Freeze this annotator's labels (all functions must be labelled)."""
-        return self._store._submit(self.round_name, self.annotator)
+        stamp = now()
+        conn = self._conn
+        with conn.tx():
+            if self.submitted:
+                raise LabelError(
+                    f"{self.annotator} has submitted round {self.round_name} already")
+            self._writable()
+            done = set(self.labels())
+            missing = [f for f in self._functions if f not in done]
+            if missing:
+                raise LabelError(
+                    f"{self.annotator} cannot submit round {self.round_name}: {len(missing)} "
+                    f"functions unlabelled ({', '.join(missing[:8])}"
+                    f"{', ...' if len(missing) > 8 else ''})"
+                )
+            conn.execute(
+                "update round_annotators set submitted_at = ? where round = ? and annotator = ?",
+                [stamp, self.round_name, self.annotator],
+            )
+            _mark_closed(conn, self._store, self.round_name, stamp)
+        return stamp
 
     def others(self) -> dict[str, dict[str, Label]]:
         """The other annotators' labels: only in a round that is not blind."""
@@ -83,7 +276,7 @@ class AnnotatorSession:
                 f"round {self.round_name} is blind: an annotator sees only its own labels"
             )
         out: dict[str, dict[str, Label]] = {}
-        for lb in self._store._label_rows(self.round_name):
+        for lb in _labels(self._conn, self.round_name):
             if lb.annotator != self.annotator:
                 out.setdefault(lb.annotator, {})[lb.function] = lb
         return out
@@ -92,18 +285,37 @@ class AnnotatorSession:
         """Record one language-model call made for this annotator (usage, raw answer)."""
         row = {"round": self.round_name, "annotator": self.annotator, "function": function,
                "created": now(), **fields}
-        with self._store._tx() as db:
-            db["llm_calls"].insert(row)
+        with self._conn.tx():
+            self._conn.insert("llm_calls", row)
 
 
 class AdjudicationSession:
     """Everything about a round: all labels, agreement, splits, decisions, the boundary."""
 
-    def __init__(self, store: Store, round_name: str, who: str, *, override: str | None = None):
-        # the check lives here, so that no way of making a session skips it
-        self.overridden = store._open_labels(round_name, who, override)
+    def __init__(self, store: Store, conn: Connection, round_name: str, who: str, *,
+                 override: str | None = None):
+        rnd = store.round(round_name)
+        if not isinstance(who, str) or not who.strip():
+            raise AnnotationError("an adjudication session needs the name of who opens it")
+        who = check_person(who)
+        closed = store.is_closed(rnd.name)
+        reason = check_reason(override, "override") if override else ""
+        if rnd.blind and not closed and not reason:
+            pending = [p.annotator for p in store.status(rnd.name).progress
+                       if p.submitted is None]
+            raise BlindnessError(
+                f"round {rnd.name} is blind and still open: "
+                f"{', '.join(pending) or 'no annotator'} "
+                f"{'has' if len(pending) == 1 else 'have'} not submitted. The labels and "
+                "the agreement open when every annotator has submitted, or with an "
+                "explicit override (which is recorded)"
+            )
+        recorded = reason if rnd.blind and not closed else None
+        _record_reveal(conn, rnd.name, who, "all labels (adjudication session)", recorded)
+        self.overridden = recorded is not None
         self._store = store
-        self.round_name = round_name
+        self._conn = conn
+        self.round_name = rnd.name
         self.who = who
 
     @property
@@ -120,12 +332,16 @@ class AdjudicationSession:
     def submitted(self) -> dict[str, str | None]:
         return {p.annotator: p.submitted for p in self._store.status(self.round_name).progress}
 
+    def reveal_log(self) -> list[dict]:
+        return self._store.reveal_log(self.round_name)
+
     def labels(self) -> dict[str, dict[str, Label]]:
-        """annotator -> function -> label, for every annotator of the round."""
-        out: dict[str, dict[str, Label]] = {a: {} for a in self._store.round_annotators(
-            self.round_name)}
-        for lb in self._store._label_rows(self.round_name):
-            out.setdefault(lb.annotator, {})[lb.function] = lb
+        """annotator -> function -> label, for every annotator on the round's roster."""
+        roster = self._store.round_annotators(self.round_name)
+        out: dict[str, dict[str, Label]] = {a: {} for a in roster}
+        for lb in _labels(self._conn, self.round_name):
+            if lb.annotator in out:
+                out[lb.annotator][lb.function] = lb
         return out
 
     def _subset(self, subset: str) -> list[str]:
@@ -138,11 +354,13 @@ class AdjudicationSession:
 
     def _chosen(self, annotators: Iterable[str] | None) -> dict[str, dict[str, Label]]:
         labels = self.labels()
-        chosen = list(dict.fromkeys(annotators)) if annotators else list(labels)
+        chosen = list(dict.fromkeys(check_name(a) for a in annotators)) if annotators else list(
+            labels)
         unknown = [a for a in chosen if a not in labels]
         if unknown:
             raise AnnotationError(
-                f"not annotators of round {self.round_name}: {', '.join(unknown)}"
+                f"not annotators of round {self.round_name}: {', '.join(unknown)} "
+                f"(annotators: {', '.join(labels) or 'none'})"
             )
         return {a: labels[a] for a in chosen}
 
@@ -171,12 +389,13 @@ class AdjudicationSession:
             raise AnnotationError(f"{function!r} is not a function of round {self.round_name}")
         if not isinstance(destructive, bool):
             raise AnnotationError(f"{function}: a decision is true or false")
-        if not reason.strip():
+        reason = check_reason(reason, function)
+        if not reason:
             raise AnnotationError(f"{function}: a manual decision needs a reason")
-        with self._store._tx() as db:
-            db["decisions"].insert({
+        with self._conn.tx():
+            self._conn.insert("decisions", {
                 "round": self.round_name, "function": function, "destructive": int(destructive),
-                "author": self.who, "reason": reason.strip(), "created": now(),
+                "author": self.who, "reason": reason, "created": now(),
             })
         return self.decisions()[-1]
 
@@ -184,7 +403,7 @@ class AdjudicationSession:
         return [
             Decision(r["id"], r["function"], bool(r["destructive"]), r["author"], r["reason"],
                      r["created"])
-            for r in self._store._rows(
+            for r in self._conn.rows(
                 "select * from decisions where round = ? order by id", [self.round_name]
             )
         ]
@@ -225,8 +444,8 @@ class AdjudicationSession:
             result, name, round_=rnd, path=path, force=force, created=created,
             provenance={"adjudicated_by": self.who, "override": self.overridden},
         )
-        with self._store._tx() as db:
-            db["adjudications"].insert({
+        with self._conn.tx():
+            self._conn.insert("adjudications", {
                 "round": self.round_name, "author": self.who, "policy": result.policy,
                 "params": json.dumps(result.params, sort_keys=True), "boundary": name,
                 "path": str(out), "destructive": json.dumps(sorted(result.destructive)),
@@ -238,6 +457,7 @@ class AdjudicationSession:
         """One annotator's label set in the release format (see :mod:`.release`)."""
         from .release import label_set_document
 
+        annotator = check_name(annotator)
         labels = self.labels()
         if annotator not in labels:
             raise AnnotationError(f"{annotator!r} is not an annotator of round {self.round_name}")
@@ -245,3 +465,86 @@ class AdjudicationSession:
             self.round, self._store.annotator(annotator), self.functions(), labels[annotator],
             self.submitted().get(annotator),
         )
+
+
+class ImportSession:
+    """Brings label sets made elsewhere into the store; one transaction per set."""
+
+    def __init__(self, store: Store, conn: Connection, who: str):
+        self._store = store
+        self._conn = conn
+        self.who = check_person(who)
+
+    def import_label_set(self, labelset: LabelSet, round_name: str | None = None
+                         ) -> tuple[str, int]:
+        """Import one checked label set (see :func:`.release.check_label_set`); returns
+        (round, labels imported), 0 when the same labels are there already.
+
+        The round is created from the set if the database lacks it; otherwise its functions,
+        kinds, proposals and declarations hash must match. Nothing is created on failure.
+        """
+        store, conn = self._store, self._conn
+        name = check_name(round_name or labelset.round_name, "round")
+        ann = labelset.annotator
+        inputs = RoundInputs({f.name: f for f in labelset.functions},
+                             labelset.declarations_sha256, labelset.declarations_source)
+        functions = {f.name: f for f in labelset.functions}
+        rows = []
+        for item in labelset.labels:
+            if item.destructive is None:
+                continue
+            problem = reason_rule(functions[item.function], item.destructive, item.reason)
+            if problem:
+                raise LabelError(f"{ann}: {problem}")
+            stamp = item.labelled or now()
+            rows.append({"round": name, "annotator": ann, "function": item.function,
+                         "destructive": int(item.destructive), "reason": item.reason,
+                         "created": stamp, "updated": item.updated or stamp})
+        if labelset.submitted and len(rows) != len(functions):
+            raise LabelError(f"{ann}: a submitted label set must label every function")
+        with conn.tx() as db:
+            if name not in {r.name for r in store.rounds()}:
+                store.new_round(name, inputs, blind=labelset.blind, created_by="import",
+                                note=f"imported ({ann} first)")
+            else:
+                rnd = store.round(name)
+                have = [(f.name, f.kind, f.proposed) for f in store.round_functions(name)]
+                want = [(f.name, f.kind, f.proposed) for f in inputs.functions.values()]
+                if rnd.declarations_sha256 != inputs.sha256 or sorted(have, key=str) != sorted(
+                    want, key=str
+                ):
+                    raise AnnotationError(
+                        f"round {name} in {store.path} has other inputs than this label set "
+                        "(functions, kinds, proposals or declarations hash differ); import it "
+                        "under another round name"
+                    )
+            new = store.annotator(ann) is None
+            store.add_annotator(ann, labelset.kind, labelset.model)
+            if new:
+                conn.execute("update annotators set account = ? where name = ?", [IMPORTED, ann])
+            existing = _labels(conn, name, ann)
+            if existing:
+                have_set = {(lb.function, lb.destructive, lb.reason) for lb in existing}
+                if have_set == {(r["function"], bool(r["destructive"]), r["reason"])
+                                for r in rows}:
+                    return name, 0
+                raise LabelError(
+                    f"{ann} has other labels in round {name} already; "
+                    "import under another round or annotator name"
+                )
+            if store.round(name).closed_by:
+                raise RoundError(f"round {name} is closed; it takes no new label set")
+            conn.execute("insert or ignore into round_annotators (round, annotator, added) "
+                "values (?, ?, ?)", [name, ann, now()],
+            )
+            db["labels"].insert_all(rows)
+            if labelset.submitted:
+                conn.execute("update round_annotators set submitted_at = ? "
+                    "where round = ? and annotator = ?", [labelset.submitted, name, ann],
+                )
+                _mark_closed(conn, store, name, now())
+        return name, len(rows)
+
+
+__all__ = ["IMPORTED", "AdjudicationSession", "AnnotatorSession", "ImportSession",
+           "check_person", "current_account", "reason_rule"]

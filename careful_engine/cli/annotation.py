@@ -8,29 +8,30 @@ from __future__ import annotations
 
 import json
 import math
-import os
+import sqlite3
 import sys
+import tempfile
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import click
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from typer.exceptions import TyperException
 
 from careful_engine.cli import app
+from careful_engine.cli.common import EXIT_INTERNAL, EXIT_PROBLEMS, EXIT_UNUSABLE, console, err
+from careful_engine.safe_text import literal
 
 if TYPE_CHECKING:
     from careful_engine.annotation.agreement import AgreementReport
     from careful_engine.annotation.sessions import AnnotatorSession
     from careful_engine.annotation.store import Store
 
-console = Console()
-err = Console(stderr=True)
-
-EXIT_USAGE = 2
+EXIT_USAGE = EXIT_UNUSABLE
 
 round_app = typer.Typer(
     help="Labelling rounds: create one, follow its progress, submit a label set.",
@@ -46,26 +47,53 @@ app.add_typer(labels_app, name="labels")
 DB_HELP = ("Annotation database. Default: $CAREFUL_DB, else annotations/careful.db in the "
            "repository.")
 ROUND_HELP = "The labelling round."
+NAME_HELP = ("Names: 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit; "
+             "no spaces or control characters.")
 
 
 DB_OPTION = typer.Option(None, "--db", help=DB_HELP, envvar="CAREFUL_DB", show_envvar=False)
 
 
 def _user() -> str:
-    return os.environ.get("USER") or os.environ.get("USERNAME") or "unknown"
+    from careful_engine.annotation.sessions import current_account
+
+    return current_account()
+
+
+def _lit(value: object) -> str:
+    return literal(value)
 
 
 @contextmanager
 def _guard() -> Iterator[None]:
-    """Engine and boundary errors become a one-line message and exit code 2."""
+    """Engine, boundary and database errors become a clear message and exit code 2; anything
+    unexpected a short message, a log holding the traceback, and exit code 3."""
     from careful_engine.annotation.errors import AnnotationError
     from careful_engine.boundary import BoundaryError
 
     try:
         yield
     except (AnnotationError, BoundaryError) as e:
-        err.print(f"[red]error:[/] {escape(str(e))}")
-        raise typer.Exit(EXIT_USAGE) from None
+        for line in str(e).splitlines() or [""]:
+            err.print(f"[red]error:[/] {literal(line)}")
+        raise typer.Exit(EXIT_UNUSABLE) from None
+    except sqlite3.Error as e:
+        err.print(f"[red]error:[/] the annotation database failed: {literal(e)}")
+        raise typer.Exit(EXIT_UNUSABLE) from None
+    except (typer.Exit, typer.Abort, TyperException, click.exceptions.Exit,
+            click.ClickException, click.Abort):
+        raise
+    except Exception as e:  # noqa: BLE001  (the last line of defence: never a raw traceback)
+        _internal(e)
+
+
+def _internal(e: BaseException) -> None:
+    with tempfile.NamedTemporaryFile("w", prefix="careful-annotation-", suffix=".log",
+                                     delete=False, encoding="utf-8") as log:
+        log.write("".join(traceback.format_exception(e)))
+    err.print(f"[red]internal error:[/] {literal(type(e).__name__)}: {literal(e)} "
+              f"(traceback in {literal(log.name)})")
+    raise typer.Exit(EXIT_INTERNAL) from None
 
 
 def _store(db: Path | None) -> Store:
@@ -88,6 +116,30 @@ def _yn(value: bool | None) -> str:
     return "–" if value is None else ("yes" if value else "no")
 
 
+def _llm_pairs(llm: list[str] | None) -> dict[str, str]:
+    models: dict[str, str] = {}
+    for item in llm or []:
+        who, sep, model = item.partition("=")
+        if not sep or not who or not model:
+            raise typer.BadParameter(f"expected NAME=MODEL, got {item!r}", param_hint="--llm")
+        models[who] = model
+    return models
+
+
+def _print_reveals(reveals: list[dict] | tuple[dict, ...], round_name: str) -> None:
+    """The round's reveal log: every time its labels were opened, by whom, and why."""
+    console.print(f"[bold]reveal log of round {literal(round_name)}[/] "
+                  f"({len(reveals)} {'entry' if len(reveals) == 1 else 'entries'})")
+    for r in reveals:
+        what = literal(r.get("what") or "all labels")
+        when = literal(str(r["created"])[:19])
+        if r["override"]:
+            console.print(f"  [yellow]override[/] by {literal(r['who'])} at {when}, {what}: "
+                          f"{literal(r['override'])}")
+        else:
+            console.print(f"  opened by {literal(r['who'])} at {when}, {what}")
+
+
 # ---------------------------------------------------------------------- round
 
 
@@ -101,7 +153,8 @@ def round_new(
     functions: str = typer.Option(
         "all", "--functions", "-f", help="'all', 'writes', or a comma-separated list."),
     annotator: list[str] = typer.Option(
-        None, "--annotator", "-a", help="A human annotator of the round (repeatable)."),
+        None, "--annotator", "-a", help="A human annotator of the round (repeatable). "
+        + NAME_HELP),
     llm: list[str] = typer.Option(
         None, "--llm", help="A language-model annotator as NAME=MODEL (repeatable)."),
     blind: bool = typer.Option(
@@ -113,37 +166,39 @@ def round_new(
     """Create a labelling round: its functions, their kinds and proposals, its annotators.
 
     The inputs are frozen with the sha256 of the declarations file, so every label refers to
-    one version of them.
+    one version of them. The roster is fixed here; its creator may add or remove annotators
+    and close the round later.
     """
-    models = {}
-    for item in llm or []:
-        who, sep, model = item.partition("=")
-        if not sep or not who or not model:
-            raise typer.BadParameter(f"expected NAME=MODEL, got {item!r}", param_hint="--llm")
-        models[who] = model
+    models = _llm_pairs(llm)
     with _guard():
+        from careful_engine.annotation.names import check_name
         from careful_engine.annotation.signals import load_inputs
 
+        humans = [check_name(a) for a in annotator or []]
+        models = {check_name(k): v for k, v in models.items()}
         inputs = load_inputs(declarations)
         which = functions if functions in ("all", "writes") else _names(functions) or []
         inputs = inputs.select(which)
         with _store(db) as store:
-            for who in annotator or []:
-                store.add_annotator(who, "human")
-            for who, model in models.items():
-                store.add_annotator(who, "llm", model)
-            rnd = store.new_round(
-                name, inputs, [*(annotator or []), *models], blind=blind,
-                created_by=by or _user(), note=note,
-            )
-            status = store.status(name)
+            rnd = _new_round(store, name, inputs, humans, models, blind, by or _user(), note)
+            status = store.status(rnd.name)
     console.print(
-        f"round [bold]{escape(rnd.name)}[/]: {status.functions} functions "
+        f"round [bold]{literal(rnd.name)}[/]: {status.functions} functions "
         f"({status.writes} writes), {'blind' if rnd.blind else 'not blind'}, "
-        f"declarations {escape(rnd.declarations_source)} "
+        f"declarations {literal(rnd.declarations_source)} "
         f"(sha256 {rnd.declarations_sha256[:12]}), "
-        f"annotators: {', '.join(p.annotator for p in status.progress) or 'none yet'}"
+        f"annotators: {literal(', '.join(p.annotator for p in status.progress)) or 'none yet'}"
     )
+
+
+def _new_round(store: Store, name: str, inputs, humans: list[str], models: dict[str, str],
+               blind: bool, by: str, note: str):
+    for who in humans:
+        store.add_annotator(who, "human")
+    for who, model in models.items():
+        store.add_annotator(who, "llm", model)
+    return store.new_round(name, inputs, [*humans, *models], blind=blind, created_by=by,
+                           note=note)
 
 
 @round_app.command("add")
@@ -156,19 +211,47 @@ def round_add(
     """Add annotators to an existing round."""
     if not annotator and not llm:
         raise typer.BadParameter("name at least one --annotator or --llm")
+    models = _llm_pairs(llm)
     with _guard(), _store(db) as store:
         store.round(name)
         for who in annotator or []:
             store.add_annotator(who, "human")
             store.add_to_round(name, who)
-        for item in llm or []:
-            who, sep, model = item.partition("=")
-            if not sep or not who or not model:
-                raise typer.BadParameter(f"expected NAME=MODEL, got {item!r}", param_hint="--llm")
+        for who, model in models.items():
             store.add_annotator(who, "llm", model)
             store.add_to_round(name, who)
         names = store.round_annotators(name)
-    console.print(f"round {escape(name)}: annotators {', '.join(names)}")
+    console.print(f"round {literal(name)}: annotators {literal(', '.join(names))}")
+
+
+@round_app.command("remove")
+def round_remove(
+    name: str = typer.Argument(..., help=ROUND_HELP),
+    annotator: list[str] = typer.Option(..., "--annotator", "-a", help="Whom (repeatable)."),
+    by: str = typer.Option(None, "--by", help="Who asks (the round's creator). Default: $USER."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Take annotators who have not submitted off a round (its creator only).
+
+    Their labels are kept in the database but no longer count in agreement or adjudication.
+    """
+    with _guard(), _store(db) as store:
+        for who in annotator:
+            store.remove_from_round(name, who, by=by or _user())
+        names = store.round_annotators(name)
+    console.print(f"round {literal(name)}: annotators {literal(', '.join(names)) or 'none'}")
+
+
+@round_app.command("close")
+def round_close(
+    name: str = typer.Argument(..., help=ROUND_HELP),
+    by: str = typer.Option(None, "--by", help="Who asks (the round's creator). Default: $USER."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Close a round now (its creator only): labelling stops and adjudication opens."""
+    with _guard(), _store(db) as store:
+        stamp = store.close_round(name, by=by or _user())
+    console.print(f"round {literal(name)} closed at {stamp[:19]}")
 
 
 @round_app.command("status")
@@ -176,10 +259,11 @@ def round_status(
     name: str = typer.Argument(None, help="A round; without it, every round is listed."),
     db: Path = DB_OPTION,
 ) -> None:
-    """Progress of a round (counts only: no label is shown), or the list of rounds."""
+    """Progress of a round (counts only: no label is shown) and its reveal log, or the list
+    of rounds."""
     with _guard(), _store(db) as store:
         if name is None:
-            table = Table(title=f"Rounds in {store.path}")
+            table = Table(title=f"Rounds in {literal(store.path)}")
             for col in ("round", "created", "by", "functions", "blind", "annotators",
                         "submitted", "state"):
                 table.add_column(col)
@@ -187,31 +271,29 @@ def round_status(
                 st = store.status(rnd.name)
                 done = sum(p.submitted is not None for p in st.progress)
                 table.add_row(
-                    rnd.name, rnd.created[:19], rnd.created_by, str(st.functions),
-                    _yn(rnd.blind), str(len(st.progress)), f"{done}/{len(st.progress)}",
-                    "closed" if st.closed else "open",
+                    literal(rnd.name), rnd.created[:19], literal(rnd.created_by),
+                    str(st.functions), _yn(rnd.blind), str(len(st.progress)),
+                    f"{done}/{len(st.progress)}", "closed" if st.closed else "open",
                 )
             console.print(table)
             return
         st = store.status(name)
     rnd = st.round
     console.print(
-        f"round [bold]{escape(rnd.name)}[/] — {st.functions} functions ({st.writes} writes); "
+        f"round [bold]{literal(rnd.name)}[/] — {st.functions} functions ({st.writes} writes); "
         f"{'blind' if rnd.blind else 'not blind'}; declarations "
-        f"{escape(rnd.declarations_source)} (sha256 {rnd.declarations_sha256[:12]}); "
+        f"{literal(rnd.declarations_source)} (sha256 {rnd.declarations_sha256[:12]}); "
         f"[bold]{'closed' if st.closed else 'open'}[/]"
     )
     table = Table()
     for col in ("annotator", "kind", "model", "labelled", "submitted"):
         table.add_column(col)
     for p in st.progress:
-        table.add_row(p.annotator, p.kind, p.model or "", f"{p.labelled}/{p.total}",
-                      p.submitted[:19] if p.submitted else "–")
+        table.add_row(literal(p.annotator), p.kind, literal(p.model or ""),
+                      f"{p.labelled}/{p.total}", p.submitted[:19] if p.submitted else "–")
     console.print(table)
-    for r in st.reveals:
-        if r["override"]:
-            console.print(f"[yellow]override[/] by {escape(r['who'])} at {r['created'][:19]}: "
-                          f"{escape(r['override'])}")
+    if st.reveals:
+        _print_reveals(st.reveals, rnd.name)
 
 
 @round_app.command("submit")
@@ -224,7 +306,7 @@ def round_submit(
     with _guard(), _store(db) as store:
         stamp = store.annotator_session(name, annotator).submit()
         closed = store.is_closed(name)
-    console.print(f"{escape(annotator)} submitted round {escape(name)} at {stamp[:19]}"
+    console.print(f"{literal(annotator)} submitted round {literal(name)} at {stamp[:19]}"
                   + ("; the round is closed" if closed else ""))
 
 
@@ -248,17 +330,17 @@ def _describe(session: AnnotatorSession, name: str, index: int, count: int,
         signals = fn.extra.get("signals")
         facts.append("signals propose: " + ("destructive" if fn.proposed else "not destructive")
                      + (f" ({', '.join(map(str, signals))})" if signals else ""))
-    _say(f"\n[bold][{index}/{count}] {escape(fn.cls)}.{escape(fn.name)}[/] — "
-         f"{escape('; '.join(facts))}")
+    _say(f"\n[bold][{index}/{count}] {literal(fn.cls)}.{literal(fn.name)}[/] — "
+         f"{literal('; '.join(facts))}")
     doc = bfcl.all_func_docs().get(name, {})
     description = str(doc.get("description", ""))
-    _say(escape(description[:600] + ("…" if len(description) > 600 else "")))
+    _say(literal(description[:600] + ("…" if len(description) > 600 else "")))
     params = doc.get("parameters", {}).get("properties", {})
     if params:
-        _say("parameters: " + escape(", ".join(params)))
+        _say("parameters: " + literal(", ".join(params)))
     own = session.labels().get(name)
     if own:
-        _say(f"your label: {_yn(own.destructive)}" + (f" — {escape(own.reason)}"
+        _say(f"your label: {_yn(own.destructive)}" + (f" — {literal(own.reason)}"
                                                        if own.reason else ""))
     if show_source:
         _show_source(session, name)
@@ -267,7 +349,8 @@ def _describe(session: AnnotatorSession, name: str, index: int, count: int,
 def _show_source(session: AnnotatorSession, name: str) -> None:
     from careful_engine.annotation.llm import simulator_source
 
-    console.print(simulator_source(session.function(name)), markup=False, highlight=False)
+    console.print(literal(simulator_source(session.function(name)), keep_newlines=True),
+                  highlight=False)
     sys.stdout.flush()
 
 
@@ -298,10 +381,10 @@ def _label_loop(session: AnnotatorSession, names: list[str], show_source: bool) 
                 try:
                     session.label(name, word.startswith("y"), reason)
                 except LabelError as e:
-                    _say(f"[red]{escape(str(e))}[/]")
+                    _say(f"[red]{literal(e)}[/]")
                     continue
                 done = total - len(session.remaining())
-                _say(f"saved {escape(name)} = {'yes' if word.startswith('y') else 'no'} "
+                _say(f"saved {literal(name)} = {'yes' if word.startswith('y') else 'no'} "
                      f"({done}/{total})")
                 break
             _say("answer y or n (y needs a reason), s, ? or q")
@@ -320,6 +403,9 @@ def label(
         False, "--submit", help="Submit the label set when every function is labelled."),
     source: bool = typer.Option(
         False, "--source", help="Show each function's simulator source."),
+    override: str = typer.Option(
+        None, "--override", help="Open labels another login wrote under this name while the "
+        "blind round is open; the reason is recorded in the round's reveal log."),
     db: Path = DB_OPTION,
 ) -> None:
     """Label functions in a plain terminal loop (works with piped input, one answer a line).
@@ -327,10 +413,14 @@ def label(
     Answer 'y REASON' (destructive; a reason is required), 'n' (not destructive; a reason is
     required when departing from the signals' proposal), 's' to skip, '?' for the source, 'q'
     to quit. Each answer is committed at once: quitting or a crash loses nothing. You see only
-    your own labels.
+    your own labels: the labels under a name belong to the login that wrote the first of them,
+    and another login opens them in a blind, open round only with --override (recorded).
     """
     with _guard(), _store(db) as store:
-        session = store.annotator_session(round_, annotator)
+        session = store.annotator_session(round_, annotator, override=override)
+        if session.overridden:
+            err.print(f"[yellow]{literal(annotator)}'s labels opened with an override by "
+                      f"{literal(session.account)} (recorded in the reveal log)[/]")
         if session.submitted:
             raise typer.BadParameter(
                 f"{annotator} has submitted round {round_} already; labels are final",
@@ -343,7 +433,7 @@ def label(
         else:
             names = [f.name for f in session.functions()] if revise else session.remaining()
         total = len(session.functions())
-        _say(f"round {escape(round_)}, annotator {escape(annotator)}: "
+        _say(f"round {literal(session.round_name)}, annotator {literal(session.annotator)}: "
              f"{total - len(session.remaining())}/{total} labelled, {len(names)} to go")
         outcome = _label_loop(session, names, source) if names else "done"
         left = session.remaining()
@@ -351,8 +441,9 @@ def label(
             stamp = session.submit()
             _say(f"submitted at {stamp[:19]}")
         elif not left:
-            _say(f"all {total} functions labelled; submit with "
-                 f"`careful round submit {round_} --annotator {annotator}` or --submit")
+            _say(f"all {total} functions labelled; submit with `careful round submit "
+                 f"{literal(session.round_name)} --annotator {literal(session.annotator)}` "
+                 "or --submit")
         else:
             _say(f"{len(left)} functions left; rerun to continue ({outcome})")
 
@@ -366,11 +457,12 @@ def _agreement_tables(report: AgreementReport, title: str) -> list[Table]:
     for col in ("pair", "agree", "raw", "Cohen's κ"):
         pairs.add_column(col, justify="left" if col == "pair" else "right")
     for p in report.pairs:
-        pairs.add_row(f"{p.a}–{p.b}", f"{p.agree}/{p.n}", _num(p.raw), _num(p.kappa))
+        pairs.add_row(literal(f"{p.a}–{p.b}"), f"{p.agree}/{p.n}", _num(p.raw), _num(p.kappa))
     overall = Table(show_header=False, box=None)
     overall.add_row("Fleiss' κ", _num(report.fleiss))
     overall.add_row("Krippendorff's α (nominal)", _num(report.alpha))
-    overall.add_row("destructive labels", ", ".join(f"{a} {n}" for a, n in report.yes.items()))
+    overall.add_row("destructive labels",
+                    literal(", ".join(f"{a} {n}" for a, n in report.yes.items())))
     return [pairs, overall]
 
 
@@ -408,12 +500,14 @@ def agree(
             subsets.remove("writes")
         reports = {s: session.agreement(s, chosen) for s in subsets}
         split_list = session.splits("all", chosen)
+        reveals = session.reveal_log()
     if as_json:
         print(json.dumps({
-            "round": round_,
+            "round": session.round_name,
             "agreement": {s: r.to_json() for s, r in reports.items()},
             "splits": [s.to_json() for s in split_list],
-        }, indent=2, ensure_ascii=False))
+            "reveals": reveals,
+        }, indent=2, ensure_ascii=True))
         return
     if session.overridden:
         console.print("[yellow]opened with an override (recorded); the round is not closed[/]")
@@ -426,10 +520,11 @@ def agree(
     for col in ("function", "class", "kind", "proposal", "yes", "no", "reasons"):
         table.add_column(col)
     for s in split_list:
-        reasons = "\n".join(f"{a}: {r}" for a, r in s.reasons.items() if r)
-        table.add_row(s.function, s.cls, s.kind, _yn(s.proposed), ", ".join(s.yes),
-                      ", ".join(s.no), escape(reasons))
+        reasons = "\n".join(f"{literal(a)}: {literal(r)}" for a, r in s.reasons.items() if r)
+        table.add_row(s.function, s.cls, s.kind, _yn(s.proposed), literal(", ".join(s.yes)),
+                      literal(", ".join(s.no)), reasons)
     console.print(table)
+    _print_reveals(reveals, session.round_name)
 
 
 # ---------------------------------------------------------------------- adjudicate
@@ -489,22 +584,25 @@ def adjudicate(
                 session.decide(fn, destructive, reason)
             result = session.adjudicate(policy, tie=tie, annotators=_names(annotators),
                                         use_decisions=not no_decisions)
-            boundary_name = name or f"{round_}-{policy.replace(':', '-')}"
+            boundary_name = name or f"{session.round_name}-{policy.replace(':', '-')}"
             path = None
             if not dry_run:
                 _, path = session.write_boundary(result, boundary_name, path=out, force=force)
-    table = Table(title=f"{boundary_name}: {len(result.destructive)} destructive of "
-                  f"{len(result.outcomes)} ({policy})")
+    table = Table(title=f"{literal(boundary_name)}: {len(result.destructive)} destructive of "
+                  f"{len(result.outcomes)} ({literal(policy)})")
     for col in ("function", "yes", "no", "by"):
         table.add_column(col)
     for f, o in result.outcomes.items():
         if o.destructive or o.by != "policy" or (o.yes and o.no):
             style = "bold" if o.destructive else "dim"
-            table.add_row(f"[{style}]{f}[/]", ", ".join(o.yes), ", ".join(o.no),
+            table.add_row(f"[{style}]{literal(f)}[/]", literal(", ".join(o.yes)),
+                          literal(", ".join(o.no)),
                           o.by + ("" if o.destructive else " (not destructive)"))
     console.print(table)
+    if session.overridden:
+        console.print("[yellow]opened with an override (recorded in the reveal log)[/]")
     if path:
-        console.print(f"wrote {escape(str(path))}")
+        console.print(f"wrote {literal(path)}")
     else:
         console.print("dry run: nothing written")
 
@@ -530,8 +628,10 @@ def labels_export(
     with _guard(), _store(db) as store:
         session = store.adjudication_session(round_, by or _user(), override=override)
         paths = write_label_sets(session, out, annotator or None)
+        reveals = session.reveal_log()
     for p in paths:
-        console.print(f"wrote {escape(str(p))}")
+        console.print(f"wrote {literal(p)}")
+    _print_reveals(reveals, session.round_name)
 
 
 @labels_app.command("import")
@@ -541,16 +641,31 @@ def labels_import(
         None, "--round", "-r", help="Import into this round name (default: the file's)."),
     db: Path = DB_OPTION,
 ) -> None:
-    """Import label sets; the round is created from the first file if the database lacks it."""
-    from careful_engine.annotation.release import import_label_set, read_label_set
+    """Import label sets; the round is created from the first file if the database lacks it.
 
+    Each file is checked whole first (every problem one line `file:line [function]: reason`)
+    and imported in one transaction: a bad file creates nothing, and the other files go on.
+    Exit code 0 when every file was imported, 1 when some were, 2 when none was.
+    """
+    from careful_engine.annotation.errors import AnnotationError
+    from careful_engine.annotation.release import import_label_set, load_label_set
+
+    failed = 0
     with _guard(), _store(db) as store:
         for path in files:
-            doc = read_label_set(path)
-            name, n = import_label_set(store, doc, round_)
-            who = doc["annotator"]["name"]
-            console.print(f"{escape(str(path))}: {who} -> round {escape(name)}: "
-                          + (f"{n} labels" if n else "already present"))
+            try:
+                labelset = load_label_set(path)
+                name, n = import_label_set(store, labelset, round_)
+            except AnnotationError as e:
+                failed += 1
+                for line in str(e).splitlines():
+                    prefix = "" if line.startswith(str(path)) else f"{path}: "
+                    err.print(f"[red]error:[/] {literal(prefix + line)}")
+                continue
+            console.print(f"{literal(path)}: {literal(labelset.annotator)} -> round "
+                          f"{literal(name)}: " + (f"{n} labels" if n else "already present"))
+    if failed:
+        raise typer.Exit(EXIT_UNUSABLE if failed == len(files) else EXIT_PROBLEMS)
 
 
 # ---------------------------------------------------------------------- annotate-llm
@@ -587,13 +702,14 @@ def annotate_llm(
 
     def show(fn: str, destructive: bool | None, text: str) -> None:
         if destructive is None:
-            err.print(f"[red]{escape(fn)}: failed[/] {escape(text[:200])}")
+            err.print(f"[red]{literal(fn)}: failed[/] {literal(text[:200])}")
         else:
-            console.print(f"{escape(fn)} = {_yn(destructive)}: {escape(text)}", highlight=False)
+            console.print(f"{literal(fn)} = {_yn(destructive)}: {literal(text)}",
+                          highlight=False)
 
     with _guard(), _store(db) as store:
-        if sheet is not None and not sheet.exists():
-            raise typer.BadParameter(f"{sheet} does not exist", param_hint="--sheet")
+        if sheet is not None and not sheet.is_file():
+            raise typer.BadParameter(f"{sheet} is not a file", param_hint="--sheet")
         run = annotate(
             store, round_, annotator, model, api_key=api_key, base_url=base_url, sheet=sheet,
             max_tokens=max_tokens, temperature=temperature, limit=limit, submit=submit,
@@ -601,9 +717,9 @@ def annotate_llm(
         )
     usage = ", ".join(f"{k} {v}" for k, v in run.usage.items())
     console.print(
-        f"{annotator} ({model}): {len(run.labelled)} labelled, {len(run.skipped)} already "
+        f"{literal(annotator)} ({literal(model)}): {len(run.labelled)} labelled, {len(run.skipped)} already "
         f"labelled, {len(run.failed)} failed; usage: {usage or 'none'}"
         + (f"; submitted at {run.submitted[:19]}" if run.submitted else "")
     )
     if run.failed:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_PROBLEMS)

@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Footer, Select, Static
 
 from careful_engine.annotation.errors import AnnotationError, BlindnessError
 from careful_engine.boundary import BoundaryError
+from careful_engine.safe_text import visible
 
 from ..context import shown
 from ..widgets import NavBar
@@ -37,6 +38,21 @@ def yes_no(value: bool | None) -> Text:
     if value is None:
         return Text("–", style="dim")
     return Text("yes", style="bold red") if value else Text("no", style="bold green")
+
+
+def reveal_log(reveals: list[dict]) -> Text:
+    """The overrides in a round's reveal log: who opened labels early, when, what and why
+    (openings of a closed round are logged too, and listed by ``careful round status``)."""
+    overrides = [r for r in reveals if r["override"]]
+    out = Text()
+    if overrides:
+        out.append(f"\nreveal log: {len(overrides)} override{'s' if len(overrides) != 1 else ''}"
+                   f" of {len(reveals)} openings", style="yellow")
+    for r in overrides[-5:]:
+        out.append(f"\n  {str(r['created'])[:16]} {visible(r['who'])}, "
+                   f"{visible(r.get('what') or 'all labels')}: {visible(r['override'])}",
+                   style="yellow")
+    return out
 
 
 class AgreementScreen(Screen):
@@ -158,6 +174,7 @@ class AgreementScreen(Screen):
                        f"{num(report.alpha)} · unanimous {report.unanimous}/{report.complete}"
                        f" · destructive labels: "
                        + ", ".join(f"{a} {n}" for a, n in report.yes.items()))
+        summary.append_text(reveal_log(s.reveal_log()))
         self.query_one("#agree-summary", Static).update(summary)
         pairs = self.query_one("#pairs", DataTable)
         pairs.clear()

@@ -1,0 +1,108 @@
+"""The rules for names (annotators, rounds, authors) and for reasons, enforced at every entry.
+
+A name is what people type and read: two names that look alike must be one name. So a name is
+NFC-normalised, then must be 1 to 64 characters of letters, digits, ``.``, ``_`` or ``-``,
+starting with a letter or a digit: no whitespace (leading, trailing or inner), no control or
+invisible formatting characters, no path separators. Two annotators whose names differ only
+by case or Unicode compatibility form (``alice``/``Alice``, ``ﬁona``/``fiona``) are refused as
+confusable.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from .errors import AnnotationError
+
+NAME_MAX = 64
+REASON_MAX = 4000
+NAME_RULE = (
+    f"1-{NAME_MAX} letters, digits, '.', '_' or '-', starting with a letter or digit; "
+    "no spaces, no control characters"
+)
+_PUNCT = frozenset("._-")
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\ufeff")
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def check_name(name: object, what: str = "annotator") -> str:
+    """``name`` NFC-normalised, or :class:`AnnotationError` stating the rule it breaks."""
+    if not isinstance(name, str):
+        raise AnnotationError(f"invalid {what} name {_shown(name)}: not text ({NAME_RULE})")
+    if len(name) > 4 * NAME_MAX:
+        raise AnnotationError(f"invalid {what} name {_shown(name)}: too long ({NAME_RULE})")
+    nfc = unicodedata.normalize("NFC", name)
+    problem = _name_problem(nfc)
+    if problem:
+        raise AnnotationError(f"invalid {what} name {_shown(name)}: {problem} ({NAME_RULE})")
+    return nfc
+
+
+def _name_problem(name: str) -> str | None:
+    if not name:
+        return "empty"
+    if name != name.strip():
+        return "leading or trailing whitespace"
+    if len(name) > NAME_MAX:
+        return f"{len(name)} characters"
+    for c in name:
+        cat = unicodedata.category(c)
+        if cat[0] == "C":
+            return f"control or invisible character U+{ord(c):04X}"
+        if c.isspace() or cat[0] == "Z":
+            return "whitespace inside"
+        if not (cat[0] in "LMN" or c in _PUNCT):
+            return f"character {c!r} not allowed"
+    if unicodedata.category(name[0])[0] not in "LN":
+        return "must start with a letter or a digit"
+    return None
+
+
+def name_key(name: str) -> str:
+    """What two confusable names share: NFKC, case-folded."""
+    return unicodedata.normalize("NFKC", name).casefold()
+
+
+def confusable(name: str, existing: list[str] | tuple[str, ...]) -> str | None:
+    """An existing name that differs from ``name`` yet looks the same, or None."""
+    key = name_key(name)
+    return next((e for e in existing if e != name and name_key(e) == key), None)
+
+
+def check_reason(reason: object, where: str = "") -> str:
+    """A reason stripped, with newlines normalised; refused if not text, too long, or holding
+    control characters other than newline and tab."""
+    prefix = f"{where}: " if where else ""
+    if reason is None:
+        return ""
+    if not isinstance(reason, str):
+        raise AnnotationError(f"{prefix}a reason must be text, not {type(reason).__name__}")
+    text = reason.replace("\r\n", "\n").strip()
+    if len(text) > REASON_MAX:
+        raise AnnotationError(
+            f"{prefix}the reason has {len(text)} characters; at most {REASON_MAX}")
+    for c in text:
+        if (c not in "\n\t" and unicodedata.category(c) in ("Cc", "Cs", "Co", "Cn")) or (
+            c in _BIDI
+        ):
+            raise AnnotationError(
+                f"{prefix}the reason holds a control character U+{ord(c):04X}")
+    return text
+
+
+def check_model(model: object) -> str:
+    """A language model's name: bounded, printable text without whitespace."""
+    if not isinstance(model, str) or not model or len(model) > 200 or any(
+        c.isspace() or unicodedata.category(c)[0] == "C" for c in model
+    ):
+        raise AnnotationError(
+            f"invalid model name {_shown(model)}: 1-200 printable characters, no spaces")
+    return model
+
+
+__all__ = ["NAME_MAX", "NAME_RULE", "REASON_MAX", "check_model", "check_name", "check_reason",
+           "confusable", "name_key"]
