@@ -156,3 +156,131 @@ def test_two_processes_labelling_concurrently_lose_nothing(db, tmp_path):
         }
     # the two label streams overlapped in time
     assert max(s["first"] for s in spans.values()) < min(s["last"] for s in spans.values())
+
+
+def _label_set_files(tmp_path: Path, n: int) -> list[Path]:
+    """``n`` label sets over every function, by annotators I1..In (one exported, cloned)."""
+    import json
+
+    from careful_engine.annotation.release import write_label_sets
+
+    src = tmp_path / "source.db"
+    with Store(src) as store:
+        store.add_annotator("I1")
+        store.new_round("imp", fallback_inputs(), ["I1"], created_by="lead")
+        session = store.annotator_session("imp", "I1")
+        for i, f in enumerate(session.functions()):
+            session.label(f.name, i % 4 == 0, f"reason {i}" if i % 4 == 0 else "")
+        session.submit()
+        (path,) = write_label_sets(store.adjudication_session("imp", "lead"), tmp_path / "sets")
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    paths = []
+    for k in range(1, n + 1):
+        doc["annotator"]["name"] = f"I{k}"
+        p = tmp_path / "sets" / f"I{k}.json"
+        p.write_text(json.dumps(doc), encoding="utf-8")
+        paths.append(p)
+    return paths
+
+
+def test_sigkill_of_the_import_command_keeps_whole_label_sets(tmp_path):
+    files = _label_set_files(tmp_path, 60)
+    db = tmp_path / "imported.db"
+    env = {**_env(), "PYTHONUNBUFFERED": "1", "COLUMNS": "250"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLI, "labels", "import", *map(str, files), "--db", str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO, env=env,
+    )
+    acked = 0
+    try:
+        while acked < 8:
+            line = proc.stdout.readline()
+            assert line, f"import ended early: rc={proc.poll()}"
+            acked += "-> round imp: 128 labels" in line
+        proc.send_signal(signal.SIGKILL)  # while it imports the next files
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    with Store(db) as store:
+        assert store.integrity_check() == "ok"
+        progress = store.status("imp").progress
+        assert len(store.round_functions("imp")) == 128
+    # every acknowledged set is there whole; no set is there in part
+    assert len(progress) >= acked
+    assert all(p.labelled == 128 and p.submitted for p in progress)
+    counts = raw(db).execute(
+        "select annotator, count(*) from labels group by annotator").fetchall()
+    assert len(counts) == len(progress) and {n for _, n in counts} == {128}
+    # rerunning the whole command completes the rest and changes none already there
+    done = subprocess.run(
+        [sys.executable, "-c", CLI, "labels", "import", *map(str, files), "--db", str(db)],
+        capture_output=True, text=True, cwd=REPO, env=env, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("already present") == len(progress)
+    with Store(db) as store:
+        assert len(store.status("imp").progress) == 60
+
+
+ADJUDICATE = textwrap.dedent("""
+    import sys
+    from careful_engine.annotation.store import Store
+    db, out = sys.argv[1], sys.argv[2]
+    with Store(db) as store:
+        session = store.adjudication_session("r", "lead")
+        names = [f.name for f in session.functions()]
+        print("ready", flush=True)
+        for i in range(100000):
+            fn = names[i % len(names)]
+            session.decide(fn, i % 2 == 0, f"decision {i}")
+            print("decided", i, flush=True)
+            if i % 5 == 4:
+                result = session.adjudicate("any")
+                session.write_boundary(result, "crash", path=out, force=True)
+                print("wrote", i, flush=True)
+""")
+
+
+def test_sigkill_while_adjudicating_loses_no_decision_and_no_boundary(db, tmp_path):
+    with Store(db) as store:
+        for a in ("A1", "A2", "A3"):
+            session = store.annotator_session("r", a)
+            for i, f in enumerate(session.functions()):
+                session.label(f.name, i % 3 == 0, "why" if i % 3 == 0 else "")
+            session.submit()
+    out = tmp_path / "boundary" / "crash.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ADJUDICATE, str(db), str(out)], stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True, cwd=REPO, env=_env(),
+    )
+    decided = wrote = -1
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        while wrote < 30:
+            line = proc.stdout.readline()
+            assert line, "adjudication loop ended early"
+            word, i = line.split()
+            if word == "decided":
+                decided = int(i)
+            else:
+                wrote = int(i)
+        proc.send_signal(signal.SIGKILL)  # mid-stream: deciding or writing the boundary
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    with Store(db) as store:
+        assert store.integrity_check() == "ok"
+        decisions = store.adjudication_session("r", "check").decisions()
+    assert len(decisions) >= decided + 1
+    assert [d.reason for d in decisions] == [f"decision {i}" for i in range(len(decisions))]
+    # the boundary file is one whole version, never half of one
+    from careful_engine import boundary
+
+    written = boundary.load(out)
+    assert written.name == "crash" and written.version >= wrote // 5 + 1
+    assert [p.name for p in out.parent.iterdir() if not p.name.startswith(".")] == [
+        "crash.json"]

@@ -78,9 +78,9 @@ class Connection:
             conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             conn.execute("PRAGMA foreign_keys = ON")
             self.db = sqlite_utils.Database(conn)
+            self._init_schema()  # refuses a foreign file before anything is written to it
             if self.db.journal_mode != "wal":
                 self.db.enable_wal()
-            self._init_schema()
         except sqlite3.Error as e:
             conn.close()
             raise DatabaseError(f"{self.path}: not a usable annotation database ({e})") from e

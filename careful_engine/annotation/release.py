@@ -33,7 +33,7 @@ from .database import now
 from .errors import AnnotationError
 from .names import REASON_MAX, check_model, check_name, check_reason
 from .records import Annotator, ImportedLabel, Label, LabelSet, Round
-from .schema import JSONFileError, Problem, loads_with_lines, validate
+from .schema import JSONFileError, Problem, kind_of, loads_with_lines, validate
 from .signals import KINDS, FunctionInput
 from .store import reason_rule, repo_root
 
@@ -282,7 +282,7 @@ def check_label_set(doc: Any, source: str = "<data>") -> LabelSet:
     """``doc`` checked whole and turned into a :class:`LabelSet`, or :class:`LabelSetError`
     listing every problem as ``file:line [id]: reason``."""
     if not isinstance(doc, dict):
-        what = "null" if doc is None else type(doc).__name__
+        what = kind_of(doc)
         raise LabelSetError([f"{source}:1 [file]: not a label set: expected a JSON object "
                              f"with schema {SCHEMA!r}, got {what}"])
     if doc.get("schema") != SCHEMA:

@@ -39,7 +39,8 @@ class Problem:
 
     def format(self, source: str) -> str:
         where = f"{source}:{self.line}" if self.line else source
-        return f"{where} [{self.id or self.path or 'file'}]: {self.message}"
+        field = f"{self.path}: " if self.id and self.path else ""
+        return f"{where} [{self.id or self.path or 'file'}]: {field}{self.message}"
 
 
 class JSONFileError(ValueError):
@@ -114,7 +115,8 @@ def _line(value: Any, default: int | None) -> int | None:
     return getattr(value, "line", None) or default
 
 
-def _kind(value: Any) -> str:
+def kind_of(value: Any) -> str:
+    """The JSON type name of a decoded value."""
     if value is None:
         return "null"
     for name in ("boolean", "integer", "number", "string", "array", "object"):
@@ -160,35 +162,34 @@ def validate(
         problems.append(Problem(path, line, ident, message))
         return problems
 
-    where = f"{path}: " if path else ""
     types = schema.get("type")
     if types is not None:
         names = [types] if isinstance(types, str) else list(types)
         if not any(_TYPES[t](value) for t in names):
-            return bad(f"{where}expected {' or '.join(names)}, got {_kind(value)}")
+            return bad(f"expected {' or '.join(names)}, got {kind_of(value)}")
     if "enum" in schema and value not in schema["enum"]:
         shown = repr(value) if not isinstance(value, str) or len(value) < 40 else "a long string"
-        return bad(f"{where}{shown} is not one of {', '.join(map(repr, schema['enum']))}")
+        return bad(f"{shown} is not one of {', '.join(map(repr, schema['enum']))}")
     if isinstance(value, str):
         if len(value) < schema.get("minLength", 0):
-            return bad(f"{where}empty" if not value else f"{where}too short")
+            return bad("empty" if not value else "too short")
         if "maxLength" in schema and len(value) > schema["maxLength"]:
-            return bad(f"{where}{len(value)} characters, at most {schema['maxLength']}")
+            return bad(f"{len(value)} characters, at most {schema['maxLength']}")
     if "maxDepth" in schema or "maxSize" in schema:
         depth, size = _depth_and_size(value, schema.get("maxSize", 10**6))
         if depth > schema.get("maxDepth", 10**6):
-            return bad(f"{where}nested {depth} deep, at most {schema['maxDepth']}")
+            return bad(f"nested {depth} deep, at most {schema['maxDepth']}")
         if size > schema.get("maxSize", 10**6):
-            return bad(f"{where}too large (more than {schema['maxSize']} items)")
+            return bad(f"too large (more than {schema['maxSize']} items)")
     if "format" in schema and value is not None:
         message = formats[schema["format"]](value)
         if message:
-            return bad(f"{where}{message}")
+            return bad(f"{message}")
     if isinstance(value, dict):
         props: Mapping[str, Any] = schema.get("properties", {})
         for key in schema.get("required", ()):
             if key not in value:
-                bad(f"{where}missing {key!r}")
+                bad(f"missing {key!r}")
         extra = schema.get("additionalProperties", True)
         for key, item in value.items():
             sub = f"{path}.{key}" if path else key
@@ -197,15 +198,15 @@ def validate(
                                      ident=ident, id_of=id_of)
             elif extra is False:
                 shown = key if len(key) <= 40 else key[:37] + "..."
-                bad(f"{where}unknown field {shown!r}")
+                bad(f"unknown field {shown!r}")
             elif isinstance(extra, Mapping):
                 problems += validate(item, extra, formats, path=sub, line=line,
                                      ident=ident, id_of=id_of)
     if isinstance(value, list):
         if len(value) < schema.get("minItems", 0):
-            return bad(f"{where}at least {schema['minItems']} items expected")
+            return bad(f"at least {schema['minItems']} items expected")
         if "maxItems" in schema and len(value) > schema["maxItems"]:
-            return bad(f"{where}{len(value)} items, at most {schema['maxItems']}")
+            return bad(f"{len(value)} items, at most {schema['maxItems']}")
         items = schema.get("items")
         unique = schema.get("uniqueBy")
         seen: dict[Any, int] = {}
@@ -226,4 +227,4 @@ def validate(
     return problems
 
 
-__all__ = ["JSONFileError", "Problem", "loads_with_lines", "validate"]
+__all__ = ["JSONFileError", "Problem", "kind_of", "loads_with_lines", "validate"]

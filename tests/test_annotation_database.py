@@ -1,0 +1,131 @@
+"""A damaged or foreign database file: every annotation command says so and exits 2, with no
+traceback and without writing to the file; a version-1 database is upgraded in place."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+from typer.testing import CliRunner
+
+import careful_engine.cli.annotation  # noqa: F401  (registers the commands)
+from careful_engine.annotation.database import SCHEMA_VERSION, DatabaseError
+from careful_engine.annotation.signals import load_inputs
+from careful_engine.annotation.store import Store
+from careful_engine.cli import app
+from tests.annotation_db import rows
+from tests.fakes import paper_round
+
+
+@pytest.fixture
+def decl(tmp_path):
+    return paper_round.write_declarations(tmp_path / "effects.json")
+
+
+def _good(path, decl):
+    with Store(path) as store:
+        store.add_annotator("A1")
+        store.new_round("r", load_inputs(decl).select(["rm", "cd"]), ["A1"], created_by="lead")
+        s = store.annotator_session("r", "A1")
+        s.label("rm", True, "deletes")
+    return path
+
+
+def _sql(path, *statements):
+    conn = sqlite3.connect(str(path))
+    for st in statements:
+        conn.execute(st)
+    conn.commit()
+    conn.close()
+
+
+def _damaged(tmp_path, decl) -> dict:
+    cases = {}
+    p = tmp_path / "text.db"
+    p.write_text("this is not a database\n" * 10)
+    cases["text"] = (p, "not an SQLite database")
+    p = tmp_path / "random.db"
+    p.write_bytes(bytes(range(256)) * 8)
+    cases["random"] = (p, "not an SQLite database")
+    p = tmp_path / "truncated.db"
+    data = _good(tmp_path / "full.db", decl).read_bytes()
+    _sql(tmp_path / "full.db", "pragma wal_checkpoint(TRUNCATE)")
+    data = (tmp_path / "full.db").read_bytes()
+    p.write_bytes(data[:1500])
+    cases["truncated"] = (p, "database")
+    p = tmp_path / "foreign.db"
+    _sql(p, "create table foo (x)", "insert into foo values (1)")
+    cases["foreign"] = (p, "not a careful annotation database")
+    p = _good(tmp_path / "missing.db", decl)
+    _sql(p, "drop table labels")
+    cases["missing table"] = (p, "table 'labels' is missing")
+    p = _good(tmp_path / "version.db", decl)
+    _sql(p, "update meta set value = '99' where key = 'schema'")
+    cases["version"] = (p, "schema version '99'")
+    p = _good(tmp_path / "noversion.db", decl)
+    _sql(p, "delete from meta")
+    cases["no version"] = (p, "schema version 'none'")
+    p = _good(tmp_path / "columns.db", decl)
+    _sql(p, "alter table decisions drop column reason")
+    cases["missing column"] = (p, "lacks columns reason")
+    cases["folder"] = (tmp_path, "not a regular file")
+    return cases
+
+
+COMMANDS = (
+    ["round", "status"], ["round", "status", "r"], ["round", "new", "r2", "-f", "rm"],
+    ["round", "add", "r", "-a", "A2"], ["round", "submit", "r", "-a", "A1"],
+    ["label", "-r", "r", "-a", "A1"], ["agree", "-r", "r", "--override", "x"],
+    ["adjudicate", "-r", "r", "--override", "x", "--dry-run"],
+    ["labels", "export", "-r", "r", "--override", "x"],
+    ["annotate-llm", "-m", "m", "-a", "L1", "-r", "r", "--api-key", "k"],
+)
+
+
+def test_every_command_refuses_a_damaged_database(tmp_path, decl):
+    cases = _damaged(tmp_path, decl)
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps({"schema": "careful.labels/1"}))
+    runner = CliRunner()
+    tried = 0
+    for name, (path, message) in cases.items():
+        before = path.read_bytes() if path.is_file() else None
+        for command in (*COMMANDS, ["labels", "import", str(export)]):
+            result = runner.invoke(app, [*command, "--db", str(path)], input="q\n",
+                                   env={"COLUMNS": "250"})
+            assert result.exit_code == 2, (name, command, result.output)
+            assert "Traceback" not in result.output, (name, command)
+            assert message in result.output, (name, command, result.output)
+            tried += 1
+        if before is not None:
+            assert path.read_bytes() == before, name  # nothing written to it
+    assert tried == len(cases) * (len(COMMANDS) + 1)
+
+
+def test_the_engine_raises_one_error_type(tmp_path, decl):
+    for path, message in _damaged(tmp_path, decl).values():
+        with pytest.raises(DatabaseError, match=message):
+            Store(path)
+
+
+def test_an_empty_file_becomes_a_database(tmp_path):
+    path = tmp_path / "empty.db"
+    path.touch()
+    with Store(path) as store:
+        assert store.rounds() == [] and store.integrity_check() == "ok"
+
+
+def test_a_version_1_database_is_upgraded(tmp_path, decl):
+    path = _good(tmp_path / "v1.db", decl)
+    _sql(path, "alter table annotators drop column account",
+         "alter table reveals drop column what", "alter table rounds drop column closed_by",
+         "update meta set value = '1' where key = 'schema'")
+    with Store(path) as store:
+        # the labels written before owners were recorded go to the first login that opens them
+        assert store.annotator_session("r", "A1", account="a1-login").labels()["rm"].reason
+        with pytest.raises(Exception, match="blind and still open"):
+            store.annotator_session("r", "A1", account="someone-else")
+    assert rows(path, "select value from meta where key = 'schema'") == [
+        {"value": str(SCHEMA_VERSION)}]
+    assert rows(path, "select account from annotators") == [{"account": "a1-login"}]

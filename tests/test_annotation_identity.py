@@ -1,0 +1,326 @@
+"""Identity and blindness: names checked at every entry, labels that belong to the login that
+wrote them, overrides recorded in the round's reveal log, and a store that cannot read labels."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import unicodedata
+
+import pytest
+from typer.testing import CliRunner
+
+import careful_engine.cli.annotation  # noqa: F401  (registers the commands)
+from careful_engine.annotation import store as store_module
+from careful_engine.annotation.errors import AnnotationError, BlindnessError
+from careful_engine.annotation.llm import annotate
+from careful_engine.annotation.names import NAME_RULE, check_name
+from careful_engine.annotation.signals import load_inputs
+from careful_engine.annotation.store import Store
+from careful_engine.cli import app
+from tests.annotation_db import rows
+from tests.fakes import paper_round
+
+SECRET = "BOBS-SECRET-REASON"
+GOOD = ["A1", "alice", "claude-opus-4.5", "J_Doe", "Zoë", "李雷", "x" * 64]
+BAD = {
+    "alice\n": "whitespace", "alice\r\n": "whitespace", " alice": "whitespace",
+    "alice ": "whitespace", "\talice": "whitespace", "": "empty", "a b": "whitespace",
+    "al\x1bice": "control", "al\x00ice": "control", "ali\u202ece": "control",
+    "ali\u200bce": "control", "\ufeffalice": "control", "a/b": "not allowed",
+    "../x": "not allowed", "a\\b": "not allowed", "a,b": "not allowed", "[red]x": "not allowed",
+    "-rf": "start with", ".hidden": "start with", "x" * 65: "65 characters",
+    "a\u2028b": "whitespace", "a\u00a0b": "whitespace",
+}
+
+
+@pytest.fixture
+def decl(tmp_path):
+    return paper_round.write_declarations(tmp_path / "effects.json")
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    path = tmp_path / "careful.db"
+    monkeypatch.setenv("CAREFUL_DB", str(path))
+    return path
+
+
+def invoke(*args, user="bob", input=None):
+    env = {"COLUMNS": "250", "USER": user}
+    return CliRunner().invoke(app, list(args), input=input, env=env)
+
+
+# ---------------------------------------------------------------- names
+
+
+@pytest.mark.parametrize("name", GOOD)
+def test_good_names(name):
+    assert check_name(name) == name
+
+
+@pytest.mark.parametrize(("name", "why"), list(BAD.items()))
+def test_bad_names_say_the_rule(name, why):
+    with pytest.raises(AnnotationError) as info:
+        check_name(name)
+    assert why in str(info.value) and NAME_RULE in str(info.value)
+    assert "\n" not in str(info.value) and "\x1b" not in str(info.value)
+
+
+def test_non_text_names():
+    for value in (None, 3, ["a"], b"alice"):
+        with pytest.raises(AnnotationError, match="not text"):
+            check_name(value)
+
+
+def test_names_are_nfc_and_confusables_are_one_name(tmp_path):
+    decomposed = unicodedata.normalize("NFD", "Zoë")
+    assert decomposed != "Zoë"
+    with Store(tmp_path / "x.db") as store:
+        assert store.add_annotator(decomposed).name == "Zoë"
+        assert store.annotator("Zoë") is not None and store.annotator(decomposed) is not None
+        for twin in ("zoë", "ZOË", "zoe\u0308"):
+            with pytest.raises(AnnotationError, match="confused with the existing annotator"):
+                store.add_annotator(twin)
+        store.add_annotator("alice")
+        with pytest.raises(AnnotationError, match="confused with the existing annotator 'alice'"):
+            store.add_annotator("Alice")
+        with pytest.raises(AnnotationError, match="confused"):
+            store.add_annotator("\uff41lice")  # full-width a
+        assert [a.name for a in store.annotators()] == ["Zoë", "alice"]
+
+
+def test_every_entry_checks_names(tmp_path, decl):
+    inputs = load_inputs(decl).select(["rm", "cd"])
+    with Store(tmp_path / "x.db") as store:
+        store.add_annotator("A1")
+        store.new_round("r", inputs, ["A1"], created_by="lead")
+        for call in (
+            lambda: store.add_annotator("bob\n"),
+            lambda: store.add_annotator("bot ", "llm", "m"),
+            lambda: store.add_annotator("bot", "llm", "model with spaces"),
+            lambda: store.new_round("r2\n", inputs),
+            lambda: store.new_round("r2", inputs, created_by="lead\x1b[2J"),
+            lambda: store.add_to_round("r", "A1\n"),
+            lambda: store.annotator_session("r", "A1\t"),
+            lambda: store.annotator_session("r", "A1", account="bob\n"),
+            lambda: store.adjudication_session("r", " lead", override="x"),
+            lambda: store.round("r\n"),
+        ):
+            with pytest.raises(AnnotationError):
+                call()
+        assert [r.name for r in store.rounds()] == ["r"]
+        assert [a.name for a in store.annotators()] == ["A1"]
+
+
+def test_reasons_are_checked(tmp_path, decl):
+    with Store(tmp_path / "x.db") as store:
+        store.add_annotator("A1")
+        store.new_round("r", load_inputs(decl).select(["rm"]), ["A1"], created_by="lead")
+        session = store.annotator_session("r", "A1")
+        for reason in ("\x1b[31mred", "a\x00b", "x" * 4001, "safe \u202eesrever"):
+            with pytest.raises(AnnotationError):
+                session.label("rm", True, reason)
+        with pytest.raises(AnnotationError, match="must be text"):
+            session.label("rm", True, 42)  # type: ignore[arg-type]
+        assert session.labels() == {}
+        assert session.label("rm", True, "two\r\nlines\twith a tab ").reason == (
+            "two\nlines\twith a tab")
+
+
+def test_cli_refuses_bad_names_without_a_traceback(db, decl):
+    result = invoke("round", "new", "r", "-d", str(decl), "-f", "rm,cd", "-a", "alice\n",
+                    "-a", "bob")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "invalid annotator name 'alice\\n'" in result.output and "no spaces" in result.output
+    result = invoke("round", "new", "r", "-d", str(decl), "-f", "rm,cd", "--llm",
+                    "bot\x1b[2J=claude")
+    assert result.exit_code == 2 and "\x1b" not in result.output
+    assert not db.exists() or rows(db, "select * from rounds") == []
+    result = invoke("round", "new", "r", "-d", str(decl), "-f", "rm,cd", "-a", "alice")
+    assert result.exit_code == 0, result.output
+    result = invoke("round", "add", "r", "-a", "Alice")
+    assert result.exit_code == 2 and "confused" in result.output
+    result = invoke("label", "-r", "r", "-a", "alice ", input="")
+    assert result.exit_code == 2 and "leading or trailing whitespace" in result.output
+
+
+def test_llm_annotator_names_are_checked_before_any_call(tmp_path, decl):
+    class Client:
+        calls = 0
+
+        class messages:  # noqa: N801
+            @staticmethod
+            def create(**kwargs):
+                Client.calls += 1
+                raise AssertionError("no call expected")
+
+    with Store(tmp_path / "x.db") as store:
+        store.new_round("r", load_inputs(decl).select(["rm"]), [], created_by="lead")
+        for name, model in (("bot\n", "m"), ("bot", "m\n"), ("", "m")):
+            with pytest.raises(AnnotationError):
+                annotate(store, "r", name, model, client=Client(), join=True)
+        assert Client.calls == 0 and store.annotators() == []
+
+
+# ---------------------------------------------------------------- blindness
+
+
+def _bob_labels(db, decl):
+    assert invoke("round", "new", "r", "-d", str(decl), "-f", "rm,cd,ls", "-a", "alice",
+                  "-a", "bob", user="lead").exit_code == 0
+    result = invoke("label", "-r", "r", "-a", "bob", input=f"y {SECRET}\nq\n", user="bob")
+    assert result.exit_code == 0 and "saved" in result.output, result.output
+
+
+def test_revise_by_another_login_is_refused(db, decl):
+    _bob_labels(db, decl)
+    for args in (["--revise"], [], ["-f", "cd"]):
+        result = invoke("label", "-r", "r", "-a", "bob", *args, input="n\nq\n", user="mallory")
+        assert result.exit_code == 2, result.output
+        assert SECRET not in result.output and "blind and still open" in result.output
+        assert "'mallory'" in result.output and "override" in result.output
+    with Store(db) as store:
+        assert store.reveal_log("r") == []
+        labels = store.annotator_session("r", "bob", account="bob").labels()
+    assert list(labels) == ["cd"] and labels["cd"].reason == SECRET  # nothing written
+
+
+def test_revise_by_the_owner_shows_only_their_own(db, decl):
+    _bob_labels(db, decl)
+    result = invoke("label", "-r", "r", "-a", "bob", "--revise", input="q\n", user="bob")
+    assert result.exit_code == 0 and SECRET in result.output
+    result = invoke("label", "-r", "r", "-a", "alice", "--revise", input="s\ns\ns\n",
+                    user="alice")
+    assert result.exit_code == 0 and SECRET not in result.output
+    # alice's first label makes alice alice's: bob cannot then open alice's labels
+    assert invoke("label", "-r", "r", "-a", "alice", input="y mine\nq\n",
+                  user="alice").exit_code == 0
+    result = invoke("label", "-r", "r", "-a", "alice", "--revise", input="q\n", user="bob")
+    assert result.exit_code == 2 and "mine" not in result.output
+
+
+def test_an_override_is_recorded_and_shown(db, decl):
+    _bob_labels(db, decl)
+    result = invoke("label", "-r", "r", "-a", "bob", "--revise", "--override",
+                    "bob asked me to fix a typo", input="q\n", user="lead")
+    assert result.exit_code == 0, result.output
+    assert SECRET in result.output and "recorded in the reveal log" in result.output
+    with Store(db) as store:
+        (entry,) = store.reveal_log("r")
+    assert (entry["who"], entry["what"], entry["override"]) == (
+        "lead", "labels of bob (annotator session)", "bob asked me to fix a typo")
+    assert entry["created"]
+    status = invoke("round", "status", "r")
+    assert "override by lead" in status.output and "bob asked me to fix a typo" in status.output
+    result = invoke("agree", "-r", "r", "--subset", "all", "--override", "pilot", user="lead")
+    assert result.exit_code == 0
+    assert "labels of bob" in result.output and "bob asked me to fix a typo" in result.output
+    data = json.loads(invoke("agree", "-r", "r", "--subset", "all", "--override", "again",
+                             "--json", user="lead").output)
+    assert [r["override"] for r in data["reveals"]] == [
+        "bob asked me to fix a typo", "pilot", "again"]
+
+
+def test_blank_or_hostile_override_is_no_override(db, decl):
+    _bob_labels(db, decl)
+    for reason in ("   ", "\x1b[2J"):
+        result = invoke("label", "-r", "r", "-a", "bob", "--override", reason, input="q\n",
+                        user="mallory")
+        assert result.exit_code == 2 and SECRET not in result.output
+    with Store(db) as store:
+        assert store.reveal_log("r") == []
+
+
+def test_library_sessions_obey_the_same_rule(tmp_path, decl):
+    with Store(tmp_path / "x.db") as store:
+        for a in ("alice", "bob"):
+            store.add_annotator(a)
+        store.new_round("r", load_inputs(decl).select(["rm", "cd"]), ["alice", "bob"],
+                        created_by="lead")
+        bob = store.annotator_session("r", "bob", account="bob")
+        bob.label("rm", True, SECRET)
+        with pytest.raises(BlindnessError):
+            store.annotator_session("r", "bob", account="mallory")
+        # opening before bob wrote anything did not let mallory keep the name either
+        early = store.annotator_session("r", "alice", account="mallory")
+        store.annotator_session("r", "alice", account="alice").label("cd", False, "")
+        with pytest.raises(BlindnessError):
+            early.label("rm", True, "sneaky")
+        peek = store.annotator_session("r", "bob", account="lead", override="audit")
+        assert peek.overridden and peek.labels()["rm"].reason == SECRET
+        assert [(r["who"], r["override"]) for r in store.reveal_log("r")] == [("lead", "audit")]
+        # once the round is closed the labels are no secret, and no override is needed
+        bob.label("cd", False, "")
+        bob.submit()
+        store.annotator_session("r", "alice", account="alice").label("rm", True, "mine")
+        store.annotator_session("r", "alice", account="alice").submit()
+        assert store.annotator_session("r", "bob", account="mallory").labels()
+
+
+# ---------------------------------------------------------------- the roster
+
+
+def test_roster_remove_and_close(tmp_path, decl):
+    with Store(tmp_path / "x.db") as store:
+        for a in ("alice", "bob", "carol"):
+            store.add_annotator(a)
+        store.new_round("r", load_inputs(decl).select(["rm"]), ["alice", "bob", "carol"],
+                        created_by="lead")
+        with pytest.raises(AnnotationError, match="not an annotator of round r .*alice, bob"):
+            store.annotator_session("r", "alcie")
+        with pytest.raises(AnnotationError, match="only lead"):
+            store.remove_from_round("r", "carol", by="bob")
+        store.remove_from_round("r", "carol", by="lead")
+        assert store.round_annotators("r") == ["alice", "bob"]
+        s = store.annotator_session("r", "alice", account="alice")
+        s.label("rm", True, "deletes")
+        s.submit()
+        with pytest.raises(AnnotationError, match="the roster is final"):
+            store.remove_from_round("r", "alice", by="lead")
+        with pytest.raises(AnnotationError, match="only lead"):
+            store.close_round("r", by="alice")
+        assert not store.is_closed("r")
+        store.close_round("r", by="lead")
+        assert store.is_closed("r") and store.round("r").closed_by == "lead"
+        with pytest.raises(AnnotationError, match="closed"):
+            store.annotator_session("r", "bob", account="bob").label("rm", False, "x")
+        with pytest.raises(AnnotationError, match="closed"):
+            store.add_annotator("dave") and store.add_to_round("r", "dave")
+        assert set(store.adjudication_session("r", "lead").labels()) == {"alice", "bob"}
+
+
+def test_round_remove_and_close_commands(db, decl):
+    assert invoke("round", "new", "r", "-d", str(decl), "-f", "rm", "-a", "alice", "-a", "bob",
+                  user="lead").exit_code == 0
+    assert invoke("round", "remove", "r", "-a", "bob", user="alice").exit_code == 2
+    result = invoke("round", "remove", "r", "-a", "bob", user="lead")
+    assert result.exit_code == 0 and "annotators alice" in result.output
+    assert invoke("label", "-r", "r", "-a", "alice", "--submit", input="y gone\n",
+                  user="alice").exit_code == 0
+    result = invoke("round", "close", "r", user="lead")
+    assert result.exit_code == 0 and "closed at" in result.output
+
+
+# ---------------------------------------------------------------- blindness as an API
+
+
+def test_the_store_reads_no_label():
+    """Every query on the labels table lives in the sessions; the store only counts."""
+    source = inspect.getsource(store_module)
+    reads = re.findall(r"from labels\b[^\"]*", source)
+    assert reads and all("count(*)" in source[source.index(r) - 120:source.index(r)]
+                         for r in reads), reads
+    members = {n for n, _ in inspect.getmembers(Store)}
+    assert not {"_label_rows", "_write_label", "_submit", "_import_labels", "_open_labels",
+                "_submitted_at", "_tx", "_rows", "db"} & members
+
+
+def test_sessions_do_not_reach_into_the_store():
+    from careful_engine.annotation import release, sessions
+
+    for module in (sessions, release):
+        source = inspect.getsource(module)
+        assert not re.search(r"store\._[a-z]", source), module.__name__
+        assert not re.search(r"_store\._[a-z]", source), module.__name__
