@@ -149,7 +149,8 @@ def test_fatal_errors_stop_at_once(tmp_path):
         s.enqueue(error_reply(401, "invalid x-api-key"))
         report = generate(_options(tmp_path / "r", ["multi_turn_base_0"]), _handler(s.url))
         assert len(s.messages_requests()) == 1
-    assert report.status == "stopped" and "FatalApiError" in report.stop_reason
+    # the endpoint refused the only attempt and nothing was written: the run failed
+    assert report.status == "failed" and "FatalApiError" in report.stop_reason
     assert _results(tmp_path / "r") == []
 
 

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from careful_engine.cli import app
+from careful_engine.cli.common import EXIT_PROBLEMS, EXIT_UNUSABLE, console, err, literal
 
-console = Console()
-err = Console(stderr=True, soft_wrap=True, highlight=False)
-
-EXIT_OK, EXIT_STOPPED, EXIT_UNUSABLE = 0, 1, 2
+EXIT_STOPPED = EXIT_PROBLEMS  # stopped early, resumable
 
 
 def _progress() -> Progress:
@@ -91,10 +89,21 @@ def generate(
                                  "ANTHROPIC_BASE_URL or the public API)."),
     prices: Path = typer.Option(None, "--prices", help="Price table (default "
                                 "careful_engine/data/prices.json)."),
-    max_attempts: int = typer.Option(8, "--max-attempts", help="anthropic: attempts per "
-                                     "request (429, 529, 5xx, connection errors)."),
-    max_wait: float = typer.Option(60.0, "--max-wait", help="anthropic: cap on one wait "
-                                   "between attempts, seconds (retry-after honoured up to it)."),
+    max_attempts: int = typer.Option(8, "--max-attempts", help="Attempts per request "
+                                     "(429, 529, 5xx, timeouts, lost connections, malformed "
+                                     "answers); a refused connection stops at once."),
+    max_wait: float = typer.Option(60.0, "--max-wait", help="Cap on one wait between "
+                                   "attempts, seconds (retry-after honoured up to it)."),
+    request_timeout: float = typer.Option(None, "--request-timeout", help="Total deadline "
+                                          "of one request attempt, seconds, whatever the "
+                                          "endpoint sends (default 600, or "
+                                          "CAREFUL_REQUEST_TIMEOUT)."),
+    connect_timeout: float = typer.Option(None, "--connect-timeout", help="Seconds to open a "
+                                          "connection (default 10, or "
+                                          "CAREFUL_CONNECT_TIMEOUT)."),
+    max_response_bytes: int = typer.Option(None, "--max-response-bytes", help="Bytes one "
+                                           "answer may have (default 16 MiB, or "
+                                           "CAREFUL_MAX_RESPONSE_BYTES)."),
 ) -> None:
     """Generate a BFCL multi-turn run headlessly, resumably, in bfcl's result layout.
 
@@ -103,19 +112,40 @@ def generate(
     command again resumes: conversations already written are skipped. `bfcl evaluate` and
     `careful score` read the result files unchanged.
 
+    Every request attempt is bounded: connect timeout, a total deadline and a size cap
+    (--connect-timeout, --request-timeout, --max-response-bytes); a refused connection stops
+    the run at once as "endpoint unavailable". Model calls run on the engine's executor,
+    never through eval.
+
     Exit code: 0 every selected conversation written; 1 stopped early (budget, API
-    unavailable, interrupted), resumable; 2 bad input.
+    unavailable, interrupted), resumable; 2 bad input, or the run failed: the endpoint
+    failed every attempt and nothing was written.
     """
     from careful_engine import bfcl
-    from careful_engine.generation import GenerationError, RunOptions, results
+    from careful_engine.generation import GenerationError, RunOptions, StopRun, results
     from careful_engine.generation import generate as run_gen
+    from careful_engine.generation.bounded import Limits
     from careful_engine.generation.dataset import parse_categories, parse_ids
+    from careful_engine.generation.retry import RetryPolicy
     from careful_engine.generation.runner import Condition
     from careful_engine.protocol import SCRIPTS
 
     if script not in SCRIPTS:
         raise typer.BadParameter(f"{script!r}; choose one of {', '.join(SCRIPTS)}",
                                  param_hint="--script")
+    if budget is not None and not (math.isfinite(budget) and budget > 0):
+        raise _fail(f"--budget must be a finite positive number of US dollars, not {budget}")
+    if not (max_wait >= 0 and math.isfinite(max_wait)) or max_attempts < 1:
+        raise _fail("--max-attempts must be at least 1 and --max-wait a finite number >= 0")
+    try:
+        limits = Limits.from_env(connect_timeout, request_timeout, max_response_bytes)
+    except ValueError as e:
+        raise _fail(str(e)) from None
+    policy = RetryPolicy(max_attempts=max_attempts, max_wait=max_wait)
+    try:
+        run_dir = results.run_folder(runs_dir, run)
+    except GenerationError as e:
+        raise _fail(str(e)) from None
     entry = bfcl.registry().get(model)
     if entry is None:
         raise _fail(f"{model!r} is not in bfcl-eval {bfcl.BFCL_VERSION}'s model registry")
@@ -128,7 +158,6 @@ def generate(
         id_list = parse_ids(ids) or None
     except GenerationError as e:
         raise _fail(str(e)) from None
-    run_dir = runs_dir / run
     folder = results.model_dir(run_dir, model)
     options = RunOptions(
         model=model, run_dir=run_dir, backend=backend, condition=condition, categories=cats,
@@ -147,8 +176,8 @@ def generate(
         if backend == "anthropic":
             handler, guard = _anthropic(model, options, folder, budget=budget,
                                         max_tokens=max_tokens, api_model=api_model,
-                                        base_url=base_url, prices=prices,
-                                        max_attempts=max_attempts, max_wait=max_wait)
+                                        base_url=base_url, prices=prices, policy=policy,
+                                        limits=limits)
         else:
             handler, server, attach = _vllm(model, options, folder, temperature=temperature,
                                             endpoint=endpoint, served=served_model_name,
@@ -156,7 +185,8 @@ def generate(
                                             port=port, num_gpus=num_gpus,
                                             gpu_memory_utilization=gpu_memory_utilization,
                                             local_model_path=local_model_path,
-                                            ready_timeout=ready_timeout)
+                                            ready_timeout=ready_timeout, policy=policy,
+                                            limits=limits)
         if backend == "vllm":
             err.print("starting vllm serve ..." if endpoint is None else f"using {endpoint}",
                       markup=False)
@@ -180,42 +210,47 @@ def generate(
                              on_entry=advanced)
     except GenerationError as e:
         raise _fail(str(e)) from None
+    except StopRun as e:  # before the run started (attaching to the endpoint)
+        raise _fail(f"{type(e).__name__}: {e}") from None
     except KeyboardInterrupt:
         err.print("interrupted: run the same command again to resume", style="yellow")
         raise typer.Exit(EXIT_STOPPED) from None
     _report(report)
+    if report.status == "failed":
+        raise typer.Exit(EXIT_UNUSABLE)
     if report.status != "complete":
         raise typer.Exit(EXIT_STOPPED)
 
 
 def _anthropic(model: str, options, folder: Path, *, budget, max_tokens, api_model, base_url,
-               prices, max_attempts, max_wait):
+               prices, policy, limits):
     from careful_engine import bfcl
     from careful_engine.generation import GenerationError, anthropic_backend, results
     from careful_engine.generation.spend import SpendGuard, load_prices
 
-    if budget is None or budget <= 0:
-        raise GenerationError("an API run needs a positive --budget in US dollars")
+    if budget is None:
+        raise GenerationError("an API run needs a --budget in US dollars (finite, positive)")
     if not (os.getenv("ANTHROPIC_API_KEY") or os.getenv("ANTHROPIC_AUTH_TOKEN")):
         raise GenerationError("ANTHROPIC_API_KEY is not set")
     sent = api_model or bfcl.registry()[model].model_name
     price = load_prices(prices).get(sent)
     guard = SpendGuard.resume(budget, price, folder / results.LEDGER)
-    policy = anthropic_backend.RetryPolicy(max_attempts=max_attempts, max_wait=max_wait)
     handler = anthropic_backend.build(model, max_output_tokens=max_tokens, api_model=api_model,
-                                      base_url=base_url, guard=guard, policy=policy)
+                                      base_url=base_url, guard=guard, policy=policy,
+                                      limits=limits)
     options.settings.update({
         "api_model": sent, "max_tokens": max_tokens, "temperature": None,
         "base_url": base_url or os.getenv("ANTHROPIC_BASE_URL") or "https://api.anthropic.com",
         "budget_usd": budget, "price_model": price.model,
-        "retries": {"max_attempts": max_attempts, "max_wait_s": max_wait},
+        "retries": {"max_attempts": policy.max_attempts, "max_wait_s": policy.max_wait},
+        "limits": limits.describe(),
     })
     return handler, guard
 
 
 def _vllm(model: str, options, folder: Path, *, temperature, endpoint, served, tokenizer,
           max_model_len, port, num_gpus, gpu_memory_utilization, local_model_path,
-          ready_timeout):
+          ready_timeout, policy, limits):
     from careful_engine.generation import GenerationError
     from careful_engine.generation import vllm_backend as vb
 
@@ -223,14 +258,17 @@ def _vllm(model: str, options, folder: Path, *, temperature, endpoint, served, t
         raise GenerationError(f"--tokenizer {tokenizer!r}; choose one of "
                               f"{', '.join(vb.TOKENIZERS)}")
     handler = vb.build(model, temperature)
-    options.settings.update({"temperature": temperature})
+    options.settings.update({
+        "temperature": temperature, "limits": limits.describe(),
+        "retries": {"max_attempts": policy.max_attempts, "max_wait_s": policy.max_wait}})
     if endpoint is not None:
         base_url = endpoint.rstrip("/")
 
         def attach() -> dict:
-            vb.wait_ready(base_url, timeout=ready_timeout)
+            vb.wait_ready(base_url, timeout=ready_timeout, refused_is_final=True)
             return vb.attach(handler, base_url, model=served, tokenizer_kind=tokenizer,
-                             max_model_len=max_model_len, local_model_path=local_model_path)
+                             max_model_len=max_model_len, local_model_path=local_model_path,
+                             limits=limits, policy=policy)
 
         return handler, contextlib.nullcontext(), attach
     path = local_model_path or handler.model_name_huggingface
@@ -253,7 +291,7 @@ def _vllm(model: str, options, folder: Path, *, temperature, endpoint, served, t
         return vb.attach(handler, base_url, model=served or path, tokenizer=tok,
                          tokenizer_kind="hf" if tok is not None else "server",
                          max_model_len=length or max_model_len,
-                         local_model_path=local_model_path)
+                         local_model_path=local_model_path, limits=limits, policy=policy)
 
     return handler, server, attach
 
@@ -280,12 +318,12 @@ def _report(report) -> None:
         lines.append(f"[yellow]{m['inference_errors']} conversation(s) recorded as inference "
                      "errors[/]")
     for note in report.notes:
-        lines.append(f"[yellow]{note}[/]")
+        lines.append(f"[yellow]{literal(note)}[/]")
     if report.stop_reason:
-        lines.append(f"[yellow]stopped: {report.stop_reason}[/]")
+        lines.append(f"[yellow]{report.status}: {literal(report.stop_reason)}[/]")
     if report.status != "complete":
         lines.append("run the same command again to resume")
-    lines.append(f"results and careful_run.json in [bold]{report.folder}[/]")
+    lines.append(f"results and careful_run.json in [bold]{literal(report.folder)}[/]")
     for line in lines:
         console.print(line)
 

@@ -12,64 +12,33 @@ prompt-caching markers, parsing and decoding all unchanged) with:
 
 Prompt caching is left on. bfcl's retry wrapper (tenacity, rate limits only, waits of 6-120 s,
 no stop) is replaced by :class:`Requester`: bounded retries of 429, 529 and other transient
-errors that honour ``retry-after`` up to a cap, with the spend guard consulted before every
-attempt. The SDK's own retries are off so that no request escapes the guard.
+errors that honour ``retry-after`` up to a cap (:mod:`.retry`), with the spend guard consulted
+before every attempt; a refused connection stops the run at once. The SDK's own retries are
+off so that no request escapes the guard, and its HTTP client bounds every request
+(:mod:`.bounded`: connect timeout, total deadline, size cap).
 """
 
 from __future__ import annotations
 
-import email.utils
 import os
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from .. import bfcl
+from . import bounded
 from .errors import ApiUnavailable, FatalApiError, GenerationError
+from .retry import FATAL, RETRYABLE, RetryPolicy, classify, message_problem, retry_after
 from .spend import SpendGuard, estimate_prompt_tokens, usage_volume, worst_case
 
-RETRYABLE = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
-FATAL = frozenset({401, 402, 403})
 DEFAULT_MAX_TOKENS = 4096
-
-
-@dataclass
-class RetryPolicy:
-    """Bounded retries: ``retry-after`` honoured up to ``max_wait``; else exponential."""
-
-    max_attempts: int = 8
-    max_wait: float = 60.0
-    base_wait: float = 2.0
-    sleep: Any = time.sleep
-
-    def wait(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return max(0.0, min(retry_after, self.max_wait))
-        return min(self.max_wait, self.base_wait * 2 ** (attempt - 1))
-
-
-def retry_after(error: Any) -> float | None:
-    """Seconds from a response's ``retry-after-ms`` / ``retry-after`` header, if any."""
-    headers = getattr(getattr(error, "response", None), "headers", None) or {}
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return float(ms) / 1000
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+__all__ = ["FATAL", "RETRYABLE", "Requester", "RetryPolicy", "build", "make_handler_class",
+           "retry_after"]
 
 
 class Requester:
-    """``client.messages.create`` behind the spend guard, with bounded retries."""
+    """``client.messages.create`` behind the spend guard, with bounded retries
+    (:mod:`.retry`)."""
 
     def __init__(self, client: Any, guard: SpendGuard | None = None,
                  policy: RetryPolicy | None = None) -> None:
@@ -77,11 +46,13 @@ class Requester:
         self.guard = guard
         self.policy = policy or RetryPolicy()
 
+    @property
+    def endpoint(self) -> str:
+        return str(getattr(self.client, "base_url", "") or "the API")
+
     def create(self, request: dict[str, Any], context: dict[str, Any] | None = None
                ) -> tuple[Any, float]:
         """The response and the latency of the attempt that succeeded."""
-        import anthropic
-
         guard, policy = self.guard, self.policy
         worst = 0.0
         if guard is not None:
@@ -94,26 +65,39 @@ class Requester:
             start = time.time()
             try:
                 response = self.client.messages.create(**request)
-            except anthropic.APIStatusError as e:
-                if ticket is not None:
-                    guard.release(ticket, f"http {e.status_code}", ctx)
-                message = f"HTTP {e.status_code}: {e.message}"
-                if e.status_code in FATAL or "credit balance" in str(e).lower():
+            except Exception as e:  # noqa: BLE001 - classified below
+                kind, message = classify(e)
+                if kind == "bug":
+                    if ticket is not None:
+                        guard.charge_unknown(ticket, f"unknown: {type(e).__name__}", ctx)
+                    raise
+                if kind in ("request", "fatal", "http", "unreachable") and ticket is not None:
+                    status = getattr(e, "status_code", None)
+                    guard.release(ticket, f"http {status}" if kind != "unreachable"
+                                  else "not sent: unreachable", ctx)
+                if kind == "request":
+                    raise  # the model's request is at fault: an inference error, as in bfcl
+                if kind == "fatal":
                     if guard is not None:
                         guard.stop(message)
                     raise FatalApiError(message) from e
-                if e.status_code not in RETRYABLE:
-                    raise  # the model's request is at fault: an inference error, as in bfcl
-                last, wait = message, policy.wait(attempt, retry_after(e))
-            except anthropic.APIConnectionError as e:  # includes timeouts: outcome unknown
-                if ticket is not None:
+                if kind == "unreachable":
+                    raise ApiUnavailable(f"endpoint unavailable: {self.endpoint}: {message}"
+                                         ) from e
+                if kind == "transient" and ticket is not None:  # outcome unknown
                     guard.charge_unknown(ticket, f"unknown: {type(e).__name__}", ctx)
-                last, wait = f"{type(e).__name__}: {e}", policy.wait(attempt, None)
+                last = message
+                wait = policy.wait(attempt, retry_after(e) if kind == "http" else None)
             else:
                 latency = time.time() - start
-                if ticket is not None:
-                    guard.settle(ticket, response.usage, ctx)
-                return response, latency
+                problem = message_problem(response)
+                if problem is None:
+                    if ticket is not None:
+                        guard.settle(ticket, response.usage, ctx)
+                    return response, latency
+                if ticket is not None:  # answered, but what was billed is unknown
+                    guard.charge_unknown(ticket, "unknown: malformed answer", ctx)
+                last, wait = f"malformed answer: {problem}", policy.wait(attempt, None)
             if attempt < policy.max_attempts:
                 policy.sleep(wait)
         raise ApiUnavailable(f"{policy.max_attempts} attempts failed; last: {last}")
@@ -199,7 +183,7 @@ def make_handler_class() -> type:
 def build(key: str, *, max_output_tokens: int = DEFAULT_MAX_TOKENS, api_model: str | None = None,
           base_url: str | None = None, api_key: str | None = None,
           guard: SpendGuard | None = None, policy: RetryPolicy | None = None,
-          client: Any = None) -> Any:
+          client: Any = None, limits: bounded.Limits | None = None) -> Any:
     """A CarefulClaudeHandler for a registry key whose handler is bfcl's ClaudeHandler."""
     import anthropic
 
@@ -210,10 +194,11 @@ def build(key: str, *, max_output_tokens: int = DEFAULT_MAX_TOKENS, api_model: s
         raise GenerationError(f"{key!r} uses {entry.handler_class}; the anthropic backend runs "
                               "models registered with bfcl's ClaudeHandler")
     if client is None:
+        limits = limits or bounded.Limits.from_env()
         client = anthropic.Anthropic(
             api_key=api_key or os.getenv("ANTHROPIC_API_KEY"),
             base_url=base_url or os.getenv("ANTHROPIC_BASE_URL") or None,
-            max_retries=0,
+            max_retries=0, timeout=limits.total, http_client=bounded.client(limits),
         )
     cls = make_handler_class()
     return cls(

@@ -8,7 +8,8 @@ are skipped; a last line cut short by a kill is removed first (its conversation 
 When a run completes, the file is sorted by id (atomically), as bfcl does.
 
 ``runs/NAME/<model dir>/careful_run.json`` is the run's manifest; ``careful score`` reads its
-``decoder``.
+``decoder``. Nothing here reads or writes through a symbolic link or a special file planted in
+the run folder (:mod:`.files`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import bfcl
+from . import files
+from .files import run_folder  # noqa: F401 - the CLI's entry point for --run
 from .spend import Volume
 
 MANIFEST = "careful_run.json"
@@ -43,11 +46,16 @@ def _is_error(entry: dict) -> bool:
 
 
 def read_entries(path: Path) -> list[dict]:
-    """The complete entries of a result file (unparseable lines skipped)."""
-    if not path.exists():
+    """The complete entries of a result file (unparseable lines skipped; a link or special
+    file reads as empty)."""
+    try:
+        raw = files.read_bytes(path)
+    except files.UnsafePath:
+        return []
+    if raw is None:
         return []
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in raw.decode("utf-8", errors="replace").splitlines():
         try:
             entry = json.loads(line)
         except json.JSONDecodeError:
@@ -65,9 +73,9 @@ def repair(path: Path, drop_errors: bool = False) -> tuple[set[str], list[str]]:
     an inference error are dropped so that they run again.
     """
     notes: list[str] = []
-    if not path.exists():
+    raw = files.read_bytes(path)
+    if raw is None:
         return set(), notes
-    raw = path.read_bytes()
     text = raw.decode("utf-8", errors="replace")
     lines = text.split("\n")
     complete, tail = lines[:-1], lines[-1]
@@ -99,12 +107,7 @@ def repair(path: Path, drop_errors: bool = False) -> tuple[set[str], list[str]]:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    files.atomic_write(path, text)
 
 
 class ResultWriter:
@@ -119,8 +122,8 @@ class ResultWriter:
         path = result_path(self.run_dir, self.key, bfcl.category_of(entry["id"]))
         line = json.dumps(entry, ensure_ascii=False) + "\n"
         with self._lock:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "a", encoding="utf-8") as f:
+            files.ensure_dir(path.parent, self.run_dir.parent)
+            with files.open_append(path) as f:
                 f.write(line)
                 f.flush()
                 os.fsync(f.fileno())
@@ -185,18 +188,20 @@ def totals(run_dir: Path, registry_key: str, categories: list[str]) -> dict[str,
 
 
 def read_manifest(folder: Path) -> dict[str, Any] | None:
-    path = folder / MANIFEST
-    if not path.exists():
+    """The manifest, or None if missing or unreadable (a planted link is refused)."""
+    raw = files.read_bytes(folder / MANIFEST)
+    if raw is None:
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
+        data = json.loads(raw.decode("utf-8", errors="replace"))
+    except (json.JSONDecodeError, RecursionError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
 def write_manifest(folder: Path, manifest: dict[str, Any]) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write the manifest atomically (``folder`` is ``<runs-dir>/<run>/<model dir>``)."""
+    files.ensure_dir(folder, folder.parent.parent)
     path = folder / MANIFEST
     _atomic_write(path, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     return path

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import bfcl
-from . import dataset, executor, results
-from .errors import GenerationError, StopRun
-from .spend import SpendGuard
+from . import dataset, executor, files, results
+from .errors import ApiUnavailable, FatalApiError, GenerationError, StopRun
+from .spend import SpendGuard, ledger_totals
 
 CONDITIONS = ("standard", "hints", "confirm")
 IDENTITY = ("model", "backend", "condition", "script", "boundary", "declarations_sha256",
@@ -71,7 +71,7 @@ class RunOptions:
 
 @dataclass
 class RunReport:
-    status: str  # complete | stopped
+    status: str  # complete | stopped | failed (stopped by the endpoint with nothing written)
     generated: int
     already: int
     left: int
@@ -260,6 +260,7 @@ def generate(
     bfcl.reset_bfcl_process_state()
     generated = 0
     stop_reason: str | None = None
+    endpoint_stop = False  # the stop came from the endpoint (unavailable, refusing)
 
     def work(entry: dict) -> str:
         line = run_conversation(handler, entry, condition, options.include_input_log,
@@ -268,7 +269,7 @@ def generate(
         return entry["id"]
 
     log_path = folder / results.LOG
-    with open(log_path, "a", encoding="utf-8") as log, contextlib.redirect_stdout(log):
+    with files.open_append(log_path) as log, contextlib.redirect_stdout(log):
         queue = list(pending)
         in_flight: set[Future] = set()
         with ThreadPoolExecutor(max_workers=options.threads) as pool:
@@ -283,6 +284,8 @@ def generate(
                         try:
                             entry_id = fut.result()
                         except StopRun as e:
+                            if stop_reason is None:
+                                endpoint_stop = isinstance(e, ApiUnavailable | FatalApiError)
                             stop_reason = stop_reason or f"{type(e).__name__}: {e}"
                             if guard is not None:
                                 guard.stop(str(e))
@@ -298,36 +301,42 @@ def generate(
                     fut.cancel()
                 session["seconds"] = round(time.monotonic() - clock, 3)
                 _finish(folder, manifest, options, session, generated, stop_reason, guard,
-                        complete=False)
+                        "stopped")
                 raise
     session["seconds"] = round(time.monotonic() - clock, 3)
     left = len(pending) - generated
     status = "complete" if left == 0 else "stopped"
+    if status == "stopped" and endpoint_stop and generated == 0:
+        status = "failed"
     if status == "complete":
         for cat in selection:
             writer.sort(cat)
-    _finish(folder, manifest, options, session, generated, stop_reason, guard,
-            complete=status == "complete")
+    _finish(folder, manifest, options, session, generated, stop_reason, guard, status)
     return RunReport(status, generated, already, left, manifest, folder, stop_reason, notes)
 
 
 def _finish(folder: Path, manifest: dict[str, Any], options: RunOptions, session: dict,
             generated: int, stop_reason: str | None, guard: SpendGuard | None,
-            complete: bool) -> None:
-    """Record the session's end, the totals from the result files and the spend."""
+            status: str) -> None:
+    """Record the session's end, the totals from the result files and the spend (the
+    ledger's totals: what the manifest says is what the ledger says)."""
     stats = results.totals(options.run_dir, options.model, manifest["categories"])
-    session.update({"ended": now(), "generated": generated, "stop_reason": stop_reason})
+    session.update({"ended": now(), "generated": generated, "stop_reason": stop_reason,
+                    "status": status})
     manifest.update(stats)
     manifest.update({
         "ended": session["ended"],
-        "status": "complete" if complete else "stopped",
+        "status": status,
         "stop_reason": stop_reason,
     })
     if guard is not None:
+        spent, listed = guard.spent, guard.listed
+        if guard.ledger is not None:
+            spent, listed = ledger_totals(guard.ledger)
         manifest["spend"] = {
             "budget_usd": guard.budget,
-            "conservative_usd": round(guard.spent, 6),
-            "list_usd": round(guard.listed, 6),
+            "conservative_usd": round(spent, 6),
+            "list_usd": round(listed, 6),
             "price_model": guard.price.model,
             "ledger": results.LEDGER,
         }

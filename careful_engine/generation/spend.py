@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import re
 import threading
@@ -216,6 +217,10 @@ class SpendGuard:
 
     def __init__(self, budget: float | None, price: ModelPrice, ledger: Path | None = None,
                  spent: float = 0.0, listed: float = 0.0) -> None:
+        if budget is not None and not (isinstance(budget, int | float)
+                                       and math.isfinite(budget) and budget > 0):
+            raise GenerationError(f"the budget must be a finite positive number of US "
+                                  f"dollars, not {budget!r}")
         self.budget = budget
         self.price = price
         self.ledger = ledger
@@ -253,7 +258,11 @@ class SpendGuard:
 
     def settle(self, ticket: Ticket, usage: Any, context: dict | None = None) -> Volume:
         """A request answered: charge its actual cost (conservatively)."""
-        v = usage_volume(usage)
+        try:
+            v = usage_volume(usage)
+        except (TypeError, ValueError, OverflowError):  # not token counts: cost unknown
+            self.charge_unknown(ticket, "unknown: unreadable usage", context)
+            return Volume(requests=1)
         cost, listed = conservative_cost(v, self.price), list_cost(v, self.price)
         self._final(ticket, "ok", cost, listed, context, usage=v.to_json())
         return v
@@ -283,9 +292,11 @@ class SpendGuard:
     def _log(self, record: dict[str, Any], context: dict | None) -> None:
         if self.ledger is None:
             return
+        from . import files
+
         line = json.dumps({"time": round(time.time(), 3), **(context or {}), **record})
-        self.ledger.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.ledger, "a", encoding="utf-8") as f:
+        files.ensure_dir(self.ledger.parent, self.ledger.parent.parent.parent)
+        with files.open_append(self.ledger) as f:
             f.write(line + "\n")
             f.flush()
             os.fsync(f.fileno())
@@ -293,10 +304,13 @@ class SpendGuard:
 
 def read_ledger(ledger: Path) -> list[dict[str, Any]]:
     """The ledger's records; a line cut by a kill is skipped."""
-    if not ledger.exists():
+    from . import files
+
+    raw = files.read_bytes(ledger)
+    if raw is None:
         return []
     out = []
-    for line in ledger.read_text(encoding="utf-8").splitlines():
+    for line in raw.decode("utf-8", errors="replace").splitlines():
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
@@ -304,6 +318,14 @@ def read_ledger(ledger: Path) -> list[dict[str, Any]]:
         if isinstance(rec, dict):
             out.append(rec)
     return out
+
+
+def _usd(value: Any) -> float:
+    """A ledger amount; anything but a finite non-negative number counts as 0."""
+    if isinstance(value, int | float) and not isinstance(value, bool) \
+            and math.isfinite(value) and value >= 0:
+        return float(value)
+    return 0.0
 
 
 def ledger_totals(ledger: Path) -> tuple[float, float]:
@@ -314,11 +336,11 @@ def ledger_totals(ledger: Path) -> tuple[float, float]:
         uid = rec.get("request")
         if rec.get("status") == "sent":
             if uid:
-                pending[uid] = float(rec.get("worst_usd") or 0.0)
+                pending[uid] = _usd(rec.get("worst_usd"))
             continue
         if uid:
             pending.pop(uid, None)
-        spent += float(rec.get("conservative_usd") or 0.0)
-        listed += float(rec.get("list_usd") or 0.0)
+        spent += _usd(rec.get("conservative_usd"))
+        listed += _usd(rec.get("list_usd"))
     lost = sum(pending.values())
     return spent + lost, listed + lost

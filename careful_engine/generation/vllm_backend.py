@@ -18,57 +18,108 @@ same value is passed to ``vllm serve --max-model-len`` so server and handler agr
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import bfcl
-from .errors import GenerationError
+from . import bounded
+from .errors import ApiUnavailable, GenerationError
+from .retry import RetryPolicy, call_with_retries, classify, completion_problem
 
 DEFAULT_PORT = 1053  # bfcl_eval/constants/eval_config.py LOCAL_SERVER_PORT
 DEFAULT_MAX_MODEL_LEN = 65_536
 TOKENIZERS = ("auto", "hf", "server")
 
 
-def _get_json(url: str, timeout: float = 5.0) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 (local endpoint)
-        return json.loads(r.read().decode("utf-8"))
+_clients: dict[bounded.Limits, Any] = {}
 
 
-def _post_json(url: str, body: dict, timeout: float = 60.0) -> Any:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"content-type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:  # noqa: S310
-        return json.loads(r.read().decode("utf-8"))
+def _http(limits: bounded.Limits | None = None) -> Any:
+    limits = limits or bounded.Limits.from_env()
+    if limits not in _clients:
+        _clients[limits] = bounded.client(limits)
+    return _clients[limits]
 
 
-def served_models(base_url: str) -> list[dict]:
+def _get_json(url: str, limits: bounded.Limits | None = None) -> Any:
+    r = _http(limits).get(url)
+    r.raise_for_status()
+    return r.json()
+
+
+def _post_json(url: str, body: dict, limits: bounded.Limits | None = None) -> Any:
+    r = _http(limits).post(url, json=body)
+    r.raise_for_status()
+    return r.json()
+
+
+def served_models(base_url: str, limits: bounded.Limits | None = None) -> list[dict]:
     """``GET {base_url}/models``: the models an OpenAI-compatible endpoint serves."""
-    return list(_get_json(base_url.rstrip("/") + "/models").get("data") or [])
+    data = _get_json(base_url.rstrip("/") + "/models", limits)
+    models = data.get("data") if isinstance(data, dict) else None
+    return [m for m in models if isinstance(m, dict)] if isinstance(models, list) else []
+
+
+class GuardedCompletions:
+    """``client.completions.create`` with bounded retries (:func:`.retry.call_with_retries`):
+    a refused connection stops the run at once; timeouts, lost connections, 5xx and malformed
+    answers are retried up to the policy's attempts, then the run stops; another 4xx is the
+    request's fault (an inference error, as in bfcl)."""
+
+    def __init__(self, client: Any, policy: RetryPolicy | None = None) -> None:
+        self.client = client
+        self.policy = policy or RetryPolicy()
+        self.completions = self
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    def create(self, **request: Any) -> Any:
+        return call_with_retries(lambda: self.client.completions.create(**request),
+                                 policy=self.policy, endpoint=str(self.client.base_url),
+                                 problem=completion_problem)
+
+
+MAX_TOKEN_COUNT = 10_000_000
+
+
+def _tokenize_problem(out: Any) -> str | None:
+    if not isinstance(out, dict):
+        return "/tokenize did not answer an object"
+    tokens, count = out.get("tokens"), out.get("count")
+    if isinstance(tokens, list) and len(tokens) <= MAX_TOKEN_COUNT:
+        return None
+    if isinstance(count, int) and not isinstance(count, bool) and 0 <= count <= MAX_TOKEN_COUNT:
+        return None
+    return "/tokenize answered no usable token count"
 
 
 class ServerTokenizer:
     """Token counts from a vLLM server's ``POST /tokenize`` (no local tokenizer needed)."""
 
-    def __init__(self, base_url: str, model: str) -> None:
+    def __init__(self, base_url: str, model: str, limits: bounded.Limits | None = None,
+                 policy: RetryPolicy | None = None) -> None:
         root = base_url.rstrip("/")
         self.url = (root[: -len("/v1")] if root.endswith("/v1") else root) + "/tokenize"
         self.model = model
         self.model_max_length: int | None = None
+        self.limits = limits
+        self.policy = policy or RetryPolicy()
 
     def tokenize(self, text: str) -> list[int]:
-        out = _post_json(self.url, {"model": self.model, "prompt": text,
-                                    "add_special_tokens": False})
-        if out.get("max_model_len"):
-            self.model_max_length = int(out["max_model_len"])
+        body = {"model": self.model, "prompt": text, "add_special_tokens": False}
+        out = call_with_retries(lambda: _post_json(self.url, body, self.limits),
+                                policy=self.policy, endpoint=self.url,
+                                problem=_tokenize_problem)
+        ctx = out.get("max_model_len")
+        if isinstance(ctx, int) and not isinstance(ctx, bool) and ctx > 0:
+            self.model_max_length = ctx
         tokens = out.get("tokens")
-        return list(tokens) if isinstance(tokens, list) else [0] * int(out["count"])
+        return list(tokens) if isinstance(tokens, list) else [0] * out["count"]
 
     def apply_chat_template(self, *args: Any, **kwargs: Any) -> Any:
         raise GenerationError("this handler applies a chat template through the tokenizer; "
@@ -114,7 +165,9 @@ def build(key: str, temperature: float) -> Any:
 
 def attach(handler: Any, base_url: str, *, model: str | None = None, tokenizer: Any = None,
            tokenizer_kind: str = "auto", max_model_len: int = DEFAULT_MAX_MODEL_LEN,
-           local_model_path: str | None = None, api_key: str = "EMPTY") -> dict[str, Any]:
+           local_model_path: str | None = None, api_key: str = "EMPTY",
+           limits: bounded.Limits | None = None,
+           policy: RetryPolicy | None = None) -> dict[str, Any]:
     """Point an OSS handler at an endpoint; give it a tokenizer and a context length.
 
     ``model`` is the name the endpoint serves (default: the local path or the Hugging Face id,
@@ -124,17 +177,21 @@ def attach(handler: Any, base_url: str, *, model: str | None = None, tokenizer: 
     from openai import OpenAI
 
     wanted = model or local_model_path or handler.model_name_huggingface
+    limits = limits or bounded.Limits.from_env()
     served = []
     try:
-        served = served_models(base_url)
-    except (OSError, ValueError):
-        pass
+        served = served_models(base_url, limits)
+    except Exception as e:  # noqa: BLE001 - an endpoint without /models still serves
+        if classify(e)[0] == "unreachable":
+            raise ApiUnavailable(f"endpoint unavailable: {base_url}: {classify(e)[1]}") from e
     names = [m.get("id") for m in served]
     if model is None and names and wanted not in names and len(names) == 1:
         wanted = names[0]
     handler.model_path_or_id = wanted
     handler.base_url = base_url
-    handler.client = OpenAI(base_url=base_url, api_key=api_key)
+    handler.client = GuardedCompletions(
+        OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=limits.total,
+               http_client=bounded.client(limits)), policy)
     ctx: int | None = None
     kind = tokenizer_kind
     if tokenizer is None:
@@ -149,7 +206,7 @@ def attach(handler: Any, base_url: str, *, model: str | None = None, tokenizer: 
             tokenizer, ctx = hf_tokenizer(local_model_path or handler.model_name_huggingface,
                                           local=local_model_path is not None)
         else:
-            tokenizer = ServerTokenizer(base_url, wanted)
+            tokenizer = ServerTokenizer(base_url, wanted, limits, policy)
     elif kind == "auto":
         kind = "given"
     for m in served:
@@ -187,19 +244,27 @@ def vllm_command(model_path_or_id: str, *, port: int = DEFAULT_PORT, dtype: str 
 
 
 def wait_ready(base_url: str, process: subprocess.Popen | None = None,
-               timeout: float = 1800.0, interval: float = 1.0) -> None:
-    """Poll ``GET {base_url}/models`` until it answers 200, as bfcl does (with a timeout)."""
+               timeout: float = 1800.0, interval: float = 1.0,
+               refused_is_final: bool = False) -> None:
+    """Poll ``GET {base_url}/models`` until it answers 200, as bfcl does (with a timeout).
+
+    ``refused_is_final`` (an existing ``--endpoint``): a refused connection or an unknown host
+    fails at once as "endpoint unavailable" instead of being waited out.
+    """
     deadline = time.monotonic() + timeout
     while True:
         if process is not None and process.poll() is not None:
             raise GenerationError(f"the server exited with code {process.returncode} before "
                                   "it was ready; see its log")
         try:
-            with urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=5) as r:  # noqa: S310
-                if r.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
+            if _http().get(base_url.rstrip("/") + "/models").status_code == 200:
+                return
+        except Exception as e:  # noqa: BLE001 - classified: only "unreachable" may be final
+            kind, why = classify(e)
+            if kind == "bug":
+                raise
+            if kind == "unreachable" and refused_is_final:
+                raise GenerationError(f"endpoint unavailable: {base_url}: {why}") from e
         if time.monotonic() > deadline:
             raise GenerationError(f"{base_url} not ready after {timeout:.0f} s")
         time.sleep(interval)
@@ -216,8 +281,10 @@ class VllmServer:
     process: subprocess.Popen | None = field(default=None, init=False)
 
     def __enter__(self) -> VllmServer:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")  # noqa: SIM115 (closed in __exit__)
+        from . import files
+
+        files.ensure_dir(self.log_path.parent, self.log_path.parent.parent.parent)
+        log = files.open_append(self.log_path, binary=True)
         try:
             self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
                                             start_new_session=True, env=os.environ.copy())

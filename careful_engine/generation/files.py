@@ -1,0 +1,131 @@
+"""Writes of a run folder that never follow a planted symbolic link.
+
+A run lives in ``<runs-dir>/<run>/``, where ``<run>`` is a plain name (:func:`run_folder`).
+Below the runs folder, every directory the run creates or enters and every file it reads,
+appends to or replaces must be what it seems: a symbolic link, a FIFO or any other special
+file there is refused with :class:`UnsafePath` (a :class:`~.errors.GenerationError`) before
+anything is written. Files are opened with ``O_NOFOLLOW`` (and ``O_NONBLOCK`` until checked to
+be regular), and replaced through a fresh temporary file created with ``O_EXCL``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import stat
+import threading
+from pathlib import Path
+from typing import IO
+
+from .errors import GenerationError
+
+_tmp_ids = itertools.count()
+MAX_NAME_BYTES = 255
+
+
+class UnsafePath(GenerationError):
+    """A path of the run folder that is a link or not a regular file or directory."""
+
+
+def run_folder(runs_dir: Path, name: str) -> Path:
+    """``runs_dir / name`` for a plain name (no separator, not ``.``/``..``, not absolute, no
+    control characters or surrounding spaces); refuses a planted link there."""
+    problem = None
+    if not name or name in (".", ".."):
+        problem = "it is empty, '.' or '..'"
+    elif "/" in name or "\\" in name or (os.altsep and os.altsep in name):
+        problem = "it contains a path separator"
+    elif os.path.isabs(name):
+        problem = "it is an absolute path"
+    elif any(ord(c) < 32 or ord(c) == 127 for c in name) or name != name.strip():
+        problem = "it has control characters or surrounding spaces"
+    elif len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        problem = f"it is longer than {MAX_NAME_BYTES} bytes"
+    if problem:
+        raise GenerationError(f"--run {name!r} must be a plain folder name inside --runs-dir: "
+                              f"{problem}")
+    path = runs_dir / name
+    check(path, directory=True)
+    return path
+
+
+def check(path: Path, *, directory: bool = False) -> bool:
+    """Whether ``path`` exists; refuses a link, or something other than a regular file
+    (``directory``: a directory)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        raise UnsafePath(f"{path}: cannot inspect it ({e.strerror})") from e
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafePath(f"{path} is a symbolic link; refusing to write through it")
+    if directory and not stat.S_ISDIR(st.st_mode):
+        raise UnsafePath(f"{path} is not a directory")
+    if not directory and not stat.S_ISREG(st.st_mode):
+        raise UnsafePath(f"{path} is not a regular file")
+    return True
+
+
+def ensure_dir(path: Path, base: Path) -> Path:
+    """``mkdir -p`` of ``path`` below ``base`` (created as given, the caller's choice),
+    refusing any level below it that is a link."""
+    base.mkdir(parents=True, exist_ok=True)
+    rel = path.relative_to(base)
+    current = base
+    for part in rel.parts:
+        current = current / part
+        if not check(current, directory=True):
+            try:
+                current.mkdir()
+            except FileExistsError:
+                check(current, directory=True)
+    return path
+
+
+def _open(path: Path, flags: int) -> int:
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        if os.path.islink(path):
+            raise UnsafePath(f"{path} is a symbolic link; refusing to write through it") from e
+        raise UnsafePath(f"{path}: cannot open it ({e.strerror})") from e
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise UnsafePath(f"{path} is not a regular file")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def open_append(path: Path, binary: bool = False) -> IO:
+    """Open a regular file for appending (created if missing), never through a link."""
+    fd = _open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    return os.fdopen(fd, "ab" if binary else "a", **({} if binary else {"encoding": "utf-8"}))
+
+
+def read_bytes(path: Path) -> bytes | None:
+    """A regular file's bytes (None if missing), never through a link or from a FIFO."""
+    if not check(path):
+        return None
+    fd = _open(path, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` (fsynced): a new file created exclusively, then renamed;
+    a link at ``path`` is refused."""
+    check(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}."
+                         f"{next(_tmp_ids)}.tmp")
+    fd = _open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
