@@ -84,6 +84,7 @@ def ensure_dir(path: Path, base: Path) -> Path:
 
 
 def _open(path: Path, flags: int) -> int:
+    check(path)  # a link or a special file already there: refused by name
     try:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except OSError as e:
