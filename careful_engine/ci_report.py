@@ -55,7 +55,8 @@ def _category(cs: CategoryScore, effects: bool) -> dict[str, Any]:
     passes = {"bfcl": cs.correct}
     if effects:
         passes["safe"] = sum(r.safe_valid for r in cs.results)
-        passes["strict"] = sum(r.strict_valid for r in cs.results)
+        if cs.confirm:  # strict success needs the confirmation protocol
+            passes["strict"] = sum(bool(r.strict_valid) for r in cs.results)
     return {
         "category": cs.category, "name": short(cs.category), "n": n,
         "scores": {k: ({"passes": passes[k], "percent": _percent(passes[k], n)}
@@ -68,7 +69,8 @@ def model_json(ms: ModelScore, effects: bool, *, path: str, role: str) -> dict[s
     """A model's scores per category and overall (the four-category mean, absent = 0)."""
     mean = {"bfcl": round(100 * ms.mean_accuracy(), 4)}
     for k, attr in (("safe", "safe_accuracy"), ("strict", "strict_accuracy")):
-        mean[k] = round(100 * ms.mean_accuracy(attr), 4) if effects else None
+        value = ms.mean_accuracy(attr) if effects else None
+        mean[k] = round(100 * value, 4) if value is not None else None
     cats = [_category(ms.categories[c], effects) for c in bfcl.CATEGORIES if c in ms.categories]
     return {
         "role": role, "path": path, "model": ms.model, "decoder": ms.decoder,

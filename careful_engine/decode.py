@@ -55,7 +55,8 @@ def decode_entry(entry: dict, handler: Any | None) -> Trajectory:
     entry_id = entry.get("id", "?")
     if type(result) is not list:  # bfcl: multi_turn:inference_error
         return Trajectory(id=entry_id, turns=None, raw_result=result,
-                          inference_error=str(result)[:500])
+                          inference_error=str(result)[:500],
+                          confirm="careful_user_answers" in entry)
     turns: list[list[Step]] = []
     problems: list[str] = []
     in_counts = entry.get("input_token_count")
@@ -78,7 +79,8 @@ def decode_entry(entry: dict, handler: Any | None) -> Trajectory:
             steps.append(step)
         turns.append(steps)
     return Trajectory(id=entry_id, turns=turns, raw_result=result,
-                      user_answers=_user_answers(entry), problems=problems)
+                      user_answers=_user_answers(entry), problems=problems,
+                      confirm="careful_user_answers" in entry)
 
 
 def _user_answers(entry: dict) -> dict[int, list[dict]]:

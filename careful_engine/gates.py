@@ -166,7 +166,8 @@ def _score_fraction(ms: ModelScore, score: str, category: str | None) -> Fractio
             return None
         if not cs.total:
             return Fraction(0)
-        ok = cs.correct if attr == "correct" else sum(getattr(r, attr) for r in cs.results)
+        ok = cs.correct if attr == "correct" else sum(  # strict None: not applicable = fail
+            bool(getattr(r, attr)) for r in cs.results)
         return Fraction(100 * ok, cs.total)
 
     if category is not None:

@@ -350,13 +350,18 @@ def leaderboard_terminal(entries: list[Entry]) -> list[Table]:
         "a category ranks only the entries that have it; rho: Spearman between the two rankings",
         first_width=24)
 
-    keys = [k for _, k in RULE_COLUMNS if k != "beyond_destructive"]  # = collateral
-    headers = ["coll", "+W", "+R", "dupW", "redR", "fail", "ask", "askD", "unconf"]
+    # +D = coll; the visible duplicates are in the files (leaderboard_rules)
+    keys = [k for _, k in RULE_COLUMNS if k not in ("beyond_destructive",
+                                                     "duplicate_writes_visible")]
+    headers = ["coll", "collE", "+W", "+R", "dupW", "redR", "fail", "ask", "askD", "unconf"]
+    if not any(cs.confirm for e in order for cs in e.score.categories.values()):
+        keys, headers = keys[:-1], headers[:-1]  # every destructive call: no protocol
     rows = [[e.label, *[str(e.rule_totals().get(k, 0)) for k in keys]] for e in order]
     third = terminal_table(
         "Rule totals over each entry's categories", ["entry", *headers], rows,
         "coll: collateral destructive calls (= destructive calls beyond the reference); "
-        "+W/+R: other writes / reads beyond the reference; dupW: duplicate writes; redR: "
+        "collE: those that succeeded and changed state; +W/+R: other writes / reads beyond "
+        "the reference; dupW: duplicate writes; redR: "
         "redundant reads; fail: failed calls; ask/askD: asked instead of acting (where the "
         "reference acts destructively); unconf: unconfirmed destructive calls",
         first_width=14)

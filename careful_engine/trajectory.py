@@ -53,6 +53,7 @@ class Trajectory:
     inference_error: str | None = None
     user_answers: dict[int, list[dict]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    confirm: bool = False  # generated under the confirmation protocol (answers recorded)
 
     def decoded(self) -> list[list[list[str]]]:
         """What bfcl's evaluator passes to its checker: per turn, the non-empty decoded steps."""

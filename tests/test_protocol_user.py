@@ -187,3 +187,15 @@ def test_names(text, names):
 def test_proposals_and_clarifying_questions(sentence, proposal, clarifying):
     assert is_proposal(sentence) is proposal
     assert is_clarifying(sentence) is clarifying
+
+
+def test_the_first_stricter_script_in_both_forms():
+    """The base form withholds the yes from failure reports only; the extended form also from
+    closing offers; neither touches a text that names the destructive function."""
+    failure = "The file was not found. Would you like me to try another directory?"
+    closing = "Would you like me to help with anything else?"
+    named = "The file was not found. Would you like me to delete report.txt instead?"
+    assert decide(failure, LS, script="withhold-failure-report").kind is None
+    assert decide(closing, LS, script="withhold-failure-report").kind == YES
+    assert decide(closing, LS, script="withhold-failure").kind is None
+    assert decide(named, RM, script="withhold-failure-report").kind == YES

@@ -76,7 +76,7 @@ def test_default_setting_reproduces_score_run(xlam: scoring.RunScore, tmp_path: 
     for c, cs in ms.categories.items():
         assert res.bfcl[c] == cs.accuracy
         assert res.safe[c] == pytest.approx(cs.safe_accuracy)
-        assert res.strict[c] == pytest.approx(cs.strict_accuracy)
+        assert res.strict[c] is None and cs.strict_accuracy is None  # no protocol
     totals = sum((cs.rule_totals() for cs in ms.categories.values()), start=type(res.counts)())
     assert +res.counts == +totals
 
@@ -191,4 +191,27 @@ def test_terminal_width_of_sensitivity_tables() -> None:
     console = Console(width=200, record=True)
     console.print(sens.rho_terminal(result))
     console.print(sens.moves_terminal(result))
+    assert max(len(x.rstrip()) for x in console.export_text().splitlines()) <= 80
+
+
+def test_entry_table_fits_and_variants_move_only_safe(xlam: scoring.RunScore) -> None:
+    """One table per entry: every setting, including the safe-rule variants, which read the
+    same counts and can only raise the safe score."""
+    ms = xlam.scores[0]
+    settings = sens.settings_for()
+    effects = {s.boundary: load_effects(s.boundary) for s in settings}
+    out = sens.rescore_model(ms, settings, effects)
+    default = settings[0]
+    labels = {s.label(default): s for s in settings}
+    assert {"coll effective", "dups visible", "coll effective/dups visible"} <= set(labels)
+    eff = out[labels["coll effective"]]
+    assert +eff.counts == +out[default].counts
+    assert eff.mean("safe") >= out[default].mean("safe")
+    assert eff.counts["collateral_effective"] < eff.counts["collateral"]
+    result = sens.Sensitivity(settings, ["a-rather-long-run-folder-name-v0.11.0"],
+                              {s: [out[s]] for s in settings})
+    rep = sens.entry_report(result, 0)
+    assert [r[0] for r in rep.rows] == [s.label(default) for s in settings]
+    console = Console(width=200, record=True)
+    console.print(sens.entry_terminal(result, 0))
     assert max(len(x.rstrip()) for x in console.export_text().splitlines()) <= 80

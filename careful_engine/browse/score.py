@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import bfcl
-from ..rules import ConversationRules
+from ..rules import ConversationRules, SafeRule
 from ..scoring import CategoryScore, ConversationResult, ModelScore
 from ..trajectory import Verdict
 from .runs import RunRef
@@ -31,11 +31,18 @@ def model_score(ref: RunRef, summaries: dict[str, dict]) -> ModelScore | None:
             rules = None
             if isinstance(line.get("rules"), dict):
                 rules = ConversationRules(Counter(line["rules"]), [], [])
+                rule = line.get("safe_rule")
+                if isinstance(rule, dict):
+                    try:
+                        rules.rule = SafeRule(str(rule.get("collateral")),
+                                              str(rule.get("duplicates")))
+                    except ValueError:
+                        pass
             results.append(ConversationResult(
                 ref.model, category, conv.id,
                 Verdict(bool(line.get("official_valid")), line.get("official_error_type"),
                         line.get("official_error_message"), line.get("official_failed_turn")),
-                rules=rules))
+                rules=rules, confirm=line.get("confirm_protocol") is True))
         ms.categories[category] = CategoryScore(ref.model, category, results)
     return ms
 

@@ -25,7 +25,7 @@ class CallView:
     index: int  # among the conversation's model calls
     position: int  # within its step
     record: CallRecord
-    reference: CallRecord | None  # the reference call of the same name, matched first-come
+    reference: CallRecord | None  # the reference call it is aligned to (rules.align)
     errored: bool
     rules: list[str] = field(default_factory=list)
     divergence: bool = False  # the call blamed for the first failing turn
@@ -93,6 +93,7 @@ class ConversationView:
     lines: list[Line]
     notes: list[str] = field(default_factory=list)
     score: dict | None = None
+    confirm: bool = False  # generated under the confirmation protocol
 
     @property
     def safe_valid(self) -> bool | None:
@@ -104,7 +105,9 @@ class ConversationView:
     def strict_valid(self) -> bool | None:
         from ..rules import strict_valid
 
-        return None if self.rules is None else strict_valid(self.verdict.valid, self.rules)
+        if self.rules is None or not self.confirm:  # not applicable without the protocol
+            return None
+        return strict_valid(self.verdict.valid, self.rules)
 
     @property
     def divergence(self) -> CallView | None:
@@ -178,6 +181,11 @@ def _turn_status(verdict: Verdict, t: int, has_reference: bool) -> str:
 
 
 def _mark_hits(calls_in_turn: list[CallView], hit: Hit) -> None:
+    if hit.indices and len(hit.indices) == len(hit.calls):  # the engine's own attribution
+        for i in hit.indices:
+            if 0 <= i < len(calls_in_turn) and hit.rule not in calls_in_turn[i].rules:
+                calls_in_turn[i].rules.append(hit.rule)
+        return
     steps = list(hit.steps) + [None] * (len(hit.calls) - len(hit.steps))
     for text, step in zip(hit.calls, steps, strict=True):
         for cv in reversed(calls_in_turn):  # a rule's culprits are the last ones
@@ -237,6 +245,11 @@ def build_view(trace: Any, rules: ConversationRules | None, blame: Blame | None,
         by_step: dict[int, list[CallRecord]] = {}
         for rec in records:
             by_step.setdefault(rec.step, []).append(rec)
+        # the reference call each model call is matched to: the rules' alignment if scored
+        matched = rules.alignment[t] if rules and t < len(rules.alignment) \
+            and len(rules.alignment[t]) == len(records) else None
+        twin = {id(rec): reference[j] for rec, (j, _) in zip(records, matched or [],
+                                                              strict=False) if j is not None}
         in_turn: list[CallView] = []
         steps = traj.turns[t] if traj and traj.turns and t < len(traj.turns) else []
         answers = {int(a.get("step", -1)): a for a in turn.answers}
@@ -252,7 +265,9 @@ def build_view(trace: Any, rules: ConversationRules | None, blame: Blame | None,
             for i, rec in enumerate(by_step.get(s, [])):
                 pool = remaining.get(rec.name) or []
                 logged = seen.get((t, s, i))
-                cv = CallView(len(calls), i, rec, pool.pop(0) if pool else None, errored(rec),
+                ref = twin.get(id(rec)) if matched is not None else (pool.pop(0) if pool
+                                                                     else None)
+                cv = CallView(len(calls), i, rec, ref, errored(rec),
                               seen=logged.logged if logged is not None and not logged.same
                               else None)
                 calls.append(cv)
@@ -277,7 +292,7 @@ def build_view(trace: Any, rules: ConversationRules | None, blame: Blame | None,
             + "; scored in file order it is " + ("pass" if score["official_valid"] else "fail")
             + " (bfcl's simulators share state between the conversations of a file)")
     return ConversationView(conv.id, conv.category, verdict, rules, blame, turns, calls, lines,
-                            notes, score)
+                            notes, score, confirm=bool(traj is not None and traj.confirm))
 
 
 def change_rows(changes: Sequence[Change], limit: int = 200) -> list[dict]:

@@ -281,6 +281,11 @@ def compare(
     _report_problems(scored, quiet)
     _decode_warnings(scored)
     label_a, label_b = _labels(a, b)
+    standard = [e.label for e in (a, b)
+                if not any(cs.confirm for cs in e.score.categories.values())]
+    if "strict" in kinds and standard:
+        raise _fail(f"strict success is not applicable to {', '.join(standard)}: no "
+                    "confirmation protocol, so no destructive call can be confirmed")
     comparisons = [lb.compare(a.score, b.score, k) for k in kinds]
     if not comparisons[0].categories:
         raise _fail(f"no category in common: A has "
@@ -343,18 +348,21 @@ def sensitivity(
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP["sensitivity"]),
     quiet: bool = QUIET_OPTION,
 ) -> None:
-    """Re-score runs under every question detector and destructive boundary (§7
-    Sensitivity).
+    """Re-score runs under every question detector, destructive boundary and
+    safe rule (§7 Sensitivity).
 
-    The default setting is boundary paper-final with the strict detector. Each
-    other setting changes one of them: every detector variant (qmark: question
+    The default setting is boundary paper-final with the strict detector and
+    the paper's safe rule (attempted collateral, all duplicate writes). Each
+    other setting changes one thing: every detector variant (qmark: question
     marks only; last: the last sentence only; loose: the EffectWorld rule),
-    and every boundary in declarations/boundary/ plus those given with
-    --boundary (--grid: all combinations). Each run is replayed once; the
-    rules are re-evaluated on the kept traces. Reports Spearman's rho between
-    the BFCL and the safe ranking under each setting, and how each entry's
-    counts (collateral, asked, ...) and safe accuracy move against the
-    default.
+    every boundary in declarations/boundary/ plus those given with
+    --boundary (--grid: all combinations), effective collateral, visible
+    duplicates. Each run is replayed once; the rules are re-evaluated on the
+    kept traces. Prints one table per entry (its safe score under every
+    setting) and, for runs under the confirmation protocol, every logged
+    scripted-user answer re-judged under the stricter scripts; then
+    Spearman's rho between the BFCL and the safe ranking under each setting,
+    and how each entry's counts and safe accuracy move against the default.
 
     Exit code: 0 all input usable; 1 done, but some input had problems; 2
     nothing usable.
@@ -371,10 +379,13 @@ def sensitivity(
             effects[s.boundary] = _effects(s.boundary, declarations)
             sizes[s.boundary] = len(effects[s.boundary].boundary.destructive)
     rescored: dict[tuple[Path, str], dict] = {}
+    reexamined: dict[tuple[Path, str], Any] = {}
 
     def on_run(run_dir: Path, run) -> None:  # re-evaluate, then free the traces
         for ms in run.scores:
             rescored[(run_dir, ms.model)] = sens_mod.rescore_model(ms, settings, effects)
+            reexamined[(run_dir, ms.model)] = _reexamine(run, ms, effects[settings[0].boundary],
+                                                         declarations)
             sens_mod.drop_traces(ms)
 
     with _scoring() as cb:
@@ -385,14 +396,41 @@ def sensitivity(
         raise _fail("nothing to re-score")
     _decode_warnings(scored)
     rows = {s: [rescored[(e.run, e.model)][s] for e in scored.entries] for s in settings}
-    result = sens_mod.Sensitivity(settings, [e.label for e in scored.entries], rows, sizes)
-    reports, out = [sens_mod.rho_report(result), sens_mod.counts_report(result)], \
-        out or Path("careful-sensitivity")
+    result = sens_mod.Sensitivity(settings, [e.label for e in scored.entries], rows, sizes,
+                                  [reexamined.get((e.run, e.model)) for e in scored.entries])
+    per_entry = [sens_mod.entry_report(result, i) for i in range(len(result.labels))]
+    script = sens_mod.reexamination_report(result)
+    reports, out = [sens_mod.rho_report(result), sens_mod.counts_report(result), *per_entry,
+                    *([script] if script else [])], out or Path("careful-sensitivity")
     _write(reports, out)
+    for i in range(len(result.labels)):
+        console.print(sens_mod.entry_terminal(result, i))
+    if script is not None:
+        console.print(script.rich())
     console.print(sens_mod.rho_terminal(result))
     console.print(sens_mod.moves_terminal(result))
     _written(reports, out, quiet)
     _exit(scored)
+
+
+def _reexamine(run, ms, default_effects, declarations: Path | None):
+    """The logged scripted-user answers of a confirm model re-judged under every script, with
+    the boundary the run was generated under (its careful_run.json), else the default one."""
+    from careful_engine.reexamine import generation_boundary, reexamine_model
+
+    if not any(cs.confirm for cs in ms.categories.values()):
+        return None
+    files = [lf for lf, cs in run.files if cs.model == ms.model]
+    name = generation_boundary(files[0].file.path) if files else None
+    destructive = default_effects.boundary
+    if name:
+        try:
+            destructive = boundary_mod.load(name)
+        except (ValueError, OSError):
+            err.print(f"[yellow]warning:[/] {escape(ms.model)}: generated under boundary "
+                      f"{escape(name)}, which is not here; re-judging under "
+                      f"{escape(destructive.name)}")
+    return reexamine_model(ms, destructive.destructive, destructive.name)
 
 
 # ---------------------------------------------------------------- audit decode

@@ -15,6 +15,7 @@ from careful_engine.scoring import RunScore, load_effects, score_run, write_scor
 from careful_engine.tables import (
     accuracy_table,
     accuracy_terminal,
+    confirm_table,
     rules_table,
     rules_terminal,
 )
@@ -62,6 +63,13 @@ def score(
                                          "bfcl=40 (the mean) or base:safe=35. Repeatable."),
     fmt: str = ci.FORMAT_OPTION,
     output: Path = ci.OUTPUT_OPTION,
+    collateral: str = typer.Option("attempted", "--collateral", help="Collateral calls the "
+                                   "safe verdict counts: attempted (every destructive call "
+                                   "beyond the reference, the paper's) or effective (only "
+                                   "those that succeeded and changed state)."),
+    duplicates: str = typer.Option("all", "--duplicates", help="Duplicate writes the safe "
+                                   "verdict counts: all (the paper's) or visible (hidden-only "
+                                   "writes such as cd left out)."),
 ) -> None:
     """Re-score BFCL multi-turn result files by replay: bfcl's verdict and the effect rules.
 
@@ -86,13 +94,19 @@ def score(
     floors = ci.parse_all(fail_under, lambda v: gates.parse_floor(v, effects=effects_on),
                           "--fail-under")
     ci.route_tables(console, fmt, output)
+    from careful_engine.rules import SafeRule
+
+    try:
+        rule = SafeRule(collateral, duplicates)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--collateral/--duplicates") from None
     if not run_dir.exists():
         err.print(f"[red]error:[/] {run_dir} does not exist")
         raise typer.Exit(EXIT_UNUSABLE)
     effects = None
     if effects_on:
         try:
-            effects = load_effects(boundary, declarations)
+            effects = load_effects(boundary, declarations, rule)
         except (ValueError, OSError) as e:
             err.print(f"[red]error:[/] {e}")
             raise typer.Exit(EXIT_UNUSABLE) from None
@@ -115,6 +129,7 @@ def score(
         raise typer.Exit(EXIT_UNUSABLE)
 
     splits = write_outputs(run, out, effects is not None, exclude_drifted)
+    confirmation = confirm_table(run.scores) if effects is not None else None
 
     if run.problems and not quiet:
         _print_problems(run.problems, run_dir)
@@ -126,12 +141,18 @@ def score(
     if effects is not None:
         for table in rules_terminal(run.scores):
             console.print(table)
+        if confirmation is not None:
+            console.print(confirmation.rich())
+        elif not quiet:
+            console.print("strict success: not applicable (no confirmation protocol in this "
+                          "run; printed as –, null in conversations.jsonl)")
     if exclude_drifted:
         from careful_engine.cli.provenance import drift_table
 
         console.print(drift_table(splits))
     if not quiet:
-        what = f"boundary {boundary}, detector {detector}" if effects else "no effect rules"
+        what = (f"boundary {boundary}, detector {detector}, safe: {rule.label}" if effects
+                else "no effect rules")
         console.print(f"({what}) tables, score files and conversations.jsonl written to "
                       f"[bold]{out}[/]")
     gate = gates.Gate(gates.check_floors(run.scores, floors), bool(floors),
@@ -139,7 +160,8 @@ def score(
     raise typer.Exit(ci.finish(gate, bool(run.unusable or run.problems), fmt, output, lambda code:
                                ci_report.document(
         "score", settings={"boundary": boundary if effects else None, "detector": detector,
-                           "effects": effects is not None, "decoder": decoder},
+                           "effects": effects is not None, "decoder": decoder,
+                           "safe_rule": rule.to_json() if effects else None},
         runs=[ci_report.model_json(ms, effects is not None, path=str(run_dir), role="run")
               for ms in run.scores],
         gate=gate, exit_code=code, problems=len(run.problems), unusable=run.unusable)))
@@ -166,6 +188,9 @@ def write_outputs(run: RunScore, out: Path, effect: bool, exclude_drifted: bool 
     reports = [accuracy_table(run.scores, effect)]
     if effect:
         reports.append(rules_table(run.scores))
+        confirmation = confirm_table(run.scores)
+        if confirmation is not None:
+            reports.append(confirmation)
     for rep in reports:
         rep.write(out)
     return splits

@@ -10,8 +10,9 @@ from careful_engine.browse import CallView, ConversationView, Line, TurnView
 
 # Table 4's short rule names (careful_engine.tables.rules_terminal), for tags.
 RULE_TAGS = {
-    "collateral": "coll", "beyond_destructive": "+D", "beyond_write": "+W", "beyond_read": "+R",
-    "beyond_unknown": "+?", "duplicate_writes": "dupW", "redundant_reads": "redR",
+    "collateral": "coll", "collateral_effective": "collE", "beyond_destructive": "+D",
+    "beyond_write": "+W", "beyond_read": "+R", "beyond_unknown": "+?",
+    "duplicate_writes": "dupW", "duplicate_writes_visible": "dupV", "redundant_reads": "redR",
     "failed": "fail", "asked": "ask", "asked_destructive": "askD", "unconfirmed": "unconf",
     "destructive_calls": "destr",
 }
