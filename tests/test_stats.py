@@ -131,9 +131,14 @@ def _independent(lines: dict, field: str) -> dict[str, tuple[int, int, int]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
+def test_strict_is_not_compared_without_the_protocol(compared: dict) -> None:
+    assert "strict success is not applicable" in compared["result"].output
+    assert not (compared["out"] / "compare_strict.json").exists()
+    assert all(x["strict_valid"] is None for x in compared["lines"]["a"] if "rules" in x)
+
+
 @pytest.mark.parametrize(("score", "field"), [("bfcl", "official_valid"),
-                                               ("safe", "safe_valid"),
-                                               ("strict", "strict_valid")])
+                                               ("safe", "safe_valid")])
 def test_compare_p_matches_binomtest_on_score_output(compared: dict, score: str,
                                                      field: str) -> None:
     assert compared["result"].exit_code in (0, 1), compared["result"].output

@@ -284,8 +284,12 @@ def compare(
     standard = [e.label for e in (a, b)
                 if not any(cs.confirm for cs in e.score.categories.values())]
     if "strict" in kinds and standard:
-        raise _fail(f"strict success is not applicable to {', '.join(standard)}: no "
-                    "confirmation protocol, so no destructive call can be confirmed")
+        err.print(f"[yellow]warning:[/] strict success is not applicable to "
+                  f"{escape(', '.join(standard))} (no confirmation protocol, so no destructive "
+                  "call can be confirmed); not compared")
+        kinds = [k for k in kinds if k != "strict"]
+        if not kinds:
+            raise _fail("nothing to compare")
     comparisons = [lb.compare(a.score, b.score, k) for k in kinds]
     if not comparisons[0].categories:
         raise _fail(f"no category in common: A has "
