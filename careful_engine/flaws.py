@@ -39,6 +39,7 @@ from . import bfcl
 from .calls import Call, format_call, parse_call
 from .decode import reference_trajectory
 from .environment import Environment
+from .process import reset_to_pristine
 from .replay import replay
 from .rules import Effects, errored
 from .trajectory import Outcome, Step, Trajectory, Verdict
@@ -259,6 +260,7 @@ class Site:
 
     def state_at(self, turn: int) -> dict[str, Any]:
         """The reference's simulator instances at the end of ``turn`` (fresh, for reading)."""
+        reset_to_pristine()  # as in a new process: what earlier probes ran does not carry over
         env = Environment.for_conversation(self.conv, "reference", model_name="careful-flaws",
                                            snapshots=False)
         for t in range(turn + 1):
@@ -472,7 +474,9 @@ def failed_retry(site: Site, *, loop: bool = False) -> tuple[Turns, Flaw] | None
 
 
 def _execute_at(site: Site, turn: int, index: int, call: str):
-    """Run ``call`` where the reference is before its call ``index`` of ``turn``."""
+    """Run ``call`` where the reference is before its call ``index`` of ``turn`` (in a fresh
+    process)."""
+    reset_to_pristine()
     env = Environment.for_conversation(site.conv, "model", model_name="careful-flaws")
     for t in range(turn):
         for c in site.gt[t]:
