@@ -33,6 +33,7 @@ import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from . import bfcl
@@ -153,10 +154,18 @@ def model_turns(ground_truth: list[list[str]]) -> Turns:
             for calls in ground_truth]
 
 
+@cache
+def _doc_tokens(name: str) -> int:
+    """About four characters a token: a class's function docs, or one function's doc."""
+    docs = bfcl.func_docs(name) if name in bfcl.CLASSES else [bfcl.all_func_docs().get(name, {})]
+    return sum(len(json.dumps(d)) for d in docs) // 4
+
+
 def _tokens(conv: bfcl.Conversation, turns: Turns) -> tuple[list, list]:
     """Plausible per-step token counts: the prompt (docs, messages so far, long-context data)
     grows by every step's output and the results it brings back."""
-    docs = sum(len(json.dumps(d)) for d in conv.functions()) // 4
+    held = {n for names in conv.missed_function.values() for n in names}
+    docs = sum(_doc_tokens(c) for c in conv.involved_classes) - sum(map(_doc_tokens, held))
     context = docs + 200 + (24_000 if conv.long_context else 0)
     ins, outs = [], []
     for t, steps in enumerate(turns):
