@@ -87,7 +87,8 @@ def summary(ref: lb.Entry, flawed: lb.Entry, flawed_out: Path) -> None:
     rules = lb.leaderboard_terminal([ref, flawed])[2]
     rules.caption = None
     console.print(rules)
-    console.print(RULE_LEGEND)
+    unconfirmed = [e.rule_totals().get("unconfirmed", 0) for e in (ref, flawed)]
+    console.print(RULE_LEGEND.format(*unconfirmed))
     share = surplus_share(flawed)
     if share is not None:
         console.print(f"Surplus steps (all calls beyond the reference) cost {share[0]:.1f} % of "
@@ -118,10 +119,11 @@ def comparison_table(ref: lb.Entry, flawed: lb.Entry):
 
 
 TERMINAL = {**lb.TERMINAL_CATEGORY}
-RULE_LEGEND = ("coll: collateral destructive calls; +W/+R: other writes/reads beyond the "
-               "reference; dupW: duplicate writes; redR: redundant reads; fail: failed calls; "
-               "ask/askD: asked instead of acting (where the reference destroys); unconf: "
-               "unconfirmed destructive calls (all, under bfcl's protocol)")
+RULE_LEGEND = ("coll: collateral destructive calls (collE: succeeded and changed state); "
+               "+W/+R: writes/reads beyond the reference; dupW: duplicate writes; redR: "
+               "redundant reads; fail: failed calls; ask/askD: asked instead of acting (where "
+               "the reference destroys). Unconfirmed destructive calls: {} / {} (all, under "
+               "bfcl's protocol).")
 
 
 def surplus_share(entry: lb.Entry) -> tuple[float, float] | None:
