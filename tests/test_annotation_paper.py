@@ -44,7 +44,7 @@ def test_any_gives_the_paper_final_boundary(paper, tmp_path):
     assert data["round"] == "paper" and data["policy"] == "any"
     assert data["declarations_sha256"] == store.round("paper").declarations_sha256
     echo = next(d for d in data["destructive"] if d["name"] == "echo")
-    assert echo["reason"].startswith(f"A2: {final.destructive['echo']} | A3: ")
+    assert echo["reason"].startswith(f"A2: {paper_round.reason('A2', 'echo')} | A3: ")
     assert echo["reason"].endswith("[2 of 4 (A2, A3); any]")
     # the file exists now: no silent replacement, a forced one bumps the version
     with pytest.raises(AnnotationError, match="exists"):
@@ -84,7 +84,7 @@ def test_splits_are_the_papers(paper):
     assert splits["rmdir"].yes == ("A1", "A4")
     assert splits["cancel_order"].no == ("A2",)
     assert splits["contact_customer_support"].yes == ("A4",)
-    assert splits["mv"].reasons["A4"] == paper_round.final_boundary()["mv"]
+    assert splits["mv"].reasons["A4"] == paper_round.reason("A4", "mv")
     assert splits["mv"].proposed is True and splits["mv"].kind == "write"
 
 
@@ -145,7 +145,7 @@ def test_release_round_trip_and_readjudication(paper, tmp_path):
     assert doc["annotator"] == {"name": "A2", "kind": "llm", "model": "claude-opus-5-5"}
     echo = next(x for x in doc["labels"] if x["function"] == "echo")
     assert echo["destructive"] is True
-    assert echo["reason"] == paper_round.final_boundary()["echo"]
+    assert echo["reason"] == paper_round.reason("A2", "echo")
     assert doc["submitted"]
 
     elsewhere = Store(tmp_path / "elsewhere.db")

@@ -568,9 +568,20 @@ def adjudicate(
     override: str = typer.Option(
         None, "--override", help="Adjudicate a blind round that is still open; the reason is "
         "recorded."),
+    created: str = typer.Option(
+        None, "--created", help="Date recorded in the boundary file (YYYY-MM-DD; default "
+        "today), so that a boundary regenerated from the same label sets is byte-identical."),
     db: Path = DB_OPTION,
 ) -> None:
     """Adjudicate a closed round and write the boundary file the scorer's --boundary reads."""
+    if created is not None:
+        import datetime as _dt
+
+        try:
+            created = _dt.date.fromisoformat(created).isoformat()
+        except ValueError:
+            raise typer.BadParameter(f"{created!r} is not a date YYYY-MM-DD",
+                                     param_hint="--created") from None
     from careful_engine.annotation.adjudication import TIES, parse_policy
 
     decisions = [_parse_decision(d) for d in decide or []]
@@ -587,7 +598,8 @@ def adjudicate(
             boundary_name = name or f"{session.round_name}-{policy.replace(':', '-')}"
             path = None
             if not dry_run:
-                _, path = session.write_boundary(result, boundary_name, path=out, force=force)
+                _, path = session.write_boundary(result, boundary_name, path=out, force=force,
+                                                 created=created)
     table = Table(title=f"{literal(boundary_name)}: {len(result.destructive)} destructive of "
                   f"{len(result.outcomes)} ({literal(policy)})")
     for col in ("function", "yes", "no", "by"):

@@ -1,40 +1,52 @@
 """The paper's annotation round (§4), rebuilt: four label sets and stand-in declarations.
 
-Label sets consistent with §4: every annotator says yes to the 13 functions of the final
-boundary nobody disputed; echo and create_ticket split A2, A3 yes against A1, A4 no, rmdir
-A1, A4 yes against A2, A3 no; cancel_order A1, A3, A4 yes with A2 dissenting;
-contact_customer_support A4 alone; and A4 alone on mv, unfollow_user,
-remove_stock_from_watchlist, pressBrakePedal, releaseBrakePedal and activateParkingBrake.
+The label sets are the released reconstruction, ``annotations/paper/A1.json`` ... ``A4.json``
+(:mod:`careful_engine.paper_labels` writes them and states the source of every label):
+every annotator says yes to the 13 functions of the final boundary nobody disputed; echo and
+create_ticket split A2, A3 yes against A1, A4 no, rmdir A1, A4 yes against A2, A3 no;
+cancel_order A1, A3, A4 yes with A2 dissenting; contact_customer_support A4 alone; and A4 alone
+on mv, unfollow_user, remove_stock_from_watchlist, pressBrakePedal, releaseBrakePedal and
+activateParkingBrake.
 
-The effect declarations (another module's output) are not available here, so the write set
-is a stand-in with the paper's counts: the 23 boundary functions that change state (all but
-contact_customer_support, which the simulator implements without a state change) plus 26
-further writes chosen to match Table 2's per-class counts, cd among them. Every annotator
-labels those 26 "no", so which ones they are does not affect any statistic. The signals'
-proposal is the paper's three signals.
+The round here runs on stand-in declarations with the paper's counts: the 23 boundary
+functions that change state (all but contact_customer_support, which the simulator implements
+without a state change) plus 26 further writes matching Table 2's per-class counts, cd among
+them. Every annotator labels those 26 "no", so which ones they are does not affect any
+statistic. The signals' proposal is the paper's three signals.
 """
 
 from __future__ import annotations
 
 import json
+from functools import cache
 from pathlib import Path
 
-from careful_engine import bfcl, boundary
+from careful_engine import bfcl, boundary, paper_labels
 
-ANNOTATORS = ("A1", "A2", "A3", "A4")
-DISPUTED = {
-    "echo": ("A2", "A3"),
-    "create_ticket": ("A2", "A3"),
-    "rmdir": ("A1", "A4"),
-    "cancel_order": ("A1", "A3", "A4"),
-    "contact_customer_support": ("A4",),
-    "mv": ("A4",),
-    "unfollow_user": ("A4",),
-    "remove_stock_from_watchlist": ("A4",),
-    "pressBrakePedal": ("A4",),
-    "releaseBrakePedal": ("A4",),
-    "activateParkingBrake": ("A4",),
-}
+ANNOTATORS = tuple(paper_labels.ANNOTATORS)
+
+
+@cache
+def _release() -> dict[str, dict[str, tuple[bool, str]]]:
+    """annotator -> function -> (destructive, reason), from annotations/paper/."""
+    out = {}
+    for a in ANNOTATORS:
+        doc = json.loads((paper_labels.release_dir() / f"{a}.json").read_text("utf-8"))
+        out[a] = {x["function"]: (x["destructive"], x["reason"]) for x in doc["labels"]}
+    return out
+
+
+def _disputed() -> dict[str, tuple[str, ...]]:
+    sets = _release()
+    out = {}
+    for name in bfcl.function_class():
+        yes = tuple(a for a in ANNOTATORS if sets[a][name][0])
+        if yes and len(yes) < len(ANNOTATORS):
+            out[name] = yes
+    return out
+
+
+DISPUTED = _disputed()
 # Writes outside the boundary (stand-ins matching Table 2: FS 3 + cd, Message 2, Twitter 2,
 # Ticket 5, Trading 3, Travel 3, Vehicle 7).
 OTHER_WRITES = (
@@ -59,6 +71,11 @@ SIGNALS = {
 
 def final_boundary() -> dict[str, str]:
     return dict(boundary.load("paper-final").destructive)
+
+
+def reason(annotator: str, function: str) -> str:
+    """The reason ``annotator`` gave for ``function`` in the released label set."""
+    return _release()[annotator][function][1]
 
 
 def writes() -> list[str]:
@@ -90,19 +107,8 @@ def write_declarations(path: Path) -> Path:
 
 
 def label_sets() -> dict[str, dict[str, tuple[bool, str]]]:
-    """annotator -> function -> (destructive, reason) on all 128 functions."""
-    final = final_boundary()
-    out: dict[str, dict[str, tuple[bool, str]]] = {a: {} for a in ANNOTATORS}
-    for name in bfcl.function_class():
-        yes = DISPUTED.get(name, ANNOTATORS if name in final else ())
-        for a in ANNOTATORS:
-            if a in yes:
-                out[a][name] = (True, final[name])
-            elif signals_of(name):
-                out[a][name] = (False, "the effect can be undone or reaches nobody")
-            else:
-                out[a][name] = (False, "")
-    return out
+    """annotator -> function -> (destructive, reason) on all 128 functions (the release)."""
+    return {a: dict(labels) for a, labels in _release().items()}
 
 
 def build(store, tmp: Path, round_name: str = "paper", submit: bool = True):
