@@ -176,6 +176,12 @@ def _score_fraction(ms: ModelScore, score: str, category: str | None) -> Fractio
         bfcl.CATEGORIES)
 
 
+def _confirmed(ms: ModelScore, category: str | None) -> bool:
+    """Strict success applies: the category (or any category) ran the confirmation protocol."""
+    cats = [ms.categories[category]] if category else list(ms.categories.values())
+    return any(cs.confirm for cs in cats)
+
+
 def check_floors(scores: list[ModelScore], floors: list[Floor]) -> list[Condition]:
     """One condition per model and floor: passes when the score is at or above the floor."""
     out = []
@@ -185,11 +191,13 @@ def check_floors(scores: list[ModelScore], floors: list[Floor]) -> list[Conditio
             scope = MEAN if f.category is None else short(f.category)
             value = _score_fraction(ms, f.score, f.category)
             who = f"{ms.model} " if several else ""
-            if value is None:
-                out.append(Condition("floor", scope, False, f"{who}{f.score} {scope}: category "
-                                     f"not in the run (floor {_pct(f.percent)})", f.score,
-                                     model=ms.model, values={"floor": float(f.percent),
-                                                             "value": None}))
+            why = ("category not in the run" if value is None else
+                   "not applicable (no confirmation protocol in this run)"
+                   if f.score == "strict" and not _confirmed(ms, f.category) else None)
+            if why:
+                out.append(Condition("floor", scope, False, f"{who}{f.score} {scope}: {why} "
+                                     f"(floor {_pct(f.percent)})", f.score, model=ms.model,
+                                     values={"floor": float(f.percent), "value": None}))
                 continue
             ok = value >= f.percent
             rel = ">=" if ok else "<"

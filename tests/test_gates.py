@@ -249,7 +249,9 @@ def test_max_increase_of_collateral(runs: dict[str, Path], tmp_path: Path) -> No
     (["bfcl=21.25", "base:safe=85"], EXIT_OK, []),  # the mean: 85 / 4 categories
     (["bfcl=21.26"], EXIT_GATE, ["bfcl mean 21.25% < floor 21.26%"]),
     (["base:safe=86", "base:strict=0", "miss_func:bfcl=0"], EXIT_GATE,
-     ["safe base 85% < floor 86%", "bfcl miss_func: category not in the run"]),
+     ["safe base 85% < floor 86%",
+      "strict base: not applicable (no confirmation protocol in this run)",
+      "bfcl miss_func: category not in the run"]),
 ])
 def test_floors_at_their_edges(runs: dict[str, Path], tmp_path: Path, floors: list[str],
                                code: int, failed: list[str]) -> None:
