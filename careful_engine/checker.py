@@ -13,13 +13,17 @@ The rules, in bfcl's order (``eval_runner._evaluate_single_multi_turn_entry`` th
    d. reference results of this turn an unordered sub-multiset of the model's results of all
       turns so far -> ``multi_turn:execution_response_mismatch``.
 The first failing turn decides; bfcl executes nothing after it.
+
+One outcome is the engine's own: ``careful:budget_exceeded``, for a conversation whose replay
+was stopped by its budget before bfcl's verdict was reached (see careful_engine.budget).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .state import _plain
+from .budget import BUDGET_EXCEEDED
+from .state import TooLarge, _plain
 from .trajectory import Verdict
 
 INFERENCE_ERROR = "multi_turn:inference_error"
@@ -28,6 +32,15 @@ EMPTY_TURN = "multi_turn:empty_turn_model_response"
 STATE_MISMATCH = "multi_turn:instance_state_mismatch"
 RESPONSE_MISMATCH = "multi_turn:execution_response_mismatch"
 ERROR_TYPES = (INFERENCE_ERROR, FORCE_TERMINATED, EMPTY_TURN, STATE_MISMATCH, RESPONSE_MISMATCH)
+DETAIL_LIMIT = 10_000  # containers of one differing attribute shown in a verdict's details
+DETAIL_DEPTH = 200  # and levels of nesting
+
+
+def budget_exceeded(reason: str, turn: int | None = None) -> Verdict:
+    """The engine's outcome for a conversation stopped by its budget (not bfcl's verdict)."""
+    return Verdict(False, BUDGET_EXCEEDED,
+                   f"Replay stopped by the engine's budget before bfcl's verdict: {reason}",
+                   turn, {"reason": reason})
 
 
 def inference_error() -> Verdict:
@@ -60,8 +73,27 @@ def compare_instances(model: Any, reference: Any) -> dict[str, dict]:
             continue
         m, r = getattr(model, attr), getattr(reference, attr)
         if m != r:
-            differences[attr] = {"model": _plain(m), "ground_truth": _plain(r)}
+            differences[attr] = {"model": _shown(m), "ground_truth": _shown(r)}
     return differences
+
+
+def _shown(value: Any) -> Any:
+    """The plain form of an attribute for a verdict's details, or a note when too large."""
+    try:
+        plain = _plain(value, limit=DETAIL_LIMIT)
+    except TooLarge:
+        return f"<{type(value).__name__} too large to show (more than {DETAIL_LIMIT:,} parts)>"
+    stack, deepest = [(plain, 1)], 0
+    while stack:  # JSON writers recurse: keep what is shown shallow
+        v, d = stack.pop()
+        deepest = max(deepest, d)
+        if deepest > DETAIL_DEPTH:
+            return f"<{type(value).__name__} too deep to show (more than {DETAIL_DEPTH} levels)>"
+        if type(v) is dict:
+            stack.extend((x, d + 1) for x in v.values())
+        elif type(v) in (list, tuple):
+            stack.extend((x, d + 1) for x in v)
+    return plain
 
 
 def state_check(model: dict[str, Any], reference: dict[str, Any], turn: int) -> Verdict | None:

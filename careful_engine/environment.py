@@ -18,7 +18,10 @@ import random
 from typing import Any
 
 from . import bfcl
+from .budget import DEFAULT_BUDGET, Budget, BudgetExceeded, Meter, guard
 from .calls import ParseFailure, parse_call
+from .fs_capture import CLASS as FILE_SYSTEM
+from .fs_capture import TreeTracker
 from .process import BfclProcess
 from .state import State, capture
 from .trajectory import CallRecord
@@ -116,9 +119,14 @@ class Environment:
         entry_id: str = "entry",
         snapshots: bool = True,
         template_key: str | None = None,
+        budget: Budget | None = None,
+        meter: Meter | None = None,
         **_ignored: Any,
     ) -> None:
         self.involved_classes = tuple(involved_classes)
+        self.budget = budget or (meter.budget if meter else DEFAULT_BUDGET)
+        self.meter = meter  # time and memory, checked before every call (None: unchecked)
+        self._tracker: TreeTracker | None = None
         self.long_context = long_context
         self.snapshots = snapshots
         self.instances: dict[str, Any] = {}
@@ -187,13 +195,47 @@ class Environment:
         instance._load_scenario(config, long_context=self.long_context)
         return instance
 
+    def _tree_tracker(self) -> TreeTracker:
+        """The file system's incremental capture, in step with ``self.state``."""
+        tracker = self._tracker
+        current = self.state._blobs.get(FILE_SYSTEM)
+        instance = self.instances[FILE_SYSTEM]
+        # (a copy of this environment with its own instance, as effects.observe.fork makes,
+        # must not follow the original's tracker)
+        if tracker is None or tracker.version is not current or tracker.fs is not instance:
+            base = current if type(current) is bytes else capture(instance)
+            tracker = self._tracker = TreeTracker(instance, base, self.budget)
+            # the tracker's first version stands for the capture it starts from
+            if type(current) is not bytes or current != base:
+                self.state = self.state.replace(FILE_SYSTEM, tracker.version)
+            else:
+                self.state = State({**self.state._blobs, FILE_SYSTEM: tracker.version},
+                                   dict(self.state._cache))
+        return tracker
+
     def execute(self, text: str, turn: int = -1, step: int = -1) -> CallRecord:
-        """Parse and run one call string; record result, success and the states around it."""
-        before = self.state
+        """Parse and run one call string; record result, success and the states around it.
+
+        Raises :class:`~careful_engine.budget.BudgetExceeded` (before the call runs) when
+        its arguments ask for unbounded work or the meter's budget is spent, and (after it
+        ran) when the state it left exceeds the budget's tree limits.
+        """
         call = parse_call(text, self.mapping)
         if isinstance(call, ParseFailure):
-            return CallRecord(turn, step, text, call, call.result, False, None, before, before)
+            return CallRecord(turn, step, text, call, call.result, False, None, self.state,
+                              self.state)
+        reason = guard(call.name, call.args, call.kwargs, self.budget)
+        if reason is not None:
+            raise BudgetExceeded(f"{call.name}: {reason}")
+        if self.meter is not None:
+            self.meter.check()
         class_name = _METHOD_CLASS[call.name]
+        tracked = None
+        if self.snapshots and class_name == FILE_SYSTEM:
+            tracker = self._tree_tracker()
+            paths = tracker.plan(call.name, call.args, call.kwargs)
+            tracked = tracker.before(paths) if paths is not None else None
+        before = self.state
         method = getattr(self.instances[class_name], call.name)
         raised = False
         try:
@@ -203,7 +245,11 @@ class Environment:
             raw, raised = None, True
             result = f"Error during execution: {e}"
         if self.snapshots:
-            self.state = self.state.replace(class_name, capture(self.instances[class_name]))
+            if tracked is not None:
+                self.state = self.state.replace(class_name, tracker.after(tracked))
+            else:
+                self._tracker = None
+                self.state = self.state.replace(class_name, capture(self.instances[class_name]))
         return CallRecord(turn, step, text, call, result, call_succeeded(call.name, raw, raised),
                           class_name, before, self.state)
 
@@ -212,5 +258,6 @@ class Environment:
 
     def refresh_state(self) -> State:
         """Re-snapshot every instance (after changes made through shared objects)."""
+        self._tracker = None
         self.state = State.of(self.instances)
         return self.state

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import bfcl, checker
+from .budget import Budget, BudgetExceeded, Meter
 from .environment import Environment
 from .process import BfclProcess
 from .trajectory import CallRecord, SideTrace, Trajectory, Verdict
@@ -31,6 +32,7 @@ class ConversationTrace:
     model: SideTrace | None
     reference: SideTrace
     verdict: Verdict
+    budget_exceeded: str | None = None  # why the replay stopped early (see careful_engine.budget)
 
     @property
     def id(self) -> str:
@@ -59,6 +61,7 @@ def replay(
     process: BfclProcess | None = None,
     snapshots: bool = True,
     extensions: BfclProcess | None = None,
+    budget: Budget | None = None,
 ) -> ConversationTrace:
     """Replay ``trajectory`` (None: reference only) against ``conv`` and compute the verdict.
 
@@ -66,12 +69,16 @@ def replay(
     simulator objects carry over from earlier conversations of the file); it is left as bfcl
     would leave it. Without one, the conversation runs as in a fresh process.
     (``extensions`` is the former name of ``process``.)
+
+    The replay runs under ``budget`` (default: :data:`careful_engine.budget.DEFAULT_BUDGET`);
+    a conversation that exceeds it stops where it did and gets the verdict
+    ``careful:budget_exceeded`` with the reason (see :mod:`careful_engine.budget`).
     """
     process = process or extensions or BfclProcess()
     classes = conv.involved_classes
     shares = process.touches(classes)
     start = process.checkpoint(classes) if shares else None
-    kw = dict(model_name=model_name, snapshots=snapshots)
+    kw = dict(model_name=model_name, snapshots=snapshots, meter=Meter(budget))
     ref = _Side(Environment.for_conversation(conv, "reference", **kw))
     gt = conv.ground_truth
 
@@ -85,8 +92,53 @@ def replay(
         if len(trajectory.turns) != len(gt):
             verdict, executes = checker.force_terminated(len(trajectory.turns), len(gt)), False
 
+    progress = _Progress(verdict)
+    stopped: str | None = None
+    try:
+        _turns(conv, trajectory, model, ref, progress, process, shares)
+    except (BudgetExceeded, RecursionError) as e:
+        stopped = str(e) if isinstance(e, BudgetExceeded) else f"state too deep to compare ({e})"
+        for side in (model, ref):
+            if side is not None and len(side.ends) < len(side.turns):
+                side.ends.append(side.env.state)
+    verdict, carried = progress.verdict, progress.carried
+    if stopped is not None and verdict is None:
+        # bfcl's verdict is unknown (it would have gone on); bfcl's shared objects stay as
+        # far as the replay got. A verdict bfcl had already reached stands.
+        verdict = checker.budget_exceeded(stopped, len(ref.turns))
+        carried = process.checkpoint(classes) if shares else None
+
+    if verdict is None:
+        verdict = Verdict(True)
+    if shares:
+        if not executes:
+            process.restore(classes, start)
+        elif carried is not None:
+            process.restore(classes, carried)
+    return ConversationTrace(
+        conversation=conv,
+        trajectory=trajectory,
+        model=model.trace() if model else None,
+        reference=ref.trace(),
+        verdict=verdict,
+        budget_exceeded=stopped,
+    )
+
+
+class _Progress:
+    """bfcl's verdict so far, and its shared objects where it stopped executing."""
+
+    def __init__(self, verdict: Verdict | None) -> None:
+        self.verdict = verdict
+        self.carried: bytes | None = None
+
+
+def _turns(conv: bfcl.Conversation, trajectory: Trajectory | None, model: _Side | None,
+           ref: _Side, progress: _Progress, process: BfclProcess, shares: bool) -> None:
+    """Run every turn of both sides; bfcl's verdict and its shared objects where it stopped."""
+    classes = conv.involved_classes
+    gt = conv.ground_truth
     all_model_results: list[str] = []
-    carried: bytes | None = None
     n_turns = max(len(gt), len(trajectory.turns) if model and trajectory else 0)
     for t in range(n_turns):
         model_turn: list[CallRecord] = []
@@ -102,29 +154,14 @@ def replay(
         if t < len(gt):
             ref.turns.append(ref_turn)
             ref.ends.append(ref.env.state)
-        if verdict is not None or model is None:
+        if progress.verdict is not None or model is None:
             continue
         all_model_results.extend(r.result for r in model_turn)
         if gt[t]:
-            verdict = (
+            progress.verdict = (
                 (checker.empty_turn(t) if decoded_steps == 0 else None)
                 or checker.state_check(model.env.instances, ref.env.instances, t)
                 or checker.response_check(all_model_results, [r.result for r in ref_turn], t)
             )
-        if verdict is not None and shares:
-            carried = process.checkpoint(classes)  # bfcl stops here; later turns never run
-
-    if verdict is None:
-        verdict = Verdict(True)
-    if shares:
-        if not executes:
-            process.restore(classes, start)
-        elif carried is not None:
-            process.restore(classes, carried)
-    return ConversationTrace(
-        conversation=conv,
-        trajectory=trajectory,
-        model=model.trace() if model else None,
-        reference=ref.trace(),
-        verdict=verdict,
-    )
+        if progress.verdict is not None and shares:
+            progress.carried = process.checkpoint(classes)  # bfcl stops; later turns never run

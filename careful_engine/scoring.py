@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from . import bfcl
+from .budget import Budget
 from .decode import decode_entry
 from .perf import collector_paused
 from .process import BfclProcess
@@ -151,19 +152,21 @@ def score_file(
     on_entry: Callable[[], None] | None = None,
     effects: Effects | None = None,
     detector: str = "strict",
+    budget: Budget | None = None,
 ) -> CategoryScore:
     """Score one category file: every conversation of the category, missing ones failed.
 
     With ``effects`` (declarations and a boundary) every conversation also gets its rule
     counts, effect-safe and strict verdicts, and, when it fails, the blamed call.
+    Each conversation is replayed under ``budget`` (see careful_engine.budget).
     """
     with collector_paused():
-        return _score_file(loaded, handler, keep_traces, on_entry, effects, detector)
+        return _score_file(loaded, handler, keep_traces, on_entry, effects, detector, budget)
 
 
 def _score_file(loaded: LoadedFile, handler: Any | None, keep_traces: bool,
                 on_entry: Callable[[], None] | None, effects: Effects | None,
-                detector: str) -> CategoryScore:
+                detector: str, budget: Budget | None = None) -> CategoryScore:
     rf = loaded.file
     process = BfclProcess()  # bfcl's process-global state, fresh as in a new process
     by_id = {c.id: c for c in bfcl.conversations(rf.category)}
@@ -184,7 +187,7 @@ def _score_file(loaded: LoadedFile, handler: Any | None, keep_traces: bool,
                 on_entry()
             continue
         trajectory = decode_entry(entry, handler)
-        trace = replay(conv, trajectory, model_name=rf.model, process=process)
+        trace = replay(conv, trajectory, model_name=rf.model, process=process, budget=budget)
         decode = Counter(s.outcome for turn in (trajectory.turns or []) for s in turn)
         calls = trace.model.calls() if trace.model else []
         result = ConversationResult(
@@ -343,6 +346,7 @@ def score_run(
     on_start: Callable[[int], None] | None = None,
     on_file: Callable[[str, str], None] | None = None,
     on_entry: Callable[[], None] | None = None,
+    budget: Budget | None = None,
 ) -> RunScore:
     """Find, load, decode, replay and score every multi-turn result file under ``run_dir``
     (decoders chosen by :func:`folder_decoder`)."""
@@ -366,7 +370,7 @@ def score_run(
             if on_file:
                 on_file(model_dir, lf.file.category)
             cs = score_file(lf, handler, keep_traces=keep_traces, on_entry=on_entry,
-                            effects=effects, detector=detector)
+                            effects=effects, detector=detector, budget=budget)
             ms.categories[lf.file.category] = cs
             run.files.append((lf, cs))
         run.scores.append(ms)

@@ -16,43 +16,86 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .budget import DEFAULT_BUDGET
+from .fs_capture import MISSING, TreeVersion, cwd_path
+
 ARTEFACTS = frozenset({"_random", "_api_description", "_flight_cost_lookup", "_last_modified"})
 
 _PLAIN = (str, int, float, bool, type(None))
 
 
 def _file_system_path(directory: Any) -> str:
-    parts = []
-    while directory is not None and directory.parent is not None:
-        parts.append(directory.name)
-        directory = directory.parent
-    return "/" + "/".join(reversed(parts))
+    return cwd_path(directory)
 
 
-def _plain(value: Any) -> Any:
-    """Convert a simulator value to plain, comparable data (dict, list, tuple, scalars)."""
-    t = type(value)
-    if t in _PLAIN:
-        return value
-    if t is dict:
-        return {k: _plain(v) for k, v in value.items()}
-    if t is list:
-        return [_plain(v) for v in value]
-    if t is tuple:
-        return tuple(_plain(v) for v in value)
-    if t is set or t is frozenset:
-        return {"__set__": sorted((_plain(v) for v in value), key=repr)}
-    name = t.__name__
-    if name == "Directory":
-        return {"__dir__": {k: _plain(v) for k, v in value.contents.items()}}
-    if name == "File":
-        return {"__file__": value.content}
-    if hasattr(value, "__dict__"):
-        return {
-            "__object__": name,
-            **{k: _plain(v) for k, v in vars(value).items() if k not in ARTEFACTS},
-        }
-    return repr(value)
+def _build(kind: str, keys: Any, kids: list) -> Any:
+    if kind == "dict":
+        return dict(zip(keys, kids, strict=True))
+    if kind == "list":
+        return kids
+    if kind == "tuple":
+        return tuple(kids)
+    if kind == "set":
+        return {"__set__": sorted(kids, key=repr)}
+    if kind == "dir":
+        return {"__dir__": dict(zip(keys, kids, strict=True))}
+    name, keys = keys
+    return {"__object__": name, **dict(zip(keys, kids, strict=True))}
+
+
+def _plain(value: Any, limit: int | None = None) -> Any:
+    """Convert a simulator value to plain, comparable data (dict, list, tuple, scalars).
+
+    Iterative (any depth); with ``limit``, raises :class:`TooLarge` past that many containers
+    (a structure that contains itself never ends).
+    """
+    results: list = []
+    work: list = [(value, None)]
+    n = 0
+    while work:
+        v, build = work.pop()
+        if build is not None:
+            kind, keys, k = build
+            kids = results[len(results) - k:] if k else []
+            if k:
+                del results[len(results) - k:]
+            results.append(_build(kind, keys, kids))
+            continue
+        t = type(v)
+        if t in _PLAIN:
+            results.append(v)
+            continue
+        n += 1
+        if limit is not None and n > limit:
+            raise TooLarge(f"more than {limit:,} containers")
+        name = t.__name__
+        keys: Any = None
+        if t is dict:
+            kind, keys, vals = "dict", list(v), list(v.values())
+        elif t is list:
+            kind, vals = "list", list(v)
+        elif t is tuple:
+            kind, vals = "tuple", list(v)
+        elif t is set or t is frozenset:
+            kind, vals = "set", list(v)
+        elif name == "Directory":
+            kind, keys, vals = "dir", list(v.contents), list(v.contents.values())
+        elif name == "File":
+            results.append({"__file__": v.content})
+            continue
+        elif hasattr(v, "__dict__"):
+            items = [(k, x) for k, x in vars(v).items() if k not in ARTEFACTS]
+            kind, keys, vals = "object", (name, [k for k, _ in items]), [x for _, x in items]
+        else:
+            results.append(repr(v))
+            continue
+        work.append((None, (kind, keys, len(vals))))
+        work.extend((x, None) for x in reversed(vals))
+    return results[0]
+
+
+class TooLarge(ValueError):
+    """A value too large (or cyclic) to convert to plain data within a limit."""
 
 
 def _plain_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
@@ -89,25 +132,53 @@ def _reducers_for(obj: Any) -> dict[type, Any]:
     return _REDUCERS
 
 
-def _tree(directory: Any) -> dict:
-    """A file-system directory as nested dicts: a directory is a dict, a file its content."""
-    return {
-        k: (_tree(v) if type(v).__name__ == "Directory" else v.content)
-        for k, v in directory.contents.items()
-    }
+def _preorder(directory: Any, limit: int) -> list:
+    """A file-system directory as a flat pre-order list (iterative, any depth):
+    ``(depth, name, 0)`` for a directory, ``(depth, name, 1, content)`` for a file.
+
+    Raises ValueError past ``limit`` entries or the default depth limit (a directory copied
+    into itself never ends), AttributeError for an entry that is neither."""
+    out: list = []
+    stack = [(iter(directory.contents.items()), 0)]
+    while stack:
+        it, depth = stack[-1]
+        for k, v in it:
+            if type(v).__name__ == "Directory":
+                out.append((depth, k, 0))
+                if len(out) > limit or depth >= DEFAULT_BUDGET.max_tree_depth:
+                    raise ValueError("tree too large")
+                stack.append((iter(v.contents.items()), depth + 1))
+                break
+            out.append((depth, k, 1, v.content))
+        else:
+            stack.pop()
+        if len(out) > limit:
+            raise ValueError("tree too large")
+    return out
 
 
-def _untree(tree: dict) -> dict:
-    return {"__dir__": {k: (_untree(v) if type(v) is dict else {"__file__": v})
-                        for k, v in tree.items()}}
+def _untree(flat: list) -> dict:
+    top: dict = {}
+    stack = [top]  # stack[d]: the contents dict of the directory at depth d
+    for item in flat:
+        depth, name = item[0], item[1]
+        del stack[depth + 1:]
+        if item[2] == 0:
+            sub: dict = {}
+            stack[depth][name] = {"__dir__": sub}
+            stack.append(sub)
+        else:
+            stack[depth][name] = {"__file__": item[3]}
+    return {"__dir__": top}
 
 
 def capture(instance: Any) -> bytes:
     """A compact copy of an instance's state (artefacts excluded), taken at C speed.
 
     Equal bytes imply equal state; the plain form is built from the bytes only when asked.
-    Plain data goes through marshal; the file system's tree as nested dicts (``t``);
-    anything else through pickle with plain forms for files and directories (``p``).
+    Plain data goes through marshal; the file system's tree as a flat pre-order list
+    (``t``); anything else through pickle with plain forms for files and directories
+    (``p``); what none of them can hold is kept as its reason (``x``).
     """
     attrs = {k: v for k, v in vars(instance).items() if k not in ARTEFACTS}
     name = type(instance).__name__
@@ -123,24 +194,32 @@ def capture(instance: Any) -> bytes:
     if trees:
         try:
             plain = {k: v for k, v in attrs.items() if k not in trees}
-            return b"t" + marshal.dumps((plain, {k: _tree(v) for k, v in trees.items()}))
-        except (ValueError, AttributeError, RecursionError):
+            return b"t" + marshal.dumps((plain, {k: _preorder(v, DEFAULT_BUDGET.max_tree_entries)
+                                                 for k, v in trees.items()}))
+        except (ValueError, AttributeError):
             pass  # a tree that contains itself (cp of a directory into itself): pickle copes
     buffer = io.BytesIO()
     pickler = pickle.Pickler(buffer, pickle.HIGHEST_PROTOCOL)
     pickler.dispatch_table = _reducers_for(instance)
-    pickler.dump(attrs)
+    try:
+        pickler.dump(attrs)
+    except (RecursionError, ValueError, pickle.PicklingError) as e:
+        return b"x" + marshal.dumps(f"state not representable: {type(e).__name__}")
     return b"p" + buffer.getvalue()
 
 
-def materialise(blob: bytes) -> dict[str, Any]:
-    """The plain snapshot held by a :func:`capture` blob."""
+def materialise(blob: bytes | TreeVersion) -> dict[str, Any]:
+    """The plain snapshot held by a :func:`capture` blob (or a file-system version)."""
+    if type(blob) is TreeVersion:
+        return blob.materialise()
     kind = blob[:1]
     if kind == b"t":
         attrs, trees = marshal.loads(blob[1:])
         out = _plain_attributes(attrs)
         out.update({k: _untree(t) for k, t in trees.items()})
         return out
+    if kind == b"x":
+        return {"__unrepresentable__": marshal.loads(blob[1:])}
     attrs = marshal.loads(blob[1:]) if kind == b"m" else pickle.loads(blob[1:])
     return _plain_attributes(attrs)
 
@@ -161,8 +240,9 @@ class State(Mapping):
     def of(cls, instances: Mapping[str, Any]) -> State:
         return cls({name: capture(inst) for name, inst in instances.items()})
 
-    def replace(self, class_name: str, blob: bytes) -> State:
-        if self._blobs.get(class_name) == blob:
+    def replace(self, class_name: str, blob: bytes | TreeVersion) -> State:
+        current = self._blobs.get(class_name)
+        if current is blob or (type(blob) is bytes and current == blob):
             return self
         blobs = dict(self._blobs)
         blobs[class_name] = blob
@@ -181,13 +261,20 @@ class State(Mapping):
     def __len__(self) -> int:
         return len(self._blobs)
 
-    def blob(self, class_name: str) -> bytes:
-        """The captured bytes of one class (equal bytes imply equal state)."""
+    def blob(self, class_name: str) -> bytes | TreeVersion:
+        """The capture of one class: bytes, or a file-system version (hashable; equal
+        captures imply equal state)."""
         return self._blobs[class_name]
 
     def same_as(self, other: State, class_name: str) -> bool:
         a, b = self._blobs.get(class_name), other._blobs.get(class_name)
-        return a == b or (a is not None and b is not None and self[class_name] == other[class_name])
+        if a is b:
+            return True
+        if a is None or b is None:
+            return False
+        if type(a) is TreeVersion and type(b) is TreeVersion:
+            return a.same(b)
+        return a == b or self[class_name] == other[class_name]
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, State):
@@ -227,20 +314,57 @@ class Change:
 
 
 def _diff(a: Any, b: Any, path: tuple) -> Iterator[Change]:
-    if a is b:
-        return
-    if type(a) is dict and type(b) is dict:
-        for k in a:
-            if k not in b:
-                yield Change(path + (k,), "removed", a[k], None)
-            elif a[k] is not b[k] and a[k] != b[k]:
-                yield from _diff(a[k], b[k], path + (k,))
-        for k in b:
-            if k not in a:
-                yield Change(path + (k,), "added", None, b[k])
-        return
-    if a != b:
-        yield Change(path, "changed", a, b)
+    """Leaf-level changes from ``a`` to ``b``, in key order (iterative: any depth)."""
+    stack: list = [(a, b, path)]
+    while stack:
+        a, b, path = stack.pop()
+        if type(a) is _Emit:
+            yield from a.changes
+            continue
+        if a is b:
+            continue
+        if type(a) is dict and type(b) is dict:
+            tasks: list = []
+            for k in a:
+                if k not in b:
+                    tasks.append((_Emit([Change(path + (k,), "removed", a[k], None)]), None, ()))
+                elif a[k] is not b[k] and a[k] != b[k]:
+                    tasks.append((a[k], b[k], path + (k,)))
+            added = [Change(path + (k,), "added", None, b[k]) for k in b if k not in a]
+            if added:
+                tasks.append((_Emit(added), None, ()))
+            stack.extend(reversed(tasks))
+            continue
+        if a != b:
+            yield Change(path, "changed", a, b)
+
+
+class _Emit:
+    """Changes to yield once the nested ones before them are done (keeps recursive order)."""
+
+    __slots__ = ("changes",)
+
+    def __init__(self, changes: list[Change]) -> None:
+        self.changes = changes
+
+
+def _class_diff(before: State, after: State, c: str) -> list[Change]:
+    a, b = before._blobs.get(c), after._blobs.get(c)
+    if type(a) is TreeVersion and type(b) is TreeVersion:
+        entries = b.changes_since(a)
+        if entries is not None:  # consecutive versions: the call's own changes, no walk
+            out: list[Change] = []
+            for path, old, new in entries:
+                full = (c, *path)
+                if old is MISSING:
+                    out.append(Change(full, "added", None, new))
+                elif new is MISSING:
+                    out.append(Change(full, "removed", old, None))
+                else:
+                    out.extend(_diff(old, new, full))
+            return out
+    return list(_diff({c: before[c]} if c in before else {},
+                      {c: after[c]} if c in after else {}, ()))
 
 
 def diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
@@ -250,7 +374,6 @@ def diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
         for c in before:
             if c in after and before.same_as(after, c):
                 continue
-            changes.extend(_diff({c: before[c]} if c in before else {},
-                                 {c: after[c]} if c in after else {}, ()))
+            changes.extend(_class_diff(before, after, c))
         return changes
     return list(_diff(dict(before.items()), dict(after.items()), ()))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from careful_engine import bfcl, ci_report, gates
+from careful_engine.budget import DEFAULT_BUDGET
 from careful_engine.cli import app, ci
 from careful_engine.scoring import RunScore, load_effects, score_run, write_score_file
 from careful_engine.tables import (
@@ -70,6 +72,12 @@ def score(
     duplicates: str = typer.Option("all", "--duplicates", help="Duplicate writes the safe "
                                    "verdict counts: all (the paper's) or visible (hidden-only "
                                    "writes such as cd left out)."),
+    max_seconds: float = typer.Option(DEFAULT_BUDGET.seconds, "--max-seconds-per-conversation",
+                                      help="Time budget for replaying one conversation; one "
+                                      "that exceeds it is marked careful:budget_exceeded."),
+    max_mb: float = typer.Option(DEFAULT_BUDGET.megabytes, "--max-mb-per-conversation",
+                                 help="Memory budget (growth in MB) for replaying one "
+                                 "conversation; see careful_engine/budget.py."),
 ) -> None:
     """Re-score BFCL multi-turn result files by replay: bfcl's verdict and the effect rules.
 
@@ -103,6 +111,10 @@ def score(
     if not run_dir.exists():
         err.print(f"[red]error:[/] {run_dir} does not exist")
         raise typer.Exit(EXIT_UNUSABLE)
+    try:
+        budget = dataclasses.replace(DEFAULT_BUDGET, seconds=max_seconds, megabytes=max_mb)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--max-*-per-conversation") from None
     effects = None
     if effects_on:
         try:
@@ -118,7 +130,7 @@ def score(
             run_dir, decoder=decoder, models=model, effects=effects, detector=detector,
             on_start=lambda n: progress.update(task, total=n),
             on_file=lambda m, c: progress.update(task, description=f"{m} {bfcl.SHORT_NAMES[c]}"),
-            on_entry=lambda: progress.advance(task),
+            on_entry=lambda: progress.advance(task), budget=budget,
         )
     for msg in run.unusable:
         err.print("error: " + msg, markup=False, style="red")

@@ -1,0 +1,177 @@
+"""Hostile conversations scored through the real ``careful score``: bounded time and memory.
+
+Each case puts hostile calls in the first turn of a real conversation (the rest of its turns,
+and every other conversation of the file, are the reference). Cases bfcl can evaluate in
+reasonable time keep bfcl's own verdict, checked against bfcl-eval at test time; the others
+stop with ``careful:budget_exceeded`` and the reason, and the rest of the file is scored.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from careful_engine import bfcl, demo
+from careful_engine.budget import BUDGET_EXCEEDED, DEFAULT_BUDGET, Budget, guard
+from careful_engine.cli import _load, app
+
+from .bfcl_oracle import error_type, evaluate_entries, official_handler
+
+_load()
+runner = CliRunner()
+CATEGORY = "multi_turn_base"
+FS = "multi_turn_base_1"  # GorillaFileSystem only
+MATH = "multi_turn_base_15"  # GorillaFileSystem and MathAPI
+
+
+def _step(calls: list[tuple[str, dict]]) -> list[dict[str, str]]:
+    return [{name: json.dumps(args)} for name, args in calls]
+
+
+def _entry(conv_id: str, hostile: list[tuple[str, dict]], turn: int = 0) -> dict:
+    entry = demo.reference_entry(bfcl.conversation(conv_id))
+    entry["result"][turn] = [_step(hostile)] + entry["result"][turn]
+    return entry
+
+
+def _doubling(n: int) -> list[tuple[str, dict]]:
+    """Each cp shares the children of ``a``; moving the copy into ``a`` doubles its tree."""
+    calls = [("mkdir", {"dir_name": "a"}), ("cd", {"folder": "a"}),
+             ("touch", {"file_name": "f"}), ("cd", {"folder": ".."})]
+    for i in range(n):
+        calls += [("cp", {"source": "a", "destination": f"t{i}"}),
+                  ("mv", {"source": f"t{i}", "destination": "a"})]
+    return calls
+
+
+def _deep(n: int) -> list[tuple[str, dict]]:
+    return [c for _ in range(n) for c in (("mkdir", {"dir_name": "a"}), ("cd", {"folder": "a"}))]
+
+
+def _echo(n: int, size: int) -> list[tuple[str, dict]]:
+    return [("touch", {"file_name": "big"})] + [
+        ("echo", {"content": f"{i}" + "x" * size, "file_name": "big"}) for i in range(n)]
+
+
+# id -> (conversation, hostile calls, expected: "bfcl" or a reason fragment)
+CASES = {
+    "mkdir_20000": (FS, [("mkdir", {"dir_name": f"d{i}"}) for i in range(20_000)], "bfcl"),
+    "mkdir_cd_500": (FS, _deep(500), "bfcl"),
+    "echo_big": (FS, _echo(12, 500_000), "bfcl"),
+    "float_precision": (MATH, [("square_root", {"number": 2, "precision": 5e7})], "bfcl"),
+    "cp_doubling_92": (FS, _doubling(92), "more than 100,000 entries"),
+    "cp_into_itself": (FS, [("mkdir", {"dir_name": "a"}), ("cp", {"source": "a",
+                                                                  "destination": "a"})],
+                       "deeper than"),
+    "mkdir_cd_1001": (FS, _deep(1_001), "deeper than 1,000"),
+    "power": (MATH, [("power", {"base": 9, "exponent": 999_999_999})], "power"),
+    "square_root": (MATH, [("square_root", {"number": 2, "precision": 50_000_000})],
+                    "precision"),
+    "logarithm": (MATH, [("logarithm", {"value": 10, "base": 2, "precision": 10**8})],
+                  "precision"),
+}
+
+
+def _write_run(root: Path, entries: list[dict]) -> Path:
+    """A V4 run folder holding every reference conversation except the hostile ones."""
+    folder = root / "run" / "hostile-model" / "multi_turn"
+    folder.mkdir(parents=True)
+    by_id = {e["id"]: e for e in entries}
+    lines = [json.dumps(by_id.get(c.id) or demo.reference_entry(c))
+             for c in bfcl.conversations(CATEGORY)]
+    (folder / f"BFCL_v4_{CATEGORY}_result.json").write_text("\n".join(lines) + "\n")
+    return root / "run"
+
+
+def _score(run: Path, *extra: str) -> tuple[int, str, dict[str, dict]]:
+    out = run / "out"
+    res = runner.invoke(app, ["score", str(run), "--decoder", demo.DECODER, "--out", str(out),
+                              "-q", *extra], catch_exceptions=False)
+    lines = {}
+    if (out / "conversations.jsonl").exists():
+        for line in (out / "conversations.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            lines[r["id"]] = r
+    return res.exit_code, res.output, lines
+
+
+def _oracle(entry: dict) -> tuple[bool, str | None]:
+    res = evaluate_entries([entry], CATEGORY, official_handler(demo.DECODER), "careful-hostile")
+    v = res[entry["id"]]
+    return v["valid"], error_type(v)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_hostile_conversation_is_bounded(case: str, tmp_path: Path) -> None:
+    conv_id, calls, expected = CASES[case]
+    entry = _entry(conv_id, calls)
+    run = _write_run(tmp_path, [entry])
+    start = time.perf_counter()
+    code, output, lines = _score(run)
+    took = time.perf_counter() - start
+    assert "Traceback" not in output
+    assert code == 0, output
+    assert took < 60, f"{case}: {took:.1f} s"
+    got = lines[conv_id]
+    if expected == "bfcl":
+        assert (got["official_valid"], got["official_error_type"]) == _oracle(entry)
+    else:
+        assert got["official_error_type"] == BUDGET_EXCEEDED
+        assert expected in got["official_error_message"]
+    others = [r for i, r in lines.items() if i != conv_id]
+    assert len(others) == 199 and all(r["official_valid"] for r in others)
+
+
+def test_verdict_reached_before_the_budget_stands(tmp_path: Path) -> None:
+    """bfcl stops at the first failing turn: a hostile call after it changes nothing official."""
+    conv = bfcl.conversation(MATH)
+    entry = demo.reference_entry(conv)
+    entry["result"][0] = [["Nothing to do."]]  # turn 0 fails: no decoded step
+    last = len(conv.ground_truth) - 1
+    entry["result"][last] = [_step([("power", {"base": 9, "exponent": 999_999_999})])] + \
+        entry["result"][last]
+    code, output, lines = _score(_write_run(tmp_path, [entry]))
+    assert code == 0 and "Traceback" not in output
+    got = lines[MATH]
+    assert (got["official_valid"], got["official_error_type"]) == _oracle(entry)
+
+
+def test_time_and_memory_budgets_between_calls(tmp_path: Path) -> None:
+    slow = _entry(MATH, [("logarithm", {"value": 10, "base": 3, "precision": 9_000})] * 50)
+    grow = _entry(FS, _echo(200, 300_000))
+    code, output, lines = _score(_write_run(tmp_path, [slow, grow]),
+                                 "--max-seconds-per-conversation", "0.3",
+                                 "--max-mb-per-conversation", "8")
+    assert code == 0 and "Traceback" not in output
+    assert lines[MATH]["official_error_type"] == BUDGET_EXCEEDED
+    assert "time budget" in lines[MATH]["official_error_message"]
+    assert lines[FS]["official_error_type"] == BUDGET_EXCEEDED
+    assert "memory budget" in lines[FS]["official_error_message"]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-1"])
+def test_budget_options_are_validated(value: str, tmp_path: Path) -> None:
+    run = _write_run(tmp_path, [])
+    res = runner.invoke(app, ["score", str(run), "--max-seconds-per-conversation", value])
+    assert res.exit_code == 2, res.output
+    res = runner.invoke(app, ["score", str(run), "--max-mb-per-conversation", value])
+    assert res.exit_code == 2, res.output
+
+
+def test_guards_follow_the_cost_not_the_examples() -> None:
+    b = DEFAULT_BUDGET
+    assert guard("power", (2, 10**6), {}, b) is None  # a million bits: fast
+    assert guard("power", (3, 10**6), {}, b) is not None  # two million bits
+    assert guard("power", (), {"base": 9.0, "exponent": 10**9}, b) is None  # float: overflows
+    assert guard("power", (), {"base": 1, "exponent": 10**100}, b) is None
+    assert guard("power", (), {"base": -7, "exponent": -10**9}, b) is None  # a float result
+    assert guard("square_root", (2, 10_000), {}, b) is None
+    assert guard("square_root", (2, 10_001), {}, b) is not None
+    assert guard("square_root", (2, 1e9), {}, b) is None  # decimal refuses a float at once
+    assert guard("logarithm", (), {"value": 2, "base": 3, "precision": 1e9}, b) is not None
+    assert guard("mean", ([1] * 10,), {}, b) is None
+    assert guard("power", (9, 10**6), {}, Budget(max_result_bits=10**7)) is None
