@@ -234,3 +234,47 @@ def test_a_planted_link_is_not_followed(tmp_path: Path) -> None:
     res = runner.invoke(app, ["demo", "--out", str(tmp_path / "runs/reference"), "--no-score"])
     assert res.exit_code == 2, res.output
     assert target.read_text() == "keep me"
+
+
+def test_the_workbench_shows_the_synthetic_badge(tmp_path: Path, monkeypatch) -> None:
+    """Home marks the synthetic run, and Replay's top line carries the badge for it only."""
+    import asyncio
+
+    from textual.widgets import DataTable
+
+    from workbench.app import WorkbenchApp
+    from workbench.context import Settings
+    from workbench.widgets import NavBar
+
+    cats = ("multi_turn_base",)
+    demo.write_reference_run(tmp_path / "runs/reference", cats)
+    demo.write_reference_run(tmp_path / "runs/fake", cats)
+    manifest = tmp_path / "runs/fake/reference" / demo.MANIFEST
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "synthetic": True}))
+    monkeypatch.chdir(tmp_path)
+
+    async def go() -> None:
+        app = WorkbenchApp(Settings(runs=[Path("runs/fake"), Path("runs/reference")],
+                                    db=Path("careful.db"), cache_dir=tmp_path / "cache",
+                                    user="tester"))
+        async with app.run_test(size=(120, 30)) as pilot:
+            await pilot.app.workers.wait_for_complete()
+            await pilot.pause()
+            assert [app.wb.synthetic(r) for r in app.wb.refs] == [True, False]
+            runs = app.screen.query_one("#runs", DataTable)
+            assert [str(runs.get_row(k)[0]) for k in ("fake", "reference")] == [
+                "fake (SYNTHETIC)", "reference"]
+            await pilot.press("4")
+            await pilot.app.workers.wait_for_complete()
+            await pilot.pause()
+
+            def top() -> str:
+                return str(app.screen.query_one(NavBar).render())
+
+            assert "SYNTHETIC" in top()
+            await pilot.press("r")
+            await pilot.app.workers.wait_for_complete()
+            await pilot.pause()
+            assert "SYNTHETIC" not in top()
+
+    asyncio.run(go())

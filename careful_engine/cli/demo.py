@@ -32,6 +32,8 @@ def demo_cmd(
     says which flaw went where, and why. Both manifests name the decoder, so `careful score`
     and `careful workbench` need no flags. Prints both rows of the leaderboard, the paired
     comparison, the rule counts and where to look first in the workbench.
+
+    Exit code: 0 done; 1 scored with problems; 2 the runs could not be written or scored.
     """
     flawed_out = flawed_out or out.parent / demo.FLAWED_DIR
     if flawed_out.resolve() == out.resolve():
