@@ -202,6 +202,9 @@ def _score_file(loaded: LoadedFile, handler: Any | None, keep_traces: bool,
         results.append(result)
         if on_entry:
             on_entry()
+    if any(r.confirm for r in results):  # the file is a confirm run: missing entries too
+        for r in results:
+            r.confirm = True
     return CategoryScore(rf.model, rf.category, results, rf, list(loaded.problems))
 
 
