@@ -15,7 +15,9 @@ import inspect
 import json
 import os
 import re
+import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -347,19 +349,118 @@ def handler(key: str):
             f"which this lean install does not include: pip install {e.name}"
         ) from e
     cls = getattr(module, entry.handler_class)
-    saved = os.environ.get("OPENAI_API_KEY")
-    # OpenAI handlers build a client in __init__ and refuse to without a key; decoding needs none.
-    os.environ.setdefault("OPENAI_API_KEY", "careful-decode-only")
+    built = _construct(cls, entry)
+    secure_decoders(cls)
+    return built
+
+
+_DUMMY_CREDENTIAL = "careful-decode-only"
+_CREDENTIAL = re.compile(
+    r"""os\.(?:getenv|environ\.get)\(\s*["']([A-Z0-9_]*(?:_KEY|_TOKEN|_SECRET))["']"""
+    r"""|os\.environ\[\s*["']([A-Z0-9_]*(?:_KEY|_TOKEN|_SECRET))["']\s*\]""")
+
+
+@cache
+def _credential_names(cls: type) -> tuple[str, ...]:
+    """Credential variables (``*_KEY``, ``*_TOKEN``, ``*_SECRET``) the modules of a handler
+    class read, found in their source."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        module = sys.modules.get(klass.__module__)
+        if module is None or not module.__name__.startswith("bfcl_eval"):
+            continue
+        try:
+            source = inspect.getsource(module)
+        except (OSError, TypeError):
+            continue
+        for m in _CREDENTIAL.finditer(source):
+            names.add(m.group(1) or m.group(2))
+    return tuple(sorted(names))
+
+
+def _construct(cls: type, entry: RegistryEntry) -> Any:
+    """The handler as ``eval_runner.get_handler`` builds it, with no credentials needed.
+
+    Vendor handlers build their API client in ``__init__`` and refuse to without a key
+    (Gemini's raises, OpenAI's and Cohere's clients too); building a client sends nothing and
+    decoding needs none, so a dummy value fills each credential variable the handler's modules
+    read that is unset, for the construction only; an audit hook refuses any connection, name
+    look-up or process started while it is built (boto3's credential chain would ask the EC2
+    metadata service, so that is switched off too). A handler whose own ``__init__`` does not
+    take bfcl's arguments (so ``bfcl evaluate`` cannot build it either) gets the attributes
+    ``BaseHandler.__init__`` sets, which are all its decoders read.
+    """
+    fill = {n: _DUMMY_CREDENTIAL for n in _credential_names(cls)} | _QUIET_ENV
+    missing = [n for n in fill if not os.environ.get(n)]
+    for name in missing:
+        os.environ[name] = fill[name]
+    kwargs = {"model_name": entry.model_name, "temperature": 0, "registry_name": entry.key,
+              "is_fc_model": entry.is_fc_model}
+    _install_offline_hook()
+    _BUILDING.on = True
     try:
-        return cls(
-            model_name=entry.model_name,
-            temperature=0,
-            registry_name=key,
-            is_fc_model=entry.is_fc_model,
-        )
+        try:
+            return cls(**kwargs)
+        except TypeError as e:
+            if "unexpected keyword argument" not in str(e):
+                raise
+            from bfcl_eval.model_handler.base_handler import BaseHandler
+
+            built = cls.__new__(cls)
+            BaseHandler.__init__(built, **kwargs)
+            return built
     finally:
-        if saved is None:
-            os.environ.pop("OPENAI_API_KEY", None)
+        _BUILDING.on = False
+        for name in missing:
+            os.environ.pop(name, None)
+
+
+# boto3 (Amazon Nova) otherwise asks the EC2 metadata service for credentials
+_QUIET_ENV = {"AWS_EC2_METADATA_DISABLED": "true"}
+_BUILDING = threading.local()
+_OFFLINE_HOOK: list[bool] = []
+_SENDING = frozenset({"socket.connect", "socket.getaddrinfo", "socket.sendto", "socket.sendmsg",
+                      "socket.gethostbyname", "subprocess.Popen", "os.system", "os.posix_spawn"})
+
+
+class HandlerSends(RuntimeError):
+    """A bfcl handler that tried to reach the network (or start a process) while being built."""
+
+
+def _offline(event: str, args: tuple) -> None:
+    if event in _SENDING and getattr(_BUILDING, "on", False):
+        raise HandlerSends(f"a bfcl handler tried {event} {args[:2]!r} while being built for "
+                           "decoding; refused")
+
+
+def _install_offline_hook() -> None:
+    """An audit hook that refuses network and processes while a handler is being built (once
+    per process; outside construction it returns at once)."""
+    if not _OFFLINE_HOOK:
+        sys.addaudithook(_offline)
+        _OFFLINE_HOOK.append(True)
+
+
+_MODEL_HANDLER = "bfcl_eval.model_handler"
+
+
+def secure_decoders(cls: type | None = None) -> None:
+    """Give bfcl's decoders the engine's safe literal evaluator instead of ``eval``.
+
+    Patches (once each) every loaded module of ``bfcl_eval.model_handler`` and the module of
+    every class in ``cls``'s MRO: in them ``eval`` computes literal expressions only and
+    ``exec``/``compile`` refuse (careful_engine.literal_expr). bfcl's executor is not touched.
+    """
+    from .literal_expr import patch_module
+
+    mods = [m for n, m in list(sys.modules.items())
+            if m is not None and (n == _MODEL_HANDLER or n.startswith(_MODEL_HANDLER + "."))]
+    for klass in cls.__mro__ if cls is not None else ():
+        module = sys.modules.get(klass.__module__)
+        if module is not None and module.__name__.startswith("bfcl_eval."):
+            mods.append(module)
+    for module in mods:
+        patch_module(module)
 
 
 def instance_name(prefix: str, entry_id: str, class_name: str) -> str:

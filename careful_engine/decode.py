@@ -41,6 +41,31 @@ def decode_step(handler: Any, item: Any) -> Step:
     return Step(raw=item, outcome=Outcome.CALLS, calls=list(decoded))
 
 
+ITERATED = (list, str, dict, tuple)  # what bfcl's evaluator iterates as a turn's steps
+
+
+def has_steps(turn: Any) -> bool:
+    """Whether bfcl would hand anything of this turn to the decoder."""
+    return isinstance(turn, ITERATED) and len(turn) > 0
+
+
+def odd_shape(turn: Any, steps: list[Step] | None = None) -> str | None:
+    """A plain description of a turn that is not a list of steps, or of steps that are not
+    what a decoder reads (None for an ordinary turn)."""
+    decoded = steps is not None and any(s.outcome is Outcome.CALLS for s in steps)
+    what = "and some characters decode to calls" if decoded else "and decodes nothing"
+    if isinstance(turn, str):
+        return f"turns are strings: bfcl iterates their characters {what}"
+    if isinstance(turn, dict):
+        return f"turns are objects: bfcl iterates their keys {what}"
+    if isinstance(turn, tuple):
+        return None
+    if not isinstance(turn, list):
+        return (f"turns are {type(turn).__name__}s, not lists of steps: bfcl's evaluator stops "
+                "with an error on them; here they have no steps")
+    return None
+
+
 def _per_step(counts: Any, turn: int, step: int) -> int | None:
     try:
         value = counts[turn][step]
@@ -63,13 +88,11 @@ def decode_entry(entry: dict, handler: Any | None) -> Trajectory:
     out_counts = entry.get("output_token_count")
     for t, turn in enumerate(result):
         steps: list[Step] = []
-        if not isinstance(turn, list):
-            problems.append(f"turn {t} is a {type(turn).__name__}, not a list of steps")
-            if not isinstance(turn, (str, dict, tuple)):
-                # bfcl's evaluator would crash iterating it; here the turn has no steps
-                turns.append(steps)
-                continue
-            # bfcl iterates whatever it finds (a string's characters, a dict's keys)
+        if not isinstance(turn, ITERATED):
+            # bfcl's evaluator would crash iterating it; here the turn has no steps
+            problems.append(f"turn {t}: {odd_shape(turn)}")
+            turns.append(steps)
+            continue
         for s, item in enumerate(turn):
             if handler is None:
                 raise RuntimeError("a decoder is needed for this run: name one with --decoder")
@@ -77,6 +100,9 @@ def decode_entry(entry: dict, handler: Any | None) -> Trajectory:
             step.input_tokens = _per_step(in_counts, t, s)
             step.output_tokens = _per_step(out_counts, t, s)
             steps.append(step)
+        shape = odd_shape(turn, steps)
+        if shape:
+            problems.append(f"turn {t}: {shape}")
         turns.append(steps)
     return Trajectory(id=entry_id, turns=turns, raw_result=result,
                       user_answers=_user_answers(entry), problems=problems,

@@ -88,6 +88,7 @@ class DecodeStats:
     steps: Counter = field(default_factory=Counter)  # Outcome -> steps
     messages: Counter = field(default_factory=Counter)  # normalised failure -> steps
     examples: dict[str, str] = field(default_factory=dict)  # normalised -> one raw message
+    shapes: Counter = field(default_factory=Counter)  # odd turn shape -> turns
 
     @property
     def total_steps(self) -> int:
@@ -106,6 +107,8 @@ class DecodeStats:
         if traj.turns is None:
             self.inference_errors += 1
             return
+        for problem in traj.problems:  # "turn N: <shape>"
+            self.shapes[problem.partition(": ")[2] or problem] += 1
         for turn in traj.turns:
             for step in turn:
                 self.steps[step.outcome] += 1
@@ -118,11 +121,13 @@ class DecodeStats:
         self.missing += other.missing
         self.steps.update(other.steps)
         self.messages.update(other.messages)
+        self.shapes.update(other.shapes)
         for k, v in other.examples.items():
             self.examples.setdefault(k, v)
 
     def flags(self) -> list[DecodeFlag]:
-        """Decoder mismatch (few calls, most steps failed), no calls at all, or no steps."""
+        """Decoder mismatch (few calls, most steps failed), no calls at all, turns of an odd
+        shape (strings, objects), or no steps."""
         out = []
         n = self.total_steps
         calls = self.share(Outcome.CALLS) or 0.0
@@ -138,6 +143,9 @@ class DecodeStats:
                 self.model, self.category, "no_calls",
                 f"decoder found no calls? {100 * calls:.1f}% of {n} steps decoded to calls"
                 f"{dec}; check the decoder before reading this as behaviour"))
+        for shape, turns in self.shapes.most_common(3):
+            out.append(DecodeFlag(self.model, self.category, "odd_shape",
+                                  f"{shape} ({turns} turn{'s' if turns != 1 else ''})"))
         real = self.conversations - self.missing
         if real and self.inference_errors * 2 >= real:
             out.append(DecodeFlag(

@@ -11,7 +11,7 @@ from typing import Any
 
 from . import bfcl
 from .budget import Budget
-from .decode import decode_entry
+from .decode import decode_entry, has_steps
 from .perf import collector_paused
 from .process import BfclProcess
 from .replay import ConversationTrace, replay
@@ -209,8 +209,10 @@ def _score_file(loaded: LoadedFile, handler: Any | None, keep_traces: bool,
 
 
 def needs_decoder(loaded: LoadedFile) -> bool:
+    """Whether any turn of the file gives bfcl's decoder something to decode, whatever its
+    shape (a list of steps, a string whose characters bfcl iterates, an object's keys)."""
     return any(
-        type(e.get("result")) is list and any(isinstance(t, list) and t for t in e["result"])
+        type(e.get("result")) is list and any(has_steps(t) for t in e["result"])
         for e in loaded.entries.values()
     )
 

@@ -25,7 +25,8 @@ switched by a flag: it does nothing outside a ``guarded`` block) blocks, by rais
   annotations of source code, which typer reads);
 * process creation: ``os.system``, ``os.exec*``, ``os.spawn*``, ``os.posix_spawn``, ``os.fork``,
   ``subprocess.Popen``, ``pty.spawn``, ``os.kill``, ``webbrowser.open``, ``breakpoint()``,
-  ``input()``;
+  ``input()`` (except while a library is being imported by code that is not from a string:
+  numpy.testing runs ``lscpu`` on import);
 * imports that load ``os``, ``subprocess``, ``shutil``, ``pty``, ``pdb``, ``webbrowser``,
   ``antigravity``, ``this``, ``runpy`` or ``code`` from anywhere but a module's top level (a
   library importing them as it is itself imported is fine), and any import at all, file
@@ -213,6 +214,8 @@ def _check(event: str, args: tuple) -> str | None:
         shown = what.co_filename if hasattr(what, "co_filename") else repr(what)[:120]
         return f"{event} of {shown} from {caller.f_code.co_filename}:{caller.f_lineno}"
     if event in _PROCESS_EVENTS or event.startswith("os.exec") or event.startswith("os.spawn"):
+        if _importing(sys._getframe(2)):
+            return None  # a library probing the machine as it is imported (numpy runs lscpu)
         return f"{event}{_short(args)}"
     if event == "import":
         module = str(args[0])
