@@ -37,7 +37,8 @@ switched by a flag: it does nothing outside a ``guarded`` block) blocks, by rais
 * file opens for reading outside: the test's temporary folder, the repository, the virtual
   environment and the Python installation it is based on (standard library, site-packages),
   ``/work/shared`` (``CAREFUL_SHARED``), bfcl's scratch ``BFCL_PROJECT_ROOT``, and
-  ``/dev/null``, ``/dev/urandom``, ``/etc/localtime``, ``/usr/share/zoneinfo``;
+  ``/dev/null``, ``/dev/urandom``, ``/etc/localtime``, ``/usr/share/zoneinfo`` and this
+  process's own ``/proc/<pid>`` (the replay budget reads its memory use there);
 * file opens for writing and file-system changes (remove, rename, mkdir, symlink, chmod, …)
   outside the test's temporary folder, any ``write=`` folders given, and the scratch
   ``BFCL_PROJECT_ROOT`` (bfcl's config module creates folders there when imported);
@@ -276,6 +277,7 @@ def guarded(tmp: Path, *, canary: Path | None = None, read: tuple[Path, ...] = (
     tmp_roots = (_real(tmp),)
     env_root = os.environ.get("BFCL_PROJECT_ROOT")
     reads = [str(REPO), sys.prefix, sys.base_prefix, sys.exec_prefix, _STDLIB,
+             f"/proc/{os.getpid()}",  # the replay budget reads this process's memory use
              sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], str(SHARED),
              *_SYSTEM_READS, *(str(p) for p in read)]
     if env_root:
