@@ -129,3 +129,38 @@ def test_a_version_1_database_is_upgraded(tmp_path, decl):
     assert rows(path, "select value from meta where key = 'schema'") == [
         {"value": str(SCHEMA_VERSION)}]
     assert rows(path, "select account from annotators") == [{"account": "a1-login"}]
+
+
+def test_the_workbench_says_so_and_goes_on(tmp_path):
+    import asyncio
+
+    from workbench.app import WorkbenchApp, demo_settings
+    from workbench.screens.agreement import AgreementScreen
+    from workbench.screens.label import LabelScreen
+
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "careful.db").write_text("garbage\n" * 20)
+
+    async def go():
+        app = WorkbenchApp(demo_settings(tmp_path))
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause()
+            await app.workers.wait_for_complete()
+            await pilot.press("2")
+            await pilot.pause()
+            assert isinstance(app.screen, LabelScreen)
+            assert "not an SQLite database" in str(
+                app.screen.query_one("#round-info").render())
+            await pilot.press("ctrl+n")  # no new round over a database it cannot use
+            await pilot.pause()
+            assert isinstance(app.screen, LabelScreen)
+            await app.push_screen(AgreementScreen())
+            await pilot.pause()
+            assert "not an SQLite database" in str(
+                app.screen.query_one("#agree-summary").render())
+            for key in ("w", "p", "t", "d", "b", "o"):
+                await pilot.press(key)
+            await pilot.pause()
+        assert app.return_code in (None, 0)
+
+    asyncio.run(go())

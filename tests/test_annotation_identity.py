@@ -324,3 +324,42 @@ def test_sessions_do_not_reach_into_the_store():
         source = inspect.getsource(module)
         assert not re.search(r"store\._[a-z]", source), module.__name__
         assert not re.search(r"_store\._[a-z]", source), module.__name__
+
+
+def test_the_workbench_refuses_bad_and_foreign_names(tmp_path, decl, monkeypatch):
+    import asyncio
+
+    from workbench.app import WorkbenchApp, demo_settings
+    from workbench.screens.label import LabelScreen
+
+    (tmp_path / "runs").mkdir()
+    with Store(tmp_path / "careful.db") as store:
+        store.add_annotator("bob")
+        store.new_round("r", load_inputs(decl).select(["rm", "cd"]), ["bob"], created_by="lead")
+        store.annotator_session("r", "bob", account="bob").label("rm", True, SECRET)
+    monkeypatch.setenv("USER", "mallory")
+
+    async def go():
+        app = WorkbenchApp(demo_settings(tmp_path))
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause()
+            await app.workers.wait_for_complete()
+            await pilot.press("2")
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, LabelScreen)
+            for name, message in (("a:b", "invalid annotator name"),
+                                  ("Bob", "confused with the existing annotator 'bob'"),
+                                  ("bob", "blind and still open")):
+                screen.query_one("#annotator").value = name
+                await pilot.press("enter")
+                await pilot.pause()
+                assert screen.session is None, name
+                notes = [n.message for n in app._notifications]
+                assert any(message in n for n in notes), (name, notes)
+            assert SECRET not in str(app.export_screenshot())
+
+    asyncio.run(go())
+    with Store(tmp_path / "careful.db") as store:
+        assert [a.name for a in store.annotators()] == ["bob"]
+        assert store.reveal_log("r") == []

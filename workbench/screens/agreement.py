@@ -108,7 +108,11 @@ class AgreementScreen(Screen):
             self.refresh_rounds()
 
     def refresh_rounds(self) -> None:
-        store = self.app.wb.store
+        try:
+            store = self.app.wb.store
+        except AnnotationError as e:  # a damaged or foreign database
+            self._message(Text(str(e), style="red"))
+            return
         rounds = store.rounds()
         select = self.query_one("#agree-round", Select)
         select.set_options([(r.name, r.name) for r in rounds])

@@ -10,6 +10,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from careful_engine.annotation.errors import AnnotationError
+
 from ..context import shown
 from ..widgets import NavBar
 
@@ -89,8 +91,12 @@ class HomeScreen(Screen):
     def _load(self) -> None:
         """Read the store and list the runs off the main thread (imports, files)."""
         wb = self.app.wb
-        wb.store  # noqa: B018  (opens the database: sqlite-utils takes a moment to import)
-        self.app.call_from_thread(self.refresh_rounds)
+        try:
+            wb.store  # noqa: B018  (opens the database: sqlite-utils takes a moment to import)
+        except AnnotationError as e:  # a damaged or foreign database: say so, go on
+            self.app.call_from_thread(self.notify, str(e), severity="error", timeout=10)
+        else:
+            self.app.call_from_thread(self.refresh_rounds)
         rows = []
         for ref in wb.refs:
             browser = wb.browser(ref)

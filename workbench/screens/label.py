@@ -95,7 +95,11 @@ class LabelScreen(Screen):
         self.query_one("#annotator", Input).focus()
 
     def refresh_rounds(self) -> None:
-        store = self.app.wb.store
+        try:
+            store = self.app.wb.store
+        except AnnotationError as e:  # a damaged or foreign database
+            self.query_one("#round-info", Static).update(Text(str(e), style="red"))
+            return
         rounds = store.rounds()
         select = self.query_one("#round-select", Select)
         select.set_options([(r.name, r.name) for r in rounds])
@@ -121,6 +125,8 @@ class LabelScreen(Screen):
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         working = self.session is not None
+        if action == "new_round" and "store" not in self.app.wb.__dict__:
+            return False  # no usable database
         if action in ("choose", "move", "next_unlabelled", "toggle_source", "submit", "page"):
             return working
         if action == "new_round":
