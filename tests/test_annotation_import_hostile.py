@@ -267,3 +267,18 @@ def test_special_and_missing_files(tmp_path):
                                     env=WIDE)
         assert result.exit_code == 2 and message in result.output, (path, result.output)
     assert _empty(db)
+
+
+def test_a_round_over_the_real_declarations_round_trips(tmp_path):
+    with Store(tmp_path / "a.db") as store:
+        store.add_annotator("A1")
+        store.new_round("real", load_inputs(None), ["A1"], created_by="lead")
+        session = store.annotator_session("real", "A1")
+        for f in session.functions():
+            session.label(f.name, bool(f.proposed), "[bold]why[/] \u00e9" if f.proposed else "")
+        session.submit()
+        (path,) = write_label_sets(store.adjudication_session("real", "lead"), tmp_path / "out")
+    with Store(tmp_path / "b.db") as other:
+        assert import_label_set(other, read_label_set(path), who="importer") == ("real", 128)
+        assert other.round("real").created_by == "importer"
+        assert other.is_closed("real")

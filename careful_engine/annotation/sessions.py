@@ -504,7 +504,7 @@ class ImportSession:
             raise LabelError(f"{ann}: a submitted label set must label every function")
         with conn.tx() as db:
             if name not in {r.name for r in store.rounds()}:
-                store.new_round(name, inputs, blind=labelset.blind, created_by="import",
+                store.new_round(name, inputs, blind=labelset.blind, created_by=self.who,
                                 note=f"imported ({ann} first)")
             else:
                 rnd = store.round(name)

@@ -421,6 +421,10 @@ def label(
         if session.overridden:
             err.print(f"[yellow]{literal(annotator)}'s labels opened with an override by "
                       f"{literal(session.account)} (recorded in the reveal log)[/]")
+        if session.round.closed_by:
+            raise typer.BadParameter(
+                f"round {session.round_name} was closed by {session.round.closed_by}; labels "
+                "are final", param_hint="--round")
         if session.submitted:
             raise typer.BadParameter(
                 f"{annotator} has submitted round {round_} already; labels are final",
