@@ -2,7 +2,7 @@
 
 The model labels each function of a round from its review-sheet entry and the simulator
 source, one request per function, and answers ``{"destructive": ..., "reason": ...}``. It works
-through an ordinary :class:`~.store.AnnotatorSession`, so it is blind to the other labels in the
+through an ordinary :class:`~.sessions.AnnotatorSession`, so it is blind to the other labels in the
 same way a human is, and every label is committed as it arrives (a rerun resumes). Each call's
 token usage and raw answer are recorded in the ``llm_calls`` table.
 

@@ -128,9 +128,14 @@ def _llm_pairs(llm: list[str] | None) -> dict[str, str]:
 
 def _print_reveals(reveals: list[dict] | tuple[dict, ...], round_name: str) -> None:
     """The round's reveal log: every time its labels were opened, by whom, and why."""
+    shown = [r for r in reveals if r["override"]][-20:] + [
+        r for r in reveals if not r["override"]][-5:]
+    shown.sort(key=lambda r: str(r["created"]))
     console.print(f"[bold]reveal log of round {literal(round_name)}[/] "
-                  f"({len(reveals)} {'entry' if len(reveals) == 1 else 'entries'})")
-    for r in reveals:
+                  f"({len(reveals)} {'entry' if len(reveals) == 1 else 'entries'}"
+                  + ("; the last 20 overrides and 5 other openings shown, every entry in "
+                     "`careful agree --json`)" if len(shown) < len(reveals) else ")"))
+    for r in shown:
         what = literal(r.get("what") or "all labels")
         when = literal(str(r["created"])[:19])
         if r["override"]:
