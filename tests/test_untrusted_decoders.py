@@ -242,3 +242,25 @@ def test_the_evaluator_refuses_every_payload_without_running_anything(tmp_path: 
         for text in texts:
             with pytest.raises(Refused, match="^refused: "):
                 safe_eval(text)
+
+
+def test_handlers_built_directly_in_a_fresh_process_are_patched_too(tmp_path: Path) -> None:
+    """Importing careful_engine.bfcl hooks imports of bfcl's model_handler modules, so a handler
+    built without bfcl.handler (as generation builds them) decodes with the safe evaluator."""
+    import subprocess
+
+    canary = tmp_path / "canary"
+    code = (
+        "import careful_engine.bfcl\n"
+        "from bfcl_eval.model_handler.local_inference.qwen import QwenHandler\n"
+        "h = QwenHandler(model_name='Qwen/Qwen3-8B', temperature=0, registry_name='q', "
+        "is_fc_model=False)\n"
+        "try:\n"
+        f"    h.decode_execute(\"[cd(folder=open({str(canary)!r}, 'w').name + 'x')]\", False)\n"
+        "except Exception as e:\n"
+        "    print(type(e).__name__, e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert out.stdout.startswith("Refused refused: "), out.stdout + out.stderr
+    assert not canary.exists()
