@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from ..rules import Blame, ConversationRules, Hit, errored
+from ..rules import Blame, ConversationRules, Hit, align, errored
 from ..state import Change
 from ..trajectory import CallRecord, Outcome, Verdict
 
@@ -238,18 +238,13 @@ def build_view(trace: Any, rules: ConversationRules | None, blame: Blame | None,
             lines.append(Line("user", t, _short(text)))
         if turn.revealed:
             lines.append(Line("note", t, "functions revealed: " + ", ".join(turn.revealed)))
-        remaining: dict[str | None, list[CallRecord]] = {}
-        for rec in reference:
-            remaining.setdefault(rec.name, []).append(rec)
         records = model_turns[t] if t < len(model_turns) else []
         by_step: dict[int, list[CallRecord]] = {}
         for rec in records:
             by_step.setdefault(rec.step, []).append(rec)
-        # the reference call each model call is matched to: the rules' alignment if scored
-        matched = rules.alignment[t] if rules and t < len(rules.alignment) \
-            and len(rules.alignment[t]) == len(records) else None
-        twin = {id(rec): reference[j] for rec, (j, _) in zip(records, matched or [],
-                                                              strict=False) if j is not None}
+        # the reference call each model call is matched to: the rules' alignment
+        twin = {id(rec): reference[j] for rec, (j, _) in zip(records, align(records, reference),
+                                                              strict=True) if j is not None}
         in_turn: list[CallView] = []
         steps = traj.turns[t] if traj and traj.turns and t < len(traj.turns) else []
         answers = {int(a.get("step", -1)): a for a in turn.answers}
@@ -263,11 +258,8 @@ def build_view(trace: Any, rules: ConversationRules | None, blame: Blame | None,
             elif step.outcome is Outcome.NO_CALL:
                 lines.append(Line("text", t, "(empty response)", step=s))
             for i, rec in enumerate(by_step.get(s, [])):
-                pool = remaining.get(rec.name) or []
                 logged = seen.get((t, s, i))
-                ref = twin.get(id(rec)) if matched is not None else (pool.pop(0) if pool
-                                                                     else None)
-                cv = CallView(len(calls), i, rec, ref, errored(rec),
+                cv = CallView(len(calls), i, rec, twin.get(id(rec)), errored(rec),
                               seen=logged.logged if logged is not None and not logged.same
                               else None)
                 calls.append(cv)
