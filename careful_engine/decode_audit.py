@@ -19,11 +19,13 @@ from pathlib import Path
 
 from rich import box
 from rich.table import Table
+from rich.text import Text
 
 from .decode import decode_entry
 from .leaderboard import TERMINAL_CATEGORY
 from .report import Report, pct, short
 from .runs import Problem
+from .safe_text import visible
 from .scoring import (
     MISSING,
     CategoryScore,
@@ -324,7 +326,7 @@ def shares_terminal(audits: list[tuple[str, list[DecodeStats]]]) -> Table:
         whole = [st for st in stats if st.category is None]
         parts = [st for st in stats if st.category is not None]
         for st in whole:
-            table.add_row(label, *cells(st), style="bold")
+            table.add_row(Text(visible(label)), *cells(st), style="bold")
         for j, st in enumerate(parts):
             table.add_row("  " + TERMINAL_CATEGORY.get(st.category, st.category), *cells(st),
                           end_section=j == len(parts) - 1 and i < len(audits) - 1)
@@ -341,5 +343,6 @@ def messages_terminal(audits: list[tuple[str, list[DecodeStats]]], top: int = 3)
         for st in stats:
             if st.category is None:
                 for i, (msg, n) in enumerate(st.messages.most_common(top)):
-                    table.add_row(label if i == 0 else "", str(n), msg)
+                    table.add_row(Text(visible(label) if i == 0 else ""), str(n),
+                                  Text(visible(msg)))
     return table

@@ -9,12 +9,12 @@ beside the results names the registered decoder, so ``careful score`` needs no f
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from pathlib import Path
 
 from . import bfcl, flaws
 from .flaws import fc_step
+from .safe_write import write_text
 
 MODEL_DIR = "reference"
 FLAWED_DIR = "demo-flawed"  # the flawed run's folder; its model folder is flaws.MODEL_DIR
@@ -25,10 +25,7 @@ CLOSING = ["Done."]
 
 def _write(path: Path, text: str) -> None:
     """Write a file, replacing it; a link planted at the path is never followed."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
-                 0o644)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
+    write_text(path, text)  # careful_engine.safe_write: whole files, never through a link
 
 
 def reference_entry(conv: bfcl.Conversation) -> dict:

@@ -15,8 +15,11 @@ from typing import Any
 
 from rich import box
 from rich.table import Table
+from rich.text import Text
 
 from . import bfcl
+from .safe_text import visible
+from .safe_write import writer
 
 Cell = str | int | float | None
 
@@ -41,7 +44,9 @@ class Report:
         return str(cell)
 
     def rich(self) -> Table:
-        table = Table(title=self.title, caption=self.caption or None, box=box.SIMPLE_HEAD,
+        table = Table(title=Text(visible(self.title)),
+                      caption=Text(visible(self.caption)) if self.caption else None,
+                      box=box.SIMPLE_HEAD,
                       padding=(0, 1), collapse_padding=True, title_justify="left",
                       caption_justify="left")
         for i, col in enumerate(self.columns):
@@ -52,14 +57,15 @@ class Report:
             else:
                 longest = max((len(self.format_cell(r[i])) for r in self.rows if i < len(r)), default=4)
                 table.add_column(col, overflow="fold", min_width=min(longest, 22))
-        for row in self.rows:
-            table.add_row(*(self.format_cell(c) for c in row))
+        for row in self.rows:  # cells are data: shown literally, never as markup
+            table.add_row(*(Text(visible(self.format_cell(c))) for c in row))
         return table
 
     def markdown(self) -> str:
         lines = [f"**{self.title}**", "", "| " + " | ".join(self.columns) + " |",
                  "|" + "|".join("---" for _ in self.columns) + "|"]
-        lines += ["| " + " | ".join(self.format_cell(c) for c in row) + " |" for row in self.rows]
+        lines += ["| " + " | ".join(visible(self.format_cell(c)) for c in row) + " |"
+                  for row in self.rows]
         if self.caption:
             lines += ["", self.caption]
         return "\n".join(lines) + "\n"
@@ -76,13 +82,14 @@ class Report:
                 "rows": [dict(zip(self.columns, row, strict=False)) for row in self.rows]}
 
     def write(self, out_dir: Path) -> list[Path]:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        """``<name>.md``, ``.csv`` and ``.json`` in ``out_dir``, each replaced whole and never
+        through a link (:mod:`careful_engine.safe_write`)."""
         paths = []
         for ext, text in (("md", self.markdown()), ("csv", self.csv()),
                           ("json", json.dumps(self.json(), indent=2) + "\n")):
-            path = out_dir / f"{self.name}.{ext}"
-            path.write_text(text, encoding="utf-8")
-            paths.append(path)
+            with writer(out_dir, f"{self.name}.{ext}", errors="backslashreplace") as f:
+                f.write(text)
+            paths.append(out_dir / f"{self.name}.{ext}")
         return paths
 
 

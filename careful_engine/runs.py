@@ -12,14 +12,62 @@ a registry key by replacing ``_`` with ``/``.
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import bfcl
+from .safe_text import visible
 
 RESULT_FILE = re.compile(r"^BFCL_v(\d+)_(\w+?)_result\.json$")
+MAX_DEPTH = 100  # nesting of one entry; bfcl's own entries stay under 12
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+
+
+class NotRegular(OSError):
+    """A path that is a FIFO, socket, device or folder where a file was expected."""
+
+
+def file_kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of a regular file; a FIFO, socket or device raises :class:`NotRegular` at once
+    (opened without blocking, checked on the open descriptor)."""
+    fd = os.open(path, _READ_FLAGS)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular(f"{file_kind(st.st_mode)}, not a regular file")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
+def depth_over(value: object, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests lists and objects deeper than ``limit`` (walked without
+    recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            v = list(v.values())
+        if isinstance(v, list):
+            if d > limit:
+                return True
+            stack.extend((x, d + 1) for x in v if isinstance(x, (list, dict)))
+    return False
 
 
 @dataclass
@@ -33,9 +81,10 @@ class Problem:
     fatal: bool = False
 
     def __str__(self) -> str:
+        """``file:line [id]: reason``, control characters shown as escapes."""
         where = self.file + (f":{self.line}" if self.line else "")
         who = f" [{self.id}]" if self.id else ""
-        return f"{where}{who}: {self.message}"
+        return visible(f"{where}{who}: {self.message}")
 
 
 @dataclass
@@ -56,6 +105,11 @@ class LoadedFile:
     problems: list[Problem] = field(default_factory=list)
 
     @property
+    def unreadable(self) -> bool:
+        """The file could not be read at all: reported, not scored."""
+        return any(p.fatal for p in self.problems)
+
+    @property
     def missing(self) -> list[str]:
         return [c.id for c in bfcl.conversations(self.file.category) if c.id not in self.entries]
 
@@ -69,6 +123,15 @@ def find_result_files(root: Path) -> tuple[list[ResultFile], list[Problem]]:
     else:
         candidates = root.rglob("*_result.json")
     for path in sorted(candidates):
+        try:
+            mode = path.stat().st_mode
+        except OSError as e:
+            problems.append(Problem(str(path), f"cannot read ({e.strerror}); not scored"))
+            continue
+        if not stat.S_ISREG(mode):
+            problems.append(Problem(str(path), f"{file_kind(mode)}, not a regular file; "
+                                    "skipped"))
+            continue
         m = RESULT_FILE.match(path.name)
         if not m:
             problems.append(Problem(str(path), "not a bfcl result file name; skipped"))
@@ -103,9 +166,10 @@ def load_result_file(rf: ResultFile) -> LoadedFile:
     valid_ids = {c.id for c in bfcl.conversations(rf.category)}
     name = str(rf.path)
     try:
-        raw = rf.path.read_bytes()
+        raw = read_regular(rf.path)
     except OSError as e:
-        out.problems.append(Problem(name, f"cannot read: {e}", fatal=True))
+        out.problems.append(Problem(name, f"cannot read ({e.strerror or e}); not scored",
+                                    fatal=True))
         return out
     text = raw.decode("utf-8", errors="surrogateescape")
     lines = text.split("\n")
@@ -116,10 +180,22 @@ def load_result_file(rf: ResultFile) -> LoadedFile:
         lineno = i + 1
         try:
             entry = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        except json.JSONDecodeError as e:
             what = "truncated last line" if i == last else "line is not JSON"
-            out.problems.append(Problem(name, f"{what} ({e.msg if hasattr(e, 'msg') else e})",
+            out.problems.append(Problem(name, f"{what} ({e.msg})", lineno, _guess_id(line)))
+            continue
+        except RecursionError:
+            out.problems.append(Problem(name, "line nests too deeply to read; skipped",
                                         lineno, _guess_id(line)))
+            continue
+        except ValueError as e:  # e.g. an integer of more than 4,300 digits
+            out.problems.append(Problem(name, "line is not usable JSON "
+                                        f"({str(e).split(';')[0][:120]})", lineno,
+                                        _guess_id(line)))
+            continue
+        if depth_over(entry):
+            out.problems.append(Problem(name, f"entry nests deeper than {MAX_DEPTH} levels; "
+                                        "skipped", lineno, _guess_id(line)))
             continue
         if not isinstance(entry, dict):
             out.problems.append(Problem(name, f"entry is a {type(entry).__name__}, not an "
@@ -155,5 +231,5 @@ def load_result_file(rf: ResultFile) -> LoadedFile:
 
 
 def _guess_id(line: str) -> str | None:
-    m = re.search(r'"id"\s*:\s*"([^"]+)"', line)
+    m = re.search(r'"id"\s*:\s*"([^"]{1,200})"', line[:100_000])
     return m.group(1) if m else None

@@ -23,13 +23,14 @@ but enters no block of the overall.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .runs import Problem
+from .runs import Problem, depth_over, read_regular
 
 SCORE_FILE = re.compile(r"^BFCL_v(\d+)_(\w+?)_score\.json$")
 RESULT_FILE = re.compile(r"^BFCL_v(\d+)_(\w+?)_result\.json$")
@@ -106,6 +107,11 @@ def _first_error(entry: dict) -> str:
     return str(err or "")[:200]
 
 
+def _count(value: Any) -> int | None:
+    """``correct_count`` as an int, or None when it is missing or not a whole number."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def read_score_file(path: Path, model: str) -> tuple[ScoreFile | None, list[Problem]]:
     """Parse a score file: line 1 the header, every later line one failed entry."""
     m = SCORE_FILE.match(path.name)
@@ -113,27 +119,31 @@ def read_score_file(path: Path, model: str) -> tuple[ScoreFile | None, list[Prob
     version, category = int(m.group(1)), V3_ALIASES.get(m.group(2), m.group(2))
     problems: list[Problem] = []
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = read_regular(path).decode("utf-8", errors="replace").splitlines()
     except OSError as e:
-        return None, [Problem(str(path), f"cannot read: {e}")]
+        return None, [Problem(str(path), f"cannot read ({e.strerror or e}); skipped")]
     header: Any = None
     if lines:
         try:
             header = json.loads(lines[0])
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             header = None
-    if not isinstance(header, dict) or "accuracy" not in header or "total_count" not in header:
-        return None, [Problem(str(path), "first line is not a score header with accuracy and "
-                              "total_count; file skipped", 1)]
-    out = ScoreFile(model, category, version, path, float(header["accuracy"]),
-                    header.get("correct_count"), int(header["total_count"]))
+    try:
+        out = ScoreFile(model, category, version, path, float(header["accuracy"]),
+                        _count(header.get("correct_count")), int(header["total_count"]))
+    except (TypeError, KeyError, ValueError, OverflowError, AttributeError):
+        out = None
+    if out is None or not math.isfinite(out.accuracy) or out.total < 0:
+        return None, [Problem(str(path), "first line is not a score header with a numeric "
+                              "accuracy and total_count; file skipped", 1)]
     for i, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
         try:
             entry = json.loads(line)
-        except json.JSONDecodeError:
-            problems.append(Problem(str(path), "failed-entry line is not JSON; skipped", i))
+        except (ValueError, RecursionError):
+            problems.append(Problem(str(path), "failed-entry line is not usable JSON; "
+                                    "skipped", i))
             continue
         if isinstance(entry, dict) and isinstance(entry.get("id"), str):
             error_type = entry.get("error_type")
@@ -314,26 +324,30 @@ def credited_irrelevance(sf: ScoreFile, results: Path | None) -> Credited:
     out.result_file = find_result_file(results, sf.model, sf.category)
     if out.result_file is None:
         return out
-    with open(out.result_file, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if not isinstance(entry, dict) or entry.get("id") in sf.failed:
-                continue
-            out.read += 1
-            raw = entry.get("result")
-            marker = attempted_call(raw)
-            if marker:
-                out.calls += 1
-                out.markers[marker] = out.markers.get(marker, 0) + 1
-                if len(out.examples) < 5:
-                    out.examples.append(str(entry.get("id")))
-            elif is_empty_output(raw):
-                out.empty += 1
-            else:
-                out.other += 1
+    try:
+        text = read_regular(out.result_file).decode("utf-8", errors="replace")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if (not isinstance(entry, dict) or not isinstance(entry.get("id"), str)
+                or depth_over(entry) or entry["id"] in sf.failed):
+            continue
+        out.read += 1
+        raw = entry.get("result")
+        marker = attempted_call(raw)
+        if marker:
+            out.calls += 1
+            out.markers[marker] = out.markers.get(marker, 0) + 1
+            if len(out.examples) < 5:
+                out.examples.append(str(entry.get("id")))
+        elif is_empty_output(raw):
+            out.empty += 1
+        else:
+            out.other += 1
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,10 +27,21 @@ from .rules import (
     safe_valid,
     strict_valid,
 )
-from .runs import LoadedFile, Problem, ResultFile, find_result_files, load_result_file
+from .runs import (
+    LoadedFile,
+    NotRegular,
+    Problem,
+    ResultFile,
+    find_result_files,
+    load_result_file,
+    read_regular,
+)
+from .safe_text import visible
+from .safe_write import writer
 from .trajectory import Outcome, Verdict
 
 MISSING = "careful:missing_entry"
+UNSCORABLE = "careful:unscorable_entry"
 
 
 @dataclass
@@ -186,19 +198,16 @@ def _score_file(loaded: LoadedFile, handler: Any | None, keep_traces: bool,
             if on_entry:
                 on_entry()
             continue
-        trajectory = decode_entry(entry, handler)
-        trace = replay(conv, trajectory, model_name=rf.model, process=process, budget=budget)
-        decode = Counter(s.outcome for turn in (trajectory.turns or []) for s in turn)
-        calls = trace.model.calls() if trace.model else []
-        result = ConversationResult(
-            rf.model, rf.category, entry_id, trace.verdict, decode,
-            len(calls), sum(not c.success for c in calls), trace if keep_traces else None,
-            confirm=confirm_protocol(trace),
-        )
-        if effects is not None:
-            result.rules = evaluate(trace, effects, detector)
-            result.reference_destructive = result.rules.reference_destructive
-            result.blame = None if trace.verdict.valid else blame(trace, effects)
+        try:
+            result = _score_entry(rf, conv, entry, handler, process, keep_traces, effects,
+                                  detector, budget)
+        except Exception as e:  # noqa: BLE001 - a hostile entry fails itself, not the run
+            reason = f"could not be scored ({type(e).__name__}: {str(e)[:160]}); counted as failed"
+            loaded.problems.append(Problem(str(rf.path), reason, loaded.lines.get(entry_id),
+                                           entry_id))
+            process = BfclProcess()  # the failed replay may have left state behind
+            result = ConversationResult(rf.model, rf.category, entry_id,
+                                        Verdict(False, UNSCORABLE, reason))
         results.append(result)
         if on_entry:
             on_entry()
@@ -206,6 +215,25 @@ def _score_file(loaded: LoadedFile, handler: Any | None, keep_traces: bool,
         for r in results:
             r.confirm = True
     return CategoryScore(rf.model, rf.category, results, rf, list(loaded.problems))
+
+
+def _score_entry(rf: ResultFile, conv: Any, entry: dict, handler: Any | None,
+                 process: BfclProcess, keep_traces: bool, effects: Effects | None,
+                 detector: str, budget: Budget | None) -> ConversationResult:
+    trajectory = decode_entry(entry, handler)
+    trace = replay(conv, trajectory, model_name=rf.model, process=process, budget=budget)
+    decode = Counter(s.outcome for turn in (trajectory.turns or []) for s in turn)
+    calls = trace.model.calls() if trace.model else []
+    result = ConversationResult(
+        rf.model, rf.category, conv.id, trace.verdict, decode,
+        len(calls), sum(not c.success for c in calls), trace if keep_traces else None,
+        confirm=confirm_protocol(trace),
+    )
+    if effects is not None:
+        result.rules = evaluate(trace, effects, detector)
+        result.reference_destructive = result.rules.reference_destructive
+        result.blame = None if trace.verdict.valid else blame(trace, effects)
+    return result
 
 
 def needs_decoder(loaded: LoadedFile) -> bool:
@@ -219,10 +247,9 @@ def needs_decoder(loaded: LoadedFile) -> bool:
 
 def write_score_file(score: CategoryScore, loaded: LoadedFile, out_dir: Path) -> Path:
     """A bfcl-compatible score file: a header line, then one line per failed entry."""
-    path = out_dir / "score" / score.model / "multi_turn" / f"BFCL_v4_{score.category}_score.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    relative = Path("score", score.model, "multi_turn", f"BFCL_v4_{score.category}_score.json")
     gt = {c.id: c for c in bfcl.conversations(score.category)}
-    with open(path, "w", encoding="utf-8") as f:
+    with writer(out_dir, relative) as f:  # no planted link followed; never half a file
         header = {"accuracy": score.accuracy, "correct_count": score.correct,
                   "total_count": score.total}
         f.write(json.dumps(header) + "\n")
@@ -242,7 +269,7 @@ def write_score_file(score: CategoryScore, loaded: LoadedFile, out_dir: Path) ->
                 "possible_answer": gt[r.id].ground_truth,
             }
             f.write(json.dumps(line, default=str) + "\n")  # ASCII: lone surrogates survive
-    return path
+    return out_dir / relative
 
 
 def discover(root: Path) -> tuple[dict[str, list[ResultFile]], list[Problem]]:
@@ -265,15 +292,26 @@ def discover(root: Path) -> tuple[dict[str, list[ResultFile]], list[Problem]]:
 
 
 def manifest_decoder(rf: ResultFile) -> str | None:
-    """The decoder named by a ``careful_run.json`` in the model folder, if any."""
+    """The decoder named by a ``careful_run.json`` in the model folder, if any.
+
+    A manifest that cannot be read or parsed names none; one whose ``decoder`` is not a
+    string (or that is a FIFO, a device...) raises :class:`DecoderUnavailable`.
+    """
     folder = rf.path.parent.parent if rf.path.parent.name == "multi_turn" else rf.path.parent
     path = folder / "careful_run.json"
-    if not path.exists():
+    if not os.path.lexists(path):
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8")).get("decoder")
-    except (json.JSONDecodeError, AttributeError):
+        doc = json.loads(read_regular(path))
+    except NotRegular as e:
+        raise DecoderUnavailable(f"{visible(path)}: {e}; use --decoder") from None
+    except (OSError, ValueError, RecursionError):
         return None
+    decoder = doc.get("decoder") if isinstance(doc, dict) else None
+    if decoder is None or isinstance(decoder, str):
+        return decoder
+    raise DecoderUnavailable(f"{visible(path)}: 'decoder' must be a registry key string, not "
+                             f"{type(decoder).__name__}; use --decoder")
 
 
 @dataclass
@@ -315,10 +353,12 @@ def load_run(
     by_model, problems = discover(run_dir)
     if models:
         by_model = {m: v for m, v in by_model.items() if m in set(models)}
-    loaded = {m: [load_result_file(rf) for rf in files] for m, files in by_model.items()}
-    for files in loaded.values():
-        for lf in files:
+    loaded: dict[str, list[LoadedFile]] = {}
+    for m, files in by_model.items():
+        for lf in (load_result_file(rf) for rf in files):
             problems.extend(lf.problems)
+            if not lf.unreadable:  # reported above, not scored as 0 %
+                loaded.setdefault(m, []).append(lf)
     return loaded, problems
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.table import Table
+from rich.text import Text
 
 from . import bfcl
 from . import boundary as boundaries
@@ -25,6 +26,7 @@ from .leaderboard import TERMINAL_CATEGORY, fixed, fmt_rho, terminal_table
 from .reexamine import Reexamination
 from .report import Report, pct, short
 from .rules import Effects, SafeRule, evaluate, safe_valid, strict_valid
+from .safe_text import visible
 from .scoring import MISSING, ModelScore
 from .stats import spearman
 
@@ -367,7 +369,7 @@ def moves_terminal(sens: Sensitivity) -> Table:
         first_width=26)
     for i, label in enumerate(sens.labels):
         base = sens.rows[sens.default][i]
-        table.add_row(label, *[""] * len(metrics), style="bold")
+        table.add_row(Text(visible(label)), *[""] * len(metrics), style="bold")
         for j, s in enumerate(sens.settings):
             r = sens.rows[s][i]
             cells = []

@@ -9,11 +9,13 @@ from dataclasses import dataclass, field
 
 from rich import box
 from rich.table import Table
+from rich.text import Text
 
 from . import bfcl
 from .checker import INFERENCE_ERROR
 from .report import Report, pct, short
 from .rules import PAPER_RULE, SafeRule
+from .safe_text import visible
 from .scoring import MISSING, CategoryScore, ModelScore
 
 STRICT_NA = ("strict: not applicable (–) to runs without the confirmation protocol, where no "
@@ -135,7 +137,8 @@ def rules_table(scores: list[ModelScore]) -> Report:
 def terminal_table(title: str, headers: list[str], rows: list[list[str]],
                    caption: str = "", first_width: int = 14, min_width: int | None = None) -> Table:
     """A compact rich table: a folding first column, right-aligned others, no padding edge."""
-    table = Table(title=title, caption=caption or None, box=box.SIMPLE_HEAD, padding=(0, 1),
+    table = Table(title=_plain(title), caption=_plain(caption) if caption else None,
+                  box=box.SIMPLE_HEAD, padding=(0, 1),
                   pad_edge=False, title_justify="left", caption_justify="left",
                   min_width=min_width)
     first = max((len(r[0]) for r in rows), default=8)
@@ -145,9 +148,14 @@ def terminal_table(title: str, headers: list[str], rows: list[list[str]],
                              max_width=first_width)
         else:
             table.add_column(h, justify="right", no_wrap=True)
-    for row in rows:
-        table.add_row(*row)
+    for row in rows:  # cells are data: shown literally (a Text passes as it is)
+        table.add_row(*(Text(visible(c)) if isinstance(c, str) else c for c in row))
     return table
+
+
+def _plain(text: str | Text) -> Text:
+    """Titles and captions hold names from files: never markup, control codes visible."""
+    return text if isinstance(text, Text) else Text(visible(text))
 
 
 def _f(x: float | None) -> str:

@@ -11,10 +11,13 @@ import gc
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from textual.app import App
 from textual.binding import Binding
 from textual.worker import get_current_worker
+
+from careful_engine.safe_text import visible
 
 from .commands import WorkbenchCommands
 from .context import Settings, Workbench
@@ -62,6 +65,10 @@ class WorkbenchApp(App[None]):
         self.score_listeners: list[ScoreListener] = []
         self.scoring: str | None = None
         self._proc: subprocess.Popen | None = None
+
+    def notify(self, message: str, *, markup: bool = False, **kwargs: Any) -> None:
+        """Messages quote names and errors from files and people: shown literally."""
+        super().notify(visible(message), markup=False, **kwargs)
 
     # ---------------------------------------------------------------- navigation
 

@@ -12,6 +12,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.text import Text
+
+from careful_engine.safe_text import visible
+
 if TYPE_CHECKING:
     from careful_engine.annotation.store import Store
     from careful_engine.browse import RunBrowser, RunRef
@@ -50,6 +54,12 @@ def default_runs(root: Path = Path("runs"), *, write_reference: bool = True) -> 
     if not root.is_dir():
         return []
     return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def plain(text: object, style: str = "") -> Text:
+    """Text from a file, a model or a person as the screens show it: never markup, control
+    characters as visible escapes."""
+    return Text(visible(text), style=style)
 
 
 def shown(path: Path | str) -> str:

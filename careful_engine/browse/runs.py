@@ -18,7 +18,7 @@ from .. import bfcl
 from ..leaderboard import label_entries
 from ..rules import RULES, Effects
 from ..runs import LoadedFile, ResultFile, load_result_file
-from ..scoring import discover, manifest_decoder, needs_decoder
+from ..scoring import DecoderUnavailable, discover, manifest_decoder, needs_decoder
 from .view import ConversationView, build_view
 
 if TYPE_CHECKING:  # the leaderboard imports scipy: only when needed
@@ -63,10 +63,19 @@ def find_runs(paths: Sequence[Path], decoders: DecoderChoice | None = None) -> l
     labels = label_entries([(run, model) for run, model, _ in found])
     return [
         RunRef(run, model, tuple(files),
-               (decoders.for_model(run, model) if decoders else None) or manifest_decoder(files[0])
+               (decoders.for_model(run, model) if decoders else None) or _manifest(files[0])
                or bfcl.registry_key_for_dir(model), label)
         for (run, model, files), label in zip(found, labels, strict=True)
     ]
+
+
+def _manifest(rf: ResultFile) -> str | None:
+    """The manifest's decoder; a bad manifest falls back to the registry key (and fails there,
+    with a message, when the run is scored)."""
+    try:
+        return manifest_decoder(rf)
+    except DecoderUnavailable:
+        return None
 
 
 def default_cache_dir() -> Path:
@@ -96,7 +105,7 @@ def read_scores(path: Path, model: str) -> dict[str, dict]:
                 continue
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(row, dict) and row.get("model") == model and "id" in row:
                 out[row["id"]] = row

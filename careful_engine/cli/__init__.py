@@ -39,5 +39,30 @@ def _load() -> None:
 
 
 def main() -> None:
-    _load()
-    app()
+    """Run ``careful``: typer's own usage errors exit 2; anything unexpected exits 3 with a
+    short message and the path of a log holding the traceback, never a raw traceback."""
+    from .common import internal_error
+
+    try:
+        _load()
+        app()
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except BrokenPipeError:  # `careful ... | head`: the reader left, nothing to say
+        _silence_stdout()
+        raise SystemExit(0) from None
+    except Exception:  # noqa: BLE001 - the one place that turns a bug into exit 3
+        raise SystemExit(internal_error()) from None
+
+
+def _silence_stdout() -> None:
+    """Stop Python from failing again while flushing a closed stdout at exit."""
+    import os
+    import sys
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

@@ -11,6 +11,13 @@ Exit codes (documented in the README):
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
 from rich.console import Console
 
 from ..safe_text import literal, visible
@@ -24,7 +31,54 @@ EXIT_GATE = 4
 console = Console()
 err = Console(stderr=True, soft_wrap=True, highlight=False)
 
+
+
+def refuse_out(out: Path, *, file: bool = False) -> None:
+    """Exit 2 with a message, before any work, when ``--out`` (a folder, or with ``file`` a
+    file) is the wrong kind of thing, a link, or not writable."""
+    import typer
+
+    from ..safe_write import UnsafeWrite, check_out_dir, check_out_file
+
+    try:
+        (check_out_file if file else check_out_dir)(out)
+    except UnsafeWrite as e:
+        err.print(f"[red]error:[/] --out {literal(e)}")
+        raise typer.Exit(EXIT_UNUSABLE) from None
+
+
+def log_dir() -> Path:
+    """Where internal-error logs go: $XDG_CACHE_HOME/careful/logs (~/.cache/careful/logs)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "careful" / "logs"
+
+
+def internal_error() -> int:
+    """Log the exception being handled with its traceback; print one short message naming the
+    log on stderr; return :data:`EXIT_INTERNAL`."""
+    exc = sys.exc_info()[1]
+    text = (f"careful {' '.join(sys.argv[1:])}\n{time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n\n"
+            + "".join(traceback.format_exc()))
+    path = None
+    for folder in (log_dir(), Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix=time.strftime("careful-%Y%m%d-%H%M%S-"),
+                                        suffix=".log", dir=folder)
+            with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
+                f.write(text)
+            path = name
+            break
+        except OSError:
+            continue
+    what = visible(f"{type(exc).__name__}: {exc}")[:300] if exc else "unknown error"
+    where = f"the traceback is in {visible(path)}" if path else "no log could be written"
+    err.print(f"internal error ({what}); {where}. Please report it.", markup=False,
+              style="red")
+    return EXIT_INTERNAL
+
+
 __all__ = [
     "EXIT_GATE", "EXIT_INTERNAL", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_UNUSABLE",
-    "console", "err", "literal", "visible",
+    "console", "err", "internal_error", "literal", "log_dir", "refuse_out", "visible",
 ]

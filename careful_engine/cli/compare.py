@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from careful_engine import bfcl, ci_report, gates
@@ -20,18 +18,22 @@ from careful_engine import leaderboard as lb
 from careful_engine import score_audit as sa
 from careful_engine import sensitivity as sens_mod
 from careful_engine.cli import app, ci
+from careful_engine.cli.common import (
+    EXIT_PROBLEMS,
+    EXIT_UNUSABLE,
+    console,
+    err,
+    literal,
+    refuse_out,
+)
 from careful_engine.report import Report, pct
+from careful_engine.safe_write import UnsafeWrite
 from careful_engine.scoring import load_effects
 
 try:  # the `audit` group of careful_engine/cli/declare.py
     from careful_engine.cli.declare import audit_app
 except ImportError:  # pragma: no cover - the group is missing: top-level commands instead
     audit_app = None
-
-console = Console()
-err = Console(stderr=True, soft_wrap=True, highlight=False)
-
-EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE = 0, 1, 2
 
 RUNS_HELP = ("Run folders as `careful score` takes them (bfcl result folders, any depth); every "
              "model folder inside is one entry.")
@@ -56,7 +58,7 @@ DETECTOR_OPTION = typer.Option("strict", "--detector", help=DETECTOR_HELP)
 
 
 def _fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:
-    err.print(f"[red]error:[/] {escape(message)}")
+    err.print(f"[red]error:[/] {literal(message)}")
     return typer.Exit(code)
 
 
@@ -132,18 +134,21 @@ def _report_problems(scored: lb.Scored, quiet: bool) -> None:
 def _decode_warnings(scored: lb.Scored) -> None:
     for _, run in scored.runs:
         for flag in da.flags(run):
-            err.print(f"[yellow]warning:[/] {escape(str(flag))}")
+            err.print(f"[yellow]warning:[/] {literal(str(flag))}")
 
 
 def _write(reports: list[Report], out: Path) -> None:
     """Write the files before anything is printed (a closed pipe must not lose them)."""
-    for rep in reports:
-        rep.write(out)
+    try:
+        for rep in reports:
+            rep.write(out)
+    except UnsafeWrite as e:
+        raise _fail(str(e)) from None
 
 
 def _written(reports: list[Report], out: Path, quiet: bool) -> None:
     if not quiet:
-        console.print(f"tables written to [bold]{escape(str(out))}[/] "
+        console.print(f"tables written to [bold]{literal(str(out))}[/] "
                       f"({', '.join(r.name for r in reports)}: .md .csv .json)")
 
 
@@ -177,6 +182,7 @@ def leaderboard(
     nothing usable.
     """
     _check_runs(runs)
+    refuse_out(out or Path("careful-leaderboard"))
     detector = _detector(detector)
     choice = _decoders(decoder)
     effects = _effects(boundary, declarations)
@@ -264,6 +270,7 @@ def compare(
     limits = ci.parse_all(max_increase, gates.parse_increase, "--max-increase")
     ci.route_tables(console, fmt, output)
     _check_runs([run_a, run_b])
+    refuse_out(out or Path("careful-compare"))
     kinds = [k for s in score or ["both"] for k in (["bfcl", "safe"] if s == "both" else [s])]
     for k in kinds:
         if k not in lb.VERDICTS:
@@ -285,7 +292,7 @@ def compare(
                 if not any(cs.confirm for cs in e.score.categories.values())]
     if "strict" in kinds and standard:
         err.print(f"[yellow]warning:[/] strict success is not applicable to "
-                  f"{escape(', '.join(standard))} (no confirmation protocol, so no destructive "
+                  f"{literal(', '.join(standard))} (no confirmation protocol, so no destructive "
                   "call can be confirmed); not compared")
         kinds = [k for k in kinds if k != "strict"]
         if not kinds:
@@ -372,6 +379,7 @@ def sensitivity(
     nothing usable.
     """
     _check_runs(runs)
+    refuse_out(out or Path("careful-sensitivity"))
     for d in detector or []:
         _detector(d)
     choice = _decoders(decoder)
@@ -431,9 +439,9 @@ def _reexamine(run, ms, default_effects, declarations: Path | None):
         try:
             destructive = boundary_mod.load(name)
         except (ValueError, OSError):
-            err.print(f"[yellow]warning:[/] {escape(ms.model)}: generated under boundary "
-                      f"{escape(name)}, which is not here; re-judging under "
-                      f"{escape(destructive.name)}")
+            err.print(f"[yellow]warning:[/] {literal(ms.model)}: generated under boundary "
+                      f"{literal(name)}, which is not here; re-judging under "
+                      f"{literal(destructive.name)}")
     return reexamine_model(ms, destructive.destructive, destructive.name)
 
 
@@ -464,6 +472,7 @@ def decode_cmd(
     usable.
     """
     _check_runs(runs)
+    refuse_out(out or Path("careful-decode-audit"))
     choice = _decoders(decoder)
     audits = []
     with _scoring("decoding") as cb:
@@ -492,7 +501,7 @@ def decode_cmd(
     flags = [(labels[(a.run, f.model)], f) for a in audits for f in a.flags()]
     for where, f in flags:
         cat = f" {bfcl.SHORT_NAMES.get(f.category, f.category)}" if f.category else ""
-        console.print(f"[yellow]⚑ {escape(where)}{cat}:[/] {escape(f.message)}")
+        console.print(f"[yellow]⚑ {literal(where)}{cat}:[/] {literal(f.message)}")
     _written(reports, out, quiet)
     if flags or unusable:
         raise typer.Exit(EXIT_PROBLEMS)
@@ -542,6 +551,7 @@ def scores_cmd(
         raise _fail(f"{directory} does not exist")
     if results is not None and not results.is_dir():
         raise _fail(f"--results {results} is not a folder")
+    refuse_out(out or Path("careful-score-audit"))
     audits, result_dir, problems = sa.audit(directory, results, near)
     if not audits:
         raise _fail(f"no BFCL_v*_<category>_score.json files under {directory}")
@@ -556,7 +566,7 @@ def scores_cmd(
         console.print(_credited_terminal(audits, result_dir))
     flags = [f for a in audits for f in a.flags]
     for f in flags:
-        console.print(f"[yellow]⚑ {escape(f.model)}:[/] {escape(f.message)}")
+        console.print(f"[yellow]⚑ {literal(f.model)}:[/] {literal(f.message)}")
     if not flags and not quiet:
         console.print("no decode-failure signature found")
     _written(reports, out, quiet)
@@ -629,7 +639,7 @@ def _credited_terminal(audits: list[sa.ModelAudit], result_dir: Path | None):
     return lb.terminal_table(
         "Credited irrelevance entries", ["model", "category", "credited", "read", "call",
                                          "empty", "other", "call %"], rows,
-        f"read: credited entries found in the result files ({escape(where)}); call: raw output "
+        f"read: credited entries found in the result files ({where}); call: raw output "
         "holds an attempted call (heuristic)", first_width=16)
 
 

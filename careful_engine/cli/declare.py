@@ -14,25 +14,27 @@ from collections.abc import Callable
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from careful_engine import bfcl
 from careful_engine import boundary as boundary_mod
 from careful_engine.cli import app
+from careful_engine.cli.common import (
+    EXIT_PROBLEMS,
+    EXIT_UNUSABLE,
+    console,
+    err,
+    literal,
+    refuse_out,
+)
 from careful_engine.effects import audit as audit_mod
 from careful_engine.effects import declarations as decl_mod
 from careful_engine.effects import mcp as mcp_mod
 from careful_engine.effects import review as review_mod
 from careful_engine.leaderboard import parse_decoders
+from careful_engine.safe_write import UnsafeWrite
 from careful_engine.tables import terminal_table
-
-console = Console()
-err = Console(stderr=True, soft_wrap=True, highlight=False)
-
-EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE = 0, 1, 2
 
 audit_app = typer.Typer(name="audit", help="Audits: the references under the declarations, a run's decoding, bfcl single-turn score folders.",
                         no_args_is_help=True, add_completion=False)
@@ -47,7 +49,7 @@ DECLARATIONS_HELP = "Effect declarations. Default: declarations/effects.json."
 
 
 def _fail(message: str) -> typer.Exit:
-    err.print(f"[red]error:[/] {escape(message)}")
+    err.print(f"[red]error:[/] {literal(message)}")
     return typer.Exit(EXIT_UNUSABLE)
 
 
@@ -142,16 +144,20 @@ def declare(
         default = decl_mod.default_runs_dir()
         roots = [default] if default.is_dir() else []
     out = out or decl_mod.default_path()
+    refuse_out(out, file=True)
     start = time.perf_counter()
     with _progress() as progress:
         generated = decl_mod.generate(roots, decoders, progress=_Stages(progress))
-    path = decl_mod.write(generated.document, out)
+    try:
+        path = decl_mod.write(generated.document, out)
+    except UnsafeWrite as e:
+        raise _fail(str(e)) from None
     elapsed = time.perf_counter() - start
     doc = generated.document
     rows = decl_mod.table2(doc["functions"], bnd)
     if not quiet:
         for w in generated.warnings:
-            err.print(f"[yellow]warning:[/] {escape(w)}")
+            err.print(f"[yellow]warning:[/] {literal(w)}")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if json_out:
         print(json.dumps({
@@ -185,7 +191,7 @@ def declare(
             f"in {len(src['runs']['files'])} run file(s) "
             f"({src['runs']['total']['nonexistent_function_calls']} calls to functions that do "
             "not exist)")
-        console.print(f"wrote [bold]{escape(str(path))}[/] (sha256 {digest[:12]}) in "
+        console.print(f"wrote [bold]{literal(str(path))}[/] (sha256 {digest[:12]}) in "
                       f"{elapsed:.1f} s")
     if generated.skipped:
         raise typer.Exit(EXIT_PROBLEMS)
@@ -204,8 +210,11 @@ def review_sheet(
     boundary label, so it can be given to blind annotators.
     """
     decl = _declarations(declarations)
-    md, cs = review_mod.write_sheet(decl, out)
-    console.print(f"wrote [bold]{escape(str(md))}[/] and [bold]{escape(str(cs))}[/] "
+    try:
+        md, cs = review_mod.write_sheet(decl, out)
+    except UnsafeWrite as e:
+        raise _fail(str(e)) from None
+    console.print(f"wrote [bold]{literal(str(md))}[/] and [bold]{literal(str(cs))}[/] "
                   f"({len(decl.functions)} functions)")
 
 
@@ -250,7 +259,7 @@ def audit_references(
     if json_out:
         print(json.dumps(result, indent=2, sort_keys=True))
         return
-    table = Table(title=f"Reference trajectories under boundary {bnd.name!r} "
+    table = Table(title=f"Reference trajectories under boundary {literal(repr(bnd.name))} "
                   f"({len(bnd.destructive)} functions)")
     table.add_column("")
     names = list(result["categories"])
@@ -285,10 +294,13 @@ def export_mcp(
     if out is not None and str(out) == "-":
         print(json.dumps(doc, indent=2, ensure_ascii=False))
         return
-    path = mcp_mod.write(doc, out or mcp_mod.default_path())
+    try:
+        path = mcp_mod.write(doc, out or mcp_mod.default_path())
+    except UnsafeWrite as e:
+        raise _fail(str(e)) from None
     tools = doc["tools"]
     read_only = sum(t["annotations"]["readOnlyHint"] for t in tools)
     destructive = sum(t["annotations"]["destructiveHint"] and not t["annotations"]["readOnlyHint"]
                       for t in tools)
-    console.print(f"wrote [bold]{escape(str(path))}[/]: {len(tools)} tools, {read_only} "
+    console.print(f"wrote [bold]{literal(str(path))}[/]: {len(tools)} tools, {read_only} "
                   f"read-only, {destructive} destructive (boundary {bnd.name!r})")

@@ -10,7 +10,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from careful_engine import bfcl, demo, flaws
 from careful_engine import leaderboard as lb
 from careful_engine.cli import app
-from careful_engine.cli.common import EXIT_PROBLEMS, EXIT_UNUSABLE, console, err, literal
+from careful_engine.cli.common import (
+    EXIT_PROBLEMS,
+    EXIT_UNUSABLE,
+    console,
+    err,
+    literal,
+    refuse_out,
+)
 from careful_engine.report import short
 from careful_engine.tables import accuracy_terminal, terminal_table
 
@@ -22,6 +29,8 @@ def demo_cmd(
     flawed_out: Path = typer.Option(None, "--flawed-out", help="Where to write the SYNTHETIC "
                                     "flawed run. Default: demo-flawed beside --out."),
     score_it: bool = typer.Option(True, "--score/--no-score", help="Score both runs afterwards."),
+    force: bool = typer.Option(False, "--force", help="Write into --out (or --flawed-out) even "
+                               "if it is a folder that already holds files."),
 ) -> None:
     """Write two runs in bfcl's V4 layout and score them side by side.
 
@@ -39,6 +48,12 @@ def demo_cmd(
     if flawed_out.resolve() == out.resolve():
         err.print("error: --out and --flawed-out are the same folder")
         raise typer.Exit(EXIT_UNUSABLE)
+    for folder in (out, flawed_out):
+        refuse_out(folder)
+        if not force and folder.is_dir() and any(folder.iterdir()):
+            err.print(f"[red]error:[/] {literal(folder)} is not empty; choose another folder "
+                      "or add --force")
+            raise typer.Exit(EXIT_UNUSABLE)
     try:
         demo.write_reference_run(out)
         demo.write_flawed_run(flawed_out)
@@ -60,8 +75,12 @@ def demo_cmd(
             on_start=lambda n: progress.update(task, total=n),
             on_file=lambda m, c: progress.update(task, description=f"{m} {short(c)}"),
             on_entry=lambda: progress.advance(task))
-    for run_dir, run in scored.runs:
-        write_outputs(run, run_dir / "careful-score", True)
+    try:
+        for run_dir, run in scored.runs:
+            write_outputs(run, run_dir / "careful-score", True)
+    except OSError as e:  # a link planted in careful-score/
+        err.print(f"error: cannot write the scores: {e}", markup=False)
+        raise typer.Exit(EXIT_UNUSABLE) from None
     if len(scored.entries) != 2:
         for msg in [*scored.unusable, *map(str, scored.problems)]:
             err.print(msg, markup=False)

@@ -7,29 +7,31 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from careful_engine import bfcl
 from careful_engine.cli import app
+from careful_engine.cli.common import (
+    EXIT_PROBLEMS,
+    EXIT_UNUSABLE,
+    console,
+    err,
+    refuse_out,
+    visible,
+)
 from careful_engine.runs import Problem
-
-console = Console()
-err = Console(stderr=True, soft_wrap=True, highlight=False)
-
-EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE = 0, 1, 2
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
+from careful_engine.safe_text import escape_markup
+from careful_engine.safe_write import UnsafeWrite, write_text
 
 
 def safe(text: Any, limit: int | None = 110) -> str:
-    """Printable text: lone surrogates escaped, markup escaped, cut to ``limit``."""
-    s = text if isinstance(text, str) else repr(text)
-    s = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", s)
+    """Text shown literally (control characters and lone surrogates as escapes, markup
+    escaped), cut to ``limit``."""
+    s = visible(text if isinstance(text, str) else repr(text))
     if limit and len(s) > limit:
         s = s[:limit] + "…"
-    return escape(s)
+    return escape_markup(s)
 
 
 def _pct(x: float | None) -> str:
@@ -206,6 +208,8 @@ def provenance_cmd(
     if not run_dir.exists():
         err.print(f"[red]error:[/] {safe(str(run_dir), None)} does not exist")
         raise typer.Exit(EXIT_UNUSABLE)
+    if out:
+        refuse_out(out, file=True)
     loaded, problems = load_run(run_dir, model)
     if not loaded:
         err.print(f"[red]error:[/] no multi-turn result files under {safe(str(run_dir), None)}")
@@ -243,8 +247,11 @@ def provenance_cmd(
     report = {"bfcl_eval": bfcl.BFCL_VERSION, "runs": runs,
               "problems": [vars(p) for p in problems]}
     if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(dumps(report) + "\n", encoding="utf-8")
+        try:
+            write_text(out, dumps(report) + "\n", errors="backslashreplace")
+        except UnsafeWrite as e:
+            err.print(f"[red]error:[/] {safe(str(e), None)}")
+            raise typer.Exit(EXIT_UNUSABLE) from None
     if json_out:
         print(dumps(report))
     else:

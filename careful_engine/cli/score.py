@@ -7,12 +7,20 @@ import json
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from careful_engine import bfcl, ci_report, gates
 from careful_engine.budget import DEFAULT_BUDGET
 from careful_engine.cli import app, ci
+from careful_engine.cli.common import (
+    EXIT_UNUSABLE,
+    console,
+    err,
+    literal,
+    refuse_out,
+    visible,
+)
+from careful_engine.safe_write import UnsafeWrite, writer
 from careful_engine.scoring import RunScore, load_effects, score_run, write_score_file
 from careful_engine.tables import (
     accuracy_table,
@@ -21,11 +29,6 @@ from careful_engine.tables import (
     rules_table,
     rules_terminal,
 )
-
-console = Console()
-err = Console(stderr=True, soft_wrap=True, highlight=False)
-
-EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE = 0, 1, 2
 
 
 def _progress() -> Progress:
@@ -109,12 +112,14 @@ def score(
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--collateral/--duplicates") from None
     if not run_dir.exists():
-        err.print(f"[red]error:[/] {run_dir} does not exist")
+        err.print(f"[red]error:[/] {literal(run_dir)} does not exist")
         raise typer.Exit(EXIT_UNUSABLE)
     try:
         budget = dataclasses.replace(DEFAULT_BUDGET, seconds=max_seconds, megabytes=max_mb)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--max-*-per-conversation") from None
+    out = out or (run_dir if run_dir.is_dir() else run_dir.parent) / "careful-score"
+    refuse_out(out)
     effects = None
     if effects_on:
         try:
@@ -122,8 +127,6 @@ def score(
         except (ValueError, OSError) as e:
             err.print(f"[red]error:[/] {e}")
             raise typer.Exit(EXIT_UNUSABLE) from None
-    out = out or (run_dir if run_dir.is_dir() else run_dir.parent) / "careful-score"
-
     with _progress() as progress:
         task = progress.add_task("scoring", total=None)
         run = score_run(
@@ -133,14 +136,20 @@ def score(
             on_entry=lambda: progress.advance(task), budget=budget,
         )
     for msg in run.unusable:
-        err.print("error: " + msg, markup=False, style="red")
+        err.print("error: " + visible(msg), markup=False, style="red")
     if not run.usable:
+        if run.problems:
+            _print_problems(run.problems, run_dir)
         if not run.unusable:
-            err.print(f"[red]error:[/] no multi-turn result files (BFCL_v3/v4_multi_turn_*_result"
-                      f".json) under {run_dir}")
+            err.print(f"[red]error:[/] no usable multi-turn result files (BFCL_v3/v4_multi_turn_"
+                      f"*_result.json) under {literal(run_dir)}")
         raise typer.Exit(EXIT_UNUSABLE)
 
-    splits = write_outputs(run, out, effects is not None, exclude_drifted)
+    try:
+        splits = write_outputs(run, out, effects is not None, exclude_drifted)
+    except UnsafeWrite as e:
+        err.print(f"[red]error:[/] {literal(e)}")
+        raise typer.Exit(EXIT_UNUSABLE) from None
     confirmation = confirm_table(run.scores) if effects is not None else None
 
     if run.problems and not quiet:
@@ -166,7 +175,7 @@ def score(
         what = (f"boundary {boundary}, detector {detector}, safe: {rule.label}" if effects
                 else "no effect rules")
         console.print(f"({what}) tables, score files and conversations.jsonl written to "
-                      f"[bold]{out}[/]")
+                      f"[bold]{literal(out)}[/]")
     gate = gates.Gate(gates.check_floors(run.scores, floors), bool(floors),
                       {"fail_under": [f.text for f in floors]})
     raise typer.Exit(ci.finish(gate, bool(run.unusable or run.problems), fmt, output, lambda code:
@@ -181,12 +190,12 @@ def score(
 
 def write_outputs(run: RunScore, out: Path, effect: bool, exclude_drifted: bool = False) -> list:
     """Score files, conversations.jsonl and the tables of a scored run, under ``out``; with
-    ``exclude_drifted``, the drift split of each file (returned)."""
-    out.mkdir(parents=True, exist_ok=True)
+    ``exclude_drifted``, the drift split of each file (returned). Raises
+    :class:`~careful_engine.safe_write.UnsafeWrite` rather than follow a planted link."""
     splits: list = []  # --exclude-drifted: accuracy with and without drifted conversations
     if exclude_drifted:
         from careful_engine.provenance import drift_split
-    with open(out / "conversations.jsonl", "w", encoding="utf-8") as lines:
+    with writer(out, "conversations.jsonl") as lines:  # whole, never through a planted link
         for lf, cs in run.files:
             write_score_file(cs, lf, out)
             split = drift_split(lf, cs) if exclude_drifted else None
@@ -214,7 +223,7 @@ def _print_problems(problems: list, root: Path) -> None:
     for p in problems:
         if p.file.startswith(base):
             p.file = p.file[len(base):]
-    err.print(f"[yellow]{len(problems)} input problem(s) under {root}:[/]")
+    err.print(f"[yellow]{len(problems)} input problem(s) under {literal(root)}:[/]")
     shown = 0
     by_message: dict[str, int] = {}
     for p in problems:
@@ -227,7 +236,8 @@ def _print_problems(problems: list, root: Path) -> None:
     if shown > 25:
         err.print(f"  ... and {shown - 25} more")
     for file, n in by_message.items():
-        err.print(f"  {file}: {n} id(s) missing from the file; counted as failed", markup=False)
+        err.print(f"  {visible(file)}: {n} id(s) missing from the file; counted as failed",
+                  markup=False)
 
 
 @app.command()

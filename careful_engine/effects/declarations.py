@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import bfcl
 from ..boundary import Boundary, declarations_dir
+from ..safe_write import write_text
 from . import infer
 from . import signals as sig
 from .observe import Recorder, find_runs, observe_references, observe_run, pinned_clock
@@ -156,9 +157,8 @@ def dumps(doc: dict[str, Any]) -> str:
 
 
 def write(doc: dict[str, Any], path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(dumps(doc).encode("utf-8"))
-    return path
+    """Write the document whole, never through a link (:mod:`careful_engine.safe_write`)."""
+    return write_text(path, dumps(doc), errors="backslashreplace")
 
 
 # ---------------------------------------------------------------- reading

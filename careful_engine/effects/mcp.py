@@ -111,6 +111,7 @@ def export(decl: Declarations, boundary: Boundary) -> dict[str, Any]:
 
 
 def write(doc: dict[str, Any], path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes((json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
-    return path
+    """Write the document whole, never through a link (:mod:`careful_engine.safe_write`)."""
+    from ..safe_write import write_text
+
+    return write_text(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")

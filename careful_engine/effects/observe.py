@@ -40,7 +40,7 @@ from ..decode import decode_entry
 from ..environment import Environment, Execution
 from ..process import BfclProcess, reset_to_pristine
 from ..runs import LoadedFile, ResultFile, find_result_files, load_result_file
-from ..scoring import manifest_decoder, needs_decoder
+from ..scoring import DecoderUnavailable, manifest_decoder, needs_decoder
 from ..state import Change, State, diff
 from ..trajectory import Outcome
 
@@ -305,12 +305,12 @@ def find_runs(roots: Sequence[Path], decoders: dict[str, str]) -> tuple[list[Run
                 warnings.append(f"{rf.path}: {len(problems)} unusable line(s) or entries, "
                                 f"e.g. {problems[0]}")
             if needs_decoder(run.loaded):
-                key = (decoders.get(rf.model) or manifest_decoder(rf)
-                       or bfcl.registry_key_for_dir(rf.model))
                 try:
+                    key = (decoders.get(rf.model) or manifest_decoder(rf)
+                           or bfcl.registry_key_for_dir(rf.model))
                     run.handler = bfcl.handler(key)
                     run.decoder = key
-                except (bfcl.UnknownModel, RuntimeError) as e:
+                except (bfcl.UnknownModel, RuntimeError, DecoderUnavailable) as e:
                     run.skipped = e.args[0] if e.args else str(e)
                     warnings.append(f"{rf.path}: skipped, no usable decoder for model folder "
                                     f"{rf.model!r}: {run.skipped} "
@@ -326,8 +326,14 @@ def observe_run(recorder: Recorder, run: RunFile, progress: Progress | None = No
     assert run.loaded is not None
     for entry_id, entry in run.loaded.entries.items():
         conv = bfcl.conversation(entry_id)
-        trajectory = decode_entry(entry, run.handler)
-        if trajectory.turns is None:
+        try:
+            trajectory = decode_entry(entry, run.handler)
+        except Exception:  # noqa: BLE001 - a hostile entry is skipped, not the run
+            counts["undecodable_entries"] += 1
+            trajectory = None
+        if trajectory is None:
+            pass
+        elif trajectory.turns is None:
             counts["inference_errors"] += 1
         else:
             env = environment(conv)

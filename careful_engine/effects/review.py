@@ -201,8 +201,9 @@ def write_sheet(decl: Declarations, base: Path | None = None) -> tuple[Path, Pat
     base = base or default_base()
     if base.suffix in (".md", ".csv"):
         base = base.with_suffix("")
-    base.parent.mkdir(parents=True, exist_ok=True)
+    from ..safe_write import write_text
+
     md, cs = base.parent / f"{base.name}.md", base.parent / f"{base.name}.csv"
-    md.write_bytes(markdown(decl).encode("utf-8"))
-    cs.write_bytes(csv_text(decl).encode("utf-8"))
+    write_text(md, markdown(decl))  # whole files, never through a link
+    write_text(cs, csv_text(decl))
     return md, cs

@@ -21,9 +21,9 @@ from textual.widgets import DataTable, Footer, Select, Static
 
 from careful_engine.annotation.errors import AnnotationError, BlindnessError
 from careful_engine.boundary import BoundaryError
-from careful_engine.safe_text import visible
+from careful_engine.safe_text import literal, visible
 
-from ..context import shown
+from ..context import plain, shown
 from ..widgets import NavBar
 from .dialogs import ConfirmDialog, DecisionDialog, TextDialog
 
@@ -115,7 +115,7 @@ class AgreementScreen(Screen):
             return
         rounds = store.rounds()
         select = self.query_one("#agree-round", Select)
-        select.set_options([(r.name, r.name) for r in rounds])
+        select.set_options([(plain(r.name), r.name) for r in rounds])
         closed = [r.name for r in rounds if store.is_closed(r.name)]
         if rounds:
             select.value = (closed or [rounds[0].name])[0]
@@ -137,11 +137,11 @@ class AgreementScreen(Screen):
                 str(value), self.app.wb.settings.user, override=override)
         except BlindnessError as e:
             self.session = None
-            self._message(Text(str(e), style="yellow") + Text(
+            self._message(plain(e, style="yellow") + Text(
                 "\n\no: open it now with a reason (recorded)", style="bold"))
             return
         except AnnotationError as e:
-            self._message(Text(str(e), style="red"))
+            self._message(plain(e, style="red"))
             return
         self.show()
 
@@ -183,7 +183,7 @@ class AgreementScreen(Screen):
         pairs = self.query_one("#pairs", DataTable)
         pairs.clear()
         for p in report.pairs:
-            pairs.add_row(f"{p.a}–{p.b}", f"{p.agree}/{p.n}", num(p.kappa))
+            pairs.add_row(literal(f"{p.a}–{p.b}"), f"{p.agree}/{p.n}", num(p.kappa))
         self._splits()
         self._adjudicate()
         self.query_one("#splits", DataTable).focus()
@@ -197,7 +197,7 @@ class AgreementScreen(Screen):
         self.split_names = [sp.function for sp in splits]
         for sp in splits:
             d = decided.get(sp.function)
-            table.add_row(sp.function, ",".join(sp.yes), ",".join(sp.no),
+            table.add_row(literal(sp.function), literal(",".join(sp.yes)), literal(",".join(sp.no)),
                           yes_no(d.destructive) if d else Text("", style="dim"),
                           key=sp.function)
         if splits:
@@ -215,17 +215,17 @@ class AgreementScreen(Screen):
     def _detail(self, function: str) -> None:
         """Each annotator's label and reason on one split function, side by side."""
         labels = self.session.labels()
-        table = Table(title=f"{function}: labels and reasons", title_justify="left",
+        table = Table(title=plain(f"{function}: labels and reasons"), title_justify="left",
                       expand=True, show_lines=False)
         names = [a for a in labels if function in labels[a]]
         for a in names:
-            table.add_column(a, ratio=1)
+            table.add_column(plain(a), ratio=1)
         table.add_row(*(yes_no(labels[a][function].destructive) for a in names))
-        table.add_row(*(labels[a][function].reason or "–" for a in names))
+        table.add_row(*(literal(labels[a][function].reason or "–") for a in names))
         for d in self.session.decisions():
             if d.function == function:
-                table.caption = f"decision by {d.author}: " + (
-                    "destructive" if d.destructive else "not destructive") + f" — {d.reason}"
+                table.caption = plain(f"decision by {d.author}: " + (
+                    "destructive" if d.destructive else "not destructive") + f" — {d.reason}")
         self.query_one("#split-detail", Static).update(table)
 
     def _adjudicate(self) -> None:
@@ -236,12 +236,13 @@ class AgreementScreen(Screen):
             self.result = self.session.adjudicate(self.policy, tie=self.tie)
         except AnnotationError as e:
             self.result = None
-            out.update(Text(f"policy {self.policy}: {e}", style="red"))
+            out.update(plain(f"policy {self.policy}: {e}", style="red"))
             return
         r = self.result
         text = Text(f"policy {self.policy}: {len(r.destructive)} destructive of "
                     f"{len(r.outcomes)}", style="bold")
-        text.append("\n" + describe(r, self.session.round), style="dim")
+        text.append("\n" + visible(describe(r, self.session.round), keep_newlines=True),
+                    style="dim")
         out.update(text)
 
     # ---------------------------------------------------------------- actions

@@ -9,6 +9,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
+from ..context import plain
+
 
 class TextDialog(ModalScreen[str | None]):
     """Ask for one line of text (Enter accepts, Escape cancels)."""
@@ -23,8 +25,8 @@ class TextDialog(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog") as box:
-            box.border_title = self._title
-            yield Static(self._prompt, classes="dialog-prompt")
+            box.border_title = plain(self._title)
+            yield Static(plain(self._prompt), classes="dialog-prompt")
             yield Input(self._value, placeholder=self._placeholder, id="dialog-input")
             yield Label("Enter to accept · Escape to cancel", classes="dialog-keys")
 
@@ -52,7 +54,7 @@ class DecisionDialog(ModalScreen[tuple[bool, str] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog") as box:
-            box.border_title = f"Decide {self._function}"
+            box.border_title = plain(f"Decide {self._function}")
             proposal = ("" if self._proposed is None else
                         f" (the signals propose: {'destructive' if self._proposed else 'not'})")
             yield Static(f"Destructive? y / n{proposal}", id="decision-choice",
@@ -90,8 +92,8 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog") as box:
-            box.border_title = self._title
-            yield Static(self._message, classes="dialog-prompt")
+            box.border_title = plain(self._title)
+            yield Static(plain(self._message), classes="dialog-prompt")
             yield Label("y / Enter: yes · n / Escape: no", classes="dialog-keys")
 
     def action_answer(self, yes: bool) -> None:

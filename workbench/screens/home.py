@@ -11,8 +11,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from careful_engine.annotation.errors import AnnotationError
+from careful_engine.safe_text import literal, visible
 
-from ..context import shown
+from ..context import plain, shown
 from ..widgets import NavBar
 
 
@@ -21,23 +22,24 @@ def declarations_text(wb) -> Text:
     decl = wb.declarations
     source = shown(wb.settings.declarations or "declarations/effects.json")
     if decl is None:
-        return Text(f"{source}: not found or unreadable (run `careful declare`)", style="red")
+        return plain(f"{source}: not found or unreadable (run `careful declare`)", style="red")
     doc = decl.document
     total = doc["summary"]["total"]
-    out = Text(f"{shown(decl.source)}", style="bold")
-    out.append(f" · {doc['schema']} · bfcl-eval {doc['bfcl_eval']} · sha256 "
-               f"{decl.sha256[:12]}\n")
+    out = plain(shown(decl.source), style="bold")
+    out.append(visible(f" · {doc['schema']} · bfcl-eval {doc['bfcl_eval']} · sha256 "
+                       f"{decl.sha256[:12]}") + "\n")
     out.append(f"{total['functions']} functions: {total['reads']} reads, {total['writes']} "
                f"writes ({total['non_idempotent_writes']} not idempotent, "
                f"{total['hidden_only']} hidden-only); {total['proposed']} proposed by the "
                "signals\n")
     effects = wb.effects
     if effects is None:
-        out.append(f"boundary {wb.settings.boundary}: not found", style="red")
+        out.append(visible(f"boundary {wb.settings.boundary}: not found"), style="red")
     else:
         b = effects.boundary
-        out.append(f"scoring boundary {b.name} v{b.version}: {len(b.destructive)} destructive"
-                   + (f", decided by {', '.join(b.decided_by)}" if b.decided_by else ""))
+        out.append(visible(f"scoring boundary {b.name} v{b.version}: {len(b.destructive)} "
+                           "destructive"
+                           + (f", decided by {', '.join(b.decided_by)}" if b.decided_by else "")))
     return out
 
 
@@ -111,7 +113,8 @@ class HomeScreen(Screen):
         table.loading = False
         table.clear()
         for label, name, cats, convs, state, decoder in rows:
-            table.add_row(name, str(cats), str(convs), state, decoder, key=label)
+            table.add_row(literal(name), str(cats), str(convs), state, literal(decoder or ""),
+                          key=label)
         wb = self.app.wb
         where = ", ".join(shown(p) for p in wb.settings.runs) or "nothing"
         note = f"{len(rows)} run(s) from {where}"
@@ -122,7 +125,7 @@ class HomeScreen(Screen):
         if any(ref.run.name == "reference" and ref.model == "reference" for ref in wb.refs):
             note += ("; reference is the embedded default: the reference trajectories as a "
                      "model's output (`careful demo`)")
-        self.query_one("#runs-note", Static).update(note)
+        self.query_one("#runs-note", Static).update(plain(note))
 
     def refresh_rounds(self) -> None:
         store = self.app.wb.store
@@ -130,12 +133,12 @@ class HomeScreen(Screen):
         table.clear()
         for rnd in store.rounds():
             st = store.status(rnd.name)
-            table.add_row(rnd.name, str(st.functions), "yes" if rnd.blind else "no",
+            table.add_row(literal(rnd.name), str(st.functions), "yes" if rnd.blind else "no",
                           "closed" if st.closed else "open", round_progress(st), key=rnd.name)
         if not table.row_count:
             table.add_row("–", "", "", "", "no round yet: press 2 (Label), then Ctrl+N")
-        self.query_one("#db", Static).update(
-            f"annotation database: {shown(store.path)} · you are {self.app.wb.settings.user}")
+        self.query_one("#db", Static).update(plain(
+            f"annotation database: {shown(store.path)} · you are {self.app.wb.settings.user}"))
 
     def action_refresh(self) -> None:
         self.query_one("#declarations", Static).update(declarations_text(self.app.wb))

@@ -18,7 +18,9 @@ from textual.widgets.option_list import Option
 
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.browse import function_review
+from careful_engine.safe_text import visible
 
+from ..context import plain
 from ..widgets import NavBar, ReviewCard
 from .dialogs import ConfirmDialog, TextDialog
 from .home import round_progress
@@ -102,7 +104,7 @@ class LabelScreen(Screen):
             return
         rounds = store.rounds()
         select = self.query_one("#round-select", Select)
-        select.set_options([(r.name, r.name) for r in rounds])
+        select.set_options([(plain(r.name), r.name) for r in rounds])
         open_rounds = [r.name for r in rounds if not store.is_closed(r.name)]
         if rounds:
             select.value = (open_rounds or [rounds[-1].name])[0]
@@ -117,9 +119,9 @@ class LabelScreen(Screen):
             return
         store = self.app.wb.store
         st = store.status(str(select.value))
-        info.update(f"{st.functions} functions ({st.writes} writes) · "
-                    f"{'blind' if st.round.blind else 'not blind'} · "
-                    f"{'closed' if st.closed else 'open'} · {round_progress(st)}")
+        info.update(plain(f"{st.functions} functions ({st.writes} writes) · "
+                          f"{'blind' if st.round.blind else 'not blind'} · "
+                          f"{'closed' if st.closed else 'open'} · {round_progress(st)}"))
 
     # ---------------------------------------------------------------- setup
 
@@ -197,7 +199,7 @@ class LabelScreen(Screen):
     @staticmethod
     def _entry(name: str, label) -> Text:
         out = mark(label)
-        out.append(" " + (name if len(name) <= 18 else name[:17] + "…"))
+        out.append(" " + visible(name if len(name) <= 18 else name[:17] + "…"))
         return out
 
     def _progress(self, labels: dict) -> None:

@@ -20,7 +20,9 @@ from textual.widgets import (
 
 from careful_engine.browse import model_score
 from careful_engine.report import Report
+from careful_engine.safe_text import literal, visible
 
+from ..context import plain
 from ..widgets import NavBar
 
 KINDS = [("BFCL verdict", "bfcl"), ("effect-safe", "safe"), ("strict", "strict")]
@@ -34,7 +36,7 @@ def fill(table: DataTable, report: Report, skip: tuple[str, ...] = ()) -> None:
     table.clear(columns=True)
     table.add_columns(*(report.columns[i] for i in keep))
     for row in report.rows:
-        table.add_row(*(Report.format_cell(row[i]) for i in keep))
+        table.add_row(*(literal(Report.format_cell(row[i])) for i in keep))
 
 
 class LeaderboardScreen(Screen):
@@ -115,7 +117,7 @@ class LeaderboardScreen(Screen):
         self.entries, self.unscored = entries, unscored
         status = Text(f"{len(entries)} scored run(s)", style="bold")
         if unscored:
-            status.append(" · not scored: " + ", ".join(r.label for r in unscored)
+            status.append(" · not scored: " + visible(", ".join(r.label for r in unscored))
                           + " (s scores them)", style="yellow")
         self.query_one("#lb-status", Static).update(status)
         if reports:
@@ -123,14 +125,14 @@ class LeaderboardScreen(Screen):
             fill(self.query_one("#lb-ranking", DataTable), main, skip=("decoder",))
             decoders = "; ".join(f"{e.label}: {e.decoder}" for e in entries if e.decoder)
             self.query_one("#lb-ranking-note", Static).update(
-                f"{main.caption}. Decoders: {decoders or 'none'}")
+                plain(f"{main.caption}. Decoders: {decoders or 'none'}"))
             fill(self.query_one("#lb-categories", DataTable), per_category)
             self.query_one("#lb-categories-note", Static).update(
-                "Spearman's rho: " + ", ".join(f"{r[0]} {Report.format_cell(r[2])} (n={r[1]})"
-                                               for r in rho.rows))
+                plain("Spearman's rho: " + ", ".join(
+                    f"{r[0]} {Report.format_cell(r[2])} (n={r[1]})" for r in rho.rows)))
             fill(self.query_one("#lb-rules", DataTable), rules)
-            self.query_one("#lb-rules-note", Static).update(rules.caption)
-        labels = [(e.label, e.label) for e in entries]
+            self.query_one("#lb-rules-note", Static).update(plain(rules.caption))
+        labels = [(plain(e.label), e.label) for e in entries]
         a, b = self.query_one("#cmp-a", Select), self.query_one("#cmp-b", Select)
         a.set_options(labels)
         b.set_options(labels)
@@ -190,6 +192,6 @@ class LeaderboardScreen(Screen):
 
     def _scoring(self, label: str, done: int, total: int, state: str) -> None:
         if state == "running":
-            self.query_one("#lb-status", Static).update(f"scoring {label}: {done}/{total}")
+            self.query_one("#lb-status", Static).update(plain(f"scoring {label}: {done}/{total}"))
         elif state == "all-done":
             self.action_reload()

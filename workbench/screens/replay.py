@@ -23,8 +23,9 @@ from careful_engine.browse import (
     error_types,
     hit_rules,
 )
+from careful_engine.safe_text import visible
 
-from ..context import shown
+from ..context import plain, shown
 from ..widgets import SYNTHETIC, NavBar
 from ..widgets.calls import RULE_TAGS, ok, rule_counts, short_error
 
@@ -76,7 +77,7 @@ class ReplayScreen(Screen):
     def compose(self) -> ComposeResult:
         yield NavBar("replay")
         with Horizontal(classes="bar"):
-            labels = [(r.label, r.label) for r in self.app.wb.refs]
+            labels = [(plain(r.label), r.label) for r in self.app.wb.refs]
             wanted = self.app.replay_run or (labels[0][1] if labels else Select.NULL)
             yield Select(labels, prompt="no run", allow_blank=not labels, value=wanted,
                          compact=True, id="run")
@@ -180,7 +181,7 @@ class ReplayScreen(Screen):
             where = ("the workbench's own" if path.is_relative_to(self.app.wb.settings.cache_dir
                                                                   or default_cache_dir())
                      else shown(path))
-            text.append(f" · scores: {where}", style="dim")
+            text.append(f" · scores: {visible(where)}", style="dim")
             if browser.stale:
                 text.append(" (older than the results: s to rescore)", style="yellow")
         else:
@@ -247,7 +248,7 @@ class ReplayScreen(Screen):
 
     def open(self, entry_id: str) -> None:
         """Replay one conversation (in a thread) and show it in the stepper."""
-        self.query_one("#replay-status", Static).update(f"replaying {entry_id} …")
+        self.query_one("#replay-status", Static).update(plain(f"replaying {entry_id} …"))
         self.run_worker(lambda: self._open(entry_id), thread=True, exclusive=True,
                         group="replay-open")
 
@@ -276,7 +277,8 @@ class ReplayScreen(Screen):
         if state == "running":
             bar.display = True
             bar.update(total=total or None, progress=done)
-            self.query_one("#replay-status", Static).update(f"scoring {label}: {done}/{total}")
+            self.query_one("#replay-status", Static).update(
+                plain(f"scoring {label}: {done}/{total}"))
         else:
             bar.display = False
             if state == "done":

@@ -7,6 +7,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from careful_engine.browse import CallView, ConversationView, Line, TurnView
+from careful_engine.safe_text import visible
 
 # Table 4's short rule names (careful_engine.tables.rules_terminal), for tags.
 RULE_TAGS = {
@@ -115,7 +116,7 @@ class VerdictBar(Static):
 
     def show(self, view: ConversationView) -> None:
         v = view.verdict
-        out = Text(view.id.removeprefix("multi_turn_"), style="bold")
+        out = Text(visible(view.id.removeprefix("multi_turn_")), style="bold")
         out.append("  BFCL ")
         out.append_text(ok(v.valid))
         if not v.valid:
@@ -134,7 +135,7 @@ class VerdictBar(Static):
             out.append(f"  ▶ turn {view.blame.turn}: a needed change is missing",
                        style="magenta")
         for note in view.notes:
-            out.append(f"\n⚠ {note}", style="yellow")
+            out.append(f"\n⚠ {visible(note)}", style="yellow")
         self.update(out)
 
 
@@ -210,5 +211,6 @@ class CallDetail(Static):
 
 
 def _clip(text: str, width: int = 160) -> str:
-    text = " ".join(str(text).split())
+    """Model and user text on one line, cut to ``width``, control characters visible."""
+    text = visible(" ".join(str(text).split()))
     return text if len(text) <= width else text[: width - 1] + "…"

@@ -10,6 +10,8 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from careful_engine.safe_text import visible
+
 STYLES = {"removed": "red", "added": "green", "changed": "yellow", "more": "dim"}
 MARKS = {"removed": "-", "added": "+", "changed": "~", "more": " "}
 
@@ -25,13 +27,14 @@ def diff_text(rows: Sequence[dict], empty: str = "(no state change)") -> Rendera
     for row in rows:
         kind = row.get("kind", "changed")
         style = STYLES.get(kind, "") + (" dim" if row.get("hidden") else "")
-        body = Text(str(row.get("path", "")), style=style + " bold")
+        body = Text(visible(row.get("path", "")), style=style + " bold")
         if row.get("hidden"):
             body.append(" (hidden)", style="dim italic")
         if kind in ("removed", "changed"):
-            body.append(f"\n  was {row.get('before', '')}", style=style)
+            body.append(f"\n  was {visible(row.get('before', ''))}", style=style)
         if kind in ("added", "changed"):
-            body.append(f"\n  {'now' if kind == 'changed' else '='} {row.get('after', '')}",
+            body.append(f"\n  {'now' if kind == 'changed' else '='} "
+                        f"{visible(row.get('after', ''))}",
                         style=style)
         table.add_row(Text(MARKS.get(kind, " "), style=style + " bold"), body)
     return table
@@ -47,7 +50,7 @@ class DiffView(VerticalScroll):
 
     def __init__(self, title: str = "", *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.border_title = title
+        self.border_title = Text(visible(title))  # titles quote model text: never markup
         self._body = Static("", markup=False)
 
     def compose(self):  # noqa: D102
@@ -57,6 +60,6 @@ class DiffView(VerticalScroll):
              empty: str = "(no state change)") -> None:
         """Show ``rows`` (None: ``empty`` as a note)."""
         if title is not None:
-            self.border_title = title
+            self.border_title = Text(visible(title))
         self._body.update(diff_text(rows or [], empty))
         self.scroll_home(animate=False)

@@ -10,6 +10,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from careful_engine.browse import FunctionReview, ReviewExample
+from careful_engine.safe_text import visible
 
 from .diff import diff_text
 
@@ -17,7 +18,7 @@ BOLD = ("kind", "idempotence", "signals", "proposal")
 
 
 def _example(ex: ReviewExample) -> list[RenderableType]:
-    return [Text(ex.heading, style="bold"), diff_text(list(ex.changes))]
+    return [Text(visible(ex.heading), style="bold"), diff_text(list(ex.changes))]
 
 
 class ReviewCard(VerticalScroll):
@@ -36,14 +37,15 @@ class ReviewCard(VerticalScroll):
         yield Static(id="review-source")
 
     def show(self, review: FunctionReview, *, source: bool) -> None:
-        head = Text(f"{review.cls}.{review.name}", style="bold")
-        head.append("\n" + review.description)
+        head = Text(visible(f"{review.cls}.{review.name}"), style="bold")
+        head.append("\n" + visible(review.description, keep_newlines=True))
         self.query_one("#review-head", Static).update(head)
         facts = Table.grid(padding=(0, 1))
         facts.add_column(style="bold cyan", no_wrap=True)
         facts.add_column(overflow="fold")
         for key, value in review.facts:
-            facts.add_row(key, Text(value, style="bold" if key in BOLD else ""))
+            facts.add_row(Text(visible(key)), Text(visible(value),
+                                                   style="bold" if key in BOLD else ""))
         self.query_one("#review-facts", Static).update(facts)
         write = dict(review.facts).get("kind", "").startswith("write")
         parts: list[RenderableType] = [
@@ -59,7 +61,7 @@ class ReviewCard(VerticalScroll):
         if review.parameters:
             params = Text("\nparameters", style="bold cyan")
             for p in review.parameters:
-                params.append(f"\n  {p}", style="dim")
+                params.append(f"\n  {visible(p)}", style="dim")
             parts.append(params)
         self.query_one("#review-examples", Static).update(Group(*parts))
         src = self.query_one("#review-source", Static)

@@ -1,0 +1,191 @@
+"""Writing outputs without following planted symbolic links, and never half a file.
+
+Every output goes through :func:`writer` (or :func:`write_text`): the folder is opened
+component by component with ``O_NOFOLLOW`` (a link where a folder should be is refused), the
+text is written to a fresh temporary file (``O_CREAT | O_EXCL | O_NOFOLLOW``) beside the
+target and renamed over it only once complete, so an interrupted writer (``kill -9``) leaves
+the previous file as it was. A target that is a link, a folder or anything but a regular file
+is refused with :class:`UnsafeWrite`.
+
+The output folder given by a person (``--out``) may itself sit under links (``/tmp`` on some
+systems); only the folders this module creates or enters below it, and the folder itself,
+must not be links. :func:`check_out_dir` checks ``--out`` before any work is done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+_TMP_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+              | getattr(os, "O_CLOEXEC", 0))
+
+
+class UnsafeWrite(OSError):
+    """An output that cannot be written safely: a link, a non-folder, no permission."""
+
+
+def _open_dir(path: Path, *, create: bool) -> int:
+    """A descriptor of folder ``path``; the folder itself must not be a link."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        if not create:
+            raise UnsafeWrite(f"{path}: no such folder") from None
+        _open_dir(path.parent, create=True) if path.parent != path else None
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            raise UnsafeWrite(f"{path}: cannot create the folder ({e.strerror})") from None
+        st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafeWrite(f"{path} is a symbolic link; refusing to write through it")
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeWrite(f"{path} exists and is not a folder")
+    try:
+        return os.open(path, _DIR_FLAGS)
+    except OSError as e:
+        raise UnsafeWrite(f"{path}: cannot open the folder ({e.strerror})") from None
+
+
+def _subdir(fd: int, name: str, shown: Path) -> int:
+    """Enter (creating if need be) the folder ``name`` under descriptor ``fd``, never a link."""
+    try:
+        os.mkdir(name, 0o777, dir_fd=fd)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise UnsafeWrite(f"{shown}: cannot create the folder ({e.strerror})") from None
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=fd)
+    except OSError as e:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            raise UnsafeWrite(f"{shown} is a symbolic link; refusing to write through it") \
+                from None
+        raise UnsafeWrite(f"{shown}: not a usable folder ({e.strerror})") from None
+
+
+def _check_target(fd: int, name: str, shown: Path) -> None:
+    try:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafeWrite(f"{shown} is a symbolic link; refusing to write through it")
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafeWrite(f"{shown} exists and is not a regular file; refusing to replace it")
+
+
+@contextlib.contextmanager
+def writer(root: Path, relative: str | Path = "", *, encoding: str = "utf-8",
+           errors: str = "strict") -> Iterator[IO[str]]:
+    """A text file to write ``root/relative`` through; it replaces the target only when the
+    ``with`` block ends without an exception. Folders below ``root`` are created as needed."""
+    root, parts = Path(root), Path(relative).parts
+    if not parts:  # root is the file itself
+        root, parts = root.parent, (root.name,)
+    if any(p in ("..", "/") for p in parts):
+        raise UnsafeWrite(f"{relative}: not a path inside {root}")
+    fds = [_open_dir(root, create=True)]
+    try:
+        shown = root
+        for part in parts[:-1]:
+            shown = shown / part
+            fds.append(_subdir(fds[-1], part, shown))
+        dfd, name, target = fds[-1], parts[-1], shown / parts[-1]
+        _check_target(dfd, name, target)
+        tmp = f".{name}.{os.getpid()}.tmp"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dfd)  # a stale one of ours; a link named so is unlinked too
+        try:
+            tfd = os.open(tmp, _TMP_FLAGS, 0o644, dir_fd=dfd)
+        except OSError as e:
+            raise UnsafeWrite(f"{target}: cannot write ({e.strerror})") from None
+        ok = False
+        try:
+            with os.fdopen(tfd, "w", encoding=encoding, errors=errors, newline="") as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            _check_target(dfd, name, target)  # planted while we wrote
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            ok = True
+        finally:
+            if not ok:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=dfd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def write_text(path: Path, text: str, *, root: Path | None = None, encoding: str = "utf-8",
+               errors: str = "strict") -> Path:
+    """Write ``text`` to ``path`` as :func:`writer` does; ``root`` is the folder from which on
+    no link is followed (default: the file's own folder)."""
+    path = Path(path)
+    root = Path(root) if root is not None else path.parent
+    with writer(root, path.relative_to(root), encoding=encoding, errors=errors) as f:
+        f.write(text)
+    return path
+
+
+def check_out_dir(out: Path) -> None:
+    """Refuse an output folder that is an existing file, a link, or not writable, before any
+    work is done (raises :class:`UnsafeWrite`). Writability is tried, not guessed: a folder is
+    made and removed in ``out`` (or in its nearest existing parent)."""
+    out = Path(out)
+    try:
+        st = os.lstat(out)
+    except FileNotFoundError:
+        parent = out.parent
+        while not os.path.lexists(parent) and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            raise UnsafeWrite(f"{out}: {parent} is not a folder") from None
+        _probe(parent, out)
+        return
+    except OSError as e:
+        raise UnsafeWrite(f"{out}: {e.strerror}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafeWrite(f"{out} is a symbolic link; refusing to write through it")
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeWrite(f"{out} exists and is not a folder")
+    _probe(out, out)
+
+
+def check_out_file(path: Path) -> None:
+    """Refuse an output file that is a folder, a link or not a regular file, or whose folder
+    cannot be written, before any work is done (raises :class:`UnsafeWrite`)."""
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise UnsafeWrite(f"{path}: {e.strerror}") from None
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            raise UnsafeWrite(f"{path} is a symbolic link; refusing to write through it")
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeWrite(f"{path} exists and is not a regular file")
+    check_out_dir(path.parent)
+
+
+def _probe(folder: Path, out: Path) -> None:
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".careful-probe-", dir=folder))
+    except OSError as e:
+        raise UnsafeWrite(f"{out}: not writable ({e.strerror or e})") from None
+
+
+__all__ = ["UnsafeWrite", "check_out_dir", "check_out_file", "write_text", "writer"]
