@@ -414,8 +414,10 @@ def score_run(
         for lf in files:
             if on_file:
                 on_file(model_dir, lf.file.category)
+            known = len(lf.problems)
             cs = score_file(lf, handler, keep_traces=keep_traces, on_entry=on_entry,
                             effects=effects, detector=detector, budget=budget)
+            run.problems.extend(lf.problems[known:])  # entries that could not be scored
             ms.categories[lf.file.category] = cs
             run.files.append((lf, cs))
         run.scores.append(ms)

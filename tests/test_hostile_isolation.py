@@ -1,0 +1,335 @@
+"""Per-entry isolation (issue 12, item 1): every command that reads result files, manifests or
+score files turns each bad item into one ``file:line [id]: reason`` line and does the rest;
+non-regular files are skipped, unreadable ones reported unscored; exit codes 0/1/2/3 as
+careful_engine/cli/common.py defines them; never a raw traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from careful_engine.cli import _load, app
+from careful_engine.cli.common import EXIT_INTERNAL, EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE
+from tests import hostile_corpus as hc
+
+_load()
+runner = CliRunner()
+
+
+def careful(*args: str):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def conversations(out: Path) -> list[dict]:
+    return [json.loads(x) for x in (out / "conversations.jsonl").read_text().splitlines()]
+
+
+def assert_no_traceback(text: str) -> None:
+    assert "Traceback" not in text and 'File "' not in text, text
+
+
+@pytest.fixture
+def good_run(tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    hc.write_model(run, "good")
+    return run
+
+
+# ---------------------------------------------------------------- bad lines
+
+
+@pytest.mark.parametrize("line, reason", [
+    (lambda i: hc.big_int_line(i), "Exceeds the limit (4300 digits)"),
+    (lambda i: hc.deep_line(i, 1000), "nests too deeply to read"),
+    (lambda i: hc.deep_line(i, 150), "nests deeper than 100 levels"),
+    (lambda i: f'{{"id": "{i}", "result": [[1e999999]]}}', None),  # inf: still scored
+    (lambda i: f'{{"id": "{i}", "result": NaN, "x": -Infinity}}', "result is an error string"),
+    (lambda i: f'{{"id": ["{i}"], "result": []}}', "no string 'id'"),
+    (lambda i: '"just a string"', "entry is a str"),
+    (lambda i: f'{{"id": "{i}", "result": [[{{"bad": 1}}]]}}', None),
+    (lambda i: "\x00\xff garbage \u202e", "truncated last line"),
+])
+def test_one_bad_line_is_one_problem_and_the_rest_is_scored(tmp_path, line, reason) -> None:
+    run = tmp_path / "run"
+    bad_id = hc.ids()[hc.N_GOOD]
+    path = hc.write_model(run, "m", [line(bad_id)])
+    out = tmp_path / "out"
+    res = careful("score", run, "--out", out)
+    assert res.exit_code == EXIT_PROBLEMS, res.output
+    assert_no_traceback(res.output)
+    if reason is not None:
+        lineno = hc.N_GOOD + 1
+        shown = [s for s in res.output.splitlines() if f"{path.name}:{lineno}" in s]
+        assert shown and reason in shown[0], res.output
+    by_id = {c["id"]: c for c in conversations(out)}
+    assert len(by_id) == 200
+    assert all(by_id[i]["official_valid"] for i in hc.ids()[: hc.N_GOOD])
+
+
+def test_an_entry_that_breaks_the_engine_is_one_problem(tmp_path, monkeypatch) -> None:
+    """A failure inside decode or replay of one entry (here a RecursionError, as a hostile
+    trajectory can cause) marks that conversation unscorable and scores the others."""
+    from careful_engine import scoring
+
+    real, victim = scoring.replay, hc.ids()[1]
+
+    def replay(conv, *a, **k):
+        if conv.id == victim:
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(conv, *a, **k)
+
+    monkeypatch.setattr(scoring, "replay", replay)
+    run, out = tmp_path / "run", tmp_path / "out"
+    path = hc.write_model(run, "m")
+    res = careful("score", run, "--out", out)
+    assert res.exit_code == EXIT_PROBLEMS, res.output
+    assert f"{path.name}:2 [{victim}]: could not be scored (RecursionError" in res.output
+    by_id = {c["id"]: c for c in conversations(out)}
+    assert by_id[victim]["official_error_type"] == scoring.UNSCORABLE
+    assert by_id[hc.ids()[0]]["official_valid"] and by_id[hc.ids()[2]]["official_valid"]
+
+
+# ---------------------------------------------------------------- manifests
+
+
+@pytest.mark.parametrize("decoder, kind", [(5, "int"), (["x"], "list"), ({"k": 1}, "dict"),
+                                           (True, "bool"), (1.5, "float")])
+def test_manifest_decoder_of_the_wrong_type_is_reported(tmp_path, good_run, decoder,
+                                                        kind) -> None:
+    hc.write_model(good_run, "bad", decoder=decoder)
+    out = tmp_path / "out"
+    res = careful("score", good_run, "--out", out)
+    assert res.exit_code == EXIT_PROBLEMS, res.output
+    assert f"careful_run.json: 'decoder' must be a registry key string, not {kind}" in res.output
+    assert {c["model"] for c in conversations(out)} == {"good"}
+    alone = tmp_path / "alone"
+    hc.write_model(alone, "bad", decoder=decoder)
+    res = careful("score", alone, "--out", tmp_path / "out2")
+    assert res.exit_code == EXIT_UNUSABLE, res.output
+    assert_no_traceback(res.output)
+
+
+@pytest.mark.parametrize("manifest", ["not json", "[1, 2]", '{"decoder": null}', "7" * 5000,
+                                      "[" * 5000])
+def test_unparsable_manifest_names_no_decoder(tmp_path, manifest) -> None:
+    run = tmp_path / "run"
+    hc.write_model(run, "claude-sonnet-4-5-20250929-FC", decoder=None)
+    (run / "claude-sonnet-4-5-20250929-FC" / "careful_run.json").write_text(manifest)
+    res = careful("score", run, "--out", tmp_path / "out")
+    assert res.exit_code == EXIT_PROBLEMS, res.output  # ids missing: the file holds 3
+    assert_no_traceback(res.output)
+
+
+def test_manifest_that_is_a_fifo_does_not_hang(tmp_path, good_run) -> None:
+    hc.write_model(good_run, "fifo-manifest", decoder=None)
+    os.mkfifo(good_run / "fifo-manifest" / "careful_run.json")
+    res = hc.run_cli("score", str(good_run), "--out", str(tmp_path / "out"), timeout=240)
+    assert res.returncode == EXIT_PROBLEMS, res.stderr
+    assert "careful_run.json: a FIFO, not a regular file" in res.stderr
+    assert_no_traceback(res.stderr)
+
+
+# ---------------------------------------------------------------- files that are not files
+
+
+def test_fifo_socket_device_and_folder_named_like_result_files_are_skipped(tmp_path,
+                                                                            good_run) -> None:
+    """Run in a fresh interpreter with a timeout: a FIFO opened for reading would hang."""
+    for name in ("fifo", "sock", "dev", "dir"):
+        (good_run / name / "multi_turn").mkdir(parents=True)
+    os.mkfifo(good_run / "fifo" / "multi_turn" / hc.RESULT)
+    sock = socket.socket(socket.AF_UNIX)
+    sock_path = good_run / "sock" / "multi_turn" / hc.RESULT
+    if len(os.fsencode(sock_path)) < 100:
+        sock.bind(str(sock_path))
+    (good_run / "dev" / "multi_turn" / hc.RESULT).symlink_to("/dev/zero")
+    (good_run / "dir" / "multi_turn" / hc.RESULT).mkdir()
+    res = hc.run_cli("score", str(good_run), "--out", str(tmp_path / "out"), timeout=240)
+    sock.close()
+    assert res.returncode == EXIT_PROBLEMS, res.stderr
+    err = res.stderr
+    assert f"fifo/multi_turn/{hc.RESULT}: a FIFO, not a regular file; skipped" in err
+    assert f"dev/multi_turn/{hc.RESULT}: a character device, not a regular file" in err
+    assert f"dir/multi_turn/{hc.RESULT}: a folder, not a regular file" in err
+    if sock_path.exists():
+        assert f"sock/multi_turn/{hc.RESULT}: a socket, not a regular file" in err
+    assert {c["model"] for c in conversations(tmp_path / "out")} == {"good"}
+    assert_no_traceback(err)
+
+
+def test_unreadable_file_is_reported_unscored_not_scored_zero(tmp_path, good_run,
+                                                              monkeypatch) -> None:
+    path = hc.write_model(good_run, "locked")
+    real_open = os.open
+
+    def deny(p, *a, **k):
+        if os.fspath(p) == os.fspath(path):
+            raise PermissionError(13, "Permission denied", os.fspath(p))
+        return real_open(p, *a, **k)
+
+    monkeypatch.setattr(os, "open", deny)
+    out = tmp_path / "out"
+    res = careful("score", good_run, "--out", out)
+    assert res.exit_code == EXIT_PROBLEMS, res.output
+    assert "cannot read (Permission denied); not scored" in res.output
+    assert {c["model"] for c in conversations(out)} == {"good"}  # no 0 % row for it
+    assert "locked" not in (out / "accuracy.csv").read_text()
+    alone = tmp_path / "alone"
+    path = hc.write_model(alone, "locked")
+    res = careful("score", alone, "--out", tmp_path / "out2")
+    assert res.exit_code == EXIT_UNUSABLE, res.output
+    assert "not scored" in res.output and "no usable multi-turn result files" in res.output
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_unreadable_file_by_mode(tmp_path, good_run) -> None:
+    path = hc.write_model(good_run, "locked")
+    path.chmod(0)
+    res = careful("score", good_run, "--out", tmp_path / "out")
+    assert res.exit_code == EXIT_PROBLEMS and "Permission denied" in res.output
+
+
+def test_dangling_and_looping_links_are_reported(tmp_path, good_run) -> None:
+    for name, target in (("dangling", "nowhere.json"), ("loop", hc.RESULT)):
+        (good_run / name / "multi_turn").mkdir(parents=True)
+        (good_run / name / "multi_turn" / hc.RESULT).symlink_to(target)
+    res = careful("score", good_run, "--out", tmp_path / "out")
+    assert res.exit_code == EXIT_PROBLEMS, res.output
+    assert "dangling/multi_turn" in res.output and "loop/multi_turn" in res.output
+    assert res.output.count("not scored") >= 2
+
+
+def test_model_folder_not_valid_utf8_is_scored_and_written(tmp_path) -> None:
+    run, out = tmp_path / "run", tmp_path / "out"
+    hc.write_model(run, b"caf\xe9-\xff\xfe")
+    res = careful("score", run, "--out", out)
+    assert res.exit_code == EXIT_PROBLEMS, res.output  # ids missing: the file holds 3
+    assert_no_traceback(res.output)
+    assert "caf\\udce9-\\udcff\\udcfe" in res.output
+    lines = conversations(out)
+    assert len(lines) == 200 and lines[0]["model"] == os.fsdecode(b"caf\xe9-\xff\xfe")
+    assert "caf\\udce9" in (out / "accuracy.md").read_text()
+    assert list((out / "score").iterdir())[0].name == os.fsdecode(b"caf\xe9-\xff\xfe")
+
+
+# ---------------------------------------------------------------- every reading command
+
+
+@pytest.fixture(scope="module")
+def hostile_run(tmp_path_factory) -> Path:
+    """Two usable model folders with bad lines, and every other kind of damage."""
+    run = tmp_path_factory.mktemp("hostile") / "run"
+    bad = hc.ids()[hc.N_GOOD:]
+    hc.write_model(run, "alpha", [hc.big_int_line(bad[0]), hc.deep_line(bad[1], 1000),
+                                  hc.deep_line(bad[2], 200), "{broken"])
+    hc.write_model(run, b"beta-\xff", [hc.big_int_line(bad[0])])
+    hc.write_model(run, "numdec", decoder=3)
+    hc.write_model(run, "objdec", decoder={"a": 1})
+    (run / "fifo" / "multi_turn").mkdir(parents=True)
+    os.mkfifo(run / "fifo" / "multi_turn" / hc.RESULT)
+    return run
+
+
+READERS = {
+    "leaderboard": lambda run, out: ["leaderboard", run, "--out", out],
+    "sensitivity": lambda run, out: ["sensitivity", run, "--out", out, "--detector", "strict",
+                                     "--detector", "qmark"],
+    "provenance": lambda run, out: ["provenance", run, "--out", out / "p.json"],
+    "audit decode": lambda run, out: ["audit", "decode", run, "--out", out],
+    "compare": lambda run, out: ["compare", run, run, "--model-a", "alpha", "--model-b",
+                                 "alpha", "--out", out],
+}
+
+
+@pytest.mark.parametrize("command", list(READERS))
+def test_every_reading_command_reports_and_goes_on(tmp_path, hostile_run, command) -> None:
+    res = hc.run_cli(*map(str, READERS[command](hostile_run, tmp_path / "out")), timeout=400)
+    assert res.returncode == EXIT_PROBLEMS, (command, res.stdout, res.stderr)
+    assert_no_traceback(res.stderr + res.stdout)
+    text = res.stderr + res.stdout
+    if command != "compare":
+        assert "numdec" in text and "objdec" in text and "must be a registry key string" in text
+    assert any((tmp_path / "out").iterdir())
+
+
+def test_declare_with_hostile_runs_skips_what_it_cannot_use(tmp_path, hostile_run) -> None:
+    out = tmp_path / "effects.json"
+    res = hc.run_cli("declare", "--runs", str(hostile_run), "--out", str(out), timeout=400)
+    assert res.returncode == EXIT_PROBLEMS, res.stderr
+    assert_no_traceback(res.stderr)
+    assert "a FIFO, not a regular file" in res.stderr
+    assert "'decoder' must be a registry key string, not int" in res.stderr
+    assert json.loads(out.read_text())["schema"]
+
+
+def test_workbench_loading_survives_the_hostile_run(hostile_run) -> None:
+    from careful_engine import browse
+
+    refs = browse.find_runs([hostile_run])
+    assert {r.model for r in refs} >= {"alpha", "numdec"}
+    for ref in refs:
+        rows = browse.RunBrowser(ref, None).rows()
+        assert len(rows) <= hc.N_GOOD
+
+
+def test_audit_scores_reports_bad_score_files(tmp_path) -> None:
+    folder = tmp_path / "score" / "m"
+    folder.mkdir(parents=True)
+    (folder / "BFCL_v4_irrelevance_score.json").write_text(
+        '{"accuracy": "high", "total_count": 3}\n')
+    (folder / "BFCL_v4_simple_python_score.json").write_text(
+        '{"accuracy": 0.5, "correct_count": 1, "total_count": 2}\n' + hc.big_int_line("x")
+        + "\n" + "[" * 5000 + "\n")
+    os.mkfifo(folder / "BFCL_v4_live_simple_score.json")
+    (folder / "BFCL_v4_multiple_score.json").write_text('{"accuracy": NaN, "total_count": 1}\n')
+    res = hc.run_cli("audit", "scores", str(tmp_path), "--out", str(tmp_path / "o"),
+                     timeout=120)
+    assert res.returncode == EXIT_PROBLEMS, res.stderr
+    assert_no_traceback(res.stderr + res.stdout)
+    assert "not usable JSON" in res.stderr and "a FIFO" in res.stderr
+
+
+# ---------------------------------------------------------------- exit codes
+
+
+def test_exit_codes(tmp_path, good_run) -> None:
+    out = tmp_path / "out"
+    assert careful("score", good_run, "--out", out).exit_code == EXIT_PROBLEMS  # ids missing
+    full = tmp_path / "full"
+    (full / "m" / "multi_turn").mkdir(parents=True)
+    (full / "m" / "multi_turn" / hc.RESULT).write_text(
+        "\n".join(hc.reference_lines(200)) + "\n")
+    (full / "m" / "careful_run.json").write_text(json.dumps({"decoder": hc.demo.DECODER}))
+    assert careful("score", full, "--out", tmp_path / "o2").exit_code == EXIT_OK
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert careful("score", empty).exit_code == EXIT_UNUSABLE
+    assert careful("score", tmp_path / "nope").exit_code == EXIT_UNUSABLE
+
+
+def test_usage_errors_keep_exit_2_through_main(tmp_path) -> None:
+    for args in (["score"], ["score", str(tmp_path), "--detector", "bogus"], ["nope"],
+                 ["score", str(tmp_path), "--no-such-option"]):
+        res = hc.run_cli(*args, timeout=120)
+        assert res.returncode == EXIT_UNUSABLE, (args, res.stderr)
+        assert_no_traceback(res.stderr)
+
+
+def test_internal_error_is_a_message_and_a_log(tmp_path, good_run) -> None:
+    prelude = ("import careful_engine.scoring as s\n"
+               "def boom(*a, **k):\n    raise ZeroDivisionError('engine bug')\n"
+               "s.score_run = boom\nimport careful_engine.cli.score as cs\ncs.score_run = boom\n")
+    res = hc.run_cli("score", str(good_run), "--out", str(tmp_path / "out"), prelude=prelude,
+                     env={"XDG_CACHE_HOME": str(tmp_path / "cache")}, timeout=120)
+    assert res.returncode == EXIT_INTERNAL, res.stderr
+    assert_no_traceback(res.stderr)
+    assert "internal error (ZeroDivisionError: engine bug)" in res.stderr
+    logs = list((tmp_path / "cache" / "careful" / "logs").iterdir())
+    assert len(logs) == 1 and str(logs[0]) in res.stderr.replace("\n", "")
+    text = logs[0].read_text()
+    assert "Traceback" in text and "ZeroDivisionError: engine bug" in text
