@@ -68,9 +68,10 @@ class Boundary:
 
     def save(self, path: Path | None = None) -> Path:
         path = path or boundary_dir() / f"{self.name}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n")
-        return path
+        from .safe_write import write_text  # whole, never through a link
+
+        return write_text(path, json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n",
+                          errors="backslashreplace")
 
 
 def from_json(data: dict, source: str = "<data>") -> Boundary:

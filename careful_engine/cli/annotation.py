@@ -70,10 +70,11 @@ def _guard() -> Iterator[None]:
     unexpected a short message, a log holding the traceback, and exit code 3."""
     from careful_engine.annotation.errors import AnnotationError
     from careful_engine.boundary import BoundaryError
+    from careful_engine.safe_write import UnsafeWrite
 
     try:
         yield
-    except (AnnotationError, BoundaryError) as e:
+    except (AnnotationError, BoundaryError, UnsafeWrite) as e:
         for line in str(e).splitlines() or [""]:
             err.print(f"[red]error:[/] {literal(line)}")
         raise typer.Exit(EXIT_UNUSABLE) from None
