@@ -166,16 +166,20 @@ def test_demo_refuses_a_non_empty_folder_unless_forced(tmp_path) -> None:
     out = tmp_path / "demo"
     out.mkdir()
     (out / "notes.txt").write_text("mine\n")
-    res = careful("demo", "--out", out, "--no-score")
+    flawed = tmp_path / "flawed"
+    res = careful("demo", "--out", out, "--flawed-out", flawed, "--no-score")
     assert res.exit_code == EXIT_UNUSABLE and "is not empty" in res.output, res.output
-    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
-    res = careful("demo", "--out", out, "--no-score", "--force")
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"] and not flawed.exists()
+    res = careful("demo", "--out", out, "--flawed-out", flawed, "--no-score", "--force")
     assert res.exit_code == 0, res.output
     assert (out / "notes.txt").read_text() == "mine\n"
     assert len(list(out.rglob("*_result.json"))) == 4
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert careful("demo", "--out", empty, "--no-score").exit_code == 0
+    res = careful("demo", "--out", empty, "--flawed-out", flawed, "--no-score")
+    assert res.exit_code == EXIT_UNUSABLE and "is not empty" in res.output  # the flawed one
+    res = careful("demo", "--out", empty, "--flawed-out", tmp_path / "f2", "--no-score")
+    assert res.exit_code == 0, res.output
 
 
 def test_demo_does_not_follow_a_planted_result_link(tmp_path, victim) -> None:
