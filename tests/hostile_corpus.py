@@ -16,7 +16,7 @@ RESULT = f"BFCL_v4_{CATEGORY}_result.json"
 N_GOOD = 3  # reference entries per file: enough to score, cheap to replay
 ESC = "\x1b"
 # markup, an escape sequence, a bell, a bidi override: what a hostile name carries
-HOSTILE_NAME = f"[red]evil[/red]{ESC}[31mred{ESC}]0;title\x07\u202egnp"
+HOSTILE_NAME = f"[red]evil[blink]{ESC}[31mred{ESC}]0;title\x07\u202egnp"
 
 
 def ids() -> list[str]:

@@ -333,3 +333,23 @@ def test_internal_error_is_a_message_and_a_log(tmp_path, good_run) -> None:
     assert len(logs) == 1 and str(logs[0]) in res.stderr.replace("\n", "")
     text = logs[0].read_text()
     assert "Traceback" in text and "ZeroDivisionError: engine bug" in text
+
+
+def test_provenance_check_that_breaks_on_one_entry_is_one_problem(tmp_path, monkeypatch) -> None:
+    from careful_engine.provenance import check
+
+    real, victim = check.check_conversation, hc.ids()[2]
+
+    def broken(conv, *a, **k):
+        if conv.id == victim:
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(conv, *a, **k)
+
+    monkeypatch.setattr(check, "check_conversation", broken)
+    run = tmp_path / "run"
+    hc.write_model(run, "m")
+    res = careful("provenance", run, "--out", tmp_path / "p.json")
+    assert res.exit_code == EXIT_PROBLEMS, res.output
+    assert f"[{victim}]: could not be checked (RecursionError" in res.output.replace("\n", "")
+    report = json.loads((tmp_path / "p.json").read_text())
+    assert len(report["runs"][0]["conversations"]) == 200

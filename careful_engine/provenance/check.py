@@ -207,7 +207,12 @@ def check_scored(
         conv = bfcl.conversation(r.id)
         entry = loaded.entries.get(r.id)
         line = loaded.lines.get(r.id)
-        prov, problems = check_conversation(conv, entry, r.trace, line=line)
+        try:
+            prov, problems = check_conversation(conv, entry, r.trace, line=line)
+        except Exception as e:  # noqa: BLE001 - a hostile entry fails itself, not the file
+            reason = f"could not be checked ({type(e).__name__}: {str(e)[:160]})"
+            prov = ConversationProvenance(conv.id, conv.category, line, no_log(reason))
+            problems = [reason]
         if r.trace is None:
             prov.valid_now, prov.error_now = r.verdict.valid, r.verdict.error_type
         if official is not None:

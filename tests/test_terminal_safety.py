@@ -1,0 +1,199 @@
+"""Terminal safety (issue 12, item 5): every string from a file, a model or a person reaches
+the terminal literally, in the CLI and in the workbench: Rich markup shown as text, control
+characters (escape sequences, bells, bidi overrides, lone surrogates) shown as escapes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from careful_engine.cli import _load, app
+from careful_engine.report import Report
+from careful_engine.runs import Problem
+from careful_engine.safe_text import literal, visible
+from careful_engine.tables import terminal_table
+from tests import hostile_corpus as hc
+
+_load()
+runner = CliRunner()
+NAME = hc.HOSTILE_NAME
+SHOWN = visible(NAME)  # what the terminal must show for it
+
+
+def careful(*args: object):
+    return runner.invoke(app, [str(a) for a in args], color=True)
+
+
+def assert_literal(text: str) -> None:
+    """No control character reached the output, and the markup came out as text."""
+    raw = [c for c in text if c in "\x07\x1b\u202e" or 0xD800 <= ord(c) <= 0xDFFF]
+    # Rich's own colour codes are ESC [ ... m: allow those, and nothing else
+    stripped = _strip_sgr(text)
+    assert "\x1b" not in stripped and "\x07" not in stripped and "\u202e" not in stripped, (
+        raw, text)
+    assert "[red]evil[blink]" in stripped.replace("\n", ""), text
+
+
+def _strip_sgr(text: str) -> str:
+    import re
+
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def render(renderable) -> str:
+    console = Console(width=200, force_terminal=True, color_system="standard", highlight=False)
+    with console.capture() as cap:
+        console.print(renderable)
+    return cap.get()
+
+
+@pytest.fixture(scope="module")
+def hostile_run(tmp_path_factory) -> Path:
+    """A run whose model folder, entry ids, manifest decoder and model text are hostile."""
+    run = tmp_path_factory.mktemp("ts") / "run"
+    evil_step = [{"cd": json.dumps({"folder": NAME})}]
+    bad_id = f"multi_turn_base_{NAME}"
+    hc.write_model(run, NAME, [json.dumps({"id": bad_id, "result": [[evil_step]]}),
+                               json.dumps({"id": hc.ids()[5], "result": NAME})])
+    hc.write_model(run, "decoder-evil", decoder=NAME)
+    return run
+
+
+# ---------------------------------------------------------------- the helpers
+
+
+@pytest.mark.parametrize("text", [NAME, "[bold]x[/]", "\\[not]", "x\\", "\ud800\udfff",
+                                  "\x9b31m", "a\u2066b\u2069", "tab\there", "\x00nul"])
+def test_literal_renders_as_itself(text) -> None:
+    out = render(f"[bold]{literal(text)}[/bold]")  # as the commands use it, inside markup
+    assert _strip_sgr(out).rstrip("\n") == visible(text)
+    assert not any(c in _strip_sgr(out) for c in "\x00\x07\x1b\x9b\u202e\u2066")
+
+
+def test_report_and_terminal_tables_show_cells_titles_and_captions_literally() -> None:
+    rep = Report(f"title {NAME}", ["model", "n"], caption=f"caption {NAME}")
+    rep.add(NAME, 1)
+    for table in (rep.rich(), terminal_table(f"t {NAME}", ["a", "b"], [[NAME, "1"]],
+                                             f"c {NAME}", first_width=80)):
+        out = _strip_sgr(render(table))
+        assert out.count("[red]evil[blink]") == 3 and "\x1b" not in out and "\x07" not in out
+    assert visible(NAME) in rep.markdown()
+
+
+def test_problem_lines_are_visible() -> None:
+    p = Problem(f"/runs/{NAME}/x.json", f"id is not in {NAME}", 3, NAME)
+    s = str(p)
+    assert "\x1b" not in s and "\x07" not in s and "\\x1b" in s and "[red]" in s
+
+
+# ---------------------------------------------------------------- the commands
+
+
+def test_score_shows_folder_ids_and_decoder_literally(tmp_path, hostile_run) -> None:
+    res = careful("score", hostile_run, "--out", tmp_path / "out")
+    assert res.exit_code == 1, res.output
+    assert_literal(res.output)
+    assert SHOWN in res.output.replace("\n", "") or "evil" in res.output
+    assert "\\x1b" in res.output and "\\u202e" in res.output
+    # the decoder named by the manifest, quoted in the unusable-folder message
+    assert "decoder-evil" in res.output
+
+
+@pytest.mark.parametrize("args", [
+    ["leaderboard", "{run}", "--out", "{out}"],
+    ["audit", "decode", "{run}", "--out", "{out}"],
+    ["provenance", "{run}"],
+    ["sensitivity", "{run}", "--detector", "strict", "--detector", "qmark", "--out", "{out}"],
+])
+def test_reading_commands_show_names_literally(tmp_path, hostile_run, args) -> None:
+    res = careful(*[a.format(run=hostile_run, out=tmp_path / "out") for a in args])
+    assert res.exit_code in (1, 2), res.output
+    assert_literal(res.output)
+
+
+def test_non_utf8_folder_name_is_shown_escaped(tmp_path) -> None:
+    run = tmp_path / "run"
+    hc.write_model(run, b"\xff\x1b[2J")
+    res = careful("score", run, "--out", tmp_path / "out")
+    assert res.exit_code == 1, res.output
+    assert "\\udcff\\x1b[2J" in res.output and "\x1b[2J" not in res.output
+
+
+def test_missing_path_and_out_are_quoted_literally(tmp_path) -> None:
+    res = careful("score", tmp_path / NAME)
+    assert res.exit_code == 2
+    assert_literal(res.output)
+    target = tmp_path / f"f{NAME}"
+    target.write_text("x")
+    res = careful("leaderboard", tmp_path, "--out", target)
+    assert res.exit_code == 2 and "[red]evil" in res.output and "\x07" not in res.output
+
+
+def test_declare_warnings_are_literal(tmp_path, hostile_run) -> None:
+    res = careful("declare", "--runs", hostile_run, "--out", tmp_path / "e.json")
+    assert res.exit_code == 1, res.output
+    assert_literal(res.output)
+
+
+def test_annotation_errors_quote_names_literally(tmp_path) -> None:
+    """A name from a person, refused, is quoted as text in the error."""
+    res = careful("round", "new", NAME, "--db", tmp_path / "a.db", "--annotator", "ann1")
+    assert res.exit_code == 2, res.output
+    assert "\x1b" not in _strip_sgr(res.output) and "\x07" not in res.output
+
+
+# ---------------------------------------------------------------- the workbench
+
+
+def test_workbench_shows_hostile_names_and_model_text_literally(tmp_path, hostile_run,
+                                                                monkeypatch) -> None:
+    from textual.widgets import DataTable
+
+    from workbench.app import WorkbenchApp
+    from workbench.context import Settings
+
+    monkeypatch.chdir(tmp_path)
+    settings = Settings(runs=[hostile_run], db=tmp_path / "wb.db",
+                        boundary_dir=Path("boundary"), cache_dir=tmp_path / "cache",
+                        user="tester")
+
+    async def go() -> tuple[list, str, list[str]]:
+        app = WorkbenchApp(settings)
+        async with app.run_test(size=(160, 40)) as pilot:
+            for _ in range(3):
+                await app.workers.wait_for_complete()
+                await pilot.pause()
+            table = app.screen.query_one("#runs", DataTable)
+            cells = [table.get_row_at(i)[0] for i in range(table.row_count)]
+            app.notify(f"error {NAME}")
+            await pilot.pause()
+            notes = [n.message for n in app._notifications]
+            return cells, app.export_screenshot(), notes
+
+    cells, svg, notes = asyncio.run(go())
+    label = next(c for c in cells if "evil" in str(c))
+    rendered = _strip_sgr(render(label) if not isinstance(label, str) else
+                          render(_markup_cell(label)))
+    assert "[red]evil[blink]" in rendered and "\x1b" not in rendered and "\\x1b" in rendered
+    assert all("\x1b" not in n and "\x07" not in n for n in notes)
+    assert "\x1b" not in svg and "\x07" not in svg
+
+
+def _markup_cell(text: str):
+    from rich.text import Text
+
+    return Text.from_markup(text)  # how DataTable renders a str cell
+
+
+def test_workbench_call_text_is_visible() -> None:
+    from workbench.widgets.calls import _clip
+    from workbench.widgets.diff import diff_text
+
+    assert "\x1b" not in _clip(f"cd(folder='{NAME}')")
+    out = render(diff_text([{"path": NAME, "kind": "changed", "before": NAME, "after": NAME}]))
+    assert _strip_sgr(out).count("[red]evil[blink]") == 3 and "\x07" not in out
