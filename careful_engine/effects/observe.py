@@ -328,22 +328,19 @@ def observe_run(recorder: Recorder, run: RunFile, progress: Progress | None = No
         conv = bfcl.conversation(entry_id)
         try:
             trajectory = decode_entry(entry, run.handler)
-        except Exception:  # noqa: BLE001 - a hostile entry is skipped, not the run
-            counts["undecodable_entries"] += 1
-            trajectory = None
-        if trajectory is None:
-            pass
-        elif trajectory.turns is None:
-            counts["inference_errors"] += 1
-        else:
-            env = environment(conv)
-            for t, turn in enumerate(trajectory.turns):
-                for step in turn:
-                    if step.outcome is not Outcome.CALLS:
-                        continue
-                    for text in step.calls:
-                        run_call(recorder, "runs", f"{run.rel} {entry_id} turn {t}", env,
-                                 text, counts)
+            if trajectory.turns is None:
+                counts["inference_errors"] += 1
+            else:
+                env = environment(conv)
+                for t, turn in enumerate(trajectory.turns):
+                    for step in turn:
+                        if step.outcome is not Outcome.CALLS:
+                            continue
+                        for text in step.calls:
+                            run_call(recorder, "runs", f"{run.rel} {entry_id} turn {t}", env,
+                                     text, counts)
+        except Exception:  # noqa: BLE001 - a hostile entry (or one past the replay budget)
+            counts["unusable_entries"] += 1  # stops itself, not the run
         if progress:
             progress(1)
     out = {

@@ -30,6 +30,7 @@ from functools import cache
 from typing import Any
 
 from .. import bfcl
+from ..budget import BudgetExceeded
 from ..calls import Call, format_call, parse_call
 from ..environment import Environment
 from ..state import capture, materialise
@@ -299,12 +300,17 @@ def probe_function(name: str, states: list[SampledState], recorder: Recorder,
         env = with_instance(envs[state.conv.id], cls, pickle.loads(state.instance),
                             state.captured)
         before = env.state
-        ex = env.execute(text)
-        if not ex.parsed:
+        try:
+            ex = env.execute(text)
+            if not ex.parsed:
+                continue
+            stats.successful += ex.success
+            recorder.record("probes", state.where, before, ex,
+                            lambda env=env, text=text: env.execute(text))
+        except BudgetExceeded:  # a folder copied into itself: a state with no snapshot
+            recorder.unrepresentable[name] += 1
+            envs.pop(state.conv.id, None)
             continue
-        stats.successful += ex.success
-        recorder.record("probes", state.where, before, ex,
-                        lambda env=env, text=text: env.execute(text))
     return stats
 
 
