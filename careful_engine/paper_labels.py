@@ -31,6 +31,7 @@ from pathlib import Path
 
 from . import bfcl
 from .annotation.release import SCHEMA, check_label_set
+from .safe_write import write_text
 
 ROUND = "paper"
 ANNOTATORS = {  # name -> (kind, model, who; the last in annotations/paper/README.md)
@@ -204,7 +205,7 @@ def write_label_sets(out: Path | None = None) -> list[Path]:
     paths = []
     for a, doc in documents().items():
         path = out / f"{a}.json"
-        path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_text(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")  # never via a link
         paths.append(path)
     return paths
 
