@@ -50,20 +50,17 @@ def has_steps(turn: Any) -> bool:
 
 
 def odd_shape(turn: Any, steps: list[Step] | None = None) -> str | None:
-    """A plain description of a turn that is not a list of steps, or of steps that are not
-    what a decoder reads (None for an ordinary turn)."""
-    decoded = steps is not None and any(s.outcome is Outcome.CALLS for s in steps)
-    what = "and some characters decode to calls" if decoded else "and decodes nothing"
-    if isinstance(turn, str):
-        return f"turns are strings: bfcl iterates their characters {what}"
-    if isinstance(turn, dict):
-        return f"turns are objects: bfcl iterates their keys {what}"
-    if isinstance(turn, tuple):
+    """A plain description of a turn that is not a list of steps (None for a list)."""
+    if isinstance(turn, (list, tuple)):
         return None
-    if not isinstance(turn, list):
-        return (f"turns are {type(turn).__name__}s, not lists of steps: bfcl's evaluator stops "
-                "with an error on them; here they have no steps")
-    return None
+    if isinstance(turn, (str, dict)):
+        decoded = steps is not None and any(s.outcome is Outcome.CALLS for s in steps)
+        what = "and some decode to calls" if decoded else "and decodes nothing"
+        if isinstance(turn, str):
+            return f"turns are strings: bfcl iterates their characters {what}"
+        return f"turns are objects: bfcl iterates their keys {what}"
+    return (f"turns are {type(turn).__name__}s, not lists of steps: bfcl's evaluator stops "
+            "with an error on them; here they have no steps")
 
 
 def _per_step(counts: Any, turn: int, step: int) -> int | None:
