@@ -39,6 +39,9 @@ COMMANDS = {  # command -> its invocations on the hostile run
     "audit decode": lambda run, out: [["audit", "decode", str(run), "--out", str(out)]],
     "leaderboard": lambda run, out: [["leaderboard", str(run), "--out", str(out)]],
     "provenance": lambda run, out: [["provenance", str(run), "--out", str(out / "p.json")]],
+    "sensitivity": lambda run, out: [["sensitivity", str(run), "--out", str(out)]],
+    "declare": lambda run, out: [["declare", "--runs", str(run), "--out",
+                                  str(out / "effects.json"), "-q"]],
     "compare": lambda run, out: [["compare", str(run), str(run), "--model-a", m, "--model-b", m,
                                   "--out", str(out / m)] for m in FOLDERS.values()],
 }
