@@ -50,7 +50,7 @@ def cases(n_mkdir: int) -> dict[str, tuple[list[str], int]]:
     echo = ["touch(file_name='big')"] + [f"echo(content='{i}{big}',file_name='big')"
                                           for i in range(100)]
     return {"mkdir": ([f"mkdir(dir_name='d{i}')" for i in range(n_mkdir)], 1000),
-            "cp": (cp, 20), "echo": (echo, 10)}
+            "cp": (cp, 2), "echo": (echo, 10)}
 
 
 def grow(name: str, calls: list[str], every: int, max_s: float, max_mb: float) -> None:

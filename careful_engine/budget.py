@@ -62,12 +62,16 @@ class BudgetExceeded(Exception):
     """Raised inside a replay when a conversation exceeds its budget; ``str`` is the reason."""
 
 
+_STATM: list[int] = []  # an open descriptor of /proc/self/statm (read with pread)
+
+
 def _rss_bytes() -> int | None:
     """The process's resident memory now (Linux), or None where it cannot be read."""
     try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * _PAGE
-    except (OSError, ValueError, IndexError):
+        if not _STATM:
+            _STATM.append(os.open("/proc/self/statm", os.O_RDONLY))
+        return int(os.pread(_STATM[0], 128, 0).split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError, AttributeError):
         return None
 
 
@@ -151,6 +155,9 @@ _GUARDS = {
     "square_root": (("number", "precision"), _precision(int_only=True)),
     "logarithm": (("value", "base", "precision"), _precision(int_only=False)),
 }
+
+
+GUARDED = frozenset(_GUARDS)
 
 
 def guard(name: str, args: tuple, kwargs: Mapping[str, Any], budget: Budget) -> str | None:

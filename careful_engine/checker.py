@@ -83,6 +83,8 @@ def _shown(value: Any) -> Any:
         plain = _plain(value, limit=DETAIL_LIMIT)
     except TooLarge:
         return f"<{type(value).__name__} too large to show (more than {DETAIL_LIMIT:,} parts)>"
+    if type(value).__name__ != "Directory":
+        return plain  # only a file-system tree nests deeper than a call's literals can
     stack, deepest = [(plain, 1)], 0
     while stack:  # JSON writers recurse: keep what is shown shallow
         v, d = stack.pop()

@@ -18,7 +18,7 @@ import random
 from typing import Any
 
 from . import bfcl
-from .budget import DEFAULT_BUDGET, Budget, BudgetExceeded, Meter, guard
+from .budget import DEFAULT_BUDGET, GUARDED, Budget, BudgetExceeded, Meter, guard
 from .calls import ParseFailure, parse_call
 from .fs_capture import CLASS as FILE_SYSTEM
 from .fs_capture import TreeTracker
@@ -204,7 +204,9 @@ class Environment:
         # must not follow the original's tracker)
         if tracker is None or tracker.version is not current or tracker.fs is not instance:
             base = current if type(current) is bytes else capture(instance)
-            tracker = self._tracker = TreeTracker(instance, base, self.budget)
+            # as loaded (or cloned from a loaded template), no directory is shared yet
+            fresh = current is self.initial_state._blobs.get(FILE_SYSTEM) and tracker is None
+            tracker = self._tracker = TreeTracker(instance, base, self.budget, fresh)
             # the tracker's first version stands for the capture it starts from
             if type(current) is not bytes or current != base:
                 self.state = self.state.replace(FILE_SYSTEM, tracker.version)
@@ -224,9 +226,10 @@ class Environment:
         if isinstance(call, ParseFailure):
             return CallRecord(turn, step, text, call, call.result, False, None, self.state,
                               self.state)
-        reason = guard(call.name, call.args, call.kwargs, self.budget)
-        if reason is not None:
-            raise BudgetExceeded(f"{call.name}: {reason}")
+        if call.name in GUARDED:
+            reason = guard(call.name, call.args, call.kwargs, self.budget)
+            if reason is not None:
+                raise BudgetExceeded(f"{call.name}: {reason}")
         if self.meter is not None:
             self.meter.check()
         class_name = _METHOD_CLASS[call.name]

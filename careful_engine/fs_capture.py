@@ -266,26 +266,49 @@ def _hashable(x: Any) -> bool:
     return True
 
 
-class TreeTracker:
-    """Incremental snapshots of one GorillaFileSystem instance (see the module docstring)."""
+_BASES: dict[bytes, tuple[int, int]] = {}  # full capture -> (tree hash, entries), per process
 
-    def __init__(self, instance: Any, base: bytes, budget: Budget | None = None) -> None:
+
+class TreeTracker:
+    """Incremental snapshots of one GorillaFileSystem instance (see the module docstring).
+
+    Until a directory is copied or moved, every directory sits at one path, the one its
+    parent links spell, and no index is needed; the first such call builds the alias index
+    from the live tree (before the call runs) and it is kept up to date from then on.
+    """
+
+    def __init__(self, instance: Any, base: bytes, budget: Budget | None = None,
+                 fresh: bool = False) -> None:
+        """``fresh``: the instance is as its scenario loaded it (no directory shared yet)."""
         self.fs = instance
         self.budget = budget or DEFAULT_BUDGET
         self.log = TreeLog(base)
-        self.index: dict[int, list] = {}  # id(contents dict / file) -> [object, set of paths]
-        w = walk(self.fs.root, (), self.budget, self.budget.max_tree_entries + 1)
-        # the root itself is not an entry of the tree
-        self.count = w.count - 1
-        self.hash = (w.hash - entry_hash((), True)) & _MASK
-        self._index_add(w.objects)
-        self.cwd = cwd_path(self.fs._current_dir)
+        self.index: dict[int, list] | None = None  # id(contents/file) -> [object, {paths}]
+        known = _BASES.get(base)
+        if known is None:
+            w = walk(self.fs.root, (), self.budget, self.budget.max_tree_entries + 1)
+            # the root itself is not an entry of the tree
+            known = ((w.hash - entry_hash((), True)) & _MASK, w.count - 1)
+            if len(_BASES) < 4096:
+                _BASES[base] = known
+        self.hash, self.count = known
+        self._cwd_obj = self.fs._current_dir
+        self.cwd = cwd_path(self._cwd_obj)
         self.version = TreeVersion(self.log, 0, self.cwd, self._key())
+        if not fresh:
+            self._build_index()
+
+    def _build_index(self) -> None:
+        w = walk(self.fs.root, (), self.budget, self.budget.max_tree_entries + 1)
+        self.index = {}
+        self._index_add(w.objects)
 
     def _key(self) -> int:
         return hash((self.hash, self.cwd))
 
     def _index_add(self, objects: list) -> None:
+        if self.index is None:
+            return
         for obj, path in objects:
             slot = self.index.get(id(obj))
             if slot is None:
@@ -294,6 +317,8 @@ class TreeTracker:
                 slot[1].add(path)
 
     def _index_remove(self, objects: list) -> None:
+        if self.index is None:
+            return
         for obj, path in objects:
             slot = self.index.get(id(obj))
             if slot is not None:
@@ -302,8 +327,18 @@ class TreeTracker:
                     del self.index[id(obj)]
 
     def _paths(self, obj: Any) -> set[tuple] | None:
+        if self.index is None:
+            return None
         slot = self.index.get(id(obj))
         return slot[1] if slot is not None and slot[0] is obj else None
+
+    def _cwd_names(self) -> tuple:
+        parts = []
+        d = self.fs._current_dir
+        while d is not None and d.parent is not None:
+            parts.append(d.name)
+            d = d.parent
+        return tuple(reversed(parts))
 
     def _entry(self, names: tuple) -> Any:
         node = self.fs.root
@@ -330,6 +365,7 @@ class TreeTracker:
         cwd = self.fs._current_dir
         contents = cwd.contents
         touches: list[tuple[dict, Any]] = []
+        dst = None
         if name in ENTRY_PARAMS:
             for p in ENTRY_PARAMS[name]:
                 if p in bound and _hashable(bound[p]):
@@ -338,6 +374,8 @@ class TreeTracker:
             src, dst = bound.get("source"), bound.get("destination")
             if not (_hashable(src) and _hashable(dst)):
                 return []  # ``in`` raises TypeError: nothing changes
+            if self.index is None and is_dir(contents.get(src)):
+                self._build_index()  # the call may share a directory's children
             if name == "mv":
                 touches.append((contents, src))
             target = contents.get(dst) if src in contents else None
@@ -346,6 +384,12 @@ class TreeTracker:
             else:
                 touches.append((contents, dst))
         paths: set[tuple] = set()
+        if self.index is None:  # no directory shared: the cwd's own path, nothing else
+            here = self._cwd_names()
+            for d, key in touches:
+                paths.add((here if d is contents else here + (dst,)) + (key,))
+            return list(paths) if len(paths) < 2 else [
+                p for p in paths if not any(p[:i] in paths for i in range(len(p)))]
         for d, key in touches:
             where = self._paths(d)
             if where is None:
@@ -377,7 +421,11 @@ class TreeTracker:
                 continue
             if old.plain is MISSING or new.plain is MISSING or old.plain != new.plain:
                 group.append((p, old.plain, new.plain))
-        cwd = cwd_path(self.fs._current_dir)
+        if self.fs._current_dir is not self._cwd_obj:  # only cd moves it; names never change
+            self._cwd_obj = self.fs._current_dir
+            cwd = cwd_path(self._cwd_obj)
+        else:
+            cwd = self.cwd
         if not group and cwd == self.cwd:
             return self.version
         self.cwd = cwd
