@@ -13,10 +13,11 @@ took and the process's resident memory after them; a case stops at its end, when
 stops it (its budget), or at this benchmark's own limits (``--max-seconds``, ``--max-mb``,
 which keep the old engine from taking the machine down).
 
-``--scored`` also scores the 20,000-``mkdir`` conversation end to end (decode, replay both
-sides, bfcl's verdict, the effect rules) in a fresh process, as ``careful score`` does, and
-prints its time and peak memory (the issue's goal: at most 5 s and 300 MB). The time covers the whole file's scoring; the
-peak is the scoring process's high-water mark (VmHWM), loading included.
+``--scored`` also scores each case's conversation end to end (decode, replay both sides,
+bfcl's verdict, the effect rules and blame) in a fresh process, as ``careful score`` does,
+and prints its time and peak memory (for the 20,000 ``mkdir`` calls the issue's goal is at
+most 5 s and 300 MB). The time covers the whole file's scoring; the peak is the scoring
+process's high-water mark (VmHWM), loading included.
 
     python bench/snapshot_bench.py [--calls 20000] [--scored]
 """
@@ -41,19 +42,26 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * 4096 / 2**20
 
 
-def cases(n_mkdir: int) -> dict[str, tuple[list[str], int]]:
-    """name -> (calls, report every)."""
-    cp = ["mkdir(dir_name='a')", "cd(folder='a')", "touch(file_name='f')", "cd(folder='..')"]
+def cases(n_mkdir: int) -> dict[str, tuple[list[tuple[str, dict]], int]]:
+    """name -> (calls as (function, arguments), report every)."""
+    cp = [("mkdir", {"dir_name": "a"}), ("cd", {"folder": "a"}), ("touch", {"file_name": "f"}),
+          ("cd", {"folder": ".."})]
     for i in range(92):
-        cp += [f"cp(source='a',destination='t{i}')", f"mv(source='t{i}',destination='a')"]
+        cp += [("cp", {"source": "a", "destination": f"t{i}"}),
+               ("mv", {"source": f"t{i}", "destination": "a"})]
     big = "x" * 990_000
-    echo = ["touch(file_name='big')"] + [f"echo(content='{i}{big}',file_name='big')"
-                                          for i in range(100)]
-    return {"mkdir": ([f"mkdir(dir_name='d{i}')" for i in range(n_mkdir)], 1000),
+    echo = [("touch", {"file_name": "big"})] + [
+        ("echo", {"content": f"{i}{big}", "file_name": "big"}) for i in range(100)]
+    return {"mkdir": ([("mkdir", {"dir_name": f"d{i}"}) for i in range(n_mkdir)], 1000),
             "cp": (cp, 2), "echo": (echo, 10)}
 
 
-def grow(name: str, calls: list[str], every: int, max_s: float, max_mb: float) -> None:
+def text(name: str, args: dict) -> str:
+    return f"{name}({','.join(f'{k}={v!r}' for k, v in args.items())})"
+
+
+def grow(name: str, calls: list[tuple[str, dict]], every: int, max_s: float,
+         max_mb: float) -> None:
     from careful_engine import bfcl
     from careful_engine.environment import Environment
 
@@ -63,9 +71,9 @@ def grow(name: str, calls: list[str], every: int, max_s: float, max_mb: float) -
     print(f"{'calls':>7} {'s/chunk':>9} {'total s':>8} {'rss MB':>8}")
     start = chunk = time.perf_counter()
     stop = None
-    for i, text in enumerate(calls, 1):
+    for i, (fn, args) in enumerate(calls, 1):
         try:
-            keep.append(env.execute(text))
+            keep.append(env.execute(text(fn, args)))
         except Exception as e:  # the engine's budget, or the old engine's own failure
             stop = f"stopped by the engine at call {i}: {type(e).__name__}: {str(e)[:120]}"
             break
@@ -105,13 +113,12 @@ print(json.dumps({"seconds": took, "peak_mb": hwm(), "peak_before_mb": base,
 """
 
 
-def scored(n: int) -> None:
+def scored(name: str, calls: list[tuple[str, dict]]) -> None:
     from careful_engine import bfcl, demo
 
     conv = bfcl.conversation(CONV)
     entry = demo.reference_entry(conv)
-    entry["result"][0] = [[{"mkdir": json.dumps({"dir_name": f"d{i}"})} for i in range(n)]] + \
-        entry["result"][0]
+    entry["result"][0] = [[{fn: json.dumps(args)} for fn, args in calls]] + entry["result"][0]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "BFCL_v4_multi_turn_base_result.json"
         path.write_text(json.dumps(entry) + "\n")
@@ -121,10 +128,9 @@ def scored(n: int) -> None:
         print(out.stderr[-2000:])
         return
     res = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f"\nscored end to end ({n} mkdir calls in one conversation, fresh process): "
+    print(f"scored end to end, {name} ({len(calls)} calls in one conversation, fresh process): "
           f"{res['seconds']:.2f} s, peak RSS {res['peak_mb']:.0f} MB "
-          f"({res['peak_before_mb']:.0f} MB before scoring); verdict {res['verdict']}, "
-          f"{res['calls']} model calls")
+          f"({res['peak_before_mb']:.0f} MB before scoring); verdict {res['verdict']}")
 
 
 def main() -> None:
@@ -140,7 +146,10 @@ def main() -> None:
             continue
         grow(name, calls, every, args.max_seconds, args.max_mb)
     if args.scored:
-        scored(args.calls)
+        print()
+        for name, (calls, _every) in cases(args.calls).items():
+            if not args.only or name in args.only:
+                scored(name, calls)
     print(f"\npeak RSS of this process: "
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 
