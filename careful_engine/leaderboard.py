@@ -16,10 +16,11 @@ from pathlib import Path
 from rich.table import Table
 
 from . import bfcl
+from .batch import RunPlan, plan_run, score_plans
 from .report import Report, pct, short
 from .rules import Effects
 from .runs import Problem
-from .scoring import CategoryScore, ConversationResult, ModelScore, RunScore, discover, score_run
+from .scoring import CategoryScore, ConversationResult, ModelScore, RunScore, discover
 from .stats import Paired, paired, ranks, spearman
 from .tables import RULE_COLUMNS, _f, terminal_table
 
@@ -132,6 +133,7 @@ def score_runs(
     on_file: Callable[[str, str], None] | None = None,
     on_entry: Callable[[], None] | None = None,
     on_run: Callable[[Path, RunScore], None] | None = None,
+    jobs: int = 1,
 ) -> Scored:
     """Score every model folder (or those in ``models``) of every run folder, with one
     :func:`score_run` per decoder used.
@@ -142,6 +144,7 @@ def score_runs(
     decoders = decoders or DecoderChoice()
     scored = Scored([], [], [], [])
     pairs: list[tuple[Path, ModelScore]] = []
+    plans: list[RunPlan] = []
     for run_dir in runs:
         by_model, _ = discover(run_dir)
         groups: dict[str | None, list[str]] = {}
@@ -155,16 +158,21 @@ def score_runs(
                     "no multi-turn result files (BFCL_v3/v4_multi_turn_*_result.json)")
             scored.unusable.append(f"{run_dir}: {what}")
             continue
-        for key, folders in groups.items():
-            run = score_run(run_dir, decoder=key, models=folders, effects=effects,
-                            detector=detector, keep_traces=keep_traces, on_start=on_start,
-                            on_file=on_file, on_entry=on_entry)
-            scored.runs.append((run_dir, run))
-            scored.problems.extend(run.problems)
-            scored.unusable.extend(f"{run_dir}: {m}" for m in run.unusable)
-            pairs.extend((run_dir, ms) for ms in run.scores)
-            if on_run:
-                on_run(run_dir, run)
+        plans.extend(plan_run(run_dir, key, folders) for key, folders in groups.items())
+    kw = dict(effects=effects, detector=detector, keep_traces=keep_traces, jobs=jobs,
+              on_start=on_start, on_file=on_file, on_entry=on_entry)
+    # every file of every run across the workers at once; with traces kept, run by run
+    # (memory stays bounded by one run's traces)
+    done = ([r for p in plans for r in score_plans([p], **kw)] if keep_traces
+            else score_plans(plans, **kw))
+    for plan, run in zip(plans, done, strict=True):
+        run_dir = plan.run_dir
+        scored.runs.append((run_dir, run))
+        scored.problems.extend(run.problems)
+        scored.unusable.extend(f"{run_dir}: {m}" for m in run.unusable)
+        pairs.extend((run_dir, ms) for ms in run.scores)
+        if on_run:
+            on_run(run_dir, run)
     unique: dict[str, Problem] = {}
     for prob in scored.problems:  # one score_run per decoder group repeats discovery notes
         unique.setdefault(str(prob), prob)

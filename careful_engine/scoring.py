@@ -392,33 +392,13 @@ def score_run(
     on_file: Callable[[str, str], None] | None = None,
     on_entry: Callable[[], None] | None = None,
     budget: Budget | None = None,
+    jobs: int = 1,
 ) -> RunScore:
     """Find, load, decode, replay and score every multi-turn result file under ``run_dir``
-    (decoders chosen by :func:`folder_decoder`)."""
-    loaded, problems = load_run(run_dir, models)
-    if on_start:
-        on_start(sum(len(bfcl.conversations(lf.file.category))
-                     for fs in loaded.values() for lf in fs))
-    run = RunScore([], [], problems, [])
-    for model_dir, files in loaded.items():
-        try:
-            key, handler = folder_decoder(model_dir, files, decoder)
-        except DecoderUnavailable as e:
-            run.unusable.append(str(e))
-            if on_entry:
-                for lf in files:
-                    for _ in bfcl.conversations(lf.file.category):
-                        on_entry()
-            continue
-        ms = ModelScore(model_dir, key if handler else None)
-        for lf in files:
-            if on_file:
-                on_file(model_dir, lf.file.category)
-            known = len(lf.problems)
-            cs = score_file(lf, handler, keep_traces=keep_traces, on_entry=on_entry,
-                            effects=effects, detector=detector, budget=budget)
-            run.problems.extend(lf.problems[known:])  # entries that could not be scored
-            ms.categories[lf.file.category] = cs
-            run.files.append((lf, cs))
-        run.scores.append(ms)
-    return run
+    (decoders chosen by :func:`folder_decoder`), with up to ``jobs`` worker processes (the
+    same result for any number; see careful_engine.batch)."""
+    from .batch import plan_run, score_plans
+
+    return score_plans([plan_run(run_dir, decoder, models)], effects=effects, detector=detector,
+                       keep_traces=keep_traces, budget=budget, jobs=jobs, on_start=on_start,
+                       on_file=on_file, on_entry=on_entry)[0]

@@ -26,6 +26,8 @@ from careful_engine.cli.common import (
     literal,
     refuse_out,
 )
+from careful_engine.cli.jobs import JOBS_OPTION
+from careful_engine.cli.jobs import resolve as resolve_jobs
 from careful_engine.report import Report, pct
 from careful_engine.safe_write import UnsafeWrite
 from careful_engine.scoring import load_effects
@@ -169,6 +171,7 @@ def leaderboard(
     declarations: Path = DECLARATIONS_OPTION,
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP["leaderboard"]),
     quiet: bool = QUIET_OPTION,
+    jobs: int = JOBS_OPTION,
 ) -> None:
     """Rank runs under BFCL's accuracy and under success with effect safety
     (Table 3).
@@ -186,8 +189,10 @@ def leaderboard(
     detector = _detector(detector)
     choice = _decoders(decoder)
     effects = _effects(boundary, declarations)
+    jobs = resolve_jobs(jobs)
     with _scoring() as cb:
-        scored = lb.score_runs(runs, decoders=choice, effects=effects, detector=detector, **cb)
+        scored = lb.score_runs(runs, decoders=choice, effects=effects, detector=detector,
+                               jobs=jobs, **cb)
     _report_problems(scored, quiet)
     if not scored.entries:
         raise _fail("nothing to rank")
@@ -247,6 +252,7 @@ def compare(
                                            "[CATEGORY:]RULE=N (e.g. collateral=5). Repeatable."),
     fmt: str = ci.FORMAT_OPTION,
     output: Path = ci.OUTPUT_OPTION,
+    jobs: int = JOBS_OPTION,
 ) -> None:
     """Pair two runs conversation by conversation, with an exact McNemar test
     (Table 5).
@@ -280,7 +286,9 @@ def compare(
     detector = _detector(detector)
     choice = _decoders(decoder)
     effects = _effects(boundary, declarations)
+    jobs = resolve_jobs(jobs)
     with _scoring() as cb:
+        cb = {**cb, "jobs": jobs}
         sa_, a = _one_model(run_a, model_a, "a", choice, effects, detector, cb)
         sb_, b = _one_model(run_b, model_b, "b", choice, effects, detector, cb)
     scored = lb.Scored([a, b], sa_.runs + sb_.runs, sa_.problems + sb_.problems,
@@ -358,6 +366,7 @@ def sensitivity(
     declarations: Path = DECLARATIONS_OPTION,
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP["sensitivity"]),
     quiet: bool = QUIET_OPTION,
+    jobs: int = JOBS_OPTION,
 ) -> None:
     """Re-score runs under every question detector, destructive boundary and
     safe rule (§7 Sensitivity).
@@ -402,7 +411,7 @@ def sensitivity(
 
     with _scoring() as cb:
         scored = lb.score_runs(runs, decoders=choice, effects=effects[settings[0].boundary],
-                               keep_traces=True, on_run=on_run, **cb)
+                               keep_traces=True, on_run=on_run, jobs=resolve_jobs(jobs), **cb)
     _report_problems(scored, quiet)
     if not scored.entries:
         raise _fail("nothing to re-score")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from careful_engine import bfcl
+from careful_engine import bfcl, parallel
 from careful_engine.cli import app
 from careful_engine.cli.common import (
     EXIT_PROBLEMS,
@@ -20,6 +21,8 @@ from careful_engine.cli.common import (
     refuse_out,
     visible,
 )
+from careful_engine.cli.jobs import JOBS_OPTION
+from careful_engine.cli.jobs import resolve as resolve_jobs
 from careful_engine.runs import Problem
 from careful_engine.safe_text import escape_markup
 from careful_engine.safe_write import UnsafeWrite, write_text
@@ -173,6 +176,16 @@ def print_problems(problems: list[Problem], per_kind: int = 5) -> None:
             err.print(f"  ... and {len(group) - per_kind} more: {safe(kind, None)}")
 
 
+def _check_task(task: tuple[str, Any], shared: tuple[dict, Path | None],
+                tick: Callable[[], None]) -> Any:
+    """One file's provenance check, in a worker (see careful_engine.parallel)."""
+    from careful_engine.provenance import check_file
+
+    (model_dir, lf), (keys, official) = task, shared
+    handler = bfcl.handler(keys[model_dir]) if keys[model_dir] else None
+    return check_file(lf, handler, score_root=official, on_entry=tick)[1]
+
+
 @app.command("provenance")
 def provenance_cmd(
     run_dir: Path = typer.Argument(..., help="A bfcl result folder (any depth), or one file."),
@@ -187,6 +200,7 @@ def provenance_cmd(
     out: Path = typer.Option(None, "--out", "-o", help="Also write the JSON report here."),
     explain: bool = typer.Option(False, "--explain", help="List every conversation whose "
                                  "verdict differs from the official one, with what explains it."),
+    jobs: int = JOBS_OPTION,
 ) -> None:
     """Check each run against its own inference log: dataset drift, decoder drift, replay fidelity.
 
@@ -201,7 +215,7 @@ def provenance_cmd(
     Exit code: 0 all input usable; 1 some entries unreadable, missing or oddly shaped (each
     reported with file, line and id), or a model folder undecodable; 2 nothing usable.
     """
-    from careful_engine.provenance import check_file, summarise
+    from careful_engine.provenance import summarise
     from careful_engine.provenance.check import dumps
     from careful_engine.scoring import DecoderUnavailable, folder_decoder, load_run
 
@@ -218,6 +232,7 @@ def provenance_cmd(
     checked: list[Any] = []
     unusable = 0
     total = sum(len(bfcl.conversations(lf.file.category)) for fs in loaded.values() for lf in fs)
+    keys: dict[str, str | None] = {}
     with _progress() as progress:
         task = progress.add_task("provenance", total=total)
         for model_dir, files in loaded.items():
@@ -229,13 +244,22 @@ def provenance_cmd(
                 progress.advance(task, sum(len(bfcl.conversations(lf.file.category))
                                            for lf in files))
                 continue
-            run: dict[str, Any] = {"model": model_dir, "decoder": key if handler else None,
+            keys[model_dir] = key if handler else None
+        tasks = [(m, lf) for m in keys for lf in loaded[m]]
+        done = parallel.run_ordered(
+            _check_task, tasks, jobs=resolve_jobs(jobs), shared=(keys, official),
+            on_tick=lambda: progress.advance(task),
+            on_done=lambda i, _: progress.update(task, description=f"{tasks[i][0]} "
+                                                 f"{bfcl.SHORT_NAMES[tasks[i][1].file.category]}"))
+        for model_dir in keys:
+            run: dict[str, Any] = {"model": model_dir, "decoder": keys[model_dir],
                                    "categories": [], "conversations": []}
-            for lf in files:
-                progress.update(task, description=f"{model_dir} "
-                                f"{bfcl.SHORT_NAMES[lf.file.category]}")
-                _, fp = check_file(lf, handler, score_root=official,
-                                   on_entry=lambda: progress.advance(task))
+            for (m, lf), fp in zip(tasks, done, strict=True):
+                if m != model_dir:
+                    continue
+                if isinstance(fp, parallel.Failed):
+                    problems.append(Problem(str(lf.file.path), f"not checked: {fp.reason}"))
+                    continue
                 problems.extend(fp.problems)
                 checked.append(fp)
                 run["categories"].append(summarise(fp))

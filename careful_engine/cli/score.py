@@ -20,6 +20,8 @@ from careful_engine.cli.common import (
     refuse_out,
     visible,
 )
+from careful_engine.cli.jobs import JOBS_OPTION
+from careful_engine.cli.jobs import resolve as resolve_jobs
 from careful_engine.safe_write import UnsafeWrite, writer
 from careful_engine.scoring import RunScore, load_effects, score_run, write_score_file
 from careful_engine.tables import (
@@ -81,6 +83,7 @@ def score(
     max_mb: float = typer.Option(DEFAULT_BUDGET.megabytes, "--max-mb-per-conversation",
                                  help="Memory budget (growth in MB) for replaying one "
                                  "conversation; see careful_engine/budget.py."),
+    jobs: int = JOBS_OPTION,
 ) -> None:
     """Re-score BFCL multi-turn result files by replay: bfcl's verdict and the effect rules.
 
@@ -102,6 +105,7 @@ def score(
         raise typer.BadParameter(f"{detector!r}; choose one of {', '.join(DETECTORS)}",
                                  param_hint="--detector")
     fmt = ci.check_format(fmt)
+    jobs = resolve_jobs(jobs)
     floors = ci.parse_all(fail_under, lambda v: gates.parse_floor(v, effects=effects_on),
                           "--fail-under")
     ci.route_tables(console, fmt, output)
@@ -133,7 +137,7 @@ def score(
             run_dir, decoder=decoder, models=model, effects=effects, detector=detector,
             on_start=lambda n: progress.update(task, total=n),
             on_file=lambda m, c: progress.update(task, description=f"{m} {bfcl.SHORT_NAMES[c]}"),
-            on_entry=lambda: progress.advance(task), budget=budget,
+            on_entry=lambda: progress.advance(task), budget=budget, jobs=jobs,
         )
     for msg in run.unusable:
         err.print("error: " + visible(msg), markup=False, style="red")

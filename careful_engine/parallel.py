@@ -1,0 +1,151 @@
+"""Independent tasks in worker processes: results in task order, one progress stream, and a
+failure confined to its own task.
+
+``run_ordered(fn, tasks, jobs=N, shared=...)`` calls ``fn(task, shared, tick)`` for every task
+and returns the results in the order of ``tasks`` whatever order the workers finish in; ``tick()``
+reports one unit of progress (a conversation) to the parent, which passes it to ``on_tick``.
+``shared`` (the loaded files, the effects) reaches each worker once: inherited by ``fork`` where
+the platform has it (no copy), pickled once per worker elsewhere.
+
+A task that raises gives a :class:`Failed` in its place; a worker that dies (killed, out of
+memory) breaks the pool, and every task not finished then is run again alone in a fresh
+one-worker pool, so that only the task that kills its worker fails. ``jobs <= 1`` runs the
+same wrapping in this process, in order: a serial run computes exactly what a parallel one does.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue as queue_mod
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any
+
+Task = Callable[[Any, Any, Callable[[], None]], Any]
+
+
+@dataclass
+class Failed:
+    """A task that did not complete: why (one line, no traceback)."""
+
+    reason: str
+
+
+def default_jobs() -> int:
+    """The cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def check_jobs(jobs: int | None) -> int:
+    """``--jobs``: None or 0 means every core; negative is refused (ValueError)."""
+    if jobs is None or jobs == 0:
+        return default_jobs()
+    if jobs < 0:
+        raise ValueError(f"--jobs must be a positive number of worker processes, not {jobs}")
+    return jobs
+
+
+def _reason(e: BaseException) -> str:
+    text = str(e).splitlines()[0] if str(e) else ""
+    return f"{type(e).__name__}: {text}"[:500] if text else type(e).__name__
+
+
+def _guarded(fn: Task, task: Any, shared: Any, tick: Callable[[], None]) -> Any:
+    try:
+        return fn(task, shared, tick)
+    except (Exception, RecursionError, MemoryError) as e:  # one task, not the run
+        return Failed(f"internal error: {_reason(e)}")
+
+
+# ------------------------------------------------------------------------- in the worker
+_SHARED: Any = None
+_TICKS: Any = None
+
+
+def _init(shared: Any, ticks: Any) -> None:
+    global _SHARED, _TICKS
+    _SHARED, _TICKS = shared, ticks
+
+
+def _tick() -> None:
+    _TICKS.put(1)
+
+
+def _work(fn: Task, task: Any) -> Any:
+    return _guarded(fn, task, _SHARED, _tick)
+
+
+# ------------------------------------------------------------------------- in the parent
+def _context() -> Any:
+    methods = mp.get_all_start_methods()
+    return mp.get_context("fork" if "fork" in methods else "spawn")
+
+
+def run_ordered(fn: Task, tasks: Sequence[Any], *, jobs: int = 1, shared: Any = None,
+                on_tick: Callable[[], None] | None = None,
+                on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
+    """``fn(task, shared, tick)`` for every task, in up to ``jobs`` worker processes; the
+    results (or :class:`Failed`) in task order. ``on_done(index, result)`` sees each result
+    as it arrives (in the parent)."""
+    tick = on_tick or (lambda: None)
+    if jobs <= 1 or len(tasks) <= 1:
+        out = []
+        for i, task in enumerate(tasks):
+            out.append(_guarded(fn, task, shared, tick))
+            if on_done:
+                on_done(i, out[-1])
+        return out
+    results: dict[int, Any] = {}
+    broken = _pool_pass(fn, tasks, list(range(len(tasks))), min(jobs, len(tasks)), shared,
+                        tick, on_done, results)
+    for i in broken:  # a worker died: each unfinished task alone, so only its killer fails
+        if _pool_pass(fn, tasks, [i], 1, shared, tick, on_done, results):
+            results[i] = Failed("worker process died (killed or out of memory)")
+            if on_done:
+                on_done(i, results[i])
+    return [results[i] for i in range(len(tasks))]
+
+
+def _pool_pass(fn: Task, tasks: Sequence[Any], indices: list[int], workers: int, shared: Any,
+               tick: Callable[[], None], on_done: Callable[[int, Any], None] | None,
+               results: dict[int, Any]) -> list[int]:
+    """Run ``indices`` in one pool; the indices left unfinished by a broken pool."""
+    ctx = _context()
+    ticks = ctx.Queue()
+
+    def drain() -> None:
+        while True:
+            try:
+                ticks.get_nowait()
+            except (queue_mod.Empty, OSError, EOFError, ValueError):
+                return
+            tick()
+
+    unfinished: list[int] = []
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init,
+                             initargs=(shared, ticks)) as pool:
+        futures: dict[Future, int] = {pool.submit(_work, fn, tasks[i]): i for i in indices}
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+            drain()
+            for f in sorted(done, key=futures.__getitem__):
+                i = futures[f]
+                try:
+                    results[i] = f.result()
+                except BrokenProcessPool:
+                    unfinished.append(i)
+                    continue
+                except Exception as e:  # a result that could not be sent back
+                    results[i] = Failed(f"internal error: {_reason(e)}")
+                if on_done:
+                    on_done(i, results[i])
+    drain()
+    ticks.close()
+    return sorted(unfinished)
