@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import bfcl, checker
+from . import bfcl, checker, refcache
 from .budget import Budget, BudgetExceeded, Meter
 from .environment import Environment
 from .process import BfclProcess
@@ -79,7 +79,9 @@ def replay(
     shares = process.touches(classes)
     start = process.checkpoint(classes) if shares else None
     kw = dict(model_name=model_name, snapshots=snapshots, meter=Meter(budget))
-    ref = _Side(Environment.for_conversation(conv, "reference", **kw))
+    # the reference side from careful_engine.refcache where it cannot depend on the process
+    ref = (refcache.reference_side(conv, model_name, snapshots, budget, kw["meter"])
+           or _Side(Environment.for_conversation(conv, "reference", **kw)))
     gt = conv.ground_truth
 
     verdict: Verdict | None = None

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -8,6 +11,11 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("CAREFUL_SHARED", REPO.parent / "shared"))
 SHARED_RUNS = SHARED / "runs"
+
+# the reference cache (careful_engine.refcache) of this test session: never the user's own
+_CACHE = tempfile.mkdtemp(prefix="careful-test-cache-")
+os.environ["CAREFUL_CACHE_DIR"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, True)
 
 
 @pytest.fixture(scope="session")
