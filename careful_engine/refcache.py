@@ -48,7 +48,7 @@ from typing import Any
 from . import bfcl
 from .budget import DEFAULT_BUDGET, Budget, BudgetExceeded, Meter
 from .calls import Call, ParseFailure
-from .fs_capture import TreeVersion
+from .fs_capture import MISSING, TreeLog, TreeVersion
 from .process import shared_objects
 from .state import State
 from .trajectory import CallRecord, SideTrace
@@ -217,12 +217,41 @@ def _view(instance: Any) -> list:
     return out
 
 
-def _blob(blob: bytes | TreeVersion) -> bytes:
-    if type(blob) is TreeVersion:
-        return b"m" + marshal.dumps(blob.materialise())
-    if blob[:1] == b"p":
-        raise Uncacheable("state held by pickle")
-    return blob
+class _Logs:
+    """The file-system change logs (careful_engine.fs_capture) an entry's states refer to,
+    kept as they are, so that a cached state diffs exactly as a live one (the same logs,
+    the same order of changes)."""
+
+    def __init__(self) -> None:
+        self.index: dict[int, int] = {}
+        self.logs: list[TreeLog] = []
+
+    def blob(self, blob: bytes | TreeVersion) -> Any:
+        if type(blob) is TreeVersion:
+            n = self.index.get(id(blob.log))
+            if n is None:
+                n = self.index[id(blob.log)] = len(self.logs)
+                self.logs.append(blob.log)
+            return ("v", n, blob.index, blob.cwd, blob.key)
+        if blob[:1] == b"p":
+            raise Uncacheable("state held by pickle")
+        return blob
+
+    def encode(self) -> list:
+        return [(log.base, [[(names, old is MISSING, None if old is MISSING else old,
+                              new is MISSING, None if new is MISSING else new)
+                             for names, old, new in group] for group in log.groups])
+                for log in self.logs]
+
+
+def _decode_logs(encoded: list) -> list[TreeLog]:
+    logs = []
+    for base, groups in encoded:
+        log = TreeLog(base)
+        log.groups = [tuple((tuple(names), MISSING if gone else old, MISSING if absent else new)
+                            for names, gone, old, absent, new in group) for group in groups]
+        logs.append(log)
+    return logs
 
 
 def _call(call: Call | ParseFailure) -> tuple:
@@ -240,6 +269,7 @@ def build_entry(conv: bfcl.Conversation) -> dict:
     env = Environment.for_conversation(conv, "reference", model_name=SENTINEL, snapshots=True,
                                        meter=Meter(DEFAULT_BUDGET))
     states: list[bytes] = []
+    logs = _Logs()
     index: dict[int, int] = {}
     keep: list[State] = []  # keeps ids unique while the entry is built
 
@@ -247,7 +277,7 @@ def build_entry(conv: bfcl.Conversation) -> dict:
         if id(state) not in index:
             index[id(state)] = len(states)
             keep.append(state)
-            states.append(marshal.dumps({c: _blob(state.blob(c)) for c in state}))
+            states.append({c: logs.blob(state.blob(c)) for c in state})
         return index[id(state)]
 
     initial = state_id(env.initial_state)
@@ -262,8 +292,8 @@ def build_entry(conv: bfcl.Conversation) -> dict:
             views.append([(c, _view(inst)) for c, inst in env.instances.items()])
     except (BudgetExceeded, RecursionError) as e:
         raise Uncacheable(f"budget: {e}") from None
-    entry = {"states": states, "initial": initial, "turns": turns, "ends": ends,
-             "views": views}
+    entry = {"states": states, "logs": logs.encode(), "initial": initial, "turns": turns,
+             "ends": ends, "views": views}
     try:
         data = marshal.dumps(entry)
     except ValueError:
@@ -300,10 +330,11 @@ class _Decoded:
 
 
 def _decode(entry: dict) -> _Decoded:
+    logs = _decode_logs(entry["logs"])
     states = []
-    for raw in entry["states"]:
-        blobs = marshal.loads(raw)
-        states.append(State(blobs))
+    for blobs in entry["states"]:
+        states.append(State({c: TreeVersion(logs[b[1]], b[2], b[3], b[4]) if type(b) is tuple
+                             else b for c, b in blobs.items()}))
     turns = []
     for t, turn in enumerate(entry["turns"]):
         recs = []

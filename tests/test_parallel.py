@@ -1,0 +1,120 @@
+"""``--jobs``: worker processes give the serial result, in the serial order, and a failure stays
+with its own file (careful_engine.parallel, careful_engine.batch)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from careful_engine import batch, parallel
+from careful_engine.cli import _load, app
+from careful_engine.scoring import score_run
+
+XLAM = "xlam-2-8b-fc-r"
+
+
+def _square(task: int, shared: int, tick) -> int:
+    for _ in range(task):
+        tick()
+    return task * task + shared
+
+
+def _fails_on_three(task: int, shared: None, tick) -> int:
+    if task == 3:
+        raise ValueError("bad item\nsecond line never shown")
+    return task
+
+
+def _dies_on_two(task: int, shared: None, tick) -> int:
+    if task == 2:
+        os._exit(9)  # a worker killed (out of memory, signal)
+    return task
+
+
+def test_results_in_task_order_and_every_tick_arrives() -> None:
+    ticks: list[int] = []
+    done: list[int] = []
+    tasks = [5, 1, 4, 0, 3, 2]
+    got = parallel.run_ordered(_square, tasks, jobs=2, shared=10,
+                               on_tick=lambda: ticks.append(1),
+                               on_done=lambda i, r: done.append(i))
+    assert got == [t * t + 10 for t in tasks]
+    assert len(ticks) == sum(tasks)
+    assert sorted(done) == list(range(len(tasks)))
+    assert parallel.run_ordered(_square, tasks, jobs=1, shared=10) == got
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_an_exception_is_one_failed_item(jobs: int) -> None:
+    got = parallel.run_ordered(_fails_on_three, list(range(6)), jobs=jobs)
+    assert [g for g in got if not isinstance(g, parallel.Failed)] == [0, 1, 2, 4, 5]
+    assert isinstance(got[3], parallel.Failed)
+    assert got[3].reason == "internal error: ValueError: bad item"
+
+
+def test_a_dying_worker_fails_only_its_own_task() -> None:
+    got = parallel.run_ordered(_dies_on_two, list(range(5)), jobs=2)
+    assert got[:2] == [0, 1] and got[3:] == [3, 4]
+    assert isinstance(got[2], parallel.Failed) and "died" in got[2].reason
+
+
+def test_jobs_values() -> None:
+    assert parallel.check_jobs(0) == parallel.default_jobs() >= 1
+    assert parallel.check_jobs(3) == 3
+    with pytest.raises(ValueError):
+        parallel.check_jobs(-1)
+
+
+def test_a_file_that_fails_in_a_worker_is_reported_and_the_rest_scored(
+        shared_runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = batch.score_file
+
+    def flaky(loaded, *a, **kw):
+        if loaded.file.category == "multi_turn_miss_func":
+            raise RuntimeError("simulated crash")
+        return real(loaded, *a, **kw)
+
+    monkeypatch.setattr(batch, "score_file", flaky)  # inherited by the forked workers
+    run = score_run(shared_runs / XLAM, jobs=2)
+    (ms,) = run.scores
+    assert sorted(ms.categories) == ["multi_turn_base", "multi_turn_miss_param"]
+    (p,) = [p for p in run.problems if "not scored" in p.message]
+    assert p.file.endswith("BFCL_v3_multi_turn_miss_func_result.json")
+    assert p.message == "not scored: internal error: RuntimeError: simulated crash"
+
+
+def test_score_with_two_jobs_writes_what_one_job_writes(shared_runs: Path,
+                                                         tmp_path: Path) -> None:
+    _load()
+    runner = CliRunner()
+    outs = {}
+    for jobs in ("1", "2"):
+        out = tmp_path / f"j{jobs}"
+        res = runner.invoke(app, ["score", str(shared_runs / XLAM), "-o", str(out), "-q",
+                                  "--jobs", jobs])
+        assert res.exit_code in (0, 1), res.output
+        outs[jobs] = {p.relative_to(out).as_posix(): p.read_bytes()
+                      for p in sorted(out.rglob("*")) if p.is_file()}
+    assert outs["1"] == outs["2"]
+    assert "conversations.jsonl" in outs["1"] and len(outs["1"]) > 5
+    bad = runner.invoke(app, ["score", str(shared_runs / XLAM), "-o", str(tmp_path / "x"),
+                              "--jobs", "-2"])
+    assert bad.exit_code == 2
+
+
+def test_leaderboard_with_two_jobs_equals_serial(shared_runs: Path, tmp_path: Path) -> None:
+    from careful_engine import leaderboard as lb
+    from careful_engine.scoring import load_effects
+
+    runs = [shared_runs / XLAM, shared_runs / "gpt-oss-120b-vllm-v0.10.2"]
+    choice = lb.parse_decoders(["openai_gpt-oss-120b=gpt-4o-2024-11-20-FC"])
+    effects = load_effects()
+    got = {}
+    for jobs in (1, 2):
+        scored = lb.score_runs(runs, decoders=choice, effects=effects, jobs=jobs)
+        got[jobs] = [(e.label, [r.to_json() for cs in e.score.categories.values()
+                                for r in cs.results]) for e in scored.entries]
+    assert got[1] == got[2] and len(got[1]) == 2

@@ -1,0 +1,323 @@
+"""The reference cache (careful_engine.refcache) never changes a verdict, and is never trusted
+when it should not be.
+
+* every real run in ../shared/runs scored with no cache, a cold cache and a warm one (loaded
+  from disk by fresh worker processes, ``jobs=2``) gives byte-identical conversations.jsonl;
+* every cached reference equals its live replay (calls, results, states, the attributes bfcl's
+  state checker compares), and references that can depend on bfcl's process state or the model
+  name are never cached;
+* corrupted, truncated, foreign, planted (pickle), linked or mis-versioned entry files are
+  rejected and rebuilt; a key file that is not private to this user turns the disk cache off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import io
+import json
+import marshal
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+
+from careful_engine import bfcl, checker, refcache
+from careful_engine.budget import DEFAULT_BUDGET, Meter
+from careful_engine.cli.score import write_outputs
+from careful_engine.environment import Environment
+from careful_engine.scoring import score_run
+
+FC = "gpt-4o-2024-11-20-FC"
+DECODERS = {"openai_gpt-oss-120b": FC, "glyphh-ada-1.1": FC,
+            "deepseek-ai_DeepSeek-R1-0528": FC}
+CATEGORY = "multi_turn_base"
+
+
+def _runs(shared_runs: Path) -> list[Path]:
+    return sorted(p for p in shared_runs.iterdir() if p.is_dir())
+
+
+def _decoder(run: Path) -> str | None:
+    models = {p.parent.parent.name if p.parent.name == "multi_turn" else p.parent.name
+              for p in run.rglob("BFCL_v*_multi_turn_*_result.json")}
+    keys = {DECODERS.get(m) for m in models}
+    return keys.pop() if len(keys) == 1 else None
+
+
+def _score_all(runs: list[Path], out: Path, jobs: int) -> dict[str, bytes]:
+    got = {}
+    for run in runs:
+        scored = score_run(run, decoder=_decoder(run), effects=_effects(), jobs=jobs)
+        write_outputs(scored, out / run.name, True)
+        got[run.name] = (out / run.name / "conversations.jsonl").read_bytes()
+    return got
+
+
+_EFFECTS: list = []
+
+
+def _effects():
+    if not _EFFECTS:
+        from careful_engine.scoring import load_effects
+
+        _EFFECTS.append(load_effects())
+    return _EFFECTS[0]
+
+
+@pytest.fixture(scope="module")
+def three_ways(shared_runs: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    runs = _runs(shared_runs)
+    base = tmp_path_factory.mktemp("refcache-modes")
+    saved = {k: os.environ.get(k) for k in ("CAREFUL_REFCACHE", "CAREFUL_CACHE_DIR")}
+    try:
+        os.environ["CAREFUL_CACHE_DIR"] = str(base / "cache")
+        os.environ["CAREFUL_REFCACHE"] = "off"
+        refcache.clear_memory()
+        off = _score_all(runs, base / "off", jobs=1)
+        os.environ["CAREFUL_REFCACHE"] = "on"
+        refcache.clear_memory()
+        built = refcache.STATS["built"]
+        cold = _score_all(runs, base / "cold", jobs=1)
+        built = refcache.STATS["built"] - built
+        refcache.clear_memory()  # the workers load what the cold pass wrote
+        warm = _score_all(runs, base / "warm", jobs=2)
+        files = sorted(p.name for p in (base / "cache" / "refcache").glob("*.bin"))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        refcache.clear_memory()
+    return {"off": off, "cold": cold, "warm": warm, "built": built, "files": files}
+
+
+def test_cache_never_changes_a_verdict(three_ways: dict) -> None:
+    assert three_ways["off"], "no run scored"
+    for run, lines in three_ways["off"].items():
+        assert lines.count(b"\n") == 200 * len(_categories(lines)), run
+        assert three_ways["cold"][run] == lines, f"{run}: cold cache differs from no cache"
+        assert three_ways["warm"][run] == lines, f"{run}: warm cache differs from no cache"
+
+
+def test_cold_pass_built_and_stored_each_category_once(three_ways: dict) -> None:
+    categories = {f.split("-", 1)[0] for f in three_ways["files"]}
+    assert categories == set(bfcl.CATEGORIES)
+    assert three_ways["built"] == len(bfcl.CATEGORIES)
+
+
+# ---------------------------------------------------------------- cached == live, per reference
+def _live(conv: bfcl.Conversation, model: str):
+    """The live reference side, turn by turn: (records, end state, instances) per turn (the
+    instances as they are right then: read them before the next turn)."""
+    env = Environment.for_conversation(conv, "reference", model_name=model,
+                                       meter=Meter(DEFAULT_BUDGET))
+    for t, texts in enumerate(conv.ground_truth):
+        yield [env.execute(x, t, -1) for x in texts], env.state, env.instances
+
+
+@pytest.mark.parametrize("category", bfcl.CATEGORIES)
+def test_every_cached_reference_equals_its_live_replay(category: str) -> None:
+    model = "Some-Model_v1.5"
+    cached_n = 0
+    for conv in bfcl.conversations(category):
+        side = refcache.reference_side(conv, model, True, None, None)
+        if refcache.depends_on_process(conv):
+            assert side is None, conv.id
+            continue
+        if side is None:
+            continue  # left out at build time (model name in an argument, budget, format)
+        cached_n += 1
+        assert side.env.state == Environment.for_conversation(
+            conv, "reference", model_name=model).state
+        for t, (records, end, instances) in enumerate(_live(conv, model)):
+            got = side.run(t, -1, conv.ground_truth[t])
+            assert [(r.text, r.call, r.result, r.success, r.class_name, r.turn, r.step)
+                    for r in got] == [(r.text, r.call, r.result, r.success, r.class_name,
+                                       r.turn, r.step) for r in records], (conv.id, t)
+            for g, w in zip(got, records, strict=True):
+                assert g.state_before == w.state_before and g.state_after == w.state_after
+                assert g.changed == w.changed and g.diff() == w.diff(), (conv.id, t)
+            assert side.env.state == end and side.env.state.plain() == end.plain()
+            # what bfcl's state checker reads: the same attributes, equal both ways
+            assert list(side.env.instances) == list(instances)
+            for c, inst in instances.items():
+                view = side.env.instances[c]
+                attrs = {k: v for k, v in vars(inst).items() if not k.startswith("_")}
+                assert list(vars(view)) == list(attrs), (conv.id, c)
+                assert checker.compare_instances(inst, view) == {}, (conv.id, t, c)
+                for k, v in attrs.items():
+                    assert not (getattr(view, k) != v) and not (v != getattr(view, k))
+    assert cached_n >= 50, f"only {cached_n} references of {category} cached"
+
+
+def test_process_bound_and_name_bound_references_are_live() -> None:
+    twitter = next(c for c in bfcl.conversations(CATEGORY) if "TwitterAPI" in c.involved_classes)
+    assert refcache.depends_on_process(twitter)
+    travel = [c for c in bfcl.conversations("multi_turn_long_context")
+              if "TravelAPI" in c.involved_classes]
+    assert travel and all(refcache.depends_on_process(c) for c in travel)
+    plain = next(c for c in bfcl.conversations(CATEGORY) if not refcache.depends_on_process(c))
+    assert refcache.reference_side(plain, "fine_name", True, None, None) is not None
+    # a model name bfcl's rewrite would turn into invalid syntax, and a replay without
+    # snapshots or with other tree limits, are replayed live
+    assert refcache.reference_side(plain, "odd name+", True, None, None) is None
+    assert refcache.reference_side(plain, "fine_name", False, None, None) is None
+    import dataclasses
+
+    small = dataclasses.replace(DEFAULT_BUDGET, max_tree_entries=10)
+    assert refcache.reference_side(plain, "fine_name", True, small, None) is None
+    slow = dataclasses.replace(DEFAULT_BUDGET, seconds=5.0)
+    assert refcache.reference_side(plain, "fine_name", True, slow, None) is not None
+
+
+def test_an_entry_holding_the_model_name_is_not_cached() -> None:
+    conv = next(c for c in bfcl.conversations(CATEGORY) if not refcache.depends_on_process(c)
+                and "GorillaFileSystem" in c.involved_classes)
+    fs = dict(conv.__dict__)
+    fs["ground_truth"] = [["echo(content='run ls(a=True) later', file_name='x.txt')"]]
+    sneaky = bfcl.Conversation(**fs)
+    with pytest.raises(refcache.Uncacheable):
+        refcache.build_entry(sneaky)
+
+
+# ---------------------------------------------------------------- hostile cache files
+@pytest.fixture()
+def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("CAREFUL_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.setenv("CAREFUL_REFCACHE", "on")
+    refcache.clear_memory()
+    yield tmp_path / "c" / "refcache"
+    refcache.clear_memory()
+
+
+def _entry_path(folder: Path) -> Path:
+    return refcache._path(folder, CATEGORY)
+
+
+def _load() -> None:
+    refcache.clear_memory()
+    refcache._category(CATEGORY)
+
+
+def _stats() -> dict:
+    return dict(refcache.STATS)
+
+
+def _valid_after_rebuild(folder: Path, before: dict) -> None:
+    after = _stats()
+    assert after["rejected"] == before["rejected"] + 1
+    assert after["built"] == before["built"] + 1
+    assert after["written"] == before["written"] + 1
+    s = _stats()
+    _load()  # what was rebuilt loads
+    assert _stats()["loaded"] == s["loaded"] + 1 and _stats()["built"] == s["built"]
+
+
+def test_a_written_entry_loads_without_rebuilding(private_cache: Path) -> None:
+    _load()
+    assert _entry_path(private_cache).is_file()
+    s = _stats()
+    _load()
+    assert _stats()["loaded"] == s["loaded"] + 1 and _stats()["built"] == s["built"]
+    key = private_cache / "key"
+    assert key.stat().st_mode & 0o777 == 0o600 and len(key.read_bytes()) == 32
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "magic", "foreign_key",
+                                    "other_version", "pickle_bomb", "garbage_mac_ok"])
+def test_damaged_or_foreign_entries_are_rebuilt(private_cache: Path, tmp_path: Path,
+                                                damage: str) -> None:
+    _load()
+    path = _entry_path(private_cache)
+    data = path.read_bytes()
+    key = (private_cache / "key").read_bytes()
+    n = len(refcache.MAGIC)
+    canary = tmp_path / "canary"
+
+    def signed(payload: bytes, k: bytes = key) -> bytes:
+        return refcache.MAGIC + hmac.new(k, refcache.MAGIC + payload,
+                                         hashlib.sha256).digest() + payload
+
+    if damage == "flip":
+        i = len(data) // 2
+        new = data[:i] + bytes([data[i] ^ 1]) + data[i + 1:]
+    elif damage == "truncate":
+        new = data[: len(data) // 3]
+    elif damage == "empty":
+        new = b""
+    elif damage == "magic":
+        new = b"X" + data[1:]
+    elif damage == "foreign_key":  # another install's valid entry
+        new = signed(data[n + 32:], os.urandom(32))
+    elif damage == "other_version":  # signed, but for another engine version
+        doc = marshal.loads(data[n + 32:])
+        doc["header"]["engine"] = "0" * 24
+        new = signed(marshal.dumps(doc))
+    elif damage == "pickle_bomb":  # code that would run if the file were unpickled
+
+        class Bomb:
+            def __reduce__(self):
+                return (os.system, (f"touch {canary}",))
+
+        buf = io.BytesIO()
+        pickle.dump(Bomb(), buf)
+        new = refcache.MAGIC + os.urandom(32) + buf.getvalue()
+    else:  # correctly signed, but not a cache document
+        new = signed(b"\xff\x00garbage")
+    path.write_bytes(new)
+    s = _stats()
+    _load()
+    _valid_after_rebuild(private_cache, s)
+    assert not canary.exists()
+    # and the rebuilt entry gives what a live replay gives
+    conv = next(c for c in bfcl.conversations(CATEGORY) if not refcache.depends_on_process(c))
+    side = refcache.reference_side(conv, "m", True, None, None)
+    records = next(_live(conv, "m"))[0]
+    assert [r.result for r in side.run(0, -1, conv.ground_truth[0])] == [r.result
+                                                                        for r in records]
+
+
+def test_a_planted_link_is_not_followed(private_cache: Path, tmp_path: Path) -> None:
+    _load()
+    path = _entry_path(private_cache)
+    target = tmp_path / "elsewhere.bin"
+    target.write_bytes(path.read_bytes())  # a valid entry, reached through a link
+    path.unlink()
+    path.symlink_to(target)
+    s = _stats()
+    _load()
+    assert _stats()["built"] == s["built"] + 1  # not read through the link
+    assert not path.is_symlink() and path.is_file()  # the link itself was replaced
+    assert target.read_bytes()[:8] == refcache.MAGIC  # the target untouched
+
+
+def test_a_key_file_not_private_turns_the_disk_cache_off(private_cache: Path) -> None:
+    _load()
+    key = private_cache / "key"
+    key.chmod(0o644)
+    s = _stats()
+    _load()
+    assert _stats()["built"] == s["built"] + 1 and _stats()["loaded"] == s["loaded"]
+    assert _stats()["written"] == s["written"]
+
+
+def test_cache_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAREFUL_REFCACHE", "off")
+    conv = next(c for c in bfcl.conversations(CATEGORY) if not refcache.depends_on_process(c))
+    assert refcache.reference_side(conv, "m", True, None, None) is None
+
+
+def test_cache_location_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("CAREFUL_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert refcache.cache_root() == tmp_path / "xdg" / "careful"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/ignored")
+    assert refcache.cache_root() == Path.home() / ".cache" / "careful"
+    assert json.loads(json.dumps(refcache.describe()))["enabled"] in (True, False)
+
+
+def _categories(lines: bytes) -> set[str]:
+    return {json.loads(line)["category"] for line in lines.splitlines()}
