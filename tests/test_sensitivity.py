@@ -139,7 +139,8 @@ def cli(shared_runs: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     try:
         res = runner.invoke(app, ["sensitivity", *map(str, runs), "--decoder",
                                   f"{GLYPHH}={FC}", "--boundary", str(tiny), "--out",
-                                  str(tmp / "out")], catch_exceptions=False)
+                                  str(tmp / "out"), "--jobs", "1"],  # replays counted here
+                         catch_exceptions=False)
     finally:
         mp.undo()
     return {"res": res, "out": tmp / "out", "replays": replays["n"]}
