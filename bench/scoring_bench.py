@@ -8,17 +8,27 @@ conversations. bfcl's side is only ``multi_turn_checker`` on trajectories decode
 either side, as ``careful score`` pauses it. Caches are cleared before every engine pass. Passes
 alternate; the fastest of each is compared (median shown too).
 
+The reference cache (careful_engine.refcache) is measured four ways, each pass alike:
+``off`` (every reference replayed live), ``cold`` (an empty cache folder: the category's
+references are built and written during the pass), ``disk`` (warm on disk, loaded and decoded
+during the pass, as a new ``careful score`` process does) and ``warm`` (held in this process, as
+for the second run of a leaderboard).
+
     python bench/scoring_bench.py [--run ../shared/runs/xlam-2-8b-fc-r] [--category multi_turn_base]
+                                  [--modes off,cold,disk,warm]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
-from careful_engine import bfcl, calls, environment
+from careful_engine import bfcl, calls, environment, refcache
 from careful_engine.decode import decode_entry
 from careful_engine.perf import collector_paused
 from careful_engine.process import BfclProcess
@@ -37,7 +47,11 @@ def main() -> None:
     ap.add_argument("--run", type=Path, default=here / "shared/runs/xlam-2-8b-fc-r")
     ap.add_argument("--category", default="multi_turn_base")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--modes", default="off,cold,disk,warm")
     args = ap.parse_args()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    tmp = Path(tempfile.mkdtemp(prefix="careful-scoring-bench-"))
+    os.environ["CAREFUL_CACHE_DIR"] = str(tmp / "cache")
     by_model, _ = discover(args.run)
     model, files = next(iter(by_model.items()))
     rf = next(f for f in files if f.category == args.category)
@@ -46,6 +60,14 @@ def main() -> None:
     effects = load_effects()
     entries = list(loaded.entries.values())
     pre = [(bfcl.conversation(e["id"]), decode_entry(e, handler)) for e in entries]
+
+    def prepare(mode: str) -> None:
+        """The reference cache as the mode says, before a timed pass."""
+        os.environ["CAREFUL_REFCACHE"] = "off" if mode == "off" else "on"
+        if mode == "cold":
+            shutil.rmtree(tmp / "cache", ignore_errors=True)
+        if mode in ("cold", "disk"):
+            refcache.clear_memory()
 
     def engine() -> None:
         environment._TEMPLATES.clear()
@@ -58,7 +80,7 @@ def main() -> None:
             trace = replay(conv, decode_entry(e, handler), model_name=model, process=process)
             evaluate(trace, effects)
             if not trace.verdict.valid:
-                blame(trace)
+                blame(trace, effects)
 
     from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
 
@@ -74,24 +96,37 @@ def main() -> None:
                                f"{model}_{n[0]}")
         bfcl.reset_bfcl_process_state()
 
-    engine()
+    for mode in modes:  # warm-up of both sides (and the disk cache)
+        prepare(mode)
+        engine()
     checker()
-    tb, te = [], []
+    tb: list[float] = []
+    te: dict[str, list[float]] = {m: [] for m in modes}
     for _ in range(args.repeat):
         with collector_paused():  # as careful score runs; the same for both sides
             t = time.perf_counter()
             checker()
             tb.append(time.perf_counter() - t)
-        with collector_paused():
-            t = time.perf_counter()
-            engine()
-            te.append(time.perf_counter() - t)
-    b, e = min(tb), min(te)
-    print(f"run {args.run.name} / {model} / {args.category}: {len(entries)} conversations")
+        for mode in modes:
+            prepare(mode)
+            with collector_paused():
+                t = time.perf_counter()
+                engine()
+                te[mode].append(time.perf_counter() - t)
+    shutil.rmtree(tmp, ignore_errors=True)
+    b = min(tb)
+    try:
+        load = "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+    except OSError:
+        load = "load unknown"
+    print(f"run {args.run.name} / {model} / {args.category}: {len(entries)} conversations "
+          f"({load})")
     print(f"bfcl-eval checker alone (pre-decoded):          {b:.3f}s")
-    print(f"engine: decode + replay + verdict + rules + blame: {e:.3f}s")
-    print(f"ratio (checker / full scoring): {b / e:.2f}x   "
-          f"(median {statistics.median(tb) / statistics.median(te):.2f}x, {args.repeat} passes)")
+    for mode in modes:
+        e = min(te[mode])
+        print(f"engine, reference cache {mode:<5}: decode + replay + verdict + rules + blame: "
+              f"{e:.3f}s  ratio (checker / full scoring) {b / e:.2f}x  (median "
+              f"{statistics.median(tb) / statistics.median(te[mode]):.2f}x, {args.repeat} passes)")
 
 
 if __name__ == "__main__":

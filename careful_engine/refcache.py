@@ -41,7 +41,7 @@ import secrets
 import stat
 import sys
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -313,11 +313,19 @@ class _View:
 
 
 class _Env:
-    __slots__ = ("state", "instances")
+    """What replay reads of a side's environment: its state, and (lazily, for bfcl's state
+    check) its instances at the end of the last turn run."""
 
-    def __init__(self, state: State) -> None:
-        self.state = state
-        self.instances: dict[str, Any] = {}
+    __slots__ = ("state", "_decoded", "_turn")
+
+    def __init__(self, decoded: _Decoded) -> None:
+        self.state = decoded.initial
+        self._decoded = decoded
+        self._turn = -1
+
+    @property
+    def instances(self) -> dict[str, Any]:
+        return self._decoded.instances(self._turn)
 
 
 @dataclass
@@ -327,6 +335,15 @@ class _Decoded:
     turns: list[list[tuple]]
     ends: list[State]
     views: list[list]
+    built: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def instances(self, turn: int) -> dict[str, Any]:
+        """The stand-ins for the reference instances after ``turn`` (built once: bfcl's
+        state check only reads them)."""
+        got = self.built.get(turn)
+        if got is None:
+            got = self.built[turn] = {c: _View(attrs) for c, attrs in self.views[turn]}
+        return got
 
 
 def _decode(entry: dict) -> _Decoded:
@@ -357,23 +374,21 @@ class CachedSide:
     def __init__(self, decoded: _Decoded, meter: Meter | None) -> None:
         self._d = decoded
         self._meter = meter
-        self.env = _Env(decoded.initial)
+        self.env = _Env(decoded)
         self.turns: list[list[CallRecord]] = []
         self.ends: list[State] = []
 
     def run(self, turn: int, step: int, texts: list[str]) -> list[CallRecord]:
         out = []
+        env, meter = self.env, self._meter
         for t, text, call, result, success, class_name, before, after in self._d.turns[turn]:
-            self.env.state = before
-            if self._meter is not None:
-                self._meter.check()
-            # a fresh Call per use: nothing downstream shares a mutable argument across runs
-            if type(call) is Call:
-                call = Call(call.name, call.args, dict(call.kwargs), call.text)
+            env.state = before
+            if meter is not None:
+                meter.check()
             out.append(CallRecord(t, step, text, call, result, success, class_name, before,
                                   after))
-        self.env.state = self._d.ends[turn]
-        self.env.instances = {c: _View(attrs) for c, attrs in self._d.views[turn]}
+        env.state = self._d.ends[turn]
+        env._turn = turn
         return out
 
     def trace(self) -> SideTrace:
