@@ -299,3 +299,19 @@ def test_writes_never_follow_planted_links(tmp_path):
                    "server", "--limit", "1", "--categories", "base")
     assert res.exit_code == 2 and "symbolic link" in res.output
     assert victim.read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("behaviour", ["stall", "trickle-headers", "endless"])
+def test_an_endpoint_whose_models_route_misbehaves_is_bounded(tmp_path, behaviour):
+    """``--endpoint`` readiness polls and ``/tokenize`` go through the same limits."""
+    with HostileServer(behaviour, model=QWEN, break_models=True, interval=0.1) as s:
+        start = time.monotonic()
+        res = _gen(tmp_path, "--model", QWEN, "--run", "m", "--endpoint", s.url,
+                   "--tokenizer", "server", "--limit", "1", "--categories", "base",
+                   "--ready-timeout", "2")
+        took = time.monotonic() - start
+        tokenizer = vllm_backend.ServerTokenizer(s.url, QWEN, LIMITS, FAST)
+        with pytest.raises(ApiUnavailable, match="2 attempts failed"):
+            tokenizer.tokenize("a b c")
+    assert took < 8, took
+    assert res.exit_code == 2 and "not ready" in res.output

@@ -265,7 +265,8 @@ def _vllm(model: str, options, folder: Path, *, temperature, endpoint, served, t
         base_url = endpoint.rstrip("/")
 
         def attach() -> dict:
-            vb.wait_ready(base_url, timeout=ready_timeout, refused_is_final=True)
+            vb.wait_ready(base_url, timeout=ready_timeout, refused_is_final=True,
+                          limits=limits)
             return vb.attach(handler, base_url, model=served, tokenizer_kind=tokenizer,
                              max_model_len=max_model_len, local_model_path=local_model_path,
                              limits=limits, policy=policy)
@@ -284,7 +285,7 @@ def _vllm(model: str, options, folder: Path, *, temperature, endpoint, served, t
     cmd = vb.vllm_command(path, port=port, num_gpus=num_gpus,
                           gpu_memory_utilization=gpu_memory_utilization, max_model_len=length)
     base_url = f"http://{os.getenv('LOCAL_SERVER_ENDPOINT', 'localhost')}:{port}/v1"
-    server = vb.VllmServer(cmd, base_url, folder / "vllm_serve.log", ready_timeout)
+    server = vb.VllmServer(cmd, base_url, folder / "vllm_serve.log", ready_timeout, limits)
     options.settings.update({"vllm_command": cmd})
 
     def attach() -> dict:

@@ -2,6 +2,10 @@
 through the Anthropic API, under the standard, effect-hints and confirmation-aware conditions.
 
 * :mod:`.runner` — the run: bfcl's handlers on bfcl's entries, resumable, with a manifest;
+* :mod:`.executor` — the executor bfcl's loops call during generation (the engine's, no eval);
+* :mod:`.bounded` — HTTP with a connect timeout, a total deadline and a size cap per request;
+* :mod:`.retry` — bounded retries and what counts as an endpoint failure;
+* :mod:`.files` — run folders and writes that never follow a planted link;
 * :mod:`.results` — result files in bfcl's layout (append, fsync, repair, sort) and totals;
 * :mod:`.dataset` — entries loaded as ``bfcl generate`` loads them; categories and ids;
 * :mod:`.anthropic_backend` — bfcl's Claude handler with the paper's three changes;

@@ -245,7 +245,7 @@ def vllm_command(model_path_or_id: str, *, port: int = DEFAULT_PORT, dtype: str 
 
 def wait_ready(base_url: str, process: subprocess.Popen | None = None,
                timeout: float = 1800.0, interval: float = 1.0,
-               refused_is_final: bool = False) -> None:
+               refused_is_final: bool = False, limits: bounded.Limits | None = None) -> None:
     """Poll ``GET {base_url}/models`` until it answers 200, as bfcl does (with a timeout).
 
     ``refused_is_final`` (an existing ``--endpoint``): a refused connection or an unknown host
@@ -257,7 +257,7 @@ def wait_ready(base_url: str, process: subprocess.Popen | None = None,
             raise GenerationError(f"the server exited with code {process.returncode} before "
                                   "it was ready; see its log")
         try:
-            if _http().get(base_url.rstrip("/") + "/models").status_code == 200:
+            if _http(limits).get(base_url.rstrip("/") + "/models").status_code == 200:
                 return
         except Exception as e:  # noqa: BLE001 - classified: only "unreachable" may be final
             kind, why = classify(e)
@@ -278,6 +278,7 @@ class VllmServer:
     base_url: str
     log_path: Path
     ready_timeout: float = 1800.0
+    limits: bounded.Limits | None = None
     process: subprocess.Popen | None = field(default=None, init=False)
 
     def __enter__(self) -> VllmServer:
@@ -294,7 +295,7 @@ class VllmServer:
                                   "--endpoint") from e
         self._log = log
         try:
-            wait_ready(self.base_url, self.process, self.ready_timeout)
+            wait_ready(self.base_url, self.process, self.ready_timeout, limits=self.limits)
         except BaseException:
             self.__exit__(None, None, None)
             raise
