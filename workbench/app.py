@@ -170,9 +170,14 @@ class WorkbenchApp(App[None]):
         self.wb.close()
 
 
-def run(settings: Settings) -> None:
-    """Run the workbench in the terminal."""
-    WorkbenchApp(settings).run()
+def run(settings: Settings) -> int:
+    """Run the workbench in the terminal; the exit code (3 when the app stopped on an error:
+    Textual has printed its traceback)."""
+    from careful_engine.cli.common import EXIT_INTERNAL, EXIT_OK
+
+    app = WorkbenchApp(settings)
+    app.run()
+    return EXIT_INTERNAL if app.return_code else EXIT_OK
 
 
 def demo_settings(root: Path) -> Settings:

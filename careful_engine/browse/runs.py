@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .. import bfcl
 from ..leaderboard import label_entries
 from ..rules import RULES, Effects
-from ..runs import LoadedFile, ResultFile, load_result_file
+from ..runs import LoadedFile, Problem, ResultFile, load_result_file
 from ..scoring import DecoderUnavailable, discover, manifest_decoder, needs_decoder
 from .view import ConversationView, build_view
 
@@ -96,18 +96,27 @@ def score_paths(ref: RunRef, cache_dir: Path | None = None) -> list[Path]:
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
-def read_scores(path: Path, model: str) -> dict[str, dict]:
-    """``conversations.jsonl`` lines of one model folder, by conversation id."""
+def read_scores(path: Path, model: str, problems: list[Problem] | None = None,
+                max_bytes: int = 256 << 20) -> dict[str, dict]:
+    """``conversations.jsonl`` lines of one model folder, by conversation id; a line that is
+    not a score line goes to ``problems`` (``file:line [id]: reason``), the rest is read."""
     out: dict[str, dict] = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
+    bad = problems if problems is not None else []
+    if path.stat().st_size > max_bytes:
+        bad.append(Problem(str(path), f"larger than {max_bytes >> 20} MiB; not read"))
+        return out
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
             except (ValueError, RecursionError):
+                bad.append(Problem(str(path), "not a JSON line", line=n))
                 continue
-            if isinstance(row, dict) and row.get("model") == model and "id" in row:
+            if not isinstance(row, dict) or not isinstance(row.get("id"), str):
+                bad.append(Problem(str(path), "not a score line (no id)", line=n))
+            elif row.get("model") == model:
                 out[row["id"]] = row
     return out
 
@@ -206,6 +215,8 @@ class RunBrowser:
         self._rows: list[ConversationRow] | None = None
         self._scores: dict[str, dict] = {}
         self._scores_path: Path | None = None
+        self.mismatch: str | None = None  # why the score lines found were not used
+        self.score_problems: list[Problem] = []
         self._views: OrderedDict[str, ConversationView] = OrderedDict()
         self._keep = keep
         self._handler: Any = None
@@ -235,13 +246,38 @@ class RunBrowser:
         """Conversations of the run's categories absent from its files (scored as failed)."""
         return sum(len(self.loaded(c).missing) for c in self.ref.categories)
 
+    def wanted_settings(self) -> dict:
+        """What this browser replays with (:func:`~careful_engine.score_settings.scored_with`):
+        a score line made otherwise would contradict the stepper."""
+        from ..score_settings import scored_with
+
+        needs = any(needs_decoder(self.loaded(c)) for c in self.ref.categories)
+        return scored_with(self.effects, self.detector, self.ref.decoder if needs else None)
+
     def _read_scores(self) -> None:
-        self._scores, self._scores_path = {}, None
+        """The newest score file made with this browser's settings; the newest other one's
+        differences go to :attr:`mismatch` (its lines are not used)."""
+        from ..score_settings import KEY, differences
+
+        self._scores, self._scores_path, self.mismatch = {}, None, None
+        self.score_problems = []
+        wanted = None
         for path in score_paths(self.ref, self.cache_dir):
-            scores = read_scores(path, self.ref.model)
-            if scores:
-                self._scores, self._scores_path = scores, path
-                return
+            try:
+                scores = read_scores(path, self.ref.model, self.score_problems)
+            except OSError as e:
+                self.score_problems.append(Problem(str(path), f"cannot read: {e}"))
+                continue
+            if not scores:
+                continue
+            wanted = wanted or self.wanted_settings()
+            diffs = sorted({d for row in scores.values() for d in differences(row.get(KEY),
+                                                                               wanted)})
+            if diffs:
+                self.mismatch = self.mismatch or (f"{path}: scored with " + "; ".join(diffs))
+                continue
+            self._scores, self._scores_path, self.mismatch = scores, path, None
+            return
 
     @property
     def scores_path(self) -> Path | None:
@@ -250,18 +286,26 @@ class RunBrowser:
 
     @property
     def scored(self) -> bool:
-        """Every listed conversation has a score line."""
+        """Every listed conversation has a score line made with this browser's settings."""
         rows = self.rows()
         return bool(rows) and all(r.scored for r in rows)
 
     @property
     def stale(self) -> bool:
-        """The score lines are older than a result file."""
+        """Score lines made with other settings, or older than a result file."""
         path = self.scores_path
+        if self.mismatch is not None:
+            return True
         if path is None:
             return False
         newest = max(rf.path.stat().st_mtime for rf in self.ref.files)
         return path.stat().st_mtime < newest
+
+    def problems(self) -> list[Problem]:
+        """What was wrong with the run's files (result files, then score files)."""
+        self.rows()
+        return [p for c in self.ref.categories for p in self.loaded(c).problems] + list(
+            self.score_problems)
 
     def reload(self) -> None:
         """Forget the listing (after scoring) and the opened conversations."""

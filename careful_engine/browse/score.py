@@ -62,12 +62,15 @@ def score_to_file(run: Path, model: str, out: Path, *, decoder: str | None,
                        on_start=on_start, on_entry=on_entry)
     if not scored.usable:
         raise ValueError("; ".join(scored.unusable) or f"nothing to score in {run}")
+    from ..score_settings import KEY, scored_with
+
+    used = scored_with(effects, detector, scored.scores[0].decoder)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         for _, cs in scored.files:
             for r in cs.results:
-                f.write(json.dumps(r.to_json()) + "\n")
+                f.write(json.dumps({**r.to_json(), KEY: used}) + "\n")
     tmp.replace(out)
     return out
 

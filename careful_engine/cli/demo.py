@@ -77,7 +77,7 @@ def demo_cmd(
             on_entry=lambda: progress.advance(task))
     try:
         for run_dir, run in scored.runs:
-            write_outputs(run, run_dir / "careful-score", True)
+            write_outputs(run, run_dir / "careful-score", effects)
     except OSError as e:  # a link planted in careful-score/
         err.print(f"error: cannot write the scores: {e}", markup=False)
         raise typer.Exit(EXIT_UNUSABLE) from None

@@ -22,6 +22,7 @@ from careful_engine.cli.common import (
 )
 from careful_engine.cli.jobs import JOBS_OPTION
 from careful_engine.cli.jobs import resolve as resolve_jobs
+from careful_engine.rules import Effects
 from careful_engine.safe_write import UnsafeWrite, writer
 from careful_engine.scoring import RunScore, load_effects, score_run, write_score_file
 from careful_engine.tables import (
@@ -150,7 +151,7 @@ def score(
         raise typer.Exit(EXIT_UNUSABLE)
 
     try:
-        splits = write_outputs(run, out, effects is not None, exclude_drifted)
+        splits = write_outputs(run, out, effects, exclude_drifted, detector=detector)
     except UnsafeWrite as e:
         err.print(f"[red]error:[/] {literal(e)}")
         raise typer.Exit(EXIT_UNUSABLE) from None
@@ -192,10 +193,16 @@ def score(
         gate=gate, exit_code=code, problems=len(run.problems), unusable=run.unusable)))
 
 
-def write_outputs(run: RunScore, out: Path, effect: bool, exclude_drifted: bool = False) -> list:
+def write_outputs(run: RunScore, out: Path, effects: Effects | None,
+                  exclude_drifted: bool = False, *, detector: str = "strict") -> list:
     """Score files, conversations.jsonl and the tables of a scored run, under ``out``; with
     ``exclude_drifted``, the drift split of each file (returned). Raises
-    :class:`~careful_engine.safe_write.UnsafeWrite` rather than follow a planted link."""
+    :class:`~careful_engine.safe_write.UnsafeWrite` rather than follow a planted link.
+    Every line records what it was scored with (:mod:`careful_engine.score_settings`)."""
+    from careful_engine.score_settings import KEY, scored_with
+
+    effect = effects is not None
+    used = {ms.model: scored_with(effects, detector, ms.decoder) for ms in run.scores}
     splits: list = []  # --exclude-drifted: accuracy with and without drifted conversations
     if exclude_drifted:
         from careful_engine.provenance import drift_split
@@ -207,6 +214,7 @@ def write_outputs(run: RunScore, out: Path, effect: bool, exclude_drifted: bool 
                 splits.append(split)
             for r in cs.results:
                 line = r.to_json()
+                line[KEY] = used.get(r.model) or scored_with(effects, detector, None)
                 if split is not None:
                     line["dataset_drift"] = split.drift[r.id].status.value
                 lines.write(json.dumps(line) + "\n")

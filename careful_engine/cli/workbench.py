@@ -48,6 +48,8 @@ def workbench(
     from workbench.app import run as run_app
     from workbench.context import Settings, default_runs
 
-    run_app(Settings(runs=list(runs) if runs else default_runs(), db=db,
-                     declarations=declarations, boundary=boundary, decoders=decoders,
-                     detector=detector))
+    code = run_app(Settings(runs=list(runs) if runs else default_runs(), db=db,
+                            declarations=declarations, boundary=boundary, decoders=decoders,
+                            detector=detector))
+    if code:  # the app stopped on an error (its traceback printed): not a clean exit
+        raise typer.Exit(code)

@@ -60,8 +60,13 @@ class HomeScreen(Screen):
             "in Replay.")
     BINDINGS = [
         Binding("enter", "open_run", "Replay run"),
+        Binding("p", "problems", "Problems"),
         Binding("r", "refresh", "Refresh"),
     ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.problems: dict[str, list[str]] = {}  # run label -> its files' problems
 
     def compose(self) -> ComposeResult:
         yield NavBar("home")
@@ -79,7 +84,7 @@ class HomeScreen(Screen):
     def on_mount(self) -> None:
         self.sub_title = "Home"
         runs = self.query_one("#runs", DataTable)
-        runs.add_columns("run", "cats", "convs", "scores", "decoder")
+        runs.add_columns("run", "cats", "convs", "scores", "problems", "decoder")
         runs.loading = True
         rounds = self.query_one("#rounds", DataTable)
         rounds.add_columns("round", "fns", "blind", "state", "progress")
@@ -99,29 +104,38 @@ class HomeScreen(Screen):
             self.app.call_from_thread(self.notify, str(e), severity="error", timeout=10)
         else:
             self.app.call_from_thread(self.refresh_rounds)
-        rows = []
+        rows, problems = [], {}
         for ref in wb.refs:
             browser = wb.browser(ref)
             convs = len(browser.rows())
-            state = ("stale" if browser.stale else "✓") if browser.scored else "–"
+            state = "stale" if browser.stale else "✓" if browser.scored else "–"
             name = f"{ref.label} (SYNTHETIC)" if wb.synthetic(ref) else ref.label
-            rows.append((ref.label, name, len(ref.categories), convs, state, ref.decoder))
+            found = [str(p) for p in browser.problems()]
+            if browser.mismatch is not None:
+                found.append(f"scores not used: {browser.mismatch}")
+            problems[ref.label] = found
+            rows.append((ref.label, name, len(ref.categories), convs, state, len(found),
+                         ref.decoder))
+        self.problems = problems
         self.app.call_from_thread(self._fill_runs, rows)
 
     def _fill_runs(self, rows: list[tuple]) -> None:
         table = self.query_one("#runs", DataTable)
         table.loading = False
         table.clear()
-        for label, name, cats, convs, state, decoder in rows:
-            table.add_row(literal(name), str(cats), str(convs), state, literal(decoder or ""),
-                          key=label)
+        for label, name, cats, convs, state, problems, decoder in rows:
+            table.add_row(literal(name), str(cats), str(convs), state,
+                          Text(str(problems), style="bold yellow") if problems else "0",
+                          literal(decoder or ""), key=label)
         wb = self.app.wb
         where = ", ".join(shown(p) for p in wb.settings.runs) or "nothing"
         note = f"{len(rows)} run(s) from {where}"
         if not rows:
             note += ": no multi-turn result files (try `careful demo`)"
         else:
-            note += "; scores: ✓ from `careful score` or the workbench, – none yet (s in Replay)"
+            note += ("; scores: ✓ from `careful score` or the workbench, stale: made with other "
+                     "settings or older than the results, – none yet (s in Replay); p lists "
+                     "the selected run's problems")
         if any(ref.run.name == "reference" and ref.model == "reference" for ref in wb.refs):
             note += ("; reference is the embedded default: the reference trajectories as a "
                      "model's output (`careful demo`)")
@@ -147,6 +161,19 @@ class HomeScreen(Screen):
     @on(DataTable.RowSelected, "#runs")
     def _selected(self, event: DataTable.RowSelected) -> None:
         self.action_open_run()
+
+    def action_problems(self) -> None:
+        """The selected run's input problems, ``file:line [id]: reason``, literally."""
+        from .problems import LinesScreen
+
+        table = self.query_one("#runs", DataTable)
+        if not table.row_count:
+            self.notify("no run loaded", severity="warning")
+            return
+        label = str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+        lines = self.problems.get(label, [])
+        self.app.push_screen(LinesScreen(f"Problems of {label} ({len(lines)})", lines,
+                                         empty="no problems in this run's files"))
 
     def action_open_run(self) -> None:
         table = self.query_one("#runs", DataTable)

@@ -117,8 +117,11 @@ class LeaderboardScreen(Screen):
         self.entries, self.unscored = entries, unscored
         status = Text(f"{len(entries)} scored run(s)", style="bold")
         if unscored:
-            status.append(" · not scored: " + visible(", ".join(r.label for r in unscored))
-                          + " (s scores them)", style="yellow")
+            browsers = [self.app.wb.browser(r) for r in unscored]
+            status.append(" · not scored with these settings: " + ", ".join(
+                visible(r.label) + (" (stale)" if b.mismatch else "")
+                for r, b in zip(unscored, browsers, strict=True)) + " (s scores them)",
+                style="yellow")
         self.query_one("#lb-status", Static).update(status)
         if reports:
             main, per_category, rho, rules = reports

@@ -155,6 +155,8 @@ class ReplayScreen(Screen):
         table.loading = False
         self.refill()
         table.focus()
+        if self.app.wb.browser(self.ref).mismatch is not None and self.app.scoring is None:
+            self.app.start_scoring([self.ref])  # one truth: never list another setting's scores
         # after the list is painted: the import would compete with it for the interpreter
         self.set_timer(0.3, lambda: self.run_worker(self._warm, thread=True, group="warm"))
 
@@ -169,14 +171,27 @@ class ReplayScreen(Screen):
                           _hits(r), key=r.id)
         self._status()
 
+    def _no_run(self) -> bool:
+        """True (and said) when no run is loaded: the keys that need one do nothing."""
+        if self.ref is None:
+            self.notify("no run loaded: give run folders to `careful workbench`",
+                        severity="warning")
+        return self.ref is None
+
     def _status(self) -> None:
+        if self.ref is None:
+            return
         browser = self.app.wb.browser(self.ref)
         text = Text(f"{len(self.shown_rows)} of {len(self.rows)} conversations", style="bold")
         missing = browser.missing()
         if missing:
             text.append(f" · {missing} ids missing from the files (scored as failed)",
                         style="yellow")
-        if browser.scored:
+        if browser.mismatch is not None:
+            text.append(" · scores " + ("being remade" if self.app.scoring == self.ref.label
+                                        else "not used") + ": " + visible(browser.mismatch)
+                        + " (s rescores)", style="yellow")
+        elif browser.scored:
             path = browser.scores_path
             where = ("the workbench's own" if path.is_relative_to(self.app.wb.settings.cache_dir
                                                                   or default_cache_dir())
@@ -207,21 +222,27 @@ class ReplayScreen(Screen):
 
         wanted = Filter(value("#category"), self.query_one("#failed", Checkbox).value,
                         value("#error"), value("#rule"))
-        if wanted != self.filter:
+        if wanted != self.filter and self.ref is not None:
             self.filter = wanted
             self.refill()
 
     def action_next_run(self) -> None:
+        if self._no_run():
+            return
         labels = [r.label for r in self.app.wb.refs]
         if self.ref is not None and len(labels) > 1:
             self._use(labels[(labels.index(self.ref.label) + 1) % len(labels)])
 
     def action_toggle_failed(self) -> None:
+        if self._no_run():
+            return
         box = self.query_one("#failed", Checkbox)
         box.value = not box.value
 
     def action_cycle(self, which: str) -> None:
         """Step a filter through its values (and back to 'any')."""
+        if self._no_run():
+            return
         select = self.query_one(f"#{which}", Select)
         values = self.values[which]
         if not values:
@@ -267,7 +288,7 @@ class ReplayScreen(Screen):
         self.app.call_from_thread(self.app.push_screen, ConversationScreen(view))
 
     def action_score(self) -> None:
-        if self.ref is not None:
+        if not self._no_run():
             self.app.start_scoring([self.ref])
 
     def _scoring(self, label: str, done: int, total: int, state: str) -> None:

@@ -1,0 +1,240 @@
+"""Pilot tests for the workbench defects of issue 15, each failing on the code before it: one
+truth under another boundary, every binding with no data, the roster, reasons on purpose,
+problems in view, decoders as the CLI does them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from textual.binding import Binding
+from textual.screen import ModalScreen
+from textual.widgets import Input, Select
+
+from careful_engine import browse
+from careful_engine.score_settings import KEY
+from tests import test_workbench_data as data
+from workbench.app import WorkbenchApp
+from workbench.screens import (
+    ReplayScreen,
+)
+
+IDS, settings = data.IDS, data.settings
+runs_template, workdir = data.runs_template, data.workdir  # the fixtures
+MODES = ("home", "label", "agreement", "replay", "leaderboard")
+
+
+@pytest.fixture(autouse=True)
+def _no_blink(monkeypatch):
+    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
+
+
+async def settle(pilot, *keys: str) -> None:
+    from textual.worker import WorkerCancelled
+
+    if keys:
+        await pilot.press(*keys)
+    for _ in range(2):
+        try:
+            await pilot.app.workers.wait_for_complete()
+        except WorkerCancelled:
+            pass
+        await pilot.pause()
+
+
+def keys_of(binding: Binding) -> list[str]:
+    return [k.strip() for k in binding.key.split(",") if k.strip()]
+
+
+# ---------------------------------------------------------------- defect 5: no data, every key
+
+
+def test_every_binding_on_every_screen_with_no_data(tmp_path, monkeypatch) -> None:
+    """An empty run folder and a new database: every binding of every screen (and the app's,
+    but quit) pressed, modal screens closed with Escape; the app never stops on an error."""
+    (tmp_path / "runs").mkdir()
+    monkeypatch.chdir(tmp_path)
+    from workbench.context import Settings
+
+    app = WorkbenchApp(Settings(runs=[tmp_path / "runs"], db=tmp_path / "careful.db",
+                                boundary_dir=tmp_path / "boundary", cache_dir=tmp_path / "c",
+                                user="tester"))
+    pressed: list[str] = []
+
+    async def go():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            for mode in MODES:
+                await app.switch_mode(mode)
+                await settle(pilot)
+                screen = app.screen
+                bindings = [b for b in [*type(screen).BINDINGS, *WorkbenchApp.BINDINGS]
+                            if isinstance(b, Binding) and b.action != "quit"]
+                for b in bindings:
+                    for key in keys_of(b):
+                        if app.screen is not screen:  # a key left the screen: come back
+                            while isinstance(app.screen, ModalScreen):
+                                await settle(pilot, "escape")
+                            await app.switch_mode(mode)
+                            await settle(pilot)
+                        await settle(pilot, key)
+                        pressed.append(f"{mode}:{key}")
+                        assert app._exception is None, f"{mode}: {key}"
+                        while isinstance(app.screen, ModalScreen):
+                            await settle(pilot, "escape")
+                        for select in app.screen.query(Select):  # an opened drop-down
+                            select.expanded = False
+        assert app.return_code in (None, 0)
+
+    asyncio.run(go())
+    assert {"replay:x", "replay:c", "replay:e", "replay:h", "replay:s"} <= set(pressed), pressed
+
+
+def test_a_crash_gives_a_nonzero_exit_code(monkeypatch, tmp_path) -> None:
+    """`careful workbench` exits 3 when the app stopped on an error (it exited 0)."""
+    from typer.testing import CliRunner
+
+    from careful_engine.cli import _load
+    from careful_engine.cli import app as cli
+
+    _load()
+
+    def crash(self) -> None:
+        self._return_code = 1  # what Textual records when a handler raised
+
+    monkeypatch.setattr(WorkbenchApp, "run", crash)
+    (tmp_path / "runs").mkdir()
+    result = CliRunner().invoke(cli, ["workbench", str(tmp_path / "runs"), "--db",
+                                      str(tmp_path / "c.db")])
+    assert result.exit_code == 3
+
+
+# ---------------------------------------------------------------- defect 1: one truth
+
+
+def boundary_file(path: Path) -> Path:
+    """paper-final without rm and with cd and mkdir: cd's failed attempt becomes collateral."""
+    from careful_engine import boundary
+
+    b = boundary.load("paper-final")
+    destructive = {k: v for k, v in b.destructive.items() if k != "rm"}
+    destructive |= {"cd": "test: moving is destructive", "mkdir": "test: so is mkdir"}
+    path.write_text(json.dumps({"schema": boundary.SCHEMA, "name": "test-boundary",
+                                "destructive": [{"name": n, "reason": r}
+                                                for n, r in destructive.items()]}))
+    return path
+
+
+def row_truth(row) -> tuple:
+    return (row.official_valid, row.safe_valid, row.rules)
+
+
+def view_truth(view) -> tuple:
+    from careful_engine.browse.runs import TALLIES
+
+    rules = {k: v for k, v in view.rules.counts.items() if v and k not in TALLIES}
+    return (view.verdict.valid, view.safe_valid, rules)
+
+
+def line_truth(line: dict) -> tuple:
+    from careful_engine.browse.runs import TALLIES
+
+    rules = {k: v for k, v in (line.get("rules") or {}).items() if v and k not in TALLIES}
+    return (line["official_valid"], line.get("safe_valid"), rules)
+
+
+def cli_lines(run: Path, bfile: Path, out: Path) -> dict[str, dict]:
+    from typer.testing import CliRunner
+
+    from careful_engine.cli import _load
+    from careful_engine.cli import app as cli
+
+    _load()
+
+    result = CliRunner().invoke(cli, ["score", str(run), "--boundary", str(bfile), "-o",
+                                      str(out), "-q"])
+    assert result.exit_code in (0, 1), result.output
+    lines = [json.loads(x) for x in (out / "conversations.jsonl").read_text().splitlines()]
+    assert all(x[KEY]["boundary"] == "test-boundary" for x in lines)
+    return {x["id"]: x for x in lines}
+
+
+def test_list_stepper_and_score_agree_under_another_boundary(workdir) -> None:
+    """The runs were scored under paper-final; opened under another boundary, the list never
+    shows those lines: it rescores in the background, then list, stepper and `careful score
+    --boundary` agree on every conversation (before: the list showed paper-final's)."""
+    bfile = boundary_file(workdir / "test-boundary.json")
+    app = WorkbenchApp(settings(workdir, boundary=str(bfile)))
+    states: list[tuple] = []
+
+    async def go():
+        async with app.run_test(size=(80, 24)) as pilot:
+            app.score_listeners.append(lambda *a: states.append(a))
+            await settle(pilot, "4")
+            screen = app.screen
+            assert isinstance(screen, ReplayScreen)
+            if screen.ref.label != "beta":
+                await settle(pilot, "r")
+            for _ in range(300):
+                if app.scoring is None and screen.rows and all(r.scored for r in screen.rows):
+                    break
+                await pilot.pause(0.1)
+            await settle(pilot)
+            assert any(s[0] == "beta" and s[3] == "done" for s in states)  # rescored
+            browser = app.wb.browser(screen.ref)
+            assert browser.mismatch is None and browser.scored
+            listed = {r.id: row_truth(r) for r in screen.rows}
+            stepped = {i: view_truth(browser.open(i)) for i in listed}
+            return listed, stepped
+
+    listed, stepped = asyncio.run(go())
+    cli = {i: line_truth(x) for i, x in cli_lines(workdir / "runs" / "beta", bfile,
+                                                   workdir / "cli").items() if i in listed}
+    assert listed == stepped == cli
+    assert listed[IDS[1]][1] is False  # cd's failed attempt: collateral under this boundary
+
+
+def test_stale_lines_are_named_and_not_used(workdir) -> None:
+    """Score lines made with another boundary, or with no settings recorded, are not listed;
+    the browser says why (Home's problems, Replay's status)."""
+    from careful_engine.scoring import load_effects
+
+    bfile = boundary_file(workdir / "b.json")
+    (ref,) = browse.find_runs([workdir / "runs" / "beta"])
+    same = browse.RunBrowser(ref, load_effects(), cache_dir=workdir / "c")
+    assert same.scored and same.mismatch is None
+    other = browse.RunBrowser(ref, load_effects(str(bfile)), cache_dir=workdir / "c")
+    assert not other.scored and other.stale and "boundary paper-final" in other.mismatch
+    assert other.summaries() == {}
+    path = workdir / "runs" / "beta" / browse.SCORE_DIR / browse.SCORES_NAME
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps({k: v for k, v in x.items() if k != KEY}) + "\n"
+                            for x in lines))
+    legacy = browse.RunBrowser(ref, load_effects(), cache_dir=workdir / "c")
+    assert not legacy.scored and "settings not recorded" in legacy.mismatch
+
+
+@pytest.mark.slow
+def test_a_real_run_agrees_under_another_boundary(shared_runs, tmp_path) -> None:
+    """Every conversation of a real run: `careful score --boundary FILE` lines, the list made
+    from them, and the stepper's replay agree."""
+    import shutil
+
+    from careful_engine.scoring import load_effects
+
+    run = tmp_path / "run"
+    shutil.copytree(shared_runs / "xlam-2-8b-fc-r" / "result", run / "result")
+    bfile = boundary_file(tmp_path / "b.json")
+    cli = cli_lines(run, bfile, run / browse.SCORE_DIR)
+    (ref,) = browse.find_runs([run])
+    browser = browse.RunBrowser(ref, load_effects(str(bfile)), cache_dir=tmp_path / "c")
+    assert browser.mismatch is None and browser.scored
+    rows = {r.id: row_truth(r) for r in browser.rows()}
+    assert rows == {i: line_truth(x) for i, x in cli.items() if i in rows}
+    assert len(rows) == 600  # base, miss_func, miss_param
+    assert sum(bool(t[2]) for t in rows.values()) > 50  # rule hits to agree on
+    assert sum(t[0] and not t[1] for t in rows.values()) > 0  # BFCL pass, not safe
+    for entry_id, truth in rows.items():
+        assert view_truth(browser.open(entry_id)) == truth, entry_id

@@ -1,0 +1,42 @@
+"""A modal list of lines shown literally: a run's input problems (``file:line [id]: reason``),
+or a value too long for its column (with a character-level diff against another)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from careful_engine.safe_text import visible
+
+LIMIT = 2000  # lines shown; the rest are counted
+
+
+class LinesScreen(ModalScreen[None]):
+    """Lines of text from files, shown literally (never as markup); Escape closes."""
+
+    BINDINGS = [Binding("escape,q,enter", "dismiss", "Close")]
+
+    def __init__(self, title: str, lines: Sequence[str | Text], *, empty: str = "nothing") -> None:
+        super().__init__()
+        self._title, self._lines, self._empty = title, list(lines), empty
+
+    def compose(self) -> ComposeResult:
+        body = Text()
+        for i, line in enumerate(self._lines[:LIMIT]):
+            if i:
+                body.append("\n")
+            body.append(line if isinstance(line, Text) else Text(visible(line)))
+        if len(self._lines) > LIMIT:
+            body.append(f"\n… and {len(self._lines) - LIMIT} more", style="dim")
+        if not self._lines:
+            body = Text(self._empty, style="dim")
+        with VerticalScroll(id="lines") as box:
+            box.border_title = visible(self._title)
+            box.border_subtitle = "Escape to close"
+            yield Static(body, id="lines-body")
