@@ -1,4 +1,4 @@
-"""Hostile model answers through ``careful generate``, under the process-wide guard.
+"""Hostile model answers through ``careful generate`` (the CLI), under the process-wide guard.
 
 A fake endpoint plays a model that answers every payload of :mod:`tests.guard`'s corpus, in
 the format its handler decodes: bfcl's prompting text (Qwen, prompting loop), Qwen's
@@ -18,9 +18,10 @@ import threading
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from careful_engine import bfcl
-from careful_engine.generation import RunOptions, anthropic_backend, generate, vllm_backend
+from careful_engine.cli import _load, app
 from careful_engine.protocol import patch
 from tests.fakes.anthropic_server import FakeMessagesServer, Reply, message, usage
 from tests.fakes.openai_server import FakeCompletionsServer
@@ -33,6 +34,8 @@ MODELS = {
 }
 
 
+_load()
+cli = CliRunner()
 OS_RELEASE = (Path("/etc/os-release"), Path("/usr/lib/os-release"))
 
 
@@ -114,35 +117,37 @@ def _messages(player: Player):
     return respond
 
 
+def _cli_args(key: str, backend: str, run_dir: Path, ids: list[str], url: str) -> list[str]:
+    args = ["generate", "--model", key, "--run", run_dir.name, "--runs-dir",
+            str(run_dir.parent), "--ids", ",".join(ids), "--threads", "4"]
+    if backend == "vllm":
+        return [*args, "--endpoint", url, "--tokenizer", "server"]
+    return [*args, "--base-url", url, "--budget", "50"]
+
+
 @pytest.mark.parametrize("fmt", list(MODELS))
-def test_hostile_answers_never_run(fmt, tmp_path):
+def test_hostile_answers_never_run(fmt, tmp_path, monkeypatch):
     canary = new_canary()
     payloads = hostile_payloads(canary, (fmt,))
     steps = [(p.name, s) for p in payloads for s in p.steps]
     plan = _allocate(steps)
     player = Player(plan)
     key, backend = MODELS[fmt]
-    run_dir = tmp_path / "run"
-    options = RunOptions(model=key, run_dir=run_dir, backend=backend, ids=list(plan),
-                         threads=4)
+    run_dir = tmp_path / "runs" / "hostile"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     if backend == "vllm":
         server = FakeCompletionsServer(key, responder=_completions(player))
     else:
         server = FakeMessagesServer(responder=_messages(player))
+    # the loops are compiled from bfcl's installed source once per process, before any model
+    # text exists; inside the guard, nothing may compile at all
+    patch.install()
+    platform.processor()  # the SDKs' platform header runs `uname -p` once per process
     with server:
-        if backend == "vllm":
-            handler = vllm_backend.build(key, 0.001)
-            vllm_backend.attach(handler, server.url, tokenizer_kind="server")
-        else:
-            handler = anthropic_backend.build(key, base_url=server.url, api_key="test")
-        # the loops are compiled from bfcl's installed source once per process, before any
-        # model text exists; inside the guard, nothing may compile at all
-        patch.install()
-        platform.processor()  # the SDKs' platform header runs `uname -p` once per process
         # the SDKs read the OS name for their platform headers (the distro package)
         with guarded(tmp_path, canary=canary, read=OS_RELEASE):
-            report = generate(options, handler)
-    assert report.status == "complete", report.stop_reason
+            res = cli.invoke(app, _cli_args(key, backend, run_dir, list(plan), server.url))
+    assert res.exit_code == 0, res.output
     assert sorted(player.served) == sorted(name for name, _ in steps)  # every step answered
     assert len(payloads) >= 100 or fmt in ("qwen_fc_text", "llama_3_1_text")
     # the answers are in the result file as the model gave them, and nothing ran
