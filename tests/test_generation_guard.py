@@ -29,7 +29,9 @@ from tests.guard import guarded, hostile_payloads, new_canary
 
 # format: (registry key, backend)
 MODELS = {
+    "prompting": ("Qwen/Qwen3-8B", "vllm"),
     "qwen_fc_text": ("Qwen/Qwen3-8B-FC", "vllm"),
+    "llama_3_1_text": ("meta-llama/Llama-3.1-8B-Instruct-FC", "vllm"),
     "fc": ("claude-haiku-4-5-20251001-FC", "anthropic"),
 }
 

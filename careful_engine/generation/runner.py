@@ -120,10 +120,13 @@ def _free_instances(handler: Any, entry_id: str) -> None:
     executor.free(handler.model_name_underline_replaced, entry_id)
 
 
-def safe_loops() -> None:
-    """Install bfcl's loops compiled with the engine's executor; refuse to run without them."""
+def safe_loops(handler: Any = None) -> None:
+    """Install bfcl's loops compiled with the engine's executor, and give the handler's
+    decoders the engine's safe literal evaluator (:func:`careful_engine.bfcl.
+    secure_decoders`); refuse to run without the loops."""
     from ..protocol import patch
 
+    bfcl.secure_decoders(type(handler) if handler is not None else None)
     patch.install()
     if not patch.installed():
         raise GenerationError("bfcl's inference loops could not be patched to use the "
@@ -196,7 +199,7 @@ def generate(
     if options.threads < 1:
         raise GenerationError("--threads must be at least 1")
     condition = Condition(options)
-    safe_loops()
+    safe_loops(handler)
     folder = results.model_dir(options.run_dir, options.model)
     manifest: dict[str, Any] = {
         "schema": results.MANIFEST_SCHEMA,
