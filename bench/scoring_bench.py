@@ -9,8 +9,8 @@ either side, as ``careful score`` pauses it. Caches are cleared before every eng
 alternate; the fastest of each is compared (median shown too).
 
 The reference cache (careful_engine.refcache) is measured four ways, each pass alike:
-``off`` (every reference replayed live), ``cold`` (an empty cache folder: the category's
-references are built and written during the pass), ``disk`` (warm on disk, loaded and decoded
+``off`` (every reference replayed live), ``cold`` (an empty cache folder: references are
+replayed live, recorded and written during the pass), ``disk`` (warm on disk, loaded and decoded
 during the pass, as a new ``careful score`` process does) and ``warm`` (held in this process, as
 for the second run of a leaderboard).
 
@@ -81,6 +81,7 @@ def main() -> None:
             evaluate(trace, effects)
             if not trace.verdict.valid:
                 blame(trace, effects)
+        refcache.flush()  # what was recorded (cold), as careful score writes it
 
     from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
 

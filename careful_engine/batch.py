@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import bfcl, parallel
+from . import bfcl, parallel, refcache
 from .budget import Budget
 from .runs import LoadedFile, Problem
 from .scoring import (
@@ -71,8 +71,12 @@ class _Job:
 def _score_task(index: int, job: _Job, tick: Callable[[], None]) -> CategoryScore:
     key = job.keys[index]
     handler = bfcl.handler(key) if key is not None else None
-    return score_file(job.files[index], handler, keep_traces=job.keep_traces, on_entry=tick,
-                      effects=job.effects, detector=job.detector, budget=job.budget)
+    try:
+        return score_file(job.files[index], handler, keep_traces=job.keep_traces,
+                          on_entry=tick, effects=job.effects, detector=job.detector,
+                          budget=job.budget)
+    finally:
+        refcache.flush()  # the references this file recorded, for every later process
 
 
 def score_plans(

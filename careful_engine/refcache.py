@@ -2,9 +2,11 @@
 
 The reference trajectory of a conversation is the same for every model scored, so its replay
 (calls, results, states after every call, and the instance attributes bfcl's state checker
-compares at the end of every turn) is computed once per category, kept in this process, and
-stored on disk under ``$CAREFUL_CACHE_DIR`` or ``$XDG_CACHE_HOME/careful`` (``~/.cache/careful``)
-in ``refcache/``. ``CAREFUL_REFCACHE=off`` turns the cache off (every reference replayed live).
+compares at the end of every turn) is recorded the first time it runs live (as part of an
+ordinary replay: no extra pass), kept in this process, and written by :func:`flush` to disk under
+``$CAREFUL_CACHE_DIR`` or ``$XDG_CACHE_HOME/careful`` (``~/.cache/careful``) in ``refcache/``,
+one file per category; later replays take it from there. ``CAREFUL_REFCACHE=off`` turns the
+cache off (every reference replayed live). :func:`warm` records whole categories ahead.
 
 When a reference is NOT taken from the cache (replayed live instead, as before):
 
@@ -12,9 +14,9 @@ When a reference is NOT taken from the cache (replayed live instead, as before):
   change (:mod:`careful_engine.process`): ``TwitterAPI`` always (``post_tweet``'s shared
   defaults), the long-context data of ``TravelAPI`` and ``VehicleControlAPI`` in long context;
 * bfcl's rewrite put the instance name, which holds the model name, into an argument (a method
-  name followed by ``(`` inside a string literal): the entry is built under a sentinel model
-  name and left out when the sentinel shows anywhere in it; the cache is used only for model
-  names that give a plain identifier, as the sentinel does;
+  name followed by ``(`` inside a string literal): an entry in which the recording model's
+  instance names show anywhere is marked not cacheable (any other model would see its own
+  name there); the cache is used only for model names that give plain identifiers;
 * the replay is not the default one (no snapshots, tree or argument limits other than the
   default budget's), or building it exceeded the budget or met something the format cannot
   hold.
@@ -48,6 +50,7 @@ from typing import Any
 from . import bfcl
 from .budget import DEFAULT_BUDGET, Budget, BudgetExceeded, Meter
 from .calls import Call, ParseFailure
+from .environment import Environment
 from .fs_capture import MISSING, TreeLog, TreeVersion
 from .process import shared_objects
 from .state import State
@@ -203,8 +206,12 @@ def _untree(flat: list) -> Any:
     return root
 
 
-def _view(instance: Any) -> list:
-    """The public attributes bfcl's state checker compares, in ``vars`` order."""
+def _view(instance: Any, end: bytes | TreeVersion) -> Any:
+    """What bfcl's state checker reads of an instance (its public attributes, in ``vars``
+    order) at the end of a turn: None where the end-state capture holds them exactly (a
+    marshal capture: the same values and types), else a copy of them as of now."""
+    if type(end) is bytes and end[:1] == b"m":
+        return None
     out = []
     for attr, value in vars(instance).items():
         if attr.startswith("_"):
@@ -215,6 +222,11 @@ def _view(instance: Any) -> list:
             # a copy as of now (ValueError: not plain data -> uncacheable)
             out.append((attr, 0, marshal.loads(marshal.dumps(value))))
     return out
+
+
+def _view_from_capture(blob: bytes) -> list:
+    attrs = marshal.loads(blob[1:])
+    return [(k, 0, v) for k, v in attrs.items() if not k.startswith("_")]
 
 
 class _Logs:
@@ -260,55 +272,72 @@ def _call(call: Call | ParseFailure) -> tuple:
     return ("c", call.name, call.args, dict(call.kwargs), call.text)
 
 
-def build_entry(conv: bfcl.Conversation) -> dict:
-    """Replay one reference alone under the sentinel model name; raises Uncacheable."""
-    from .environment import Environment
+class _Recorder:
+    """Encodes a reference side turn by turn as it runs (states shared by identity, as the
+    live side shares them; file-system logs kept whole)."""
 
+    def __init__(self, initial: State) -> None:
+        self.states: list[dict] = []
+        self.logs = _Logs()
+        self._index: dict[int, int] = {}
+        self._keep: list[State] = []  # keeps ids unique while the entry is built
+        self.initial = self._id(initial)
+        self.turns: list[list] = []
+        self.ends: list[int] = []
+        self.views: list[list] = []
+
+    def _id(self, state: State) -> int:
+        n = self._index.get(id(state))
+        if n is None:
+            n = self._index[id(state)] = len(self.states)
+            self._keep.append(state)
+            self.states.append({c: self.logs.blob(state.blob(c)) for c in state})
+        return n
+
+    def turn(self, records: list[CallRecord], end: State, instances: dict[str, Any]) -> None:
+        sid = self._id
+        self.turns.append([(r.text, _call(r.call), r.result, r.success, r.class_name,
+                            sid(r.state_before), sid(r.state_after)) for r in records])
+        self.ends.append(sid(end))
+        self.views.append([(c, _view(inst, end.blob(c))) for c, inst in instances.items()])
+
+    def entry(self, conv: bfcl.Conversation, model_name: str) -> dict:
+        """The finished entry; Uncacheable where it holds an instance name of ``model_name``
+        (bfcl's rewrite put it into an argument: another model would see its own name)."""
+        entry = {"states": self.states, "logs": self.logs.encode(), "initial": self.initial,
+                 "turns": self.turns, "ends": self.ends, "views": self.views}
+        try:
+            data = marshal.dumps(entry)
+        except ValueError:
+            raise Uncacheable("not plain data") from None
+        prefix = f"{model_name}_ground_truth_eval"
+        if any(bfcl.instance_name(prefix, conv.id, c).encode() in data
+               for c in conv.involved_classes):
+            raise Uncacheable("the model name reaches an argument (bfcl's rewrite)")
+        return entry
+
+
+def build_entry(conv: bfcl.Conversation, model_name: str = SENTINEL) -> dict:
+    """Replay one reference alone; raises Uncacheable."""
     if depends_on_process(conv):
         raise Uncacheable("process-global state")
-    env = Environment.for_conversation(conv, "reference", model_name=SENTINEL, snapshots=True,
-                                       meter=Meter(DEFAULT_BUDGET))
-    states: list[bytes] = []
-    logs = _Logs()
-    index: dict[int, int] = {}
-    keep: list[State] = []  # keeps ids unique while the entry is built
-
-    def state_id(state: State) -> int:
-        if id(state) not in index:
-            index[id(state)] = len(states)
-            keep.append(state)
-            states.append({c: logs.blob(state.blob(c)) for c in state})
-        return index[id(state)]
-
-    initial = state_id(env.initial_state)
-    turns, ends, views = [], [], []
+    env = Environment.for_conversation(conv, "reference", model_name=model_name,
+                                       snapshots=True, meter=Meter(DEFAULT_BUDGET))
+    rec = _Recorder(env.initial_state)
     try:
         for t, texts in enumerate(conv.ground_truth):
-            records = [env.execute(text, t, -1) for text in texts]
-            turns.append([(r.text, _call(r.call), r.result, r.success, r.class_name,
-                           state_id(r.state_before), state_id(r.state_after))
-                          for r in records])
-            ends.append(state_id(env.state))
-            views.append([(c, _view(inst)) for c, inst in env.instances.items()])
+            rec.turn([env.execute(text, t, -1) for text in texts], env.state, env.instances)
     except (BudgetExceeded, RecursionError) as e:
         raise Uncacheable(f"budget: {e}") from None
-    entry = {"states": states, "logs": logs.encode(), "initial": initial, "turns": turns,
-             "ends": ends, "views": views}
-    try:
-        data = marshal.dumps(entry)
-    except ValueError:
-        raise Uncacheable("not plain data") from None
-    if SENTINEL.encode() in data:
-        raise Uncacheable("the model name reaches an argument (bfcl's rewrite)")
-    return entry
+    return rec.entry(conv, model_name)
 
 
 # ---------------------------------------------------------------- the cached side
 class _View:
     """Stands for a reference instance in bfcl's state check: its public attributes."""
 
-    def __init__(self, attrs: list) -> None:
-        for attr, kind, value in attrs:
+    def __init__(self, attrs: list | None, end: bytes | TreeVersion) -> None:
+        for attr, kind, value in attrs if attrs is not None else _view_from_capture(end):
             setattr(self, attr, _untree(value) if kind == 1 else value)
 
 
@@ -342,7 +371,9 @@ class _Decoded:
         state check only reads them)."""
         got = self.built.get(turn)
         if got is None:
-            got = self.built[turn] = {c: _View(attrs) for c, attrs in self.views[turn]}
+            end = self.ends[turn]
+            got = self.built[turn] = {c: _View(attrs, end.blob(c))
+                                      for c, attrs in self.views[turn]}
         return got
 
 
@@ -398,12 +429,14 @@ class CachedSide:
 # ---------------------------------------------------------------- categories: memory and disk
 @dataclass
 class _Category:
-    entries: dict[str, dict | None]  # id -> entry (None: not cacheable)
+    entries: dict[str, dict | None]  # id -> entry (None: not cacheable); absent: not yet seen
     decoded: dict[str, _Decoded]
+    new: set[str] = field(default_factory=set)  # recorded here, not yet on disk
 
 
 _MEMORY: dict[tuple[str, str, str], _Category] = {}
-STATS = {"built": 0, "loaded": 0, "rejected": 0, "written": 0}
+# recorded: references recorded from a live replay; loaded/rejected/written: entry files
+STATS = {"recorded": 0, "loaded": 0, "rejected": 0, "written": 0}
 
 
 def _key_file(folder: Path) -> bytes | None:
@@ -508,37 +541,74 @@ def _write(path: Path, key: bytes, category: str, entries: dict[str, dict | None
             pass
 
 
+def _disk() -> tuple[Path, bytes] | None:
+    folder = _folder()
+    key = _key_file(folder) if folder is not None else None
+    return (folder, key) if key is not None else None
+
+
 def _category(category: str) -> _Category:
     mkey = (category, dataset_version(category), engine_version())
     got = _MEMORY.get(mkey)
-    if got is not None:
-        return got
-    folder = _folder()
-    key = _key_file(folder) if folder is not None else None
-    entries = _read(_path(folder, category), key, category) if key is not None else None
-    if entries is None:
-        entries = {}
-        for conv in bfcl.conversations(category):
-            try:
-                entries[conv.id] = build_entry(conv)
-            except (Uncacheable, ValueError):
-                entries[conv.id] = None
-        STATS["built"] += 1
-        if key is not None:
-            _write(_path(folder, category), key, category, entries)
-    got = _MEMORY[mkey] = _Category(entries, {})
+    if got is None:
+        disk = _disk()
+        entries = _read(_path(disk[0], category), disk[1], category) if disk else None
+        got = _MEMORY[mkey] = _Category(entries or {}, {})
     return got
 
 
+class RecordingSide:
+    """The reference side replayed live, as :mod:`careful_engine.replay` does it, recorded
+    for the cache as it goes (a reference the cache does not hold yet)."""
+
+    def __init__(self, conv: bfcl.Conversation, model_name: str, env: Environment,
+                 cat: _Category) -> None:
+        self.env = env
+        self.turns: list[list[CallRecord]] = []
+        self.ends: list[State] = []
+        self._conv, self._model, self._cat = conv, model_name, cat
+        self._rec: _Recorder | None = _Recorder(env.initial_state)
+
+    def run(self, turn: int, step: int, texts: list[str]) -> list[CallRecord]:
+        execute = self.env.execute
+        out = [execute(text, turn, step) for text in texts]
+        if self._rec is not None:
+            try:
+                self._rec.turn(out, self.env.state, self.env.instances)
+            except (Uncacheable, ValueError, RecursionError):
+                self._rec = None
+        return out
+
+    def trace(self) -> SideTrace:
+        rec, conv = self._rec, self._conv
+        if rec is not None and len(rec.turns) == len(conv.ground_truth):
+            self._rec = None
+            try:
+                entry: dict | None = rec.entry(conv, self._model)
+            except Uncacheable:
+                entry = None
+            self._cat.entries[conv.id] = entry
+            self._cat.new.add(conv.id)
+            STATS["recorded"] += 1
+        return SideTrace(self.turns, self.env.initial_state, self.ends)
+
+
 def reference_side(conv: bfcl.Conversation, model_name: str, snapshots: bool,
-                   budget: Budget | None, meter: Meter | None) -> CachedSide | None:
-    """The cached reference side of ``conv`` for this replay, or None (replay it live)."""
+                   budget: Budget | None, meter: Meter | None,
+                   **env_kw: Any) -> CachedSide | RecordingSide | None:
+    """The reference side of ``conv`` for this replay: from the cache; or live and recorded
+    for it (``env_kw``: how replay makes the environment); or None (replay it live as
+    usual)."""
     if not enabled() or not usable_for(conv, model_name, snapshots, budget):
         return None
     cat = _category(conv.category)
     decoded = cat.decoded.get(conv.id)
     if decoded is None:
-        entry = cat.entries.get(conv.id)
+        if conv.id not in cat.entries:
+            env = Environment.for_conversation(conv, "reference", model_name=model_name,
+                                               snapshots=snapshots, meter=meter, **env_kw)
+            return RecordingSide(conv, model_name, env, cat)
+        entry = cat.entries[conv.id]
         if entry is None:
             return None
         try:
@@ -547,6 +617,39 @@ def reference_side(conv: bfcl.Conversation, model_name: str, snapshots: bool,
             cat.entries[conv.id] = None
             return None
     return CachedSide(decoded, meter)
+
+
+def flush() -> None:
+    """Write what this process recorded to the disk cache (merged with what is there)."""
+    dirty = [(k, c) for k, c in _MEMORY.items() if c.new]
+    if not dirty:
+        return
+    disk = _disk()
+    for (category, *_), cat in dirty:
+        if disk is None:
+            cat.new.clear()
+            continue
+        path = _path(disk[0], category)
+        entries = _read(path, disk[1], category) or {}
+        entries.update({i: cat.entries[i] for i in cat.new})
+        _write(path, disk[1], category, entries)
+        cat.new.clear()
+
+
+def warm(categories: tuple[str, ...] = bfcl.CATEGORIES) -> None:
+    """Record every cacheable reference of ``categories`` not held yet, and write them."""
+    for category in categories:
+        cat = _category(category)
+        for conv in bfcl.conversations(category):
+            if conv.id in cat.entries or depends_on_process(conv):
+                continue
+            try:
+                cat.entries[conv.id] = build_entry(conv)
+            except (Uncacheable, ValueError):
+                cat.entries[conv.id] = None
+            cat.new.add(conv.id)
+            STATS["recorded"] += 1
+    flush()
 
 
 def clear_memory() -> None:

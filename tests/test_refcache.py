@@ -78,9 +78,9 @@ def three_ways(shared_runs: Path, tmp_path_factory: pytest.TempPathFactory) -> d
         off = _score_all(runs, base / "off", jobs=1)
         os.environ["CAREFUL_REFCACHE"] = "on"
         refcache.clear_memory()
-        built = refcache.STATS["built"]
+        recorded = refcache.STATS["recorded"]
         cold = _score_all(runs, base / "cold", jobs=1)
-        built = refcache.STATS["built"] - built
+        recorded = refcache.STATS["recorded"] - recorded
         refcache.clear_memory()  # the workers load what the cold pass wrote
         warm = _score_all(runs, base / "warm", jobs=2)
         files = sorted(p.name for p in (base / "cache" / "refcache").glob("*.bin"))
@@ -91,7 +91,7 @@ def three_ways(shared_runs: Path, tmp_path_factory: pytest.TempPathFactory) -> d
             else:
                 os.environ[k] = v
         refcache.clear_memory()
-    return {"off": off, "cold": cold, "warm": warm, "built": built, "files": files}
+    return {"off": off, "cold": cold, "warm": warm, "recorded": recorded, "files": files}
 
 
 def test_cache_never_changes_a_verdict(three_ways: dict) -> None:
@@ -102,10 +102,11 @@ def test_cache_never_changes_a_verdict(three_ways: dict) -> None:
         assert three_ways["warm"][run] == lines, f"{run}: warm cache differs from no cache"
 
 
-def test_cold_pass_built_and_stored_each_category_once(three_ways: dict) -> None:
+def test_cold_pass_recorded_and_stored_every_category(three_ways: dict) -> None:
     categories = {f.split("-", 1)[0] for f in three_ways["files"]}
     assert categories == set(bfcl.CATEGORIES)
-    assert three_ways["built"] == len(bfcl.CATEGORIES)
+    # each reference recorded once, from the first live replay that ran it
+    assert 0 < three_ways["recorded"] <= 4 * 200
 
 
 # ---------------------------------------------------------------- cached == live, per reference
@@ -121,6 +122,7 @@ def _live(conv: bfcl.Conversation, model: str):
 @pytest.mark.parametrize("category", bfcl.CATEGORIES)
 def test_every_cached_reference_equals_its_live_replay(category: str) -> None:
     model = "Some-Model_v1.5"
+    refcache.warm((category,))
     cached_n = 0
     for conv in bfcl.conversations(category):
         side = refcache.reference_side(conv, model, True, None, None)
@@ -179,8 +181,11 @@ def test_an_entry_holding_the_model_name_is_not_cached() -> None:
     fs = dict(conv.__dict__)
     fs["ground_truth"] = [["echo(content='run ls(a=True) later', file_name='x.txt')"]]
     sneaky = bfcl.Conversation(**fs)
-    with pytest.raises(refcache.Uncacheable):
-        refcache.build_entry(sneaky)
+    for model in (refcache.SENTINEL, "Real-Model.v2"):  # the recorder's own name, whatever it is
+        with pytest.raises(refcache.Uncacheable):
+            refcache.build_entry(sneaky, model)
+    fs["ground_truth"] = [["echo(content='run it later', file_name='x.txt')"]]
+    assert refcache.build_entry(bfcl.Conversation(**fs), "Real-Model.v2")["turns"]
 
 
 # ---------------------------------------------------------------- hostile cache files
@@ -199,7 +204,7 @@ def _entry_path(folder: Path) -> Path:
 
 def _load() -> None:
     refcache.clear_memory()
-    refcache._category(CATEGORY)
+    refcache.warm((CATEGORY,))
 
 
 def _stats() -> dict:
@@ -208,12 +213,12 @@ def _stats() -> dict:
 
 def _valid_after_rebuild(folder: Path, before: dict) -> None:
     after = _stats()
-    assert after["rejected"] == before["rejected"] + 1
-    assert after["built"] == before["built"] + 1
+    assert after["rejected"] >= before["rejected"] + 1
+    assert after["recorded"] >= before["recorded"] + 100
     assert after["written"] == before["written"] + 1
     s = _stats()
     _load()  # what was rebuilt loads
-    assert _stats()["loaded"] == s["loaded"] + 1 and _stats()["built"] == s["built"]
+    assert _stats()["loaded"] == s["loaded"] + 1 and _stats()["recorded"] == s["recorded"]
 
 
 def test_a_written_entry_loads_without_rebuilding(private_cache: Path) -> None:
@@ -221,7 +226,7 @@ def test_a_written_entry_loads_without_rebuilding(private_cache: Path) -> None:
     assert _entry_path(private_cache).is_file()
     s = _stats()
     _load()
-    assert _stats()["loaded"] == s["loaded"] + 1 and _stats()["built"] == s["built"]
+    assert _stats()["loaded"] == s["loaded"] + 1 and _stats()["recorded"] == s["recorded"]
     key = private_cache / "key"
     assert key.stat().st_mode & 0o777 == 0o600 and len(key.read_bytes()) == 32
 
@@ -289,7 +294,7 @@ def test_a_planted_link_is_not_followed(private_cache: Path, tmp_path: Path) -> 
     path.symlink_to(target)
     s = _stats()
     _load()
-    assert _stats()["built"] == s["built"] + 1  # not read through the link
+    assert _stats()["recorded"] > s["recorded"]  # not read through the link
     assert not path.is_symlink() and path.is_file()  # the link itself was replaced
     assert target.read_bytes()[:8] == refcache.MAGIC  # the target untouched
 
@@ -300,7 +305,7 @@ def test_a_key_file_not_private_turns_the_disk_cache_off(private_cache: Path) ->
     key.chmod(0o644)
     s = _stats()
     _load()
-    assert _stats()["built"] == s["built"] + 1 and _stats()["loaded"] == s["loaded"]
+    assert _stats()["recorded"] > s["recorded"] and _stats()["loaded"] == s["loaded"]
     assert _stats()["written"] == s["written"]
 
 

@@ -11,7 +11,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from careful_engine import bfcl, parallel
+from careful_engine import bfcl, parallel, refcache
 from careful_engine.cli import app
 from careful_engine.cli.common import (
     EXIT_PROBLEMS,
@@ -183,7 +183,10 @@ def _check_task(task: tuple[str, Any], shared: tuple[dict, Path | None],
 
     (model_dir, lf), (keys, official) = task, shared
     handler = bfcl.handler(keys[model_dir]) if keys[model_dir] else None
-    return check_file(lf, handler, score_root=official, on_entry=tick)[1]
+    try:
+        return check_file(lf, handler, score_root=official, on_entry=tick)[1]
+    finally:
+        refcache.flush()
 
 
 @app.command("provenance")
