@@ -51,8 +51,9 @@ def _careful() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "careful_engine.cli"]
 
 
-def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS in MB of the process and its waited-for children, exit code)."""
+def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, float, int]:
+    """(wall seconds, CPU seconds (user + system, with waited-for children), peak RSS in MB of
+    the process and its waited-for children, exit code)."""
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
@@ -62,7 +63,7 @@ def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float,
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.returncode not in (0, 1):
         print(f"  ! {' '.join(cmd[:3])} ... exited {proc.returncode}: {err[-400:]}")
-    return wall, usage.ru_maxrss / 1024, proc.returncode
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode
 
 
 # ---------------------------------------------------------------- bfcl's own environment
@@ -133,10 +134,11 @@ def registry_name(model_dir: str) -> str:
     return key
 
 
-def _report(label: str, walls: list[float], rss: list[float]) -> tuple[float, float]:
-    print(f"  {label:<44} best {min(walls):7.2f}s  median {statistics.median(walls):7.2f}s  "
-          f"peak RSS {max(rss):6.0f} MB")
-    return min(walls), statistics.median(walls)
+def _report(label: str, walls: list[float], cpus: list[float],
+            rss: list[float]) -> tuple[float, float, float]:
+    print(f"  {label:<42} wall best {min(walls):6.2f}s median {statistics.median(walls):6.2f}s"
+          f"  CPU best {min(cpus):6.2f}s  peak RSS {max(rss):5.0f} MB")
+    return min(walls), statistics.median(walls), min(cpus)
 
 
 def load_note() -> str:
@@ -164,16 +166,17 @@ def main() -> None:
         model, cats = bfcl_layout(args.run, tmp / "bfcl")
         n = 200 * len(cats)
         print(f"\n1. {args.run.name}: {model}, {len(cats)} categories, {n} conversations")
-        rows: dict[str, tuple[list[float], list[float]]] = {}
+        rows: dict[str, tuple[list[float], list[float], list[float]]] = {}
 
         def measure(label: str, cmd: list[str], env: dict[str, str], cwd: Path,
                     before=None) -> None:
             if before:
                 before()
-            wall, rss, _ = timed(cmd, env, cwd)
-            rows.setdefault(label, ([], []))
+            wall, cpu, rss, _ = timed(cmd, env, cwd)
+            rows.setdefault(label, ([], [], []))
             rows[label][0].append(wall)
-            rows[label][1].append(rss)
+            rows[label][1].append(cpu)
+            rows[label][2].append(rss)
 
         score = [*careful, "score", str(tmp / "bfcl"), "-q", "-o", str(tmp / "out")]
         cenv = {**base_env, "CAREFUL_CACHE_DIR": str(cache)}
@@ -199,8 +202,8 @@ def main() -> None:
             b = best["bfcl evaluate"]
             for label, *_ in plans[:-1]:
                 c = best[label]
-                print(f"  ratio {label} / bfcl evaluate: {c[0] / b[0]:.2f}x "
-                      f"(median {c[1] / b[1]:.2f}x; goal <= 0.2x)")
+                print(f"  ratio {label} / bfcl evaluate: wall {c[0] / b[0]:.2f}x "
+                      f"(median {c[1] / b[1]:.2f}x; goal <= 0.2x), CPU {c[2] / b[2]:.2f}x")
         if not args.skip_leaderboard:
             runs = sorted(p for p in args.runs.iterdir() if p.is_dir())
             print(f"\n2. careful leaderboard over {len(runs)} runs in {args.runs} (warm cache)")

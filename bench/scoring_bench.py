@@ -101,33 +101,37 @@ def main() -> None:
         prepare(mode)
         engine()
     checker()
-    tb: list[float] = []
-    te: dict[str, list[float]] = {m: [] for m in modes}
-    for _ in range(args.repeat):
+    tb: list[tuple[float, float]] = []  # (wall, CPU) per pass
+    te: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
+
+    def timed(fn) -> tuple[float, float]:
         with collector_paused():  # as careful score runs; the same for both sides
-            t = time.perf_counter()
-            checker()
-            tb.append(time.perf_counter() - t)
+            w, c = time.perf_counter(), time.process_time()
+            fn()
+            return time.perf_counter() - w, time.process_time() - c
+
+    for _ in range(args.repeat):
+        tb.append(timed(checker))
         for mode in modes:
             prepare(mode)
-            with collector_paused():
-                t = time.perf_counter()
-                engine()
-                te[mode].append(time.perf_counter() - t)
+            te[mode].append(timed(engine))
     shutil.rmtree(tmp, ignore_errors=True)
-    b = min(tb)
     try:
         load = "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
     except OSError:
         load = "load unknown"
     print(f"run {args.run.name} / {model} / {args.category}: {len(entries)} conversations "
-          f"({load})")
-    print(f"bfcl-eval checker alone (pre-decoded):          {b:.3f}s")
-    for mode in modes:
-        e = min(te[mode])
-        print(f"engine, reference cache {mode:<5}: decode + replay + verdict + rules + blame: "
-              f"{e:.3f}s  ratio (checker / full scoring) {b / e:.2f}x  (median "
-              f"{statistics.median(tb) / statistics.median(te[mode]):.2f}x, {args.repeat} passes)")
+          f"({load}; CPU time is this process's, less disturbed by other load than wall)")
+    for k, clock in enumerate(("wall", "CPU")):
+        b = min(t[k] for t in tb)
+        bm = statistics.median(t[k] for t in tb)
+        print(f"[{clock}] bfcl-eval checker alone (pre-decoded): {b:.3f}s")
+        for mode in modes:
+            e = min(t[k] for t in te[mode])
+            em = statistics.median(t[k] for t in te[mode])
+            print(f"[{clock}] engine, reference cache {mode:<4} (decode + replay + verdict + "
+                  f"rules + blame): {e:.3f}s  ratio checker / full scoring {b / e:.2f}x "
+                  f"(median {bm / em:.2f}x, {args.repeat} passes)")
 
 
 if __name__ == "__main__":

@@ -1,66 +1,71 @@
-"""Scoring many result files together: plan each run (load, choose decoders), score every file
-in worker processes (:mod:`careful_engine.parallel`), then assemble the runs in input order.
+"""Scoring many result files together: find each run's files, load and score every file in
+worker processes (:mod:`careful_engine.parallel`), then assemble the runs in input order.
 
-A file is scored by :func:`careful_engine.scoring.score_file` exactly as in a serial run, in a
-fresh bfcl process state of its own, so the order in which workers finish changes nothing. A
-file whose scoring fails (or kills its worker) becomes one problem line for that file; the rest
-is scored.
+A worker loads its file, takes the decoder of its model folder if the file has anything to
+decode (:func:`careful_engine.scoring.needs_decoder`), and scores it with
+:func:`careful_engine.scoring.score_file` exactly as a serial run does, in a fresh bfcl process
+state of its own, so the order in which workers finish changes nothing. The parent then applies
+the folder's rules as :func:`careful_engine.scoring.score_run` always has: a folder one of whose
+files needs a decoder that cannot be had is unusable as a whole (its other files are dropped),
+and problems are listed in the serial order (discovery, loading, scoring). A file whose scoring
+fails (or kills its worker) becomes one problem line for that file; the rest is scored.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import bfcl, parallel, refcache
 from .budget import Budget
-from .runs import LoadedFile, Problem
+from .runs import LoadedFile, Problem, ResultFile, load_result_file
 from .scoring import (
     CategoryScore,
     DecoderUnavailable,
     ModelScore,
     RunScore,
-    folder_decoder,
-    load_run,
+    discover,
+    manifest_decoder,
+    needs_decoder,
     score_file,
 )
 
 
 @dataclass
 class RunPlan:
-    """One run folder, loaded: per model folder its files and decoder key (None: nothing to
-    decode), or why it cannot be scored."""
+    """One run folder: per model folder its result files and the decoder key it would use."""
 
     run_dir: Path
-    loaded: dict[str, list[LoadedFile]]
-    problems: list[Problem]
-    keys: dict[str, str | None] = field(default_factory=dict)
-    decoders: dict[str, str | None] = field(default_factory=dict)  # shown in the ModelScore
-    unusable: dict[str, str] = field(default_factory=dict)
+    files: dict[str, list[ResultFile]]
+    problems: list[Problem]  # found while discovering the files
+    keys: dict[str, str | None]  # None: the folder cannot be scored (see ``unusable``)
+    unusable: dict[str, str]
 
 
 def plan_run(run_dir: Path, decoder: str | None = None,
              models: list[str] | None = None) -> RunPlan:
-    loaded, problems = load_run(run_dir, models)
-    plan = RunPlan(run_dir, loaded, problems)
-    for model_dir, files in loaded.items():
+    """The files of a run folder (nothing loaded yet) and each model folder's decoder key:
+    ``decoder``, else the folder's ``careful_run.json``, else its registry key."""
+    by_model, problems = discover(run_dir)
+    if models:
+        by_model = {m: v for m, v in by_model.items() if m in set(models)}
+    keys: dict[str, str | None] = {}
+    unusable: dict[str, str] = {}
+    for m, files in by_model.items():
         try:
-            key, handler = folder_decoder(model_dir, files, decoder)
-        except DecoderUnavailable as e:
-            plan.unusable[model_dir] = str(e)
-            continue
-        plan.keys[model_dir] = key if handler is not None else None
-        plan.decoders[model_dir] = key if handler is not None else None
-    return plan
+            keys[m] = decoder or manifest_decoder(files[0]) or bfcl.registry_key_for_dir(m)
+        except DecoderUnavailable as e:  # its files are still loaded, for their problems
+            keys[m], unusable[m] = None, str(e)
+    return RunPlan(run_dir, by_model, problems, keys, unusable)
 
 
 @dataclass
 class _Job:
     """What every worker shares (inherited, not copied, where processes fork)."""
 
-    files: list[LoadedFile]
+    files: list[ResultFile]
     keys: list[str | None]
     effects: Any
     detector: str
@@ -68,15 +73,36 @@ class _Job:
     keep_traces: bool
 
 
-def _score_task(index: int, job: _Job, tick: Callable[[], None]) -> CategoryScore:
-    key = job.keys[index]
-    handler = bfcl.handler(key) if key is not None else None
+@dataclass
+class _Scored:
+    """One file, loaded and scored: ``score`` None when it needed a decoder that could not be
+    had (``decoder_error``); ``loaded`` problems up to ``known`` came from loading it."""
+
+    loaded: LoadedFile
+    known: int
+    needed: bool
+    score: CategoryScore | None = None
+    decoder_error: str | None = None
+
+
+def _score_task(index: int, job: _Job, tick: Callable[[], None]) -> _Scored:
+    lf = load_result_file(job.files[index])
+    known = len(lf.problems)
+    if lf.unreadable or job.keys[index] is None:  # reported, not scored
+        return _Scored(lf, known, False)
+    needed = needs_decoder(lf)
+    handler = None
+    if needed:
+        try:
+            handler = bfcl.handler(job.keys[index])
+        except (bfcl.UnknownModel, RuntimeError) as e:
+            return _Scored(lf, known, True, None, e.args[0] if e.args else str(e))
     try:
-        return score_file(job.files[index], handler, keep_traces=job.keep_traces,
-                          on_entry=tick, effects=job.effects, detector=job.detector,
-                          budget=job.budget)
+        cs = score_file(lf, handler, keep_traces=job.keep_traces, on_entry=tick,
+                        effects=job.effects, detector=job.detector, budget=job.budget)
     finally:
         refcache.flush()  # the references this file recorded, for every later process
+    return _Scored(lf, known, needed, cs)
 
 
 def score_plans(
@@ -91,61 +117,67 @@ def score_plans(
     on_file: Callable[[str, str], None] | None = None,
     on_entry: Callable[[], None] | None = None,
 ) -> list[RunScore]:
-    """Score every usable file of ``plans`` with up to ``jobs`` worker processes; one
+    """Load and score every file of ``plans`` with up to ``jobs`` worker processes; one
     :class:`RunScore` per plan, in order (the same result for any ``jobs``)."""
+    tasks = [(n, m, rf) for n, p in enumerate(plans) for m, files in p.files.items()
+             for rf in files]
     if on_start:
-        on_start(sum(len(bfcl.conversations(lf.file.category))
-                     for p in plans for fs in p.loaded.values() for lf in fs))
-    tasks: list[tuple[int, str, LoadedFile]] = []
-    for n, plan in enumerate(plans):
-        for model_dir, files in plan.loaded.items():
-            if model_dir in plan.unusable:
-                if on_entry:
-                    for lf in files:
-                        for _ in bfcl.conversations(lf.file.category):
-                            on_entry()
-                continue
-            tasks.extend((n, model_dir, lf) for lf in files)
-    job = _Job([lf for *_, lf in tasks], [plans[n].keys[m] for n, m, _ in tasks], effects,
+        on_start(sum(len(bfcl.conversations(rf.category)) for *_, rf in tasks))
+    job = _Job([rf for *_, rf in tasks], [plans[n].keys[m] for n, m, _ in tasks], effects,
                detector, budget, keep_traces)
     serial = jobs <= 1 or len(tasks) <= 1
-    if serial and on_file:
-        def task_fn(i: int, shared: _Job, tick: Callable[[], None]) -> CategoryScore:
-            on_file(tasks[i][1], tasks[i][2].file.category)
-            return _score_task(i, shared, tick)
-    else:
-        task_fn = _score_task
 
-    def done(i: int, _: Any) -> None:
+    def task_fn(i: int, shared: _Job, tick: Callable[[], None]) -> _Scored:
+        if on_file:
+            on_file(tasks[i][1], tasks[i][2].category)
+        return _score_task(i, shared, tick)
+
+    def done(i: int, result: Any) -> None:
         if not serial and on_file:
-            on_file(tasks[i][1], tasks[i][2].file.category)
+            on_file(tasks[i][1], tasks[i][2].category)
+        if on_entry and (not isinstance(result, _Scored) or result.score is None):
+            for _ in bfcl.conversations(tasks[i][2].category):  # nothing was scored
+                on_entry()
 
-    known = [len(lf.problems) for *_, lf in tasks]  # score_file adds the entries it cannot score
-    results = parallel.run_ordered(task_fn, list(range(len(tasks))), jobs=jobs, shared=job,
+    results = parallel.run_ordered(task_fn if serial else _score_task,
+                                   list(range(len(tasks))), jobs=jobs, shared=job,
                                    on_tick=on_entry, on_done=done)
-    out = [RunScore([], [], p.problems, []) for p in plans]
-    per_model: dict[tuple[int, str], ModelScore] = {}
-    for i, ((n, model_dir, lf), result) in enumerate(zip(tasks, results, strict=True)):
-        ms = per_model.get((n, model_dir))
-        if ms is None:
-            ms = per_model[(n, model_dir)] = ModelScore(model_dir, plans[n].decoders[model_dir])
-        if isinstance(result, parallel.Failed):
-            out[n].problems.append(Problem(str(lf.file.path), f"not scored: {result.reason}"))
+    return [_assemble(n, plan, tasks, results) for n, plan in enumerate(plans)]
+
+
+def _assemble(n: int, plan: RunPlan, tasks: list, results: list) -> RunScore:
+    """One run's score from its files' results, as a serial score_run builds it."""
+    mine = [(m, rf, r) for (k, m, rf), r in zip(tasks, results, strict=True) if k == n]
+    run = RunScore([], [], list(plan.problems), [])
+    for _, _, r in mine:  # what loading found, every file of every folder first
+        if isinstance(r, _Scored):
+            run.problems.extend(r.loaded.problems[:r.known])
+    unusable = {}
+    for m, _, r in mine:
+        if isinstance(r, _Scored) and r.decoder_error is not None and m not in unusable:
+            unusable[m] = f"model folder {m!r}: {r.decoder_error}"
+    for m in plan.files:
+        outs = [(rf, r) for mm, rf, r in mine if mm == m
+                and not (isinstance(r, _Scored) and r.loaded.unreadable)]
+        if not outs:
+            continue  # no readable file: its problems say why
+        if m in plan.unusable:
+            run.unusable.append(plan.unusable[m])
             continue
-        added = result.problems[known[i]:]
-        if len(lf.problems) == known[i]:  # scored in a worker: its copy was added to
-            lf.problems.extend(added)
-        out[n].problems.extend(added)
-        ms.categories[lf.file.category] = result
-        out[n].files.append((lf, result))
-    for n, plan in enumerate(plans):
-        for model_dir in plan.loaded:
-            if model_dir in plan.unusable:
-                out[n].unusable.append(plan.unusable[model_dir])
+        if m in unusable:
+            run.unusable.append(unusable[m])
+            continue
+        needed = any(isinstance(r, _Scored) and r.needed for _, r in outs)
+        ms = ModelScore(m, plan.keys[m] if needed else None)
+        for rf, r in outs:
+            if isinstance(r, parallel.Failed):
+                run.problems.append(Problem(str(rf.path), f"not scored: {r.reason}"))
                 continue
-            ms = per_model.get((n, model_dir))
-            if ms is not None and ms.categories:
-                out[n].scores.append(ms)
-            elif ms is not None:
-                out[n].unusable.append(f"model folder {model_dir!r}: no file could be scored")
-    return out
+            run.problems.extend(r.loaded.problems[r.known:])  # entries it could not score
+            ms.categories[rf.category] = r.score
+            run.files.append((r.loaded, r.score))
+        if ms.categories:
+            run.scores.append(ms)
+        else:
+            run.unusable.append(f"model folder {m!r}: no file could be scored")
+    return run
