@@ -50,7 +50,7 @@ def _score_all(runs: list[Path], out: Path, jobs: int) -> dict[str, bytes]:
     got = {}
     for run in runs:
         scored = score_run(run, decoder=_decoder(run), effects=_effects(), jobs=jobs)
-        write_outputs(scored, out / run.name, True)
+        write_outputs(scored, out / run.name, _effects())
         got[run.name] = (out / run.name / "conversations.jsonl").read_bytes()
     return got
 
