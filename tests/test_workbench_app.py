@@ -109,7 +109,7 @@ def test_a_label_is_stored_with_its_reason(workdir) -> None:
             assert screen.current == "rm"
             await settle(pilot, "n", "enter")
             assert "rm" not in screen.session.labels()
-            await settle(pilot, *"a backup exists", "enter")
+            await settle(pilot, "n", *"a backup exists", "enter")  # n opens the reason again
             assert screen.session.labels()["rm"].reason == "a backup exists"
         with Store(workdir / "careful.db") as store:
             mine = store.annotator_session("r1", "A1").labels()
@@ -157,11 +157,11 @@ def test_a_new_annotator_and_a_new_round(workdir) -> None:
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot, "2")
             await settle(pilot, "ctrl+n")
-            await settle(pilot, "enter")  # the default name: r3
+            await settle(pilot, *"H1", "enter")  # the default name r3, the roster H1
             screen = app.screen
             assert isinstance(screen, LabelScreen)
             await settle(pilot, *"H1", "enter")
-            assert screen.session.round_name == "r3" and len(screen.session.functions()) == 128
+            assert screen.session.round_name == "r3" and len(screen.session.functions()) == 49
         with Store(workdir / "careful.db") as store:
             assert store.round_annotators("r3") == ["H1"]
             assert store.annotator("H1").kind == "human"

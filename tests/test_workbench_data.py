@@ -75,12 +75,13 @@ def build_runs(base: Path) -> Path:
 
 
 def build_db(path: Path) -> Store:
-    """Round r1 (blind, open: A2 has labelled with a secret reason) and r2 (closed)."""
+    """Round r1 (blind, open, roster A1 and A2: A2 has labelled with a secret reason) and r2
+    (closed)."""
     store = Store(path)
     for a in ("A1", "A2"):
         store.add_annotator(a)
     inputs = load_inputs()
-    store.new_round("r1", inputs.select("writes"), ["A2"], created_by="lead")
+    store.new_round("r1", inputs.select("writes"), ["A1", "A2"], created_by="lead")
     a2 = store.annotator_session("r1", "A2")
     for f in a2.functions():
         a2.label(f.name, True, f"{SECRET} {f.name}")

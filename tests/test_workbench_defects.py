@@ -238,3 +238,122 @@ def test_a_real_run_agrees_under_another_boundary(shared_runs, tmp_path) -> None
     assert sum(t[0] and not t[1] for t in rows.values()) > 0  # BFCL pass, not safe
     for entry_id, truth in rows.items():
         assert view_truth(browser.open(entry_id)) == truth, entry_id
+
+
+# ---------------------------------------------------------------- defect 3: the roster
+
+
+def test_a_name_off_the_roster_is_refused_with_the_roster(workdir) -> None:
+    """A typo ("A3") does not join blind round r1 (before: it was registered and joined)."""
+    from careful_engine.annotation.store import Store
+
+    app = WorkbenchApp(settings(workdir))
+    shown: list[str] = []
+
+    async def go():
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, "2")
+            screen = app.screen
+            assert str(screen.query_one("#round-select").value) == "r1"
+            app.notify = lambda message, **kw: shown.append(str(message))  # type: ignore
+            await settle(pilot, *"A3", "enter")
+            assert screen.session is None
+    asyncio.run(go())
+    assert any("not an annotator of round r1" in m and "A1, A2" in m for m in shown), shown
+    with Store(workdir / "careful.db") as store:
+        assert store.round_annotators("r1") == ["A1", "A2"] and store.annotator("A3") is None
+
+
+def test_the_owner_adds_removes_and_closes(workdir) -> None:
+    """The round's creator changes the roster and closes the round from the Label screen;
+    anyone else is refused."""
+    from careful_engine.annotation.store import Store
+
+    with Store(workdir / "careful.db") as store:
+        store.annotator_session("r1", "A2").submit()
+
+    async def as_user(user: str, *keys: str) -> list[str]:
+        app = WorkbenchApp(settings(workdir, user=user))
+        shown: list[str] = []
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, "2")
+            app.notify = lambda message, **kw: shown.append(str(message))  # type: ignore
+            for key in keys:
+                await settle(pilot, key)
+        return shown
+
+    shown = asyncio.run(as_user("mallory", "ctrl+o"))
+    assert any("only lead" in m for m in shown)
+    asyncio.run(as_user("lead", "ctrl+o", "A", "3", "enter"))
+    with Store(workdir / "careful.db") as store:
+        assert store.round_annotators("r1") == ["A1", "A2", "A3"]
+    asyncio.run(as_user("lead", "ctrl+r", "A", "1", "enter"))
+    with Store(workdir / "careful.db") as store:
+        assert store.round_annotators("r1") == ["A2", "A3"]
+    shown = asyncio.run(as_user("mallory", "ctrl+l", "y"))
+    with Store(workdir / "careful.db") as store:
+        assert not store.round("r1").closed_by
+    asyncio.run(as_user("lead", "ctrl+l", "y"))
+    with Store(workdir / "careful.db") as store:
+        assert store.round("r1").closed_by == "lead"
+
+
+def test_a_new_round_has_a_roster(workdir) -> None:
+    """Ctrl+N asks for the annotators and the functions; only they may label it."""
+    from careful_engine.annotation.store import Store
+
+    async def go():
+        app = WorkbenchApp(settings(workdir))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, "2", "ctrl+n")
+            await settle(pilot, *"alice, bob", "enter")
+    asyncio.run(go())
+    with Store(workdir / "careful.db") as store:
+        assert store.round_annotators("r3") == ["alice", "bob"]
+        assert store.round("r3").created_by == "tester"
+        assert len(store.round_functions("r3")) == 49  # the writes
+
+
+# ---------------------------------------------------------------- defect 6: reasons on purpose
+
+
+def test_a_stray_key_after_a_refused_save_is_not_a_reason(workdir) -> None:
+    """'n' on a proposed candidate needs a reason: Enter is refused; the next n is a choice,
+    not the reason "n" (before: it was saved as the reason)."""
+    from tests.test_workbench_app import start_labelling
+
+    async def go():
+        app = WorkbenchApp(settings(workdir))
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await start_labelling(pilot)
+            for _ in range(10):
+                if screen.current == "rm":
+                    break
+                await settle(pilot, "]")
+            assert screen.current == "rm"
+            await settle(pilot, "n", "enter")  # refused: departs from the proposal
+            assert "rm" not in screen.session.labels()
+            await settle(pilot, "n", "enter")
+            assert "rm" not in screen.session.labels()
+            assert screen.query_one("#reason", Input).value != "n"
+    asyncio.run(go())
+
+
+def test_a_short_reason_needs_a_deliberate_yes(workdir) -> None:
+    """A reason of one or two words opens a question; Enter does not answer it, y does."""
+    from tests.test_workbench_app import start_labelling
+
+    async def go():
+        app = WorkbenchApp(settings(workdir))
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await start_labelling(pilot)
+            first = screen.current
+            await settle(pilot, "y", *"moves", "enter")
+            assert isinstance(app.screen, ModalScreen) and first not in screen.session.labels()
+            await settle(pilot, "enter")  # not an answer
+            assert isinstance(app.screen, ModalScreen)
+            await settle(pilot, "escape")
+            assert first not in screen.session.labels()
+            await settle(pilot, "enter", "y")  # saving again, answered on purpose
+            assert screen.session.labels()[first].reason == "moves"
+    asyncio.run(go())

@@ -18,13 +18,14 @@ from textual.widgets.option_list import Option
 
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.browse import function_review
-from careful_engine.safe_text import visible
+from careful_engine.safe_text import literal, visible
 
 from ..context import plain
 from ..widgets import NavBar, ReviewCard
 from .dialogs import ConfirmDialog, TextDialog
 from .home import round_progress
 
+SHORT_REASON = 3  # words: a shorter reason is asked about before it is saved
 INTRO = ("Label the destructive boundary, blind: you see the review sheet and your own labels, "
          "never anyone else's. A write is destructive if its effect reaches a third party or "
          "cannot be undone: it deletes or overwrites data, reaches other people, moves money, "
@@ -40,11 +41,14 @@ def mark(label) -> Text:
 class LabelScreen(Screen):
     """Choose a round and who you are, then label function after function."""
 
-    HELP = (INTRO + "\n\nPick a round and type your annotator name (a new name joins the "
-            "round), Enter to start; you resume at your first unlabelled function. y or n "
+    HELP = (INTRO + "\n\nPick a round and type your annotator name (one of the round's "
+            "roster: any other name is refused, so a typo cannot join a blind round), Enter to "
+            "start; you resume at your first unlabelled function. y or n "
             "opens the reason (required for 'destructive' and when you depart from the "
             "signals' proposal); Enter saves it at once. ] and [ move, u jumps to the next "
-            "unlabelled function, s shows the simulator source, Ctrl+S submits the set (final).")
+            "unlabelled function, s shows the simulator source, Ctrl+S submits the set (final). "
+            "The round's creator adds (Ctrl+O) or removes (Ctrl+R) an annotator and closes the "
+            "round (Ctrl+L) here.")
     BINDINGS = [
         Binding("y", "choose(True)", "Destructive"),
         Binding("n", "choose(False)", "Not"),
@@ -55,6 +59,9 @@ class LabelScreen(Screen):
         Binding("space", "page", "More", show=False),
         Binding("ctrl+s", "submit", "Submit"),
         Binding("ctrl+n", "new_round", "New round"),
+        Binding("ctrl+o", "roster_add", "Add annotator", show=False),
+        Binding("ctrl+r", "roster_remove", "Remove annotator", show=False),
+        Binding("ctrl+l", "close_round", "Close round", show=False),
         Binding("escape", "back", "Back", show=False),
     ]
 
@@ -121,17 +128,19 @@ class LabelScreen(Screen):
         st = store.status(str(select.value))
         info.update(plain(f"{st.functions} functions ({st.writes} writes) · "
                           f"{'blind' if st.round.blind else 'not blind'} · "
-                          f"{'closed' if st.closed else 'open'} · {round_progress(st)}"))
+                          f"{'closed' if st.closed else 'open'} · created by "
+                          f"{st.round.created_by or 'nobody'} · roster: {round_progress(st)}"))
 
     # ---------------------------------------------------------------- setup
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         working = self.session is not None
-        if action == "new_round" and "store" not in self.app.wb.__dict__:
+        if action in ("new_round", "roster_add", "roster_remove", "close_round") \
+                and "store" not in self.app.wb.__dict__:
             return False  # no usable database
         if action in ("choose", "move", "next_unlabelled", "toggle_source", "submit", "page"):
             return working
-        if action == "new_round":
+        if action in ("new_round", "roster_add", "roster_remove", "close_round"):
             return not working
         return True
 
@@ -146,9 +155,13 @@ class LabelScreen(Screen):
         store = self.app.wb.store
         round_name = str(select.value)
         try:
-            if name not in store.round_annotators(round_name):
-                store.add_annotator(name, "human")
-                store.add_to_round(round_name, name)
+            roster = store.round_annotators(round_name)
+            if name not in roster:  # the roster is fixed: a typo never joins a blind round
+                self.notify(f"{literal(name) or '(no name)'} is not an annotator of round "
+                            f"{round_name}; the roster: {', '.join(roster) or 'nobody yet'}"
+                            + (" (Ctrl+O adds one)" if self._owns(round_name) else
+                               " (ask its creator to add you)"), severity="error", timeout=8)
+                return
             self.session = store.annotator_session(round_name, name)
         except AnnotationError as e:
             self.notify(str(e), severity="error")
@@ -163,28 +176,118 @@ class LabelScreen(Screen):
         self.refresh_bindings()
 
     def action_new_round(self) -> None:
+        from .dialogs import NewRoundDialog
+
         existing = {r.name for r in self.app.wb.store.rounds()}
         default = next(f"r{i}" for i in range(1, 1000) if f"r{i}" not in existing)
 
-        def create(name: str | None) -> None:
-            if not name:
+        def create(answer: tuple[str, list[str], str] | None) -> None:
+            if not answer:
                 return
+            name, annotators, scope = answer
             from careful_engine.annotation.signals import load_inputs
 
+            store = self.app.wb.store
             try:
                 inputs = load_inputs(self.app.wb.settings.declarations)
-                self.app.wb.store.new_round(name, inputs, [], blind=True,
-                                            created_by=self.app.wb.settings.user)
+                if scope == "writes":
+                    inputs = inputs.select("writes")
+                for who in annotators:
+                    if store.annotator(who) is None:
+                        store.add_annotator(who, "human")
+                store.new_round(name, inputs, annotators, blind=True,
+                                created_by=self.app.wb.settings.user)
             except AnnotationError as e:
-                self.notify(str(e), severity="error")
+                self.notify(str(e), severity="error", timeout=8)
                 return
             self.refresh_rounds()
             self.query_one("#round-select", Select).value = name
             self.query_one("#annotator", Input).focus()
 
-        self.app.push_screen(TextDialog(
-            "New round", "A blind round over every function of the declarations. Name:",
-            value=default), create)
+        self.app.push_screen(NewRoundDialog(default), create)
+
+    # ---------------------------------------------------------------- the roster (owner)
+
+    def _chosen_round(self) -> str | None:
+        value = self.query_one("#round-select", Select).value
+        if value is Select.NULL:
+            self.notify("no round chosen", severity="warning")
+            return None
+        return str(value)
+
+    def _owns(self, round_name: str) -> bool:
+        rnd = self.app.wb.store.round(round_name)
+        return not rnd.created_by or rnd.created_by == self.app.wb.settings.user
+
+    def action_roster_add(self) -> None:
+        """Add an annotator to the chosen round (its creator only)."""
+        round_name = self._chosen_round()
+        if round_name is None:
+            return
+        if not self._owns(round_name):
+            self.notify(f"only {self.app.wb.store.round(round_name).created_by}, who created "
+                        f"round {round_name}, may change its roster", severity="error")
+            return
+
+        def add(name: str | None) -> None:
+            if not name:
+                return
+            store = self.app.wb.store
+            try:
+                if store.annotator(name) is None:
+                    store.add_annotator(name, "human")
+                store.add_to_round(round_name, name)
+            except AnnotationError as e:
+                self.notify(str(e), severity="error", timeout=8)
+                return
+            self.notify(f"{literal(name)} added to round {round_name}")
+            self._round_info()
+
+        self.app.push_screen(TextDialog(f"Add to {round_name}", "Annotator name to add:"), add)
+
+    def action_roster_remove(self) -> None:
+        """Take an annotator off the chosen round (its creator only; not once submitted)."""
+        round_name = self._chosen_round()
+        if round_name is None:
+            return
+
+        def remove(name: str | None) -> None:
+            if not name:
+                return
+            try:
+                self.app.wb.store.remove_from_round(round_name, name,
+                                                    by=self.app.wb.settings.user)
+            except AnnotationError as e:
+                self.notify(str(e), severity="error", timeout=8)
+                return
+            self.notify(f"{literal(name)} removed from round {round_name}")
+            self._round_info()
+
+        roster = ", ".join(self.app.wb.store.round_annotators(round_name)) or "nobody"
+        self.app.push_screen(TextDialog(f"Remove from {round_name}",
+                                        f"The roster: {roster}. Name to remove:"), remove)
+
+    def action_close_round(self) -> None:
+        """Close the chosen round now (its creator only): adjudication opens on those who
+        submitted."""
+        round_name = self._chosen_round()
+        if round_name is None:
+            return
+
+        def close(yes: bool | None) -> None:
+            if not yes:
+                return
+            try:
+                self.app.wb.store.close_round(round_name, by=self.app.wb.settings.user)
+            except AnnotationError as e:
+                self.notify(str(e), severity="error", timeout=8)
+                return
+            self.notify(f"round {round_name} closed")
+            self._round_info()
+
+        self.app.push_screen(ConfirmDialog(
+            f"Close {round_name}", f"Close round {round_name}? Labelling stops; adjudication "
+            "counts the annotators who submitted."), close)
 
     # ---------------------------------------------------------------- labelling
 
@@ -259,17 +362,38 @@ class LabelScreen(Screen):
 
     @on(Input.Submitted, "#reason")
     def save(self, event: Input.Submitted) -> None:
-        """Commit the label with its reason; move on to the next unlabelled function."""
+        """Commit the label with its reason (a reason of fewer than three words is asked
+        about first); move on to the next unlabelled function."""
         if self.choice is None:
             own = self.session.labels().get(self.current)
             if own is None:
                 self.notify("press y or n first", severity="warning")
+                self.query_one("#functions", OptionList).focus()
                 return
             self.choice = own.destructive
+        reason = event.value
+        words = len(reason.split())
+        if 0 < words < SHORT_REASON:
+            def confirmed(yes: bool | None) -> None:
+                if yes:
+                    self._commit(reason)
+                else:
+                    self.query_one("#reason", Input).focus()
+
+            self.app.push_screen(ConfirmDialog(
+                "Short reason", f"Save the reason {reason.strip()!r} "
+                f"({words} word{'s' if words > 1 else ''})? A reason says why, for whoever "
+                "adjudicates.", enter=False), confirmed)
+            return
+        self._commit(reason)
+
+    def _commit(self, reason: str) -> None:
         try:
-            self.session.label(self.current, self.choice, event.value)
+            self.session.label(self.current, self.choice, reason)
         except AnnotationError as e:
-            self.notify(str(e), severity="error", timeout=6)
+            self.notify(str(e) + " (y or n to write it)", severity="error", timeout=6)
+            # the reason box gives the focus back: the next key is a choice, never a reason
+            self.query_one("#functions", OptionList).focus()
             return
         labels = self.session.labels()
         options = self.query_one("#functions", OptionList)
