@@ -84,21 +84,29 @@ except (ValueError, OSError, AttributeError):  # pragma: no cover - not Linux
 class Meter:
     """Time and memory spent by one conversation's replay, checked between calls."""
 
-    __slots__ = ("budget", "_deadline", "_rss0", "_calls")
-    MEMORY_EVERY = 32  # calls between two reads of the resident memory
+    __slots__ = ("budget", "_deadline", "_rss0", "_calls", "calls")
+    EVERY = 4  # calls between two looks at the clock (a call's own work is bounded)
+    MEMORY_EVERY = 32  # and at the resident memory
 
     def __init__(self, budget: Budget | None = None) -> None:
         self.budget = budget or DEFAULT_BUDGET
         self._deadline = time.monotonic() + self.budget.seconds
         self._rss0 = _rss_bytes()
         self._calls = 0
+        self.calls = 0  # counted by the caller; :meth:`check` runs every EVERY calls
+
+    def tick(self) -> None:
+        """Count one call; check the budget every :attr:`EVERY` calls."""
+        self.calls += 1
+        if self.calls % self.EVERY == 0:
+            self.check()
 
     def check(self) -> None:
         """Raise :class:`BudgetExceeded` when the time or memory budget is spent."""
         if time.monotonic() > self._deadline:
             raise BudgetExceeded(
                 f"replay took longer than {self.budget.seconds:g} s (time budget per conversation)")
-        self._calls += 1
+        self._calls += self.EVERY
         if self._calls % self.MEMORY_EVERY == 0 and self._rss0 is not None:
             now = _rss_bytes()
             if now is not None and now - self._rss0 > self.budget.megabytes * 2**20:

@@ -21,6 +21,7 @@ from . import bfcl
 from .budget import DEFAULT_BUDGET, GUARDED, Budget, BudgetExceeded, Meter, guard
 from .calls import ParseFailure, parse_call
 from .fs_capture import CLASS as FILE_SYSTEM
+from .fs_capture import READS as FS_READS
 from .fs_capture import TreeTracker
 from .process import BfclProcess
 from .state import State, capture
@@ -73,7 +74,8 @@ Execution = CallRecord
 _TEMPLATES: dict[tuple[str, bool, str], tuple] = {}
 _METHOD_CLASS = bfcl.function_class()  # the 128 method names are unique across classes
 _CONFIG_KEYS: dict[tuple[str, str], tuple[str, bool, str]] = {}
-_INITIAL_STATES: dict[str, State] = {}  # snapshots are never mutated, so shared
+_INITIAL_STATES: dict[str, State] = {}
+_READ: Any = object()  # a file-system read: no snapshot to take  # snapshots are never mutated, so shared
 
 
 def _template(instance: Any) -> tuple:
@@ -230,11 +232,16 @@ class Environment:
             reason = guard(call.name, call.args, call.kwargs, self.budget)
             if reason is not None:
                 raise BudgetExceeded(f"{call.name}: {reason}")
-        if self.meter is not None:
-            self.meter.check()
+        meter = self.meter
+        if meter is not None:
+            meter.calls += 1
+            if meter.calls % meter.EVERY == 0:  # Meter.tick, inlined: this runs on every call
+                meter.check()
         class_name = _METHOD_CLASS[call.name]
         tracked = None
-        if self.snapshots and class_name == FILE_SYSTEM:
+        if self.snapshots and class_name == FILE_SYSTEM and call.name in FS_READS:
+            tracked = _READ  # reads change nothing (tests/test_snapshot_incremental.py checks)
+        elif self.snapshots and class_name == FILE_SYSTEM:
             tracker = self._tree_tracker()
             paths = tracker.plan(call.name, call.args, call.kwargs)
             tracked = tracker.before(paths) if paths is not None else None
@@ -247,7 +254,7 @@ class Environment:
         except Exception as e:  # the simulators raise on bad input; bfcl records the message
             raw, raised = None, True
             result = f"Error during execution: {e}"
-        if self.snapshots:
+        if self.snapshots and tracked is not _READ:
             if tracked is not None:
                 self.state = self.state.replace(class_name, tracker.after(tracked))
             else:

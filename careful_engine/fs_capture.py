@@ -102,6 +102,9 @@ def walk(obj: Any, path: tuple, budget: Budget, room: int) -> Walk:
     """
     if obj is MISSING:
         return Walk(MISSING, 0, 0, [])
+    if is_file(obj) and room >= 1 and len(path) <= budget.max_tree_depth:  # the usual case
+        return Walk({"__file__": obj.content}, entry_hash(path, False, obj.content) & _MASK, 1,
+                    [(obj, path)])
     objects: list = []
     h = count = 0
     depth_limit = budget.max_tree_depth
