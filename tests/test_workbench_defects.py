@@ -357,3 +357,51 @@ def test_a_short_reason_needs_a_deliberate_yes(workdir) -> None:
             await settle(pilot, "enter", "y")  # saving again, answered on purpose
             assert screen.session.labels()[first].reason == "moves"
     asyncio.run(go())
+
+
+# ---------------------------------------------------------------- defect 2: decoders
+
+
+def test_decoder_only_for_unregistered_models(shared_runs, tmp_path) -> None:
+    """`--decoder KEY` leaves a registered model's own decoder alone (before: it replaced
+    xLAM's); `FOLDER=KEY` forces one."""
+    from careful_engine.leaderboard import parse_decoders
+
+    run = shared_runs / "xlam-2-8b-fc-r"
+    (own,) = browse.find_runs([run])
+    (given,) = browse.find_runs([run], parse_decoders(["gpt-4o-2024-11-20-FC"]))
+    assert given.decoder == own.decoder == "Salesforce/Llama-xLAM-2-8b-fc-r"
+    (forced,) = browse.find_runs([run], parse_decoders(
+        ["Salesforce_Llama-xLAM-2-8b-fc-r=gpt-4o-2024-11-20-FC"]))
+    assert forced.decoder == "gpt-4o-2024-11-20-FC"
+    # a folder bfcl does not register takes --decoder KEY
+    odd = tmp_path / "run" / "result" / "not-registered"
+    odd.mkdir(parents=True)
+    src = run / "result" / "Salesforce_Llama-xLAM-2-8b-fc-r" / "BFCL_v3_multi_turn_base_result.json"
+    (odd / src.name).write_bytes(src.read_bytes())
+    (unknown,) = browse.find_runs([tmp_path / "run"], parse_decoders(["gpt-4o-2024-11-20-FC"]))
+    assert unknown.decoder == "gpt-4o-2024-11-20-FC"
+
+
+def test_decode_audit_warnings_are_shown(workdir) -> None:
+    """Score lines whose steps mostly failed to decode: Replay's status and Home's problems
+    carry the decode audit's warning, as `careful score` prints it (before: nothing)."""
+    path = workdir / "runs" / "beta" / browse.SCORE_DIR / browse.SCORES_NAME
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    for line in lines:
+        line["steps"] = {"calls": 0, "no_call": 1, "decode_error": 9}
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    app = WorkbenchApp(settings(workdir))
+
+    async def go():
+        async with app.run_test(size=(120, 30)) as pilot:
+            await settle(pilot)
+            home = app.screen
+            assert any("decoder mismatch?" in p for p in home.problems["beta"])
+            await settle(pilot, "4")
+            screen = app.screen
+            if screen.ref.label != "beta":
+                await settle(pilot, "r")
+            status = str(screen.query_one("#replay-status").render())
+            assert "decoder mismatch?" in status
+    asyncio.run(go())

@@ -61,12 +61,30 @@ def find_runs(paths: Sequence[Path], decoders: DecoderChoice | None = None) -> l
         by_model, _ = discover(path)
         found += [(path, model, files) for model, files in by_model.items() if files]
     labels = label_entries([(run, model) for run, model, _ in found])
+    registered = bfcl.registry() if decoders is not None and decoders.default else {}
     return [
-        RunRef(run, model, tuple(files),
-               (decoders.for_model(run, model) if decoders else None) or _manifest(files[0])
-               or bfcl.registry_key_for_dir(model), label)
+        RunRef(run, model, tuple(files), decoder_for(run, model, files, decoders, registered),
+               label)
         for (run, model, files), label in zip(found, labels, strict=True)
     ]
+
+
+def decoder_for(run: Path, model: str, files: Sequence[ResultFile],
+                decoders: DecoderChoice | None, registered: dict) -> str:
+    """A model folder's decoder key: ``FOLDER=KEY`` forces one; else the manifest's; else the
+    folder's registry key when bfcl registers it; else ``--decoder KEY`` (which is for models
+    bfcl does not register), else the registry key (which fails, with a message, on use)."""
+    if decoders is not None:
+        for name in (model, run.name, str(run)):
+            if name in decoders.by_folder:
+                return decoders.by_folder[name]
+    own = _manifest(files[0]) if files else None
+    if own:
+        return own
+    key = bfcl.registry_key_for_dir(model)
+    if decoders is not None and decoders.default and key not in registered:
+        return decoders.default
+    return key
 
 
 def _manifest(rf: ResultFile) -> str | None:
@@ -300,6 +318,32 @@ class RunBrowser:
             return False
         newest = max(rf.path.stat().st_mtime for rf in self.ref.files)
         return path.stat().st_mtime < newest
+
+    def decode_flags(self) -> list[str]:
+        """The decode audit's warnings (``careful score`` prints them) from the score lines:
+        a decoder that (almost) never decodes is not model behaviour."""
+        from ..decode_audit import INFERENCE_ERROR, DecodeStats
+        from ..scoring import MISSING
+        from ..trajectory import Outcome
+
+        self.rows()
+        if not self._scores:
+            return []
+        st = DecodeStats(self.ref.model, None, self.ref.decoder)
+        outcomes = {o.value: o for o in Outcome}
+        for line in self._scores.values():
+            st.conversations += 1
+            error = line.get("official_error_type")
+            steps = line.get("steps") if isinstance(line.get("steps"), dict) else {}
+            if error == MISSING:
+                st.missing += 1
+            elif error == INFERENCE_ERROR and not any(
+                    isinstance(v, int) and v for v in steps.values()):
+                st.inference_errors += 1
+            for k, v in steps.items():
+                if k in outcomes and isinstance(v, int) and v > 0:
+                    st.steps[outcomes[k]] += v
+        return [f.message for f in st.flags() if f.kind != "odd_shape"]
 
     def problems(self) -> list[Problem]:
         """What was wrong with the run's files (result files, then score files)."""

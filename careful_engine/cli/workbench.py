@@ -21,8 +21,9 @@ def workbench(
         "paper-final", "--boundary", "-b", help="Destructive boundary for the rules: a name in "
         "declarations/boundary/ or a path."),
     decoder: list[str] = typer.Option(
-        None, "--decoder", help="Decoder for runs not in bfcl's registry: KEY for every run, "
-        "or FOLDER=KEY (repeatable), e.g. gpt-4o-2024-11-20-FC."),
+        None, "--decoder", help="Decoder for model folders bfcl does not register: KEY (a registered "
+        "model or a manifest keeps its own), or FOLDER=KEY to force one (repeatable), e.g. "
+        "gpt-4o-2024-11-20-FC."),
     declarations: Path = typer.Option(
         None, "--declarations", help="Effect declarations (default declarations/effects.json)."),
     detector: str = typer.Option("strict", "--detector", help="Question detector."),

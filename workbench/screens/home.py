@@ -113,6 +113,7 @@ class HomeScreen(Screen):
             found = [str(p) for p in browser.problems()]
             if browser.mismatch is not None:
                 found.append(f"scores not used: {browser.mismatch}")
+            found += [f"decode audit ({ref.decoder}): {m}" for m in browser.decode_flags()]
             problems[ref.label] = found
             rows.append((ref.label, name, len(ref.categories), convs, state, len(found),
                          ref.decoder))

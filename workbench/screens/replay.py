@@ -202,6 +202,8 @@ class ReplayScreen(Screen):
         else:
             text.append(" · not scored yet: s scores the run in the background",
                         style="yellow")
+        for flag in browser.decode_flags()[:1]:  # as `careful score` warns
+            text.append(f" · decode audit: {visible(flag)}", style="bold red")
         self.query_one("#replay-status", Static).update(text)
 
     # ---------------------------------------------------------------- filters
