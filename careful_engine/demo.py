@@ -25,7 +25,9 @@ CLOSING = ["Done."]
 
 def _write(path: Path, text: str) -> None:
     """Write a file, replacing it; a link planted at the path is never followed."""
-    write_text(path, text)  # careful_engine.safe_write: whole files, never through a link
+    # the run folder is the root: no link is followed below it (careful_engine.safe_write)
+    root = path.parents[2] if path.parent.name == "multi_turn" else path.parents[1]
+    write_text(path, text, root=root)
 
 
 def reference_entry(conv: bfcl.Conversation) -> dict:

@@ -192,6 +192,17 @@ def test_demo_does_not_follow_a_planted_result_link(tmp_path, victim) -> None:
     assert victim.read_text() == "precious\n"
 
 
+def test_demo_does_not_follow_a_planted_model_folder_link(tmp_path) -> None:
+    out, elsewhere = tmp_path / "demo", tmp_path / "elsewhere"
+    (elsewhere / "multi_turn").mkdir(parents=True)
+    out.mkdir()
+    (out / "reference").symlink_to(elsewhere, target_is_directory=True)
+    res = careful("demo", "--out", out, "--flawed-out", tmp_path / "fl", "--no-score",
+                  "--force")
+    assert res.exit_code == EXIT_UNUSABLE and REFUSED in res.output, res.output
+    assert list((elsewhere / "multi_turn").iterdir()) == []
+
+
 # ---------------------------------------------------------------- the module itself
 
 
