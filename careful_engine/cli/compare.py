@@ -25,6 +25,7 @@ from careful_engine.cli.common import (
     err,
     literal,
     refuse_out,
+    visible,
 )
 from careful_engine.cli.jobs import JOBS_OPTION
 from careful_engine.cli.jobs import resolve as resolve_jobs
@@ -118,7 +119,7 @@ def _effects(boundary: str, declarations: Path | None):
 def _report_problems(scored: lb.Scored, quiet: bool) -> None:
     """Unusable folders in full; input problems grouped by kind."""
     for msg in scored.unusable:
-        err.print("error: " + msg, markup=False, style="red")
+        err.print("error: " + visible(msg), markup=False, style="red")
     if not scored.problems or quiet:
         return
     kinds: dict[str, set[str]] = {}
@@ -130,7 +131,7 @@ def _report_problems(scored: lb.Scored, quiet: bool) -> None:
     err.print(f"[yellow]{len(scored.problems)} input problem(s)[/] (`careful score RUN` lists "
               "each one):")
     for head, n in sorted(counts.items(), key=lambda kv: -kv[1]):
-        err.print(f"  {n} × {head} (in {len(kinds[head])} file(s))", markup=False)
+        err.print(visible(f"  {n} × {head} (in {len(kinds[head])} file(s))"), markup=False)
 
 
 def _decode_warnings(scored: lb.Scored) -> None:
@@ -216,7 +217,7 @@ def _one_model(run: Path, model: str | None, which: str, choice: lb.DecoderChoic
                            effects=effects, detector=detector, **cb)
     if not scored.entries:
         for msg in scored.unusable:
-            err.print("error: " + msg, markup=False, style="red")
+            err.print("error: " + visible(msg), markup=False, style="red")
         raise _fail(f"RUN_{which.upper()} {run}: nothing to compare")
     if len(scored.entries) > 1:
         names = ", ".join(e.model for e in scored.entries)
@@ -490,7 +491,7 @@ def decode_cmd(
                                        on_start=cb["on_start"], on_entry=cb["on_entry"]))
     unusable = [f"{a.run}: {m}" for a in audits for m in a.unusable]
     for msg in unusable:
-        err.print("error: " + msg, markup=False, style="red")
+        err.print("error: " + visible(msg), markup=False, style="red")
     pairs = [(a.run, st.model) for a in audits for st in a.stats if st.category is None]
     if not pairs:
         raise _fail("no multi-turn result files could be decoded")

@@ -17,6 +17,7 @@ from careful_engine.cli.common import (
     err,
     literal,
     refuse_out,
+    visible,
 )
 from careful_engine.report import short
 from careful_engine.tables import accuracy_terminal, terminal_table
@@ -58,7 +59,7 @@ def demo_cmd(
         demo.write_reference_run(out)
         demo.write_flawed_run(flawed_out)
     except OSError as e:  # a link planted where a file goes, a folder that cannot be made
-        err.print(f"error: cannot write the demo runs: {e}", markup=False)
+        err.print(f"error: cannot write the demo runs: {visible(e)}", markup=False)
         raise typer.Exit(EXIT_UNUSABLE) from None
     if not score_it:
         console.print(f"wrote {literal(str(out))} and {literal(str(flawed_out))} (SYNTHETIC)")
@@ -79,16 +80,16 @@ def demo_cmd(
         for run_dir, run in scored.runs:
             write_outputs(run, run_dir / "careful-score", effects)
     except OSError as e:  # a link planted in careful-score/
-        err.print(f"error: cannot write the scores: {e}", markup=False)
+        err.print(f"error: cannot write the scores: {visible(e)}", markup=False)
         raise typer.Exit(EXIT_UNUSABLE) from None
     if len(scored.entries) != 2:
         for msg in [*scored.unusable, *map(str, scored.problems)]:
-            err.print(msg, markup=False)
+            err.print(visible(msg), markup=False)
         raise typer.Exit(EXIT_UNUSABLE)
     summary(scored.entries[0], scored.entries[1], flawed_out)
     if scored.problems or scored.unusable:
         for msg in [*scored.unusable, *map(str, scored.problems)]:
-            err.print(msg, markup=False)
+            err.print(visible(msg), markup=False)
         raise typer.Exit(EXIT_PROBLEMS)
 
 

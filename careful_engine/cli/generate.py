@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from careful_engine.cli import app
-from careful_engine.cli.common import EXIT_PROBLEMS, EXIT_UNUSABLE, console, err, literal
+from careful_engine.cli.common import EXIT_PROBLEMS, EXIT_UNUSABLE, console, err, literal, visible
 
 EXIT_STOPPED = EXIT_PROBLEMS  # stopped early, resumable
 
@@ -24,7 +24,7 @@ def _progress() -> Progress:
 
 
 def _fail(message: str) -> typer.Exit:
-    err.print("error: " + message, markup=False, style="red")
+    err.print("error: " + visible(message), markup=False, style="red")
     return typer.Exit(EXIT_UNUSABLE)
 
 

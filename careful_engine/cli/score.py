@@ -162,7 +162,7 @@ def score(
     from careful_engine.decode_audit import flags
 
     for flag in flags(run):  # a decoder that (almost) never decodes is not model behaviour
-        err.print(f"warning: {flag}", markup=False, style="yellow")
+        err.print(f"warning: {visible(flag)}", markup=False, style="yellow")
     console.print(accuracy_terminal(run.scores, effects is not None))
     if effects is not None:
         for table in rules_terminal(run.scores):
