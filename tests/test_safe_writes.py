@@ -341,3 +341,18 @@ def test_safe_write_is_what_every_writer_uses() -> None:
                 offenders.append(f"{rel}: {needle}")
     assert offenders == [], offenders
     assert safe_write.__all__
+
+
+def test_links_above_the_output_folder_are_the_persons_choice(tmp_path) -> None:
+    """Only the output folder and what lies below it must not be links: --out under a
+    linked folder (like /tmp on some systems) is fine, and no descriptor is left open."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "linked").symlink_to(real, target_is_directory=True)
+    before = len(os.listdir("/proc/self/fd"))
+    for i in range(20):
+        write_text(tmp_path / "linked" / "new" / f"d{i}" / "f.txt", "x\n",
+                   root=tmp_path / "linked" / "new" / f"d{i}")
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert (real / "new" / "d3" / "f.txt").read_text() == "x\n"
+    check_out_dir(tmp_path / "linked" / "other")
