@@ -1,11 +1,12 @@
 """Writing outputs without following planted symbolic links, and never half a file.
 
-Every output goes through :func:`writer` (or :func:`write_text`): the folder is opened
-component by component with ``O_NOFOLLOW`` (a link where a folder should be is refused), the
-text is written to a fresh temporary file (``O_CREAT | O_EXCL | O_NOFOLLOW``) beside the
-target and renamed over it only once complete, so an interrupted writer (``kill -9``) leaves
-the previous file as it was. A target that is a link, a folder or anything but a regular file
-is refused with :class:`UnsafeWrite`.
+Every output goes through :func:`writer` (or :func:`write_text`): every folder below the
+output root is checked not to be a link (``lstat``; a link where a folder should be is
+refused), the text is written to a fresh temporary file (``O_CREAT | O_EXCL | O_NOFOLLOW``)
+beside the target and renamed over it only once complete, so an interrupted writer
+(``kill -9``) leaves the previous file as it was. A target that is a link, a folder or
+anything but a regular file is refused with :class:`UnsafeWrite`. Paths are absolute (no
+``dir_fd``), so an audit hook (tests/guard.py) sees where each write goes.
 
 The output folder given by a person (``--out``) may itself sit under links (``/tmp`` on some
 systems); only the folders this module creates or enters below it, and the folder itself,
@@ -16,13 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
 _TMP_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
               | getattr(os, "O_CLOEXEC", 0))
 
@@ -31,15 +32,16 @@ class UnsafeWrite(OSError):
     """An output that cannot be written safely: a link, a non-folder, no permission."""
 
 
-def _open_dir(path: Path, *, create: bool) -> int:
-    """A descriptor of folder ``path``; the folder itself must not be a link."""
+def _folder(path: Path, *, create: bool, parents: bool = False) -> None:
+    """Make sure ``path`` is a folder and not a link (creating it if ``create``)."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         if not create:
             raise UnsafeWrite(f"{path}: no such folder") from None
-        try:  # folders above the root are the person's own choice: links there are fine
-            os.makedirs(path.parent, exist_ok=True)
+        try:
+            if parents:  # folders above the root are the person's choice: links there are fine
+                os.makedirs(path.parent, exist_ok=True)
             os.mkdir(path)
         except FileExistsError:
             pass
@@ -52,82 +54,64 @@ def _open_dir(path: Path, *, create: bool) -> int:
         raise UnsafeWrite(f"{path} is a symbolic link; refusing to write through it")
     if not stat.S_ISDIR(st.st_mode):
         raise UnsafeWrite(f"{path} exists and is not a folder")
-    try:
-        return os.open(path, _DIR_FLAGS)
-    except OSError as e:
-        raise UnsafeWrite(f"{path}: cannot open the folder ({e.strerror})") from None
 
 
-def _subdir(fd: int, name: str, shown: Path) -> int:
-    """Enter (creating if need be) the folder ``name`` under descriptor ``fd``, never a link."""
+def _check_target(path: Path) -> None:
     try:
-        os.mkdir(name, 0o777, dir_fd=fd)
-    except FileExistsError:
-        pass
-    except OSError as e:
-        raise UnsafeWrite(f"{shown}: cannot create the folder ({e.strerror})") from None
-    try:
-        return os.open(name, _DIR_FLAGS, dir_fd=fd)
-    except OSError as e:
-        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        if stat.S_ISLNK(st.st_mode):
-            raise UnsafeWrite(f"{shown} is a symbolic link; refusing to write through it") \
-                from None
-        raise UnsafeWrite(f"{shown}: not a usable folder ({e.strerror})") from None
-
-
-def _check_target(fd: int, name: str, shown: Path) -> None:
-    try:
-        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        st = os.lstat(path)
     except FileNotFoundError:
         return
     if stat.S_ISLNK(st.st_mode):
-        raise UnsafeWrite(f"{shown} is a symbolic link; refusing to write through it")
+        raise UnsafeWrite(f"{path} is a symbolic link; refusing to write through it")
     if not stat.S_ISREG(st.st_mode):
-        raise UnsafeWrite(f"{shown} exists and is not a regular file; refusing to replace it")
+        raise UnsafeWrite(f"{path} exists and is not a regular file; refusing to replace it")
+
+
+def _temp(folder: Path, name: str) -> tuple[int, Path]:
+    """A new file beside the target: never an existing path, never through a link."""
+    for _ in range(100):
+        tmp = folder / f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(tmp, _TMP_FLAGS, 0o644), tmp
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise UnsafeWrite(f"{folder / name}: cannot write ({e.strerror})") from None
+    raise UnsafeWrite(f"{folder / name}: no free temporary name")
 
 
 @contextlib.contextmanager
 def writer(root: Path, relative: str | Path = "", *, encoding: str = "utf-8",
            errors: str = "strict") -> Iterator[IO[str]]:
     """A text file to write ``root/relative`` through; it replaces the target only when the
-    ``with`` block ends without an exception. Folders below ``root`` are created as needed."""
-    root, parts = Path(root), Path(relative).parts
+    ``with`` block ends without an exception. Folders below ``root`` are created as needed;
+    ``root`` and every folder below it must not be links, nor the target."""
+    root, parts = Path(os.path.abspath(root)), Path(relative).parts
     if not parts:  # root is the file itself
         root, parts = root.parent, (root.name,)
-    if any(p in ("..", "/") for p in parts):
+    if any(p in ("..", "/", "") for p in parts) or Path(relative).is_absolute():
         raise UnsafeWrite(f"{relative}: not a path inside {root}")
-    fds = [_open_dir(root, create=True)]
+    _folder(root, create=True, parents=True)
+    folder = root
+    for part in parts[:-1]:
+        folder = folder / part
+        _folder(folder, create=True)
+    target = folder / parts[-1]
+    _check_target(target)
+    fd, tmp = _temp(folder, parts[-1])
+    ok = False
     try:
-        shown = root
-        for part in parts[:-1]:
-            shown = shown / part
-            fds.append(_subdir(fds[-1], part, shown))
-        dfd, name, target = fds[-1], parts[-1], shown / parts[-1]
-        _check_target(dfd, name, target)
-        tmp = f".{name}.{os.getpid()}.tmp"
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=dfd)  # a stale one of ours; a link named so is unlinked too
-        try:
-            tfd = os.open(tmp, _TMP_FLAGS, 0o644, dir_fd=dfd)
-        except OSError as e:
-            raise UnsafeWrite(f"{target}: cannot write ({e.strerror})") from None
-        ok = False
-        try:
-            with os.fdopen(tfd, "w", encoding=encoding, errors=errors, newline="") as f:
-                yield f
-                f.flush()
-                os.fsync(f.fileno())
-            _check_target(dfd, name, target)  # planted while we wrote
-            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-            ok = True
-        finally:
-            if not ok:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp, dir_fd=dfd)
+        with os.fdopen(fd, "w", encoding=encoding, errors=errors, newline="") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        _check_target(target)  # planted while we wrote
+        os.replace(tmp, target)  # rename replaces a name; it never follows a link
+        ok = True
     finally:
-        for fd in fds:
-            os.close(fd)
+        if not ok:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def write_text(path: Path, text: str, *, root: Path | None = None, encoding: str = "utf-8",

@@ -231,12 +231,15 @@ def test_writer_refuses_links_and_odd_targets(tmp_path, victim) -> None:
         check_out_dir(tmp_path / "d" / "link")
 
 
-def test_a_temp_name_planted_as_a_link_is_not_followed(tmp_path, victim) -> None:
+def test_a_temp_name_planted_as_a_link_is_not_followed(tmp_path, victim, monkeypatch) -> None:
     d = tmp_path / "d"
     d.mkdir()
-    (d / f".f.txt.{os.getpid()}.tmp").symlink_to(victim)
+    (d / f".f.txt.{os.getpid()}.aaaa.tmp").symlink_to(victim)
+    names = iter(["aaaa", "bbbb"])
+    monkeypatch.setattr(safe_write.secrets, "token_hex", lambda n: next(names))
     write_text(d / "f.txt", "new\n")
     assert (d / "f.txt").read_text() == "new\n" and victim.read_text() == "precious\n"
+    assert (d / f".f.txt.{os.getpid()}.aaaa.tmp").is_symlink()
 
 
 # ---------------------------------------------------------------- kill -9
