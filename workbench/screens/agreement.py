@@ -215,16 +215,17 @@ class AgreementScreen(Screen):
     def _detail(self, function: str) -> None:
         """Each annotator's label and reason on one split function, side by side."""
         labels = self.session.labels()
-        table = Table(title=plain(f"{function}: labels and reasons"), title_justify="left",
+        table = Table(title=literal(f"{function}: labels and reasons"), title_justify="left",
                       expand=True, show_lines=False)
         names = [a for a in labels if function in labels[a]]
         for a in names:
-            table.add_column(plain(a), ratio=1)
+            table.add_column(literal(a), ratio=1)
         table.add_row(*(yes_no(labels[a][function].destructive) for a in names))
-        table.add_row(*(literal(labels[a][function].reason or "–") for a in names))
+        table.add_row(*(literal(labels[a][function].reason or "–", keep_newlines=True)
+                        for a in names))
         for d in self.session.decisions():
             if d.function == function:
-                table.caption = plain(f"decision by {d.author}: " + (
+                table.caption = literal(f"decision by {d.author}: " + (
                     "destructive" if d.destructive else "not destructive") + f" — {d.reason}")
         self.query_one("#split-detail", Static).update(table)
 
