@@ -105,6 +105,15 @@ def _score_task(index: int, job: _Job, tick: Callable[[], None]) -> _Scored:
     return _Scored(lf, known, needed, cs)
 
 
+def _cost(rf: ResultFile) -> float:
+    """A guess at what scoring a file costs: its size, long context counting double."""
+    try:
+        size = rf.path.stat().st_size
+    except OSError:
+        size = 0
+    return size * (2 if bfcl.is_long_context(rf.category) else 1)
+
+
 def score_plans(
     plans: list[RunPlan],
     *,
@@ -141,7 +150,8 @@ def score_plans(
 
     results = parallel.run_ordered(task_fn if serial else _score_task,
                                    list(range(len(tasks))), jobs=jobs, shared=job,
-                                   on_tick=on_entry, on_done=done)
+                                   on_tick=on_entry, on_done=done,
+                                   cost=None if serial else [_cost(rf) for *_, rf in tasks])
     return [_assemble(n, plan, tasks, results) for n, plan in enumerate(plans)]
 
 

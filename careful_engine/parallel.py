@@ -89,10 +89,12 @@ def _context() -> Any:
 
 def run_ordered(fn: Task, tasks: Sequence[Any], *, jobs: int = 1, shared: Any = None,
                 on_tick: Callable[[], None] | None = None,
-                on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
+                on_done: Callable[[int, Any], None] | None = None,
+                cost: Sequence[float] | None = None) -> list[Any]:
     """``fn(task, shared, tick)`` for every task, in up to ``jobs`` worker processes; the
     results (or :class:`Failed`) in task order. ``on_done(index, result)`` sees each result
-    as it arrives (in the parent)."""
+    as it arrives (in the parent). With ``cost`` (an estimate per task), workers take the
+    costliest tasks first, which shortens the tail; the results keep the task order."""
     tick = on_tick or (lambda: None)
     if jobs <= 1 or len(tasks) <= 1:
         out = []
@@ -102,8 +104,11 @@ def run_ordered(fn: Task, tasks: Sequence[Any], *, jobs: int = 1, shared: Any = 
                 on_done(i, out[-1])
         return out
     results: dict[int, Any] = {}
-    broken = _pool_pass(fn, tasks, list(range(len(tasks))), min(jobs, len(tasks)), shared,
-                        tick, on_done, results)
+    order = list(range(len(tasks)))
+    if cost is not None:
+        order.sort(key=lambda i: -cost[i])
+    broken = _pool_pass(fn, tasks, order, min(jobs, len(tasks)), shared, tick, on_done,
+                        results)
     for i in broken:  # a worker died: each unfinished task alone, so only its killer fails
         if _pool_pass(fn, tasks, [i], 1, shared, tick, on_done, results):
             results[i] = Failed("worker process died (killed or out of memory)")

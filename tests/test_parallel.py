@@ -45,6 +45,8 @@ def test_results_in_task_order_and_every_tick_arrives() -> None:
     assert len(ticks) == sum(tasks)
     assert sorted(done) == list(range(len(tasks)))
     assert parallel.run_ordered(_square, tasks, jobs=1, shared=10) == got
+    # costliest first changes what runs first, never the order of the results
+    assert parallel.run_ordered(_square, tasks, jobs=2, shared=10, cost=tasks) == got
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
