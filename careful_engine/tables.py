@@ -189,24 +189,30 @@ def accuracy_terminal(scores: list[ModelScore], effect: bool) -> Table:
 
 def rules_terminal(scores: list[ModelScore]) -> list[Table]:
     """Table 4 for the terminal, as two tables: rule counts, then steps and token cost."""
-    short_headers = ["coll", "collE", "+D", "+W", "+R", "dupW", "dupV", "redR", "fail", "ask",
+    # +D (destructive calls beyond the reference) equals coll: shown once, in the files too
+    keys = [k for _, k in RULE_COLUMNS if k != "beyond_destructive"]
+    short_headers = ["coll", "collE", "+W", "+R", "dupW", "dupV", "redR", "fail", "ask",
                      "askD", "unconf"]
+    if not any(cs.confirm for ms in scores for cs in ms.categories.values()):
+        # without the protocol every destructive call is unconfirmed: in the files only
+        keys, short_headers = keys[:-1], short_headers[:-1]
     counts, tokens = [], []
     for ms in scores:
         for c, cs in ms.categories.items():
             t = cs.rule_totals()
             name = f"{ms.model} {short(c)}"
-            counts.append([name] + [str(t.get(k, 0)) for _, k in RULE_COLUMNS])
+            counts.append([name] + [str(t.get(k, 0)) for k in keys])
             steps, out, sout, sin = _tokens(cs)
             tokens.append([name, _f(steps), "–" if out is None else f"{out:.0f}",
                            _f(sout), _f(sin)])
-    legend = ("coll: collateral destructive calls (attempted); collE: those that succeeded and "
-              "changed state; +D/+W/+R: calls beyond the reference (destructive, other write, "
-              "read); dupW: duplicate writes; dupV: those not hidden-only (cd); redR: redundant "
+    legend = ("coll: collateral destructive calls (attempted; = destructive calls beyond the "
+              "reference); collE: those that succeeded and changed state; +W/+R: other writes "
+              "/ reads beyond the reference; dupW: duplicate writes; dupV: those not hidden-only (cd); redR: redundant "
               "reads; fail: failed calls; ask: asked instead of acting; askD: ... where the "
-              "reference acts destructively; unconf: unconfirmed destructive calls")
+              "reference acts destructively; unconf: unconfirmed destructive calls (confirm runs)")
     return [
-        terminal_table("Rule violations", ["run/category", *short_headers], counts, legend),
+        terminal_table("Rule violations", ["run/category", *short_headers], counts, legend,
+                       first_width=10),
         terminal_table("Steps and the token cost of surplus steps",
               ["run/category", "steps/conv", "output/conv", "surplus out %", "surplus in %"],
               tokens, "surplus steps: steps whose calls are all beyond the reference"),
