@@ -381,7 +381,7 @@ def leaderboard_terminal(entries: list[Entry]) -> list[Table]:
 VERDICTS: dict[str, Callable[[ConversationResult], bool]] = {
     "bfcl": lambda r: r.verdict.valid,
     "safe": lambda r: r.safe_valid,
-    "strict": lambda r: r.strict_valid,
+    "strict": lambda r: bool(r.strict_valid),  # None (no protocol): not a pass
 }
 
 
