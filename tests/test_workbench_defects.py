@@ -405,3 +405,80 @@ def test_decode_audit_warnings_are_shown(workdir) -> None:
             status = str(screen.query_one("#replay-status").render())
             assert "decoder mismatch?" in status
     asyncio.run(go())
+
+
+# ---------------------------------------------------------------- the scatter plot
+
+
+def test_leaderboard_plot_tab_and_svg(workdir) -> None:
+    """The Plot tab draws one point per scored run; `careful leaderboard --plot` writes the
+    same points as SVG, labels escaped."""
+    import re
+
+    from typer.testing import CliRunner
+
+    from careful_engine.cli import _load
+    from careful_engine.cli import app as cli
+
+    app = WorkbenchApp(settings(workdir))
+
+    async def go():
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot, "5", "t")
+            screen = app.screen
+            assert str(screen.query_one("#lb-tabs").active) == "plot"
+            note = str(screen.query_one("#lb-plot-note").render())
+            assert "alpha 0.5/0.5" in note and "beta 0.4/0.4" in note  # 4 and 3 of 800
+            return app.export_screenshot()
+    shot = asyncio.run(go())
+    assert "BFCL vs effect-safe" in shot.replace("&#160;", " ")
+    _load()
+    out = workdir / "plot.svg"
+    result = CliRunner().invoke(cli, ["leaderboard", "runs/alpha", "runs/beta", "-q", "--plot",
+                                      str(out), "-o", str(workdir / "lb")])
+    assert result.exit_code in (0, 1), result.output
+    svg = out.read_text()
+    assert svg.startswith("<svg") and len(re.findall(r"<circle ", svg)) == 2
+    assert ">alpha<" in svg and ">beta<" in svg
+    bad = CliRunner().invoke(cli, ["leaderboard", "runs/alpha", "--plot", "x.png"])
+    assert bad.exit_code == 2
+
+
+def test_svg_escapes_labels() -> None:
+    from careful_engine.plot import Point, svg
+
+    text = svg([Point("<script>&\x1b[31m", 50.0, 40.0)])
+    assert "<script>" not in text and "\x1b" not in text and "&lt;script&gt;" in text
+
+
+# ---------------------------------------------------------------- defect 10: problems in view
+
+
+def test_home_shows_each_runs_problems(workdir) -> None:
+    """A broken line in a result file and in conversations.jsonl: Home counts them and p
+    lists them as file:line [id]: reason, literally (before: neither was shown)."""
+    from workbench.screens.problems import LinesScreen
+
+    beta = workdir / "runs" / "beta"
+    result = next(beta.rglob("BFCL_v4_multi_turn_base_result.json"))
+    with open(result, "a", encoding="utf-8") as f:
+        f.write('{"id": "multi_turn_base_9", "result": [[\x1b[31m\n')
+    with open(beta / browse.SCORE_DIR / browse.SCORES_NAME, "a", encoding="utf-8") as f:
+        f.write("not json\n")
+    app = WorkbenchApp(settings(workdir))
+
+    async def go():
+        async with app.run_test(size=(120, 30)) as pilot:
+            await settle(pilot)
+            home = app.screen
+            problems = home.problems["beta"]
+            assert any("BFCL_v4_multi_turn_base_result.json:5" in p for p in problems), problems
+            assert any(p.endswith("conversations.jsonl:201: not a JSON line") for p in problems)
+            assert not problems[0].endswith("counted as failed")  # what is wrong comes first
+            table = home.query_one("#runs")
+            assert str(table.get_row_at(1)[4]) == str(len(problems))
+            table.focus()
+            await settle(pilot, "down", "p")
+            assert isinstance(app.screen, LinesScreen)
+            assert "\x1b" not in app.export_screenshot()
+    asyncio.run(go())

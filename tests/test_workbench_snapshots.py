@@ -88,3 +88,11 @@ def test_leaderboard_compare(snap_compare, workdir) -> None:
 
 def test_help(snap_compare, workdir) -> None:
     assert snap_compare(app(workdir), run_before=steps("4", "r", "enter", "question_mark"))
+
+
+def test_leaderboard_plot(snap_compare, workdir) -> None:
+    assert snap_compare(app(workdir), run_before=steps("5", "t"), terminal_size=(100, 30))
+
+
+def test_home_problems(snap_compare, workdir) -> None:
+    assert snap_compare(app(workdir), run_before=steps("down", "p"))

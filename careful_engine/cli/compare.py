@@ -173,6 +173,8 @@ def leaderboard(
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP["leaderboard"]),
     quiet: bool = QUIET_OPTION,
     jobs: int = JOBS_OPTION,
+    plot: Path = typer.Option(None, "--plot", help="Also write BFCL against effect-safe "
+                              "accuracy per run as a scatter plot to this SVG file."),
 ) -> None:
     """Rank runs under BFCL's accuracy and under success with effect safety
     (Table 3).
@@ -187,6 +189,9 @@ def leaderboard(
     """
     _check_runs(runs)
     refuse_out(out or Path("careful-leaderboard"))
+    if plot is not None and plot.suffix.lower() != ".svg":
+        raise typer.BadParameter(f"{plot}: only SVG is written (name it *.svg)",
+                                 param_hint="--plot")
     detector = _detector(detector)
     choice = _decoders(decoder)
     effects = _effects(boundary, declarations)
@@ -205,6 +210,16 @@ def leaderboard(
     if not quiet:
         console.print(f"(boundary {boundary}, detector {detector})")
     _written(reports, out, quiet)
+    if plot is not None:
+        from careful_engine import plot as plots
+
+        try:
+            plots.write_svg(plots.points(scored.entries), plot,
+                            f"BFCL vs effect-safe accuracy (boundary {boundary})")
+        except (OSError, ValueError) as e:
+            raise _fail(f"cannot write the plot: {e}") from None
+        if not quiet:
+            console.print(f"plot written to {literal(plot)}")
     _exit(scored)
 
 

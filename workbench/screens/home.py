@@ -110,7 +110,9 @@ class HomeScreen(Screen):
             convs = len(browser.rows())
             state = "stale" if browser.stale else "✓" if browser.scored else "–"
             name = f"{ref.label} (SYNTHETIC)" if wb.synthetic(ref) else ref.label
-            found = [str(p) for p in browser.problems()]
+            # what is wrong first; then the ids absent from the files (scored as failed)
+            found = [str(p) for p in sorted(browser.problems(),
+                                            key=lambda p: p.message.startswith("id missing"))]
             if browser.mismatch is not None:
                 found.append(f"scores not used: {browser.mismatch}")
             found += [f"decode audit ({ref.decoder}): {m}" for m in browser.decode_flags()]

@@ -25,8 +25,19 @@ from careful_engine.safe_text import literal, visible
 from ..context import plain
 from ..widgets import NavBar
 
+
+def scatter_widget():
+    """A plotext plot (textual-plotext), else a note saying how to get one."""
+    try:
+        from textual_plotext import PlotextPlot
+    except ImportError:
+        return Static("the plot needs textual-plotext (pip install textual-plotext)",
+                      id="lb-plot", classes="note")
+    return PlotextPlot(id="lb-plot")
+
+
 KINDS = [("BFCL verdict", "bfcl"), ("effect-safe", "safe"), ("strict", "strict")]
-TABS = ("ranking", "categories", "rules", "compare")
+TABS = ("ranking", "plot", "categories", "rules", "compare")
 
 
 def fill(table: DataTable, report: Report, skip: tuple[str, ...] = ()) -> None:
@@ -68,6 +79,9 @@ class LeaderboardScreen(Screen):
             with TabPane("Ranking", id="ranking"):
                 yield DataTable(id="lb-ranking", cursor_type="row")
                 yield Static(id="lb-ranking-note", classes="note")
+            with TabPane("Plot", id="plot"):
+                yield scatter_widget()
+                yield Static(id="lb-plot-note", classes="note")
             with TabPane("Categories", id="categories"):
                 yield DataTable(id="lb-categories", cursor_type="row")
                 yield Static(id="lb-categories-note", classes="note")
@@ -129,6 +143,7 @@ class LeaderboardScreen(Screen):
             decoders = "; ".join(f"{e.label}: {e.decoder}" for e in entries if e.decoder)
             self.query_one("#lb-ranking-note", Static).update(
                 plain(f"{main.caption}. Decoders: {decoders or 'none'}"))
+            self._plot(entries)
             fill(self.query_one("#lb-categories", DataTable), per_category)
             self.query_one("#lb-categories-note", Static).update(
                 plain("Spearman's rho: " + ", ".join(
@@ -142,6 +157,36 @@ class LeaderboardScreen(Screen):
         if len(entries) >= 2:
             a.value, b.value = entries[0].label, entries[1].label
         self.compare()
+
+    def _plot(self, entries: list) -> None:
+        """BFCL against effect-safe accuracy per run, with the diagonal (safe <= BFCL)."""
+        from careful_engine.plot import axis_max, points
+
+        pts = points(entries)
+        note = self.query_one("#lb-plot-note", Static)
+        note.update(plain("one point per run: x BFCL, y effect-safe accuracy (%, mean of the "
+                          "four categories); the further below the diagonal, the more of its "
+                          "successes were unsafe. `careful leaderboard --plot FILE.svg` writes "
+                          "it for a paper. " + "; ".join(
+                              f"{p.label} {p.bfcl:.1f}/{p.safe:.1f}" for p in pts)))
+        widget = self.query_one("#lb-plot")
+        plt = getattr(widget, "plt", None)
+        if plt is None:  # textual-plotext is not installed: the numbers above still are
+            return
+        top = axis_max(pts)
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title("BFCL vs effect-safe accuracy")
+        plt.xlabel("BFCL %")
+        plt.ylabel("safe %")
+        plt.xlim(0, top)
+        plt.ylim(0, top)
+        plt.plot([0, top], [0, top], marker="braille", color="gray")
+        if pts:
+            plt.scatter([p.bfcl for p in pts], [p.safe for p in pts], marker="●")
+            for p in pts:
+                plt.text(visible(p.label)[:24], p.bfcl, p.safe)
+        widget.refresh()
 
     @on(Select.Changed, "#cmp-a")
     @on(Select.Changed, "#cmp-b")
