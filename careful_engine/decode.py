@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .literal_expr import Refused
 from .trajectory import Outcome, Step, Trajectory
 
 
@@ -30,6 +31,8 @@ def decode_step(handler: Any, item: Any) -> Step:
     """Decode one logged step."""
     try:
         decoded = handler.decode_execute(item, has_tool_call_tag=False)
+    except Refused as e:  # model text the safe evaluator would not compute: named as such
+        return Step(raw=item, outcome=Outcome.DECODE_ERROR, error=str(e))
     except Exception as e:  # bfcl drops these steps; the message is kept here
         return Step(raw=item, outcome=Outcome.DECODE_ERROR, error=f"{type(e).__name__}: {e}")
     try:

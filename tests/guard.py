@@ -39,7 +39,9 @@ switched by a flag: it does nothing outside a ``guarded`` block) blocks, by rais
   ``/work/shared`` (``CAREFUL_SHARED``), bfcl's scratch ``BFCL_PROJECT_ROOT``, and
   ``/dev/null``, ``/dev/urandom``, ``/etc/localtime``, ``/usr/share/zoneinfo`` and this
   process's own ``/proc/<pid>`` (the replay budget reads its memory use there);
-* file opens for writing and file-system changes (remove, rename, mkdir, symlink, chmod, …)
+* file opens for writing and file-system changes (remove, rename, mkdir, symlink, chmod, …;
+  a path relative to a ``dir_fd`` is resolved against that directory, and for ``os.open``,
+  whose audit event does not carry ``dir_fd``, against the directory fds the caller holds)
   outside the test's temporary folder, any ``write=`` folders given, and the scratch
   ``BFCL_PROJECT_ROOT`` (bfcl's config module creates folders there when imported);
 * network connections and name look-ups to anything but loopback (``loopback=False`` refuses
@@ -92,13 +94,15 @@ _DENIED_IMPORTS = frozenset({
     "os", "subprocess", "shutil", "pty", "posix", "pdb", "webbrowser", "antigravity", "this",
     "runpy", "code",
 })
-# event -> indices of its path arguments that are written
-_MUTATIONS: dict[str, tuple[int, ...]] = {
-    "os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.rename": (0, 1),
-    "os.symlink": (1,), "os.link": (1,), "os.chmod": (0,), "os.chown": (0,),
-    "os.truncate": (0,), "os.utime": (0,), "os.chflags": (0,), "os.lchown": (0,),
-    "shutil.rmtree": (0,), "shutil.copyfile": (1,), "shutil.copytree": (1,),
-    "shutil.move": (0, 1), "shutil.chown": (0,), "os.setxattr": (0,), "os.removexattr": (0,),
+# event -> (index of a written path argument, index of its dir_fd argument or None), …
+_MUTATIONS: dict[str, tuple[tuple[int, int | None], ...]] = {
+    "os.remove": ((0, 1),), "os.rmdir": ((0, 1),), "os.mkdir": ((0, 2),),
+    "os.rename": ((0, 2), (1, 3)), "os.symlink": ((1, 2),), "os.link": ((1, 3),),
+    "os.chmod": ((0, 2),), "os.chown": ((0, 3),), "os.truncate": ((0, None),),
+    "os.utime": ((0, 3),), "os.chflags": ((0, None),), "os.lchown": ((0, None),),
+    "shutil.rmtree": ((0, None),), "shutil.copyfile": ((1, None),),
+    "shutil.copytree": ((1, None),), "shutil.move": ((0, None), (1, None)),
+    "shutil.chown": ((0, None),), "os.setxattr": ((0, None),), "os.removexattr": ((0, None),),
 }
 # the standard library's code generators (file name endings) whose exec/compile is not model text
 _STDLIB_GENERATORS = ("dataclasses.py", "collections/__init__.py", "typing.py")
@@ -109,6 +113,30 @@ _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0", "", None})
 
 def _real(path: str | os.PathLike) -> str:
     return os.path.realpath(os.fsdecode(path))
+
+
+def _fd_dir(fd: object) -> str | None:
+    """The directory an open file descriptor refers to (Linux), if it is one."""
+    if not isinstance(fd, int) or isinstance(fd, bool) or fd < 0:
+        return None
+    try:
+        target = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+    return target if os.path.isdir(target) else None
+
+
+def _candidates(path: str | bytes | os.PathLike, dir_fd: object = None, frame=None) -> list[str]:
+    """Where a path may point: absolute as it is; relative to ``dir_fd`` if the call gave one;
+    for an ``open`` event (which does not carry ``dir_fd``), relative to any directory fd held
+    in the calling function's variables; else relative to the working directory."""
+    text = os.fsdecode(path)
+    if os.path.isabs(text):
+        return [_real(text)]
+    bases = [d for d in [_fd_dir(dir_fd)] if d]
+    if not bases and frame is not None:
+        bases = [d for v in list(frame.f_locals.values()) if (d := _fd_dir(v))]
+    return [_real(os.path.join(b, text)) for b in bases or [os.getcwd()]]
 
 
 def _under(path: str, roots: tuple[str, ...]) -> bool:
@@ -228,17 +256,18 @@ def _check(event: str, args: tuple) -> str | None:
         path, mode, flags = (list(args) + [None, None])[:3]
         if not isinstance(path, (str, bytes, os.PathLike)):
             return None  # a file descriptor
-        real = _real(path)
+        places = _candidates(path, frame=sys._getframe(2))
         writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
             isinstance(flags, int) and bool(flags & _WRITE_FLAGS))
-        if writing and not _under(real, _STATE.write):
-            return f"open for writing outside the test folder: {real}"
-        if not writing and not _under(real, _STATE.read):
-            return f"open outside the allowed folders: {real}"
+        if writing and not any(_under(r, _STATE.write) for r in places):
+            return f"open for writing outside the test folder: {places[0]}"
+        if not writing and not any(_under(r, _STATE.read) for r in places):
+            return f"open outside the allowed folders: {places[0]}"
     elif event in _MUTATIONS:
-        for i in _MUTATIONS[event]:
+        for i, fd_i in _MUTATIONS[event]:
             if i < len(args) and isinstance(args[i], (str, bytes, os.PathLike)):
-                real = _real(args[i])
+                fd = args[fd_i] if fd_i is not None and fd_i < len(args) else None
+                real = _candidates(args[i], fd)[0]
                 if not _under(real, _STATE.write):
                     return f"{event} outside the test folder: {real}"
     elif event == "socket.connect":

@@ -86,3 +86,28 @@ def test_the_corpus_is_large_and_covers_every_kind() -> None:
     assert {"import", "builtin", "dunder", "attribute", "binop", "call", "lambda",
             "comprehension", "size"} <= kinds
     assert any(len(p.steps) > 1 for p in payloads)  # split across steps
+
+
+def test_paths_relative_to_a_directory_fd_are_resolved_there(tmp_path: Path) -> None:
+    """Writers that avoid symlinks work with dir_fd: inside the test folder that is allowed,
+    outside it is caught, although the relative name alone says neither."""
+    import tempfile
+    import uuid
+
+    inside = os.open(tmp_path, os.O_RDONLY)
+    outside = os.open(tempfile.gettempdir(), os.O_RDONLY)
+    name = f"careful_guard_{uuid.uuid4().hex}"
+    try:
+        with guarded(tmp_path):
+            os.close(os.open(name, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=inside))
+            os.replace(name, name + ".2", src_dir_fd=inside, dst_dir_fd=inside)
+            os.unlink(name + ".2", dir_fd=inside)
+        with pytest.raises(GuardViolation), guarded(tmp_path):
+            try:
+                os.mkdir(name, dir_fd=outside)
+            except Blocked:
+                pass
+    finally:
+        os.close(inside)
+        os.close(outside)
+    assert not os.path.exists(os.path.join(tempfile.gettempdir(), name))
