@@ -26,7 +26,9 @@ switched by a flag: it does nothing outside a ``guarded`` block) blocks, by rais
 * process creation: ``os.system``, ``os.exec*``, ``os.spawn*``, ``os.posix_spawn``, ``os.fork``,
   ``subprocess.Popen``, ``pty.spawn``, ``os.kill``, ``webbrowser.open``, ``breakpoint()``,
   ``input()`` (except while a library is being imported by code that is not from a string:
-  numpy.testing runs ``lscpu`` on import);
+  numpy.testing runs ``lscpu`` on import; and ``fork`` by ``multiprocessing`` for the engine's
+  worker pool: the workers inherit the guard and append what they find to a file in the test
+  folder, which the block reads when it exits);
 * imports that load ``os``, ``subprocess``, ``shutil``, ``pty``, ``pdb``, ``webbrowser``,
   ``antigravity``, ``this``, ``runpy`` or ``code`` from anywhere but a module's top level (a
   library importing them as it is itself imported is fine), and any import at all, file
@@ -42,8 +44,9 @@ switched by a flag: it does nothing outside a ``guarded`` block) blocks, by rais
 * file opens for writing and file-system changes (remove, rename, mkdir, symlink, chmod, …;
   a path relative to a ``dir_fd`` is resolved against that directory, and for ``os.open``,
   whose audit event does not carry ``dir_fd``, against the directory fds the caller holds)
-  outside the test's temporary folder, any ``write=`` folders given, and the scratch
-  ``BFCL_PROJECT_ROOT`` (bfcl's config module creates folders there when imported);
+  outside the test's temporary folder, any ``write=`` folders given, the scratch
+  ``BFCL_PROJECT_ROOT`` (bfcl's config module creates folders there when imported) and the
+  engine's reference cache (``careful_engine.refcache.cache_root()``);
 * network connections and name look-ups to anything but loopback (``loopback=False`` refuses
   those too).
 
@@ -150,6 +153,8 @@ class _State:
     write: tuple[str, ...] = ()
     loopback: bool = True
     violations: list[str] = field(default_factory=list)
+    pid: int = 0  # the process that entered the block
+    report: str = ""  # where forked workers append their violations
 
 
 _STATE = _State()
@@ -231,6 +236,15 @@ def _hook(event: str, args: tuple) -> None:
         _LOCAL.busy = False
     if problem:
         _STATE.violations.append(problem)
+        if os.getpid() != _STATE.pid and _STATE.report:
+            _LOCAL.busy = True
+            try:
+                with open(_STATE.report, "a", encoding="utf-8") as f:
+                    f.write(problem.replace("\n", " ") + "\n")
+            except OSError:
+                pass
+            finally:
+                _LOCAL.busy = False
         raise Blocked(f"careful test guard: {problem}")
 
 
@@ -243,8 +257,12 @@ def _check(event: str, args: tuple) -> str | None:
         shown = what.co_filename if hasattr(what, "co_filename") else repr(what)[:120]
         return f"{event} of {shown} from {caller.f_code.co_filename}:{caller.f_lineno}"
     if event in _PROCESS_EVENTS or event.startswith("os.exec") or event.startswith("os.spawn"):
-        if _importing(sys._getframe(2)):
+        caller = sys._getframe(2)
+        if _importing(caller):
             return None  # a library probing the machine as it is imported (numpy runs lscpu)
+        if (event == "os.fork" and caller.f_code.co_filename.startswith(_STDLIB + "/multiprocessing/")
+                and _string_frame(caller) is None):
+            return None  # the engine's worker pool; workers stay guarded and report back
         return f"{event}{_short(args)}"
     if event == "import":
         module = str(args[0])
@@ -261,7 +279,8 @@ def _check(event: str, args: tuple) -> str | None:
             isinstance(flags, int) and bool(flags & _WRITE_FLAGS))
         if writing and not any(_under(r, _STATE.write) for r in places):
             return f"open for writing outside the test folder: {places[0]}"
-        if not writing and not any(_under(r, _STATE.read) for r in places):
+        own = (f"/proc/{os.getpid()}",)  # the replay budget reads its own memory use (workers too)
+        if not writing and not any(_under(r, _STATE.read + own) for r in places):
             return f"open outside the allowed folders: {places[0]}"
     elif event in _MUTATIONS:
         for i, fd_i in _MUTATIONS[event]:
@@ -305,8 +324,10 @@ def guarded(tmp: Path, *, canary: Path | None = None, read: tuple[Path, ...] = (
         raise RuntimeError("guarded blocks do not nest")
     tmp_roots = (_real(tmp),)
     env_root = os.environ.get("BFCL_PROJECT_ROOT")
+    from careful_engine.refcache import cache_root  # the engine's own reference cache
+
+    cache = str(cache_root())
     reads = [str(REPO), sys.prefix, sys.base_prefix, sys.exec_prefix, _STDLIB,
-             f"/proc/{os.getpid()}",  # the replay budget reads this process's memory use
              sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], str(SHARED),
              *_SYSTEM_READS, *(str(p) for p in read)]
     if env_root:
@@ -315,7 +336,10 @@ def guarded(tmp: Path, *, canary: Path | None = None, read: tuple[Path, ...] = (
     state.read = tuple(_real(p) for p in reads) + tmp_roots + tuple(_real(p) for p in write)
     # bfcl's eval_config creates its result/score folders under the scratch root on import
     state.write = tmp_roots + tuple(_real(p) for p in write) + (
-        (_real(env_root),) if env_root else ())
+        (_real(env_root),) if env_root else ()) + (_real(cache),)
+    state.read += (_real(cache),)
+    state.pid = os.getpid()
+    state.report = os.path.join(_real(tmp), f".careful_guard_{os.getpid()}.txt")
     state.loopback = loopback
     state.violations = []
     state.active = True
@@ -324,6 +348,12 @@ def guarded(tmp: Path, *, canary: Path | None = None, read: tuple[Path, ...] = (
     finally:
         state.active = False
     problems = list(state.violations)
+    try:  # what forked workers found (they cannot append to this process's list)
+        with open(state.report, encoding="utf-8") as f:
+            problems += [f"in a worker process: {line.rstrip()}" for line in f if line.strip()]
+        os.remove(state.report)
+    except OSError:
+        pass
     if canary is not None and os.path.lexists(canary):
         problems.append(f"the canary {canary} exists")
     if problems:

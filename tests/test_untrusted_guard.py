@@ -111,3 +111,20 @@ def test_paths_relative_to_a_directory_fd_are_resolved_there(tmp_path: Path) -> 
         os.close(inside)
         os.close(outside)
     assert not os.path.exists(os.path.join(tempfile.gettempdir(), name))
+
+
+def _read_hostname() -> None:
+    try:
+        open("/etc/hostname").close()
+    except Exception:  # noqa: BLE001 (the guard blocks it; the parent must still hear of it)
+        pass
+
+
+def test_a_forked_worker_stays_guarded_and_reports_back(tmp_path: Path) -> None:
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    with pytest.raises(GuardViolation, match="in a worker process"), guarded(tmp_path):
+        p = ctx.Process(target=_read_hostname)
+        p.start()
+        p.join(60)
