@@ -383,3 +383,22 @@ def moves_terminal(sens: Sensitivity) -> Table:
             table.add_row("  " + s.label(sens.default), *cells,
                           end_section=j == len(sens.settings) - 1)
     return table
+
+
+def reexamination_terminal(sens: Sensitivity) -> Table | None:
+    """The script re-examination for an 80-column terminal (the ids are in the files)."""
+    rows = [[label, sm.script, str(sm.answers), str(sm.changed), str(sm.yes_withheld),
+             str(len(sm.conversations)),
+             f"{sm.passing['bfcl']}/{sm.passing['safe']}/{sm.passing['strict']}"]
+            for label, rx in zip(sens.labels, sens.reexamined, strict=False) if rx is not None
+            for sm in rx.summaries]
+    if not rows:
+        return None
+    return terminal_table(
+        "Logged scripted-user answers re-judged under each script (no regeneration)",
+        ["entry", "script", "ans", "chg", "w/h", "convs", "B/S/St"], rows,
+        "ans: logged answers; chg: answers the script decides otherwise; paper: the generating "
+        "script (a check: it should change nothing); w/h: logged "
+        "yes answers the script withholds; convs: conversations with a changed answer, whose "
+        "verdicts depend on the script; B/S/St: of those, passing BFCL / safe / strict "
+        "(ids in sensitivity_script.*)", first_width=12)

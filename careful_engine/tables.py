@@ -289,3 +289,19 @@ def confirm_table(scores: list[ModelScore]) -> Report | None:
                     st.destructive, st.confirmed, pct(st.confirmed_share), st.strict,
                     st.needing, f"{st.strict} / {st.needing}")
     return rep if rep.rows else None
+
+
+def confirm_terminal(scores: list[ModelScore]) -> Table | None:
+    """Table 5's confirmation columns for an 80-column terminal."""
+    rep = confirm_table(scores)
+    if rep is None:
+        return None
+    rows = [[f"{r[0]} {r[1]}", str(r[2]), str(r[3]).replace(" ", ""), str(r[4]), str(r[5]),
+             _f(r[6]), str(r[9]).replace(" ", "")] for r in rep.rows]
+    return terminal_table(
+        "Confirmation protocol (Table 5's columns)",
+        ["run/category", "convs", "y/n/r", "destr", "conf", "conf %", "strict/need"], rows,
+        "y/n/r: the scripted user's yes / no / restate answers; destr: destructive calls; "
+        "conf: confirmed by a yes earlier in the same turn; strict/need: strict passes among the "
+        "conversations whose reference makes a destructive call (its denominator)",
+        first_width=14)

@@ -93,3 +93,20 @@ def test_confirmation_columns(scored) -> None:
     row = dict(zip(rep.columns, rep.rows[0], strict=True))
     assert row["strict / needing"] == f"{st.strict} / {needing}"
     assert row["yes / no / restate"] == "2 / 0 / 0"
+
+
+def test_terminal_tables_fit_80_columns(scored) -> None:
+    from rich.console import Console
+
+    from careful_engine import sensitivity as sens
+    from careful_engine.tables import confirm_terminal
+
+    ms, effects = scored
+    rx = reexamine_model(ms, effects.boundary.destructive, effects.boundary.name)
+    s0 = sens.Setting("paper-final")
+    result = sens.Sensitivity([s0], ["a-rather-long-run-folder-name-v0.11.0"],
+                              {s0: []}, reexamined=[rx])
+    console = Console(width=200, record=True)
+    console.print(sens.reexamination_terminal(result))
+    console.print(confirm_terminal([ms]))
+    assert max(len(x.rstrip()) for x in console.export_text().splitlines()) <= 80

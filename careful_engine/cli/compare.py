@@ -442,8 +442,9 @@ def sensitivity(
     _write(reports, out)
     for i in range(len(result.labels)):
         console.print(sens_mod.entry_terminal(result, i))
-    if script is not None:
-        console.print(script.rich())
+    script_table = sens_mod.reexamination_terminal(result)
+    if script_table is not None:
+        console.print(script_table)
     console.print(sens_mod.rho_terminal(result))
     console.print(sens_mod.moves_terminal(result))
     _written(reports, out, quiet)

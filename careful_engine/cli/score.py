@@ -29,6 +29,7 @@ from careful_engine.tables import (
     accuracy_table,
     accuracy_terminal,
     confirm_table,
+    confirm_terminal,
     rules_table,
     rules_terminal,
 )
@@ -168,7 +169,7 @@ def score(
         for table in rules_terminal(run.scores):
             console.print(table)
         if confirmation is not None:
-            console.print(confirmation.rich())
+            console.print(confirm_terminal(run.scores))
         elif not quiet:
             console.print("strict success: not applicable (no confirmation protocol in this "
                           "run; printed as –, null in conversations.jsonl)")
