@@ -346,7 +346,20 @@ def test_leaderboard_ranks_and_compares(workdir) -> None:
             pairs.focus()
             await settle(pilot, "enter")
             await settle(pilot)
-            assert isinstance(app.screen, ConversationScreen) and app.screen.view.id == IDS[0]
+            # defect 9: both runs side by side, named; Escape goes back to Compare
+            from workbench.screens.pair import PairScreen
+
+            pair = app.screen
+            assert isinstance(pair, PairScreen) and pair.runs == ("alpha", "beta")
+            assert [v.id for v in pair.views] == [IDS[0], IDS[0]]
+            assert pair.views[0].verdict.valid and not pair.views[1].verdict.valid
+            assert "B: beta" in screen_text(app)
+            await settle(pilot, "tab", "enter")  # the B side in the stepper, then back
+            assert isinstance(app.screen, ConversationScreen) and app.replay_run == "beta"
+            await settle(pilot, "escape")
+            assert app.screen is pair
+            await settle(pilot, "escape")
+            assert app.screen is screen and str(screen.query_one("#lb-tabs").active) == "compare"
     run(go())
 
 

@@ -96,3 +96,15 @@ def test_leaderboard_plot(snap_compare, workdir) -> None:
 
 def test_home_problems(snap_compare, workdir) -> None:
     assert snap_compare(app(workdir), run_before=steps("down", "p"))
+
+
+def test_compare_pair(snap_compare, workdir) -> None:
+    """Compare drill-down: the changed conversation in A and B side by side."""
+    before = steps("5", "k")
+
+    async def run_before(pilot) -> None:
+        await before(pilot)
+        pilot.app.screen.query_one("#lb-pairs").focus()
+        await steps("enter")(pilot)
+
+    assert snap_compare(app(workdir), run_before=run_before, terminal_size=(120, 30))

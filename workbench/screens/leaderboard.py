@@ -58,8 +58,8 @@ class LeaderboardScreen(Screen):
             "counting as 0), with Spearman's rho between the two rankings; the ranks per "
             "category; the rule totals; and on Compare, two runs paired by conversation with "
             "the exact McNemar test and the conversations that changed verdict (Enter replays "
-            "one in run B). Runs without scores are listed above the tables: s scores them in "
-            "the background.")
+            "one in both runs, side by side; Escape comes back). Runs without scores are "
+            "listed above the tables: s scores them in the background.")
     BINDINGS = [
         Binding("t", "next_tab", "Next tab"),
         Binding("k", "cycle_kind", "Verdict kind"),
@@ -208,19 +208,34 @@ class LeaderboardScreen(Screen):
                         if len(self.entries) > 1 else
                         "a paired comparison needs two scored runs (s scores the others)")
             return
-        note.update("paired by conversation; Enter on a changed conversation replays it in B")
+        note.update("paired by conversation; Enter on a changed conversation replays it in A "
+                    "and B side by side")
         cmp = compare(by_label[a].score, by_label[b].score, kind)
         fill(table, compare_report(cmp, str(a), str(b)))
         fill(pairs, pairs_report([cmp], str(a), str(b)))
 
     @on(DataTable.RowSelected, "#lb-pairs")
     def _open_pair(self, event: DataTable.RowSelected) -> None:
-        """Replay a conversation that changed verdict, in run B."""
-        b = self.query_one("#cmp-b", Select).value
-        entry_id = event.data_table.get_row(event.row_key)[2]
-        if b is not Select.NULL:
-            self.app.replay_run = str(b)
-            self.app.open_conversation(str(entry_id))
+        """Replay a conversation that changed verdict in runs A and B, side by side."""
+        a, b = self.query_one("#cmp-a", Select).value, self.query_one("#cmp-b", Select).value
+        entry_id = str(event.data_table.get_row(event.row_key)[2])
+        if a is Select.NULL or b is Select.NULL:
+            return
+        self.query_one("#cmp-note", Static).update(f"replaying {entry_id} in {a} and {b} …")
+        self.run_worker(lambda: self._pair(str(a), str(b), entry_id), thread=True,
+                        exclusive=True, group="pair")
+
+    def _pair(self, a: str, b: str, entry_id: str) -> None:
+        from .pair import PairScreen
+
+        wb = self.app.wb
+        try:
+            views = tuple(wb.browser(wb.ref(run)).open(entry_id) for run in (a, b))
+        except Exception as e:  # noqa: BLE001  (a decoder that does not import, a bad entry)
+            self.app.call_from_thread(self.notify, f"{entry_id}: {e}", severity="error",
+                                      markup=False)
+            return
+        self.app.call_from_thread(self.app.push_screen, PairScreen((a, b), views))
 
     def action_next_tab(self) -> None:
         tabs = self.query_one("#lb-tabs", TabbedContent)
