@@ -1,9 +1,10 @@
 """Generate a run: bfcl's handler on bfcl's entries, one conversation per result line.
 
 Each conversation goes through the handler's own ``inference`` (bfcl's multi-turn loops,
-patched at their exit points for the confirm condition and compiled with the engine's executor
-in place of bfcl's ``eval``-based one for every condition, :mod:`.executor`) on a deep copy of the entry bfcl's
-``load_dataset_entry`` returns (with the effect hints appended for the hints condition). The
+patched at their exit points for the confirm condition, and in every condition compiled with
+the engine's executor in place of bfcl's ``eval``-based one, :mod:`.executor`; the handler's
+decoders evaluate literals only) on a deep copy of the entry bfcl's ``load_dataset_entry``
+returns (with the effect hints appended for the hints condition). The
 line written is what ``bfcl generate`` writes (``id``, ``result`` and the metadata: token
 counts, latency, inference log; an inference error as bfcl records it), plus
 ``careful_user_answers`` (confirm runs) and the cache token counts (Anthropic runs).
