@@ -522,3 +522,43 @@ def instance_name(prefix: str, entry_id: str, class_name: str) -> str:
     under ``<model>_eval`` and the reference side under ``<model>_ground_truth_eval``.
     """
     return re.sub(r"[-./:]", "_", f"{prefix}_{entry_id}_{class_name}_instance")
+
+
+# ---------------------------------------------------------------- generation's view of bfcl
+# generation/ and protocol/ reach bfcl-eval only through these, so this module stays the one
+# place that imports it (the import-linter contract in pyproject.toml checks that).
+
+
+def load_dataset_entry(category: str) -> list[dict]:
+    """bfcl's ``load_dataset_entry``: the category's entries with their function docs."""
+    from bfcl_eval.utils import load_dataset_entry as load
+
+    return load(category)
+
+
+def make_json_serializable(value: Any) -> Any:
+    """bfcl's ``make_json_serializable``, as its runner applies it to a result line."""
+    from bfcl_eval.utils import make_json_serializable as convert
+
+    return convert(value)
+
+
+def base_handler_class() -> type:
+    """bfcl's ``BaseHandler`` (the class whose inference loops protocol.patch replaces)."""
+    from bfcl_eval.model_handler.base_handler import BaseHandler
+
+    return BaseHandler
+
+
+def oss_handler_class() -> type:
+    """bfcl's ``OSSHandler``, the base of every handler the vllm backend may run."""
+    from bfcl_eval.model_handler.local_inference.base_oss_handler import OSSHandler
+
+    return OSSHandler
+
+
+def claude_handler_class() -> type:
+    """bfcl's ``ClaudeHandler`` (importing it needs the anthropic SDK)."""
+    from bfcl_eval.model_handler.api_inference.claude import ClaudeHandler
+
+    return ClaudeHandler

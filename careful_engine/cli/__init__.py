@@ -36,6 +36,9 @@ def _load() -> None:
         except ModuleNotFoundError as e:
             if e.name != f"{__name__}.{name}":
                 raise
+    from .common import reflow_help
+
+    reflow_help(app)
 
 
 def main() -> None:

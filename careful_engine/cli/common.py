@@ -11,12 +11,15 @@ Exit codes (documented in the README):
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import sys
 import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -82,3 +85,51 @@ __all__ = [
     "EXIT_GATE", "EXIT_INTERNAL", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_UNUSABLE",
     "console", "err", "internal_error", "literal", "log_dir", "refuse_out", "visible",
 ]
+
+
+_LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s")
+
+
+def reflow(text: str | None) -> str | None:
+    """Help text as paragraphs: the lines of each paragraph joined into one, so the terminal
+    wraps it (typer's rich markup mode keeps a docstring's single newlines, which breaks help
+    mid-sentence at 80 columns). List items start their own line; a ``\\b`` paragraph without
+    list items keeps its lines."""
+    if not text:
+        return text
+    out = []
+    for para in inspect.cleandoc(text).split("\n\n"):
+        if para.startswith("\b"):  # click's "keep these lines": kept, except list items
+            body = para[1:].lstrip("\n")
+            if not any(_LIST_ITEM.match(line) for line in body.splitlines()):
+                out.append(para)
+                continue
+            para = body
+        lines: list[str] = []
+        for line in para.splitlines():
+            if lines and not _LIST_ITEM.match(line):
+                lines[-1] = f"{lines[-1]} {line.strip()}"
+            else:
+                lines.append(line.rstrip())
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
+
+
+def reflow_help(app: Any) -> None:
+    """Apply :func:`reflow` to every command's and group's help under a typer app."""
+    def fix(obj: Any) -> None:
+        help_text = getattr(obj, "help", None)
+        if isinstance(help_text, str):
+            obj.help = reflow(help_text)
+        callback = getattr(obj, "callback", None)
+        if callback is not None and isinstance(getattr(callback, "__doc__", None), str):
+            callback.__doc__ = reflow(callback.__doc__)
+
+    fix(app.info)
+    if app.registered_callback is not None:
+        fix(app.registered_callback)
+    for info in app.registered_commands:
+        fix(info)
+    for group in app.registered_groups:
+        fix(group)
+        reflow_help(group.typer_instance)

@@ -103,15 +103,9 @@ class Requester:
         raise ApiUnavailable(f"{policy.max_attempts} attempts failed; last: {last}")
 
 
-def _claude_handler_class() -> type:
-    from bfcl_eval.model_handler.api_inference.claude import ClaudeHandler
-
-    return ClaudeHandler
-
-
 def make_handler_class() -> type:
     """The handler class (built lazily: importing bfcl's Claude module needs anthropic)."""
-    base = _claude_handler_class()
+    base = bfcl.claude_handler_class()
 
     class CarefulClaudeHandler(base):  # type: ignore[misc, valid-type]
         """bfcl's ClaudeHandler with no temperature, an output limit and full-prompt tokens."""

@@ -46,9 +46,7 @@ def parse_ids(values: Iterable[str] | None) -> list[str]:
 
 @cache
 def _loaded(category: str) -> tuple[dict, ...]:
-    from bfcl_eval.utils import load_dataset_entry
-
-    return tuple(sorted(load_dataset_entry(category), key=lambda e: bfcl.sort_key(e["id"])))
+    return tuple(sorted(bfcl.load_dataset_entry(category), key=lambda e: bfcl.sort_key(e["id"])))
 
 
 def load_entries(category: str) -> list[dict]:

@@ -138,8 +138,6 @@ def run_conversation(handler: Any, entry: dict, condition: Condition,
                      include_input_log: bool = False,
                      exclude_state_log: bool = False) -> dict[str, Any]:
     """One conversation through the handler, as bfcl's ``multi_threaded_inference`` runs it."""
-    from bfcl_eval.utils import make_json_serializable
-
     from ..protocol import renumber_log
 
     entry = condition.prepare(entry)
@@ -169,7 +167,7 @@ def run_conversation(handler: Any, entry: dict, condition: Condition,
     if end is not None:
         end(out)
     renumber_log(out.get("inference_log"))
-    return make_json_serializable(out)
+    return bfcl.make_json_serializable(out)
 
 
 def _handler_name(handler: Any) -> str:

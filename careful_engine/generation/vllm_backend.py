@@ -153,9 +153,7 @@ def build(key: str, temperature: float) -> Any:
         cls = getattr(importlib.import_module(entry.handler_module), entry.handler_class)
     except ModuleNotFoundError as e:
         raise GenerationError(f"{key!r}'s handler needs the package {e.name!r}") from e
-    from bfcl_eval.model_handler.local_inference.base_oss_handler import OSSHandler
-
-    if not issubclass(cls, OSSHandler):
+    if not issubclass(cls, bfcl.oss_handler_class()):
         raise GenerationError(f"{key!r} uses {entry.handler_class}, not an OSS handler; the "
                               "vllm backend runs open models (use --backend anthropic for "
                               "Claude)")

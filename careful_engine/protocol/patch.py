@@ -46,11 +46,10 @@ class PatchError(RuntimeError):
 
 
 def _base_handler() -> type:
-    # careful_engine.bfcl first: it sets BFCL_PROJECT_ROOT before bfcl's config is imported
-    from .. import bfcl  # noqa: F401, I001
-    from bfcl_eval.model_handler.base_handler import BaseHandler
+    # through careful_engine.bfcl: it sets BFCL_PROJECT_ROOT before bfcl's config is imported
+    from .. import bfcl
 
-    return BaseHandler
+    return bfcl.base_handler_class()
 
 
 def original_function(name: str) -> FunctionType:

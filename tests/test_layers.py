@@ -1,0 +1,108 @@
+"""The layers, checked: the import-linter contracts in pyproject.toml, the runtime import
+hygiene behind them, and help that reads as paragraphs at 80 columns."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from careful_engine.cli import _load, app
+from careful_engine.cli.common import reflow
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_import_contracts_hold():
+    """`lint-imports` over pyproject.toml's contracts (bfcl boundary, no UI in the engine,
+    rich only in presentation modules); prints the broken imports when it fails."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    cmd = [str(lint)] if lint.exists() else [sys.executable, "-m", "importlinter.cli"]
+    proc = subprocess.run([*cmd, "--no-cache"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    assert "0 broken" in proc.stdout
+
+
+@pytest.mark.parametrize("module", ["careful_engine.scoring", "careful_engine.replay",
+                                    "careful_engine.annotation.sessions",
+                                    "careful_engine.effects.declarations"])
+def test_headless_modules_load_no_ui(module):
+    """import-linter sees deferred imports too, but not what an import drags in at run time:
+    importing a headless module loads neither typer, textual nor the workbench."""
+    code = (f"import sys, {module}; "
+            "print(sorted(m for m in ('typer', 'textual', 'workbench', 'careful_engine.cli') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, check=True).stdout.strip()
+    assert out == "[]"
+
+
+def test_reflow_joins_paragraph_lines_and_keeps_list_items():
+    text = "First line\n    goes on.\n\n    A para\n    split.\n\n    \b\n    * one\n      more\n    * two"
+    assert reflow(text) == "First line goes on.\n\nA para split.\n\n* one more\n* two"
+    assert reflow("\b\nkept\nas is") == "\b\nkept\nas is"
+
+
+def _commands(cmd, path):
+    yield path
+    for name, sub in sorted(getattr(cmd, "commands", {}).items()):
+        if not getattr(sub, "hidden", False):
+            yield from _commands(sub, [*path, name])
+
+
+_LIST = re.compile(r"^([-*•[]|\d+[.)])")  # list items; typer's [default: …], [required]
+
+
+def _early_breaks(text: str) -> list[str]:
+    """Lines that end although the next line's first word, which continues the same text,
+    would have fit: a paragraph broken mid-sentence."""
+    bad = []
+    lines = text.splitlines()
+    for a, b in zip(lines, lines[1:], strict=False):
+        boxed = a.startswith("│") and b.startswith("│")
+        if a.startswith("│") != b.startswith("│"):
+            continue
+        limit = a.rstrip().rfind("│") - 1 if boxed else 79
+        body_a = a.rstrip().removesuffix("│").rstrip()
+        body_b = b.rstrip().removesuffix("│").rstrip()
+        m = re.search(r"\S", body_b[1:] if boxed else body_b)
+        if not m:
+            continue
+        start = m.start() + (1 if boxed else 0)
+        if boxed and start <= 2:  # a new row of the panel
+            continue
+        if len(body_a) <= start or body_a[start] == " " or (start and body_a[start - 1] != " "
+                                                              and body_a[start - 1] != "│"):
+            continue  # the line above has no text in this column
+        word = body_b[start:].split()[0]
+        if _LIST.match(word) or body_a.endswith(":"):
+            continue
+        if len(body_a) + 1 + len(word) <= limit:
+            bad.append(f"{a.strip()!r} / {b.strip()!r}")
+    return bad
+
+
+def test_early_break_detector_flags_a_hard_wrapped_line():
+    assert _early_breaks(" A sentence that stops\n here although it fits.")
+    assert not _early_breaks(" A sentence.\n\n Another one.")
+
+
+def test_every_help_renders_as_paragraphs_at_80_columns():
+    _load()
+    runner = CliRunner()
+    problems = []
+    paths = list(_commands(typer.main.get_command(app), []))
+    assert len(paths) > 20
+    for path in paths:
+        result = runner.invoke(app, [*path, "--help"], terminal_width=80,
+                               env={"COLUMNS": "80", "TERM": "dumb", "NO_COLOR": "1"})
+        assert result.exit_code == 0, (path, result.output)
+        assert max(map(len, result.output.splitlines())) <= 80, path
+        problems += [f"careful {' '.join(path)}: {p}" for p in _early_breaks(result.output)]
+    assert not problems, "\n".join(problems)
