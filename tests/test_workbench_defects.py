@@ -482,3 +482,24 @@ def test_home_shows_each_runs_problems(workdir) -> None:
             assert isinstance(app.screen, LinesScreen)
             assert "\x1b" not in app.export_screenshot()
     asyncio.run(go())
+
+
+def test_an_override_once_recorded_is_remembered(workdir) -> None:
+    """Leaving blind round r1 for r2 and coming back does not ask for the override again
+    (before: the round was closed to the screen again until a new reason was typed)."""
+    async def go():
+        app = WorkbenchApp(settings(workdir))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, "3")
+            screen = app.screen
+            screen.query_one("#agree-round").value = "r1"
+            await settle(pilot)
+            assert screen.session is None
+            await settle(pilot, "o", *"pilot check of r1", "enter")
+            assert screen.session is not None and screen.session.round_name == "r1"
+            screen.query_one("#agree-round").value = "r2"
+            await settle(pilot)
+            screen.query_one("#agree-round").value = "r1"
+            await settle(pilot)
+            assert screen.session is not None and screen.session.round_name == "r1"
+    asyncio.run(go())

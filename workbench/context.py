@@ -78,6 +78,9 @@ class Workbench:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._browsers: dict[str, RunBrowser] = {}
+        # override reasons given on the Agreement screen, by round: asked once while the app
+        # runs (each opening is still written to the round's reveal log)
+        self.overrides: dict[str, str] = {}
 
     @cached_property
     def refs(self) -> list[RunRef]:

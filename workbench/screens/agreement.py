@@ -132,9 +132,13 @@ class AgreementScreen(Screen):
         value = self.query_one("#agree-round", Select).value
         if value is Select.NULL:
             return
+        remembered = self.app.wb.overrides
+        override = override or remembered.get(str(value))  # asked once per round and app
         try:
             self.session = self.app.wb.store.adjudication_session(
                 str(value), self.app.wb.settings.user, override=override)
+            if override:
+                remembered[str(value)] = override
         except BlindnessError as e:
             self.session = None
             self._message(plain(e, style="yellow") + Text(
