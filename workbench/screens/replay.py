@@ -39,6 +39,9 @@ ERRORS = {
 }
 
 
+COLUMNS = ("conversation", "turns", "steps", "BFCL", "safe", "error", "rule hits")
+
+
 def short_id(entry_id: str) -> str:
     return entry_id.removeprefix("multi_turn_")
 
@@ -95,7 +98,7 @@ class ReplayScreen(Screen):
         self.sub_title = "Replay"
         self.query_one("#score-progress").display = False
         table = self.query_one("#conversations", DataTable)
-        table.add_columns("conversation", "turns", "steps", "BFCL", "safe", "error", "rule hits")
+        table.add_columns(*COLUMNS)
         refs = self.app.wb.refs
         self.app.score_listeners.append(self._scoring)
         self._use(self.app.replay_run or (refs[0].label if refs else None))
@@ -164,7 +167,8 @@ class ReplayScreen(Screen):
         """Apply the filter to the list (no replay)."""
         self.shown_rows = self.filter.apply(self.rows)
         table = self.query_one("#conversations", DataTable)
-        table.clear()
+        table.clear(columns=True)  # widths follow the content (scores arrive later)
+        table.add_columns(*COLUMNS)
         for r in self.shown_rows:
             table.add_row(short_id(r.id), str(r.turns), str(r.steps), ok(r.official_valid),
                           ok(r.safe_valid), error_label(r.error_type) if r.scored else "",
