@@ -234,6 +234,7 @@ class RunBrowser:
         self._scores: dict[str, dict] = {}
         self._scores_path: Path | None = None
         self.mismatch: str | None = None  # why the score lines found were not used
+        self._flags: list[str] | None = None  # the decode audit's warnings, once computed
         self.score_problems: list[Problem] = []
         self._views: OrderedDict[str, ConversationView] = OrderedDict()
         self._keep = keep
@@ -278,7 +279,7 @@ class RunBrowser:
         from ..score_settings import KEY, differences
 
         self._scores, self._scores_path, self.mismatch = {}, None, None
-        self.score_problems = []
+        self.score_problems, self._flags = [], None
         wanted = None
         for path in score_paths(self.ref, self.cache_dir):
             try:
@@ -289,8 +290,11 @@ class RunBrowser:
             if not scores:
                 continue
             wanted = wanted or self.wanted_settings()
-            diffs = sorted({d for row in scores.values() for d in differences(row.get(KEY),
-                                                                               wanted)})
+            seen: list = []  # the distinct settings of the lines (one, normally)
+            for row in scores.values():
+                if row.get(KEY) not in seen:
+                    seen.append(row.get(KEY))
+            diffs = sorted({d for found in seen for d in differences(found, wanted)})
             if diffs:
                 self.mismatch = self.mismatch or (f"{path}: scored with " + "; ".join(diffs))
                 continue
@@ -329,6 +333,8 @@ class RunBrowser:
         self.rows()
         if not self._scores:
             return []
+        if self._flags is not None:
+            return self._flags
         st = DecodeStats(self.ref.model, None, self.ref.decoder)
         outcomes = {o.value: o for o in Outcome}
         for line in self._scores.values():
@@ -343,7 +349,8 @@ class RunBrowser:
             for k, v in steps.items():
                 if k in outcomes and isinstance(v, int) and v > 0:
                     st.steps[outcomes[k]] += v
-        return [f.message for f in st.flags() if f.kind != "odd_shape"]
+        self._flags = [f.message for f in st.flags() if f.kind != "odd_shape"]
+        return self._flags
 
     def problems(self) -> list[Problem]:
         """What was wrong with the run's files (result files, then score files)."""
