@@ -17,6 +17,7 @@ from textual.widgets import Footer, Input, OptionList, ProgressBar, Select, Stat
 from textual.widgets.option_list import Option
 
 from careful_engine.annotation.errors import AnnotationError
+from careful_engine.annotation.names import check_name, confusable
 from careful_engine.browse import function_review
 from careful_engine.safe_text import literal, visible
 
@@ -155,7 +156,13 @@ class LabelScreen(Screen):
         store = self.app.wb.store
         round_name = str(select.value)
         try:
+            name = check_name(name)  # the name rule first, with its message
             roster = store.round_annotators(round_name)
+            twin = confusable(name, [*roster, *(a.name for a in store.annotators())])
+            if name not in roster and twin:
+                raise AnnotationError(
+                    f"annotator name {name!r} would be confused with the existing annotator "
+                    f"{twin!r} (names that differ only by case or Unicode form are one name)")
             if name not in roster:  # the roster is fixed: a typo never joins a blind round
                 self.notify(f"{literal(name) or '(no name)'} is not an annotator of round "
                             f"{round_name}; the roster: {', '.join(roster) or 'nobody yet'}"
