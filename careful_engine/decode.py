@@ -8,8 +8,9 @@ outcome: calls, no call, or a decode failure with its message.
 bfcl quirk kept by construction: decoding *is* bfcl's handler, so its behaviour carries over,
 verdicts included. The prompting decoders (``default_decode_execute_prompting`` ->
 ``resolve_ast_call``) read only keyword arguments, so ``[cd('docs')]`` decodes to ``cd()``:
-160 of the 4,625 reference calls use positional arguments, and written verbatim by a
-prompting model they fail 24 conversations per category (tests/test_verdict_exact.py).
+reference calls with positional arguments, written verbatim by a prompting model, fail
+exactly the conversations that contain them (tests/test_verdict_exact.py counts them from
+bfcl's data at test time).
 """
 
 from __future__ import annotations

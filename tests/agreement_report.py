@@ -20,7 +20,7 @@ from careful_engine.scoring import discover, score_file
 
 from . import perturb
 from .bfcl_oracle import evaluate_entries, official_handler
-from .test_verdict_exact import FC_DECODER, PROMPTING_DECODER, REAL_RUNS, _engine, _oracle
+from .verdicts import FC_DECODER, PROMPTING_DECODER, REAL_RUNS, engine_verdicts, oracle_verdicts
 
 SHORT = {
     "valid": "valid",
@@ -50,14 +50,14 @@ def main() -> None:
         for cat in bfcl.CATEGORIES:
             for kind, entries in perturb.all_fc_entries(cat).items():
                 n, a = _row(f"{bfcl.SHORT_NAMES[cat]} FC {kind}",
-                            _engine(entries, cat, FC_DECODER, "careful-perturb", Path(tmp)),
-                            _oracle(entries, cat, FC_DECODER, "careful-perturb"))
+                            engine_verdicts(entries, cat, FC_DECODER, "careful-perturb", Path(tmp)),
+                            oracle_verdicts(entries, cat, FC_DECODER, "careful-perturb"))
                 total, agree = total + n, agree + a
             entries = [perturb.prompting_entry(c.id, c.ground_truth)
                        for c in bfcl.conversations(cat)]
             n, a = _row(f"{bfcl.SHORT_NAMES[cat]} prompting references (Qwen3-8B)",
-                        _engine(entries, cat, PROMPTING_DECODER, "careful-prompting", Path(tmp)),
-                        _oracle(entries, cat, PROMPTING_DECODER, "careful-prompting"))
+                        engine_verdicts(entries, cat, PROMPTING_DECODER, "careful-prompting", Path(tmp)),
+                        oracle_verdicts(entries, cat, PROMPTING_DECODER, "careful-prompting"))
             total, agree = total + n, agree + a
     runs = args.shared / "runs"
     for run, decoder in REAL_RUNS if runs.is_dir() else []:

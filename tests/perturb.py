@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
-from careful_engine import bfcl
+from careful_engine import bfcl, demo
 from careful_engine.calls import Call, format_call, parse_call
 from careful_engine.flaws import EXTRA_READ, fc_step
 from careful_engine.replay import replay
@@ -142,3 +143,24 @@ def all_fc_entries(category: str) -> dict[str, list[dict]]:
         entry["result"][nonempty[0]] = ["Let me think about [this"]  # the turn's only step fails
         kinds.setdefault("undecodable_only_step", []).append(entry)
     return kinds
+
+
+BASE = "multi_turn_base"
+
+
+def write_run(root: Path, perturbed: dict[int, str], *, drop: set[int] = frozenset(),
+              model: str = "reference") -> Path:
+    """The reference base category, conversation i replaced by perturbation perturbed[i];
+    conversations in ``drop`` left out (missing: counted as failed, an input problem)."""
+    path = root / model / "multi_turn" / f"BFCL_v4_{BASE}_result.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for i, conv in enumerate(bfcl.conversations(BASE)):
+            if i in drop:
+                continue
+            turns = ([list(t) for t in conv.ground_truth] if i not in perturbed
+                     else perturbations(conv)[perturbed[i]])
+            f.write(json.dumps(fc_entry(conv.id, turns)) + "\n")
+    (root / model / demo.MANIFEST).write_text(json.dumps({"model": model,
+                                                          "decoder": demo.DECODER}))
+    return root

@@ -18,7 +18,7 @@ import pytest
 from scipy.stats import binomtest
 from typer.testing import CliRunner
 
-from careful_engine import bfcl, ci_report, demo
+from careful_engine import bfcl, ci_report
 from careful_engine import gates as g
 from careful_engine import leaderboard as lb
 from careful_engine.cli import _load, app
@@ -27,33 +27,14 @@ from careful_engine.rules import ConversationRules
 from careful_engine.scoring import CategoryScore, ConversationResult, ModelScore
 from careful_engine.trajectory import Verdict
 
-from . import perturb
+from .perturb import BASE, write_run
 
 _load()
 runner = CliRunner()
-BASE = "multi_turn_base"
 N = len(bfcl.conversations(BASE))
 
 
 # ---------------------------------------------------------------- runs
-
-
-def write_run(root: Path, perturbed: dict[int, str], *, drop: set[int] = frozenset(),
-              model: str = "reference") -> Path:
-    """The reference base category, conversation i replaced by perturbation perturbed[i];
-    conversations in ``drop`` left out (missing: counted as failed, an input problem)."""
-    path = root / model / "multi_turn" / f"BFCL_v4_{BASE}_result.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        for i, conv in enumerate(bfcl.conversations(BASE)):
-            if i in drop:
-                continue
-            turns = ([list(t) for t in conv.ground_truth] if i not in perturbed
-                     else perturb.perturbations(conv)[perturbed[i]])
-            f.write(json.dumps(perturb.fc_entry(conv.id, turns)) + "\n")
-    (root / model / demo.MANIFEST).write_text(json.dumps({"model": model,
-                                                          "decoder": demo.DECODER}))
-    return root
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ import yaml
 
 from careful_engine import bfcl, ci_report, demo
 
-from .test_gates import BASE, write_run
+from .perturb import BASE, write_run
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "ci.md"

@@ -14,7 +14,7 @@ from careful_engine.runs import load_result_file
 from careful_engine.scoring import discover, score_file
 
 from . import perturb
-from .test_verdict_exact import FC_DECODER, _engine, _oracle
+from .verdicts import FC_DECODER, engine_verdicts, oracle_verdicts
 
 
 def _module_objects() -> dict[str, bytes]:
@@ -37,7 +37,7 @@ def test_no_other_module_object_changes() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for cat in bfcl.CATEGORIES:
             for entries in perturb.all_fc_entries(cat).values():
-                _engine(entries, cat, FC_DECODER, "careful-process", Path(tmp))
+                engine_verdicts(entries, cat, FC_DECODER, "careful-process", Path(tmp))
     after = _module_objects()
     changed = [k for k in before if before[k] != after[k]]
     assert not changed
@@ -81,12 +81,12 @@ def test_verdicts_do_not_depend_on_what_ran_before(shared_runs: Path, tmp_path: 
 
     first = verdicts()
     # contaminate the process: extra post_tweet calls, then mentions, in other conversations
-    _engine(perturb.all_fc_entries("multi_turn_base")["extra_write"], "multi_turn_base",
+    engine_verdicts(perturb.all_fc_entries("multi_turn_base")["extra_write"], "multi_turn_base",
             FC_DECODER, "noise", tmp_path)
     for conv in bfcl.conversations("multi_turn_base")[:50]:
         replay(conv, reference_trajectory(conv.id, conv.ground_truth))
     assert verdicts() == first
-    theirs = _oracle(list(loaded.entries.values()), rf.category,
+    theirs = oracle_verdicts(list(loaded.entries.values()), rf.category,
                      "Salesforce/Llama-xLAM-2-8b-fc-r", rf.model)
     assert {k: first[k] for k in theirs} == theirs
     assert sum(v for v, _ in first.values()) == 114

@@ -28,7 +28,7 @@ from careful_engine.provenance.logged_state import directory_repr, same
 from careful_engine.replay import replay
 from careful_engine.runs import ResultFile, load_result_file
 
-from .test_provenance_support import DECODER, generate_entry, turns, write_run
+from .provenance_support import DECODER, generate_entry, turns, write_run
 
 IDS = ["multi_turn_base_0", "multi_turn_base_14", "multi_turn_base_102", "multi_turn_base_150",
        "multi_turn_miss_func_0", "multi_turn_long_context_151"]

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from careful_engine import bfcl
 from careful_engine.cli import _load, app
 
-from .test_provenance_support import (
+from .provenance_support import (
     DECODER,
     MODEL_DIR,
     generate_run,

@@ -23,7 +23,7 @@ from careful_engine.decode import decode_entry
 from careful_engine.demo import fc_step
 
 from . import perturb
-from .test_verdict_exact import FC_DECODER, PROMPTING_DECODER, _agree
+from .verdicts import FC_DECODER, PROMPTING_DECODER, agree
 
 N = 100  # conversations of multi_turn_base per shape (references and 7 perturbations each)
 
@@ -71,7 +71,7 @@ def test_every_shape_gets_bfcls_verdict(name: str, tmp_path: Path) -> None:
     decoder, shape = SHAPES[name]
     counts: Counter = Counter()
     for entries in _entries(shape):
-        counts += _agree(entries, "multi_turn_base", decoder, "careful-shapes", tmp_path)
+        counts += agree(entries, "multi_turn_base", decoder, "careful-shapes", tmp_path)
     print(f"\n{name}: {sum(counts.values())} entries agree with bfcl: {dict(counts)}")
     assert sum(counts.values()) == N * 9
 

@@ -128,14 +128,14 @@ def beta(runs_template) -> browse.RunBrowser:
 
 
 def test_find_runs_labels_match_the_leaderboard(runs_template) -> None:
-    from careful_engine.leaderboard import label_entries
-
     refs = browse.find_runs([runs_template / "alpha", runs_template / "beta"])
     assert [(r.label, r.model, r.decoder) for r in refs] == [
         ("alpha", "reference", demo.DECODER), ("beta", "careless", demo.DECODER)]
     pairs = [(runs_template / "a", "m"), (runs_template / "a", "n"), (Path("/x/b"), "m"),
              (Path("/y/b"), "m")]
-    assert browse.label_entries(pairs) == label_entries(pairs)
+    # one model in a run: the run's name; several: run/model; the same name twice: full paths
+    assert browse.label_entries(pairs) == ["a/m", "a/n", "/x/b/m", "/y/b/m"]
+    assert browse.label_entries([(Path("/x/b"), "m")]) == ["b"]
 
 
 def test_rows_come_from_the_files_and_the_score_lines(beta) -> None:
