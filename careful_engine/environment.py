@@ -129,6 +129,7 @@ class Environment:
         self.budget = budget or (meter.budget if meter else DEFAULT_BUDGET)
         self.meter = meter  # time and memory, checked before every call (None: unchecked)
         self._tracker: TreeTracker | None = None
+        self._untracked = False  # a tree beyond the limits outside a replay: full captures
         self.long_context = long_context
         self.snapshots = snapshots
         self.instances: dict[str, Any] = {}
@@ -241,10 +242,15 @@ class Environment:
         tracked = None
         if self.snapshots and class_name == FILE_SYSTEM and call.name in FS_READS:
             tracked = _READ  # reads change nothing (tests/test_snapshot_incremental.py checks)
-        elif self.snapshots and class_name == FILE_SYSTEM:
-            tracker = self._tree_tracker()
-            paths = tracker.plan(call.name, call.args, call.kwargs)
-            tracked = tracker.before(paths) if paths is not None else None
+        elif self.snapshots and class_name == FILE_SYSTEM and not self._untracked:
+            try:
+                tracker = self._tree_tracker()
+                paths = tracker.plan(call.name, call.args, call.kwargs)
+                tracked = tracker.before(paths) if paths is not None else None
+            except BudgetExceeded:
+                if meter is not None:
+                    raise
+                self._untracked, self._tracker = True, None  # unmetered: capture in full
         before = self.state
         method = getattr(self.instances[class_name], call.name)
         raised = False
@@ -255,8 +261,18 @@ class Environment:
             raw, raised = None, True
             result = f"Error during execution: {e}"
         if self.snapshots and tracked is not _READ:
+            new = None
             if tracked is not None:
-                self.state = self.state.replace(class_name, tracker.after(tracked))
+                try:
+                    new = tracker.after(tracked)
+                except BudgetExceeded:
+                    # under a replay's meter the conversation stops; elsewhere (the effects
+                    # probes) a tree beyond the limits is captured in full, as it always was
+                    if meter is not None:
+                        raise
+                    self._untracked, self._tracker = True, None
+            if new is not None:
+                self.state = self.state.replace(class_name, new)
             else:
                 self._tracker = None
                 self.state = self.state.replace(class_name, capture(self.instances[class_name]))

@@ -232,10 +232,13 @@ class TreeVersion:
         return self.materialise() == other.materialise()
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, TreeVersion) and self.same(other)
+        """The same version of the same log (as bytes captures, equal content may differ:
+        callers digest the plain form in its insertion order; :meth:`same` compares content)."""
+        return (isinstance(other, TreeVersion) and self.log is other.log
+                and self.index == other.index and self.cwd == other.cwd)
 
     def __hash__(self) -> int:
-        return self.key
+        return hash((id(self.log), self.index, self.cwd))
 
     def changes_since(self, before: TreeVersion) -> Iterator[tuple[tuple, Any, Any]] | None:
         """(plain path, old, new) per changed entry when ``before`` is this version's
@@ -243,6 +246,8 @@ class TreeVersion:
         if before.log is not self.log or before.index > self.index or \
                 self.index - before.index > 1:
             return None
+        if self.index > before.index and len(self.log.groups[before.index]) > 1:
+            return None  # several entries (mv, cp, shared objects): the full diff's order
 
         def gen() -> Iterator[tuple[tuple, Any, Any]]:
             if self.index > before.index:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from careful_engine import bfcl
-from careful_engine.budget import BudgetExceeded
+from careful_engine.budget import BudgetExceeded, Meter
 from careful_engine.environment import Environment
 from careful_engine.fs_capture import CLASS, TreeVersion
 from careful_engine.state import State, diff, snapshot_instance
@@ -67,7 +67,7 @@ def test_random_sequences_match_a_full_capture(seed: int) -> None:
     rng = random.Random(seed)
     conv = bfcl.conversation(rng.choice(["multi_turn_base_1", "multi_turn_base_0",
                                          "multi_turn_long_context_2"]))
-    env = Environment.for_conversation(conv, "model", model_name=f"fuzz{seed}")
+    env = Environment.for_conversation(conv, "model", model_name=f"fuzz{seed}", meter=Meter())
     for _ in range(250):
         try:
             _check_call(env, _random_call(rng))
