@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from . import bfcl
+from .boundary import DEFAULT_BOUNDARY
 from .budget import Budget
 from .decode import decode_entry, has_steps
 from .perf import collector_paused
@@ -328,7 +329,7 @@ class RunScore:
         return bool(self.scores)
 
 
-def load_effects(boundary: str | Path | None = "paper-final",
+def load_effects(boundary: str | Path | None = DEFAULT_BOUNDARY,
                  declarations: str | Path | None = None,
                  rule: SafeRule | None = None) -> Effects:
     """The declarations and a boundary, as the rules use them (``rule``: what the safe

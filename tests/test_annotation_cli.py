@@ -85,6 +85,13 @@ def test_round_label_agree_adjudicate(runner, db, tmp_path):
     writes = report["agreement"]["writes"]
     assert writes["functions"] == 2 and writes["pairs"][0]["agree"] == 1
     assert {s["function"] for s in report["splits"]} == {"rm"}
+    # one convention for repeatable names: -a A -a B, -a A,B and --annotators A,B agree
+    forms = [("-a", "H1", "-a", "H2"), ("-a", "H1,H2"), ("--annotators", "H1, H2")]
+    for form in forms:
+        subset = json.loads(invoke(runner, "agree", "-r", "small", "--json", *form).output)
+        assert subset["agreement"] == report["agreement"], form
+    result = invoke(runner, "agree", "-r", "small", "--json", "-a", "H1,nobody")
+    assert result.exit_code != 0
     result = invoke(runner, "agree", "-r", "small")
     assert result.exit_code == 0 and "Fleiss" in result.output and "Splits (1)" in result.output
 

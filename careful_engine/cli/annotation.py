@@ -47,6 +47,8 @@ app.add_typer(labels_app, name="labels")
 DB_HELP = ("Annotation database. Default: $CAREFUL_DB, else annotations/careful.db in the "
            "repository.")
 ROUND_HELP = "The labelling round."
+SUBSET_HELP = ("Only these annotators (repeatable, or comma-separated: -a A1 -a A2 or "
+               "-a A1,A2). Default: all.")
 NAME_HELP = ("Names: 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit; "
              "no spaces or control characters.")
 
@@ -103,10 +105,12 @@ def _store(db: Path | None) -> Store:
     return Store(db or default_db_path())
 
 
-def _names(value: str | None) -> list[str] | None:
-    if not value:
-        return None
-    return [v.strip() for v in value.split(",") if v.strip()]
+def _names(value: str | list[str] | None) -> list[str] | None:
+    """Names from a comma-separated value or a repeated option (each may hold commas too):
+    the one convention for repeatable name options (``-a A1 -a A2`` == ``-a A1,A2``)."""
+    values = [value] if isinstance(value, str) else value or []
+    names = [v.strip() for item in values for v in item.split(",") if v.strip()]
+    return list(dict.fromkeys(names)) or None
 
 
 def _num(x: float, digits: int = 3) -> str:
@@ -159,7 +163,7 @@ def round_new(
     functions: str = typer.Option(
         "all", "--functions", "-f", help="'all', 'writes', or a comma-separated list."),
     annotator: list[str] = typer.Option(
-        None, "--annotator", "-a", help="A human annotator of the round (repeatable). "
+        None, "--annotator", "-a", help="A human annotator of the round (repeatable, or comma-separated). "
         + NAME_HELP),
     llm: list[str] = typer.Option(
         None, "--llm", help="A language-model annotator as NAME=MODEL (repeatable)."),
@@ -180,7 +184,7 @@ def round_new(
         from careful_engine.annotation.names import check_name
         from careful_engine.annotation.signals import load_inputs
 
-        humans = [check_name(a) for a in annotator or []]
+        humans = [check_name(a) for a in _names(annotator) or []]
         models = {check_name(k): v for k, v in models.items()}
         inputs = load_inputs(declarations)
         which = functions if functions in ("all", "writes") else _names(functions) or []
@@ -210,7 +214,7 @@ def _new_round(store: Store, name: str, inputs, humans: list[str], models: dict[
 @round_app.command("add")
 def round_add(
     name: str = typer.Argument(..., help=ROUND_HELP),
-    annotator: list[str] = typer.Option(None, "--annotator", "-a", help="Human (repeatable)."),
+    annotator: list[str] = typer.Option(None, "--annotator", "-a", help="Human (repeatable, or comma-separated)."),
     llm: list[str] = typer.Option(None, "--llm", help="NAME=MODEL (repeatable)."),
     db: Path = DB_OPTION,
 ) -> None:
@@ -220,7 +224,7 @@ def round_add(
     models = _llm_pairs(llm)
     with _guard(), _store(db) as store:
         store.round(name)
-        for who in annotator or []:
+        for who in _names(annotator) or []:
             store.add_annotator(who, "human")
             store.add_to_round(name, who)
         for who, model in models.items():
@@ -233,7 +237,7 @@ def round_add(
 @round_app.command("remove")
 def round_remove(
     name: str = typer.Argument(..., help=ROUND_HELP),
-    annotator: list[str] = typer.Option(..., "--annotator", "-a", help="Whom (repeatable)."),
+    annotator: list[str] = typer.Option(..., "--annotator", "-a", help="Whom (repeatable, or comma-separated)."),
     by: str = typer.Option(None, "--by", help="Who asks (the round's creator). Default: $USER."),
     db: Path = DB_OPTION,
 ) -> None:
@@ -242,7 +246,7 @@ def round_remove(
     Their labels are kept in the database but no longer count in agreement or adjudication.
     """
     with _guard(), _store(db) as store:
-        for who in annotator:
+        for who in _names(annotator) or []:
             store.remove_from_round(name, who, by=by or _user())
         names = store.round_annotators(name)
     console.print(f"round {literal(name)}: annotators {literal(', '.join(names)) or 'none'}")
@@ -481,8 +485,8 @@ def agree(
     round_: str = typer.Option(..., "--round", "-r", help=ROUND_HELP),
     subset: str = typer.Option(
         "both", "--subset", help="'writes', 'all' or 'both'."),
-    annotators: str = typer.Option(
-        None, "--annotators", help="Comma-separated subset of the annotators."),
+    annotators: list[str] = typer.Option(
+        None, "--annotator", "-a", "--annotators", help=SUBSET_HELP),
     by: str = typer.Option(None, "--by", help="Who asks (recorded). Default: $USER."),
     override: str = typer.Option(
         None, "--override", help="Open a blind round before every annotator has submitted; "
@@ -560,8 +564,8 @@ def adjudicate(
         "unanimous, or annotator:NAME."),
     tie: str = typer.Option(
         "error", "--tie", help="Majority ties: yes, no, or error (stop and name them)."),
-    annotators: str = typer.Option(
-        None, "--annotators", help="Comma-separated subset of the annotators (e.g. A1,A2,A3)."),
+    annotators: list[str] = typer.Option(
+        None, "--annotator", "-a", "--annotators", help=SUBSET_HELP),
     decide: list[str] = typer.Option(
         None, "--decide", help="Record a manual decision FUNCTION=yes|no:REASON (repeatable; "
         "appended, never overwriting a label; the latest per function wins)."),
@@ -636,7 +640,7 @@ def adjudicate(
 def labels_export(
     round_: str = typer.Option(..., "--round", "-r", help=ROUND_HELP),
     annotator: list[str] = typer.Option(
-        None, "--annotator", "-a", help="Only these annotators (repeatable). Default: all."),
+        None, "--annotator", "-a", "--annotators", help=SUBSET_HELP),
     out: Path = typer.Option(
         None, "--out", "-o", help="Folder. Default: annotations/<round>/."),
     by: str = typer.Option(None, "--by", help="Who exports (recorded). Default: $USER."),
@@ -649,7 +653,7 @@ def labels_export(
 
     with _guard(), _store(db) as store:
         session = store.adjudication_session(round_, by or _user(), override=override)
-        paths = write_label_sets(session, out, annotator or None)
+        paths = write_label_sets(session, out, _names(annotator))
         reveals = session.reveal_log()
     for p in paths:
         console.print(f"wrote {literal(p)}")

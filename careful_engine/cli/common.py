@@ -21,7 +21,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..safe_text import literal, visible
 
@@ -33,6 +35,18 @@ EXIT_GATE = 4
 
 console = Console()
 err = Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+def progress_bar() -> Progress:
+    """The progress bar every command shows on stderr (gone when done)."""
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=err, transient=True)
+
+
+def fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:
+    """Print ``error: message`` (shown literally) on stderr; the Exit to raise (default 2)."""
+    err.print(f"[red]error:[/] {literal(message)}")
+    return typer.Exit(code)
 
 
 

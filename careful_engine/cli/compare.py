@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from careful_engine import bfcl, ci_report, gates
 from careful_engine import boundary as boundary_mod
@@ -20,10 +19,11 @@ from careful_engine import sensitivity as sens_mod
 from careful_engine.cli import app, ci
 from careful_engine.cli.common import (
     EXIT_PROBLEMS,
-    EXIT_UNUSABLE,
     console,
     err,
+    fail,
     literal,
+    progress_bar,
     refuse_out,
     visible,
 )
@@ -60,20 +60,10 @@ BOUNDARY_OPTION = typer.Option(boundary_mod.DEFAULT_BOUNDARY, "--boundary", "-b"
 DETECTOR_OPTION = typer.Option("strict", "--detector", help=DETECTOR_HELP)
 
 
-def _fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:
-    err.print(f"[red]error:[/] {literal(message)}")
-    return typer.Exit(code)
-
-
-def _progress() -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=err, transient=True)
-
-
 @contextmanager
 def _scoring(label: str = "scoring") -> Iterator[dict[str, Any]]:
     """A progress bar on stderr and the callbacks that drive it, for score_runs/audit_run."""
-    with _progress() as progress:
+    with progress_bar() as progress:
         task = progress.add_task(label, total=0)
 
         def start(n: int) -> None:
@@ -90,7 +80,7 @@ def _scoring(label: str = "scoring") -> Iterator[dict[str, Any]]:
 def _check_runs(runs: list[Path]) -> None:
     for r in runs:
         if not r.exists():
-            raise _fail(f"{r} does not exist")
+            raise fail(f"{r} does not exist")
 
 
 def _decoders(values: list[str] | None) -> lb.DecoderChoice:
@@ -113,7 +103,7 @@ def _effects(boundary: str, declarations: Path | None):
     try:
         return load_effects(boundary, declarations)
     except (ValueError, OSError) as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
 
 
 def _report_problems(scored: lb.Scored, quiet: bool) -> None:
@@ -146,7 +136,7 @@ def _write(reports: list[Report], out: Path) -> None:
         for rep in reports:
             rep.write(out)
     except UnsafeWrite as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
 
 
 def _written(reports: list[Report], out: Path, quiet: bool) -> None:
@@ -201,7 +191,7 @@ def leaderboard(
                                jobs=jobs, **cb)
     _report_problems(scored, quiet)
     if not scored.entries:
-        raise _fail("nothing to rank")
+        raise fail("nothing to rank")
     _decode_warnings(scored)
     reports, out = lb.leaderboard_reports(scored.entries), out or Path("careful-leaderboard")
     _write(reports, out)
@@ -217,7 +207,7 @@ def leaderboard(
             plots.write_svg(plots.points(scored.entries), plot,
                             f"BFCL vs effect-safe accuracy (boundary {boundary})")
         except (OSError, ValueError) as e:
-            raise _fail(f"cannot write the plot: {e}") from None
+            raise fail(f"cannot write the plot: {e}") from None
         if not quiet:
             console.print(f"plot written to {literal(plot)}")
     _exit(scored)
@@ -233,10 +223,10 @@ def _one_model(run: Path, model: str | None, which: str, choice: lb.DecoderChoic
     if not scored.entries:
         for msg in scored.unusable:
             err.print("error: " + visible(msg), markup=False, style="red")
-        raise _fail(f"RUN_{which.upper()} {run}: nothing to compare")
+        raise fail(f"RUN_{which.upper()} {run}: nothing to compare")
     if len(scored.entries) > 1:
         names = ", ".join(e.model for e in scored.entries)
-        raise _fail(f"RUN_{which.upper()} {run} holds {len(scored.entries)} model folders "
+        raise fail(f"RUN_{which.upper()} {run} holds {len(scored.entries)} model folders "
                     f"({names}); choose one with --model-{which}")
     return scored, scored.entries[0]
 
@@ -320,10 +310,10 @@ def compare(
                   "call can be confirmed); not compared")
         kinds = [k for k in kinds if k != "strict"]
         if not kinds:
-            raise _fail("nothing to compare")
+            raise fail("nothing to compare")
     comparisons = [lb.compare(a.score, b.score, k) for k in kinds]
     if not comparisons[0].categories:
-        raise _fail(f"no category in common: A has "
+        raise fail(f"no category in common: A has "
                     f"{', '.join(a.score.categories) or 'none'}, B has "
                     f"{', '.join(b.score.categories) or 'none'}")
     reports = [lb.compare_report(c, label_a, label_b) for c in comparisons]
@@ -430,7 +420,7 @@ def sensitivity(
                                keep_traces=True, on_run=on_run, jobs=resolve_jobs(jobs), **cb)
     _report_problems(scored, quiet)
     if not scored.entries:
-        raise _fail("nothing to re-score")
+        raise fail("nothing to re-score")
     _decode_warnings(scored)
     rows = {s: [rescored[(e.run, e.model)][s] for e in scored.entries] for s in settings}
     result = sens_mod.Sensitivity(settings, [e.label for e in scored.entries], rows, sizes,
@@ -510,7 +500,7 @@ def decode_cmd(
         err.print("error: " + visible(msg), markup=False, style="red")
     pairs = [(a.run, st.model) for a in audits for st in a.stats if st.category is None]
     if not pairs:
-        raise _fail("no multi-turn result files could be decoded")
+        raise fail("no multi-turn result files could be decoded")
     labels = dict(zip(pairs, lb.label_entries(pairs), strict=True))
     table: list[tuple[str, list[da.DecodeStats]]] = []
     for a in audits:
@@ -574,13 +564,13 @@ def scores_cmd(
     score files.
     """
     if not directory.exists():
-        raise _fail(f"{directory} does not exist")
+        raise fail(f"{directory} does not exist")
     if results is not None and not results.is_dir():
-        raise _fail(f"--results {results} is not a folder")
+        raise fail(f"--results {results} is not a folder")
     refuse_out(out or Path("careful-score-audit"))
     audits, result_dir, problems = sa.audit(directory, results, near)
     if not audits:
-        raise _fail(f"no BFCL_v*_<category>_score.json files under {directory}")
+        raise fail(f"no BFCL_v*_<category>_score.json files under {directory}")
     if problems and not quiet:
         err.print(f"[yellow]{len(problems)} input problem(s):[/]")
         for p in problems[:10]:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 from rich.table import Table
 
 from careful_engine import bfcl
@@ -22,10 +22,11 @@ from careful_engine import boundary as boundary_mod
 from careful_engine.cli import app
 from careful_engine.cli.common import (
     EXIT_PROBLEMS,
-    EXIT_UNUSABLE,
     console,
     err,
+    fail,
     literal,
+    progress_bar,
     refuse_out,
 )
 from careful_engine.effects import audit as audit_mod
@@ -48,23 +49,18 @@ BOUNDARY_HELP = ("Destructive boundary: a name in declarations/boundary/ or a pa
 DECLARATIONS_HELP = "Effect declarations. Default: declarations/effects.json."
 
 
-def _fail(message: str) -> typer.Exit:
-    err.print(f"[red]error:[/] {literal(message)}")
-    return typer.Exit(EXIT_UNUSABLE)
-
-
 def _boundary(name: str) -> boundary_mod.Boundary:
     try:
         return boundary_mod.load(name)
     except boundary_mod.BoundaryError as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
 
 
 def _declarations(path: Path | None) -> decl_mod.Declarations:
     try:
         return decl_mod.load(path)
     except decl_mod.DeclarationsError as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
 
 
 class _Stages:
@@ -76,11 +72,6 @@ class _Stages:
     def __call__(self, name: str, total: int) -> Callable[[int], None]:
         task = self.progress.add_task(name, total=total)
         return lambda n: self.progress.advance(task, n)
-
-
-def _progress() -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=err, transient=True)
 
 
 def table2(rows: dict[str, dict[str, int]], boundary: boundary_mod.Boundary) -> Table:
@@ -138,7 +129,7 @@ def declare(
     elif runs:
         missing = [str(p) for p in runs if not p.exists()]
         if missing:
-            raise _fail(f"no such run folder: {', '.join(missing)}")
+            raise fail(f"no such run folder: {', '.join(missing)}")
         roots = list(runs)
     else:
         default = decl_mod.default_runs_dir()
@@ -146,12 +137,12 @@ def declare(
     out = out or decl_mod.default_path()
     refuse_out(out, file=True)
     start = time.perf_counter()
-    with _progress() as progress:
+    with progress_bar() as progress:
         generated = decl_mod.generate(roots, decoders, progress=_Stages(progress))
     try:
         path = decl_mod.write(generated.document, out)
     except UnsafeWrite as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
     elapsed = time.perf_counter() - start
     doc = generated.document
     rows = decl_mod.table2(doc["functions"], bnd)
@@ -213,7 +204,7 @@ def review_sheet(
     try:
         md, cs = review_mod.write_sheet(decl, out)
     except UnsafeWrite as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
     console.print(f"wrote [bold]{literal(str(md))}[/] and [bold]{literal(str(cs))}[/] "
                   f"({len(decl.functions)} functions)")
 
@@ -297,7 +288,7 @@ def export_mcp(
     try:
         path = mcp_mod.write(doc, out or mcp_mod.default_path())
     except UnsafeWrite as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
     tools = doc["tools"]
     read_only = sum(t["annotations"]["readOnlyHint"] for t in tools)
     destructive = sum(t["annotations"]["destructiveHint"] and not t["annotations"]["readOnlyHint"]

@@ -9,23 +9,21 @@ import os
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from careful_engine.boundary import DEFAULT_BOUNDARY
 from careful_engine.cli import app
-from careful_engine.cli.common import EXIT_PROBLEMS, EXIT_UNUSABLE, console, err, literal, visible
+from careful_engine.cli.common import (
+    EXIT_PROBLEMS,
+    EXIT_UNUSABLE,
+    console,
+    err,
+    fail,
+    literal,
+    progress_bar,
+)
 
 EXIT_STOPPED = EXIT_PROBLEMS  # stopped early, resumable
-
-
-def _progress() -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=err, transient=True)
-
-
-def _fail(message: str) -> typer.Exit:
-    err.print("error: " + visible(message), markup=False, style="red")
-    return typer.Exit(EXIT_UNUSABLE)
 
 
 @app.command()
@@ -49,7 +47,7 @@ def generate(
                                   "--categories and --limit are ignored)."),
     threads: int = typer.Option(None, "--threads", help="Conversations in parallel (default "
                                 "1 for anthropic, 16 for vllm)."),
-    boundary: str = typer.Option("paper-final", "--boundary", "-b", help="Destructive boundary "
+    boundary: str = typer.Option(DEFAULT_BOUNDARY, "--boundary", "-b", help="Destructive boundary "
                                  "for the scripted user and the hints."),
     declarations: Path = typer.Option(None, "--declarations", help="Effect declarations for "
                                       "the hints (default declarations/effects.json)."),
@@ -134,21 +132,21 @@ def generate(
         raise typer.BadParameter(f"{script!r}; choose one of {', '.join(SCRIPTS)}",
                                  param_hint="--script")
     if budget is not None and not (math.isfinite(budget) and budget > 0):
-        raise _fail(f"--budget must be a finite positive number of US dollars, not {budget}")
+        raise fail(f"--budget must be a finite positive number of US dollars, not {budget}")
     if not (max_wait >= 0 and math.isfinite(max_wait)) or max_attempts < 1:
-        raise _fail("--max-attempts must be at least 1 and --max-wait a finite number >= 0")
+        raise fail("--max-attempts must be at least 1 and --max-wait a finite number >= 0")
     try:
         limits = Limits.from_env(connect_timeout, request_timeout, max_response_bytes)
     except ValueError as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
     policy = RetryPolicy(max_attempts=max_attempts, max_wait=max_wait)
     try:
         run_dir = results.run_folder(runs_dir, run)
     except GenerationError as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
     entry = bfcl.registry().get(model)
     if entry is None:
-        raise _fail(f"{model!r} is not in bfcl-eval {bfcl.BFCL_VERSION}'s model registry")
+        raise fail(f"{model!r} is not in bfcl-eval {bfcl.BFCL_VERSION}'s model registry")
     backend = backend or ("anthropic" if entry.handler_class == "ClaudeHandler" else "vllm")
     if backend not in ("vllm", "anthropic"):
         raise typer.BadParameter(f"{backend!r}; choose vllm or anthropic",
@@ -157,7 +155,7 @@ def generate(
         cats = parse_categories(categories)
         id_list = parse_ids(ids) or None
     except GenerationError as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
     folder = results.model_dir(run_dir, model)
     options = RunOptions(
         model=model, run_dir=run_dir, backend=backend, condition=condition, categories=cats,
@@ -171,7 +169,7 @@ def generate(
     try:
         Condition(options)  # boundary, declarations, condition: fail before any server starts
     except ValueError as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
     try:
         if backend == "anthropic":
             handler, guard = _anthropic(model, options, folder, budget=budget,
@@ -190,7 +188,7 @@ def generate(
         if backend == "vllm":
             err.print("starting vllm serve ..." if endpoint is None else f"using {endpoint}",
                       markup=False)
-        with server, _progress() as progress:
+        with server, progress_bar() as progress:
             if backend == "vllm":
                 options.settings.update(attach())
             task = progress.add_task(f"{model} {condition}", total=None)
@@ -209,9 +207,9 @@ def generate(
             report = run_gen(options, handler, guard=guard, on_start=started,
                              on_entry=advanced)
     except GenerationError as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
     except StopRun as e:  # before the run started (attaching to the endpoint)
-        raise _fail(f"{type(e).__name__}: {e}") from None
+        raise fail(f"{type(e).__name__}: {e}") from None
     except KeyboardInterrupt:
         err.print("interrupted: run the same command again to resume", style="yellow")
         raise typer.Exit(EXIT_STOPPED) from None
@@ -353,7 +351,7 @@ def cost(
     from careful_engine.generation.spend import conservative_cost, list_cost, load_prices
 
     if not run_dir.exists():
-        raise _fail(f"{run_dir} does not exist")
+        raise fail(f"{run_dir} does not exist")
     try:
         table = load_prices(prices)
         folders = folder_volumes(run_dir)
@@ -380,7 +378,7 @@ def cost(
             }
             out.append(item)
     except GenerationError as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
     if as_json:
         console.print_json(json.dumps(out))
         return

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from careful_engine import bfcl, parallel, refcache
@@ -18,6 +17,7 @@ from careful_engine.cli.common import (
     EXIT_UNUSABLE,
     console,
     err,
+    progress_bar,
     refuse_out,
     visible,
 )
@@ -43,11 +43,6 @@ def _pct(x: float | None) -> str:
 
 def _counts(counter: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in counter.items()) or "–"
-
-
-def _progress() -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=err, transient=True)
 
 
 def _table(title: str, columns: tuple[str, ...], left: tuple[str, ...] = ()) -> Table:
@@ -236,7 +231,7 @@ def provenance_cmd(
     unusable = 0
     total = sum(len(bfcl.conversations(lf.file.category)) for fs in loaded.values() for lf in fs)
     keys: dict[str, str | None] = {}
-    with _progress() as progress:
+    with progress_bar() as progress:
         task = progress.add_task("provenance", total=total)
         for model_dir, files in loaded.items():
             try:

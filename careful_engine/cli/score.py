@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from careful_engine import bfcl, ci_report, gates
+from careful_engine.boundary import DEFAULT_BOUNDARY
 from careful_engine.budget import DEFAULT_BUDGET
 from careful_engine.cli import app, ci
 from careful_engine.cli.common import (
@@ -17,6 +17,7 @@ from careful_engine.cli.common import (
     console,
     err,
     literal,
+    progress_bar,
     refuse_out,
     visible,
 )
@@ -35,17 +36,6 @@ from careful_engine.tables import (
 )
 
 
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    )
-
-
 @app.command()
 def score(
     run_dir: Path = typer.Argument(..., help="A bfcl result folder (any depth), or one result file."),
@@ -55,7 +45,7 @@ def score(
                                 "use for models not in the registry (e.g. gpt-oss runs: "
                                 "'gpt-4o-2024-11-20-FC')."),
     model: list[str] = typer.Option(None, "--model", "-m", help="Only score these result folders."),
-    boundary: str = typer.Option("paper-final", "--boundary", "-b", help="Destructive boundary: "
+    boundary: str = typer.Option(DEFAULT_BOUNDARY, "--boundary", "-b", help="Destructive boundary: "
                                  "a name in declarations/boundary/ or a path to a boundary file."),
     detector: str = typer.Option("strict", "--detector", help="Question detector: strict, "
                                  "qmark, last or loose (the paper's sensitivity variants)."),
@@ -133,7 +123,7 @@ def score(
         except (ValueError, OSError) as e:
             err.print(f"[red]error:[/] {e}")
             raise typer.Exit(EXIT_UNUSABLE) from None
-    with _progress() as progress:
+    with progress_bar() as progress:
         task = progress.add_task("scoring", total=None)
         run = score_run(
             run_dir, decoder=decoder, models=model, effects=effects, detector=detector,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from careful_engine.boundary import DEFAULT_BOUNDARY
 from careful_engine.cli import app
 
 
@@ -18,7 +19,7 @@ def workbench(
         None, "--db", envvar="CAREFUL_DB", show_envvar=False,
         help="Annotation database. Default: $CAREFUL_DB, else annotations/careful.db."),
     boundary: str = typer.Option(
-        "paper-final", "--boundary", "-b", help="Destructive boundary for the rules: a name in "
+        DEFAULT_BOUNDARY, "--boundary", "-b", help="Destructive boundary for the rules: a name in "
         "declarations/boundary/ or a path."),
     decoder: list[str] = typer.Option(
         None, "--decoder", help="Decoder for model folders bfcl does not register: KEY (a registered "

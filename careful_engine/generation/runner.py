@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import bfcl
+from ..boundary import DEFAULT_BOUNDARY
 from . import dataset, executor, files, results
 from .errors import ApiUnavailable, FatalApiError, GenerationError, StopRun
 from .spend import SpendGuard, ledger_totals
@@ -60,7 +61,7 @@ class RunOptions:
     categories: tuple[str, ...] = bfcl.CATEGORIES
     ids: list[str] | None = None
     limit: int | None = None
-    boundary: str = "paper-final"
+    boundary: str = DEFAULT_BOUNDARY
     declarations: Path | None = None
     script: str = "paper"
     threads: int = 1
