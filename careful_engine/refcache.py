@@ -17,6 +17,8 @@ When a reference is NOT taken from the cache (replayed live instead, as before):
   name followed by ``(`` inside a string literal): an entry in which the recording model's
   instance names show anywhere is marked not cacheable (any other model would see its own
   name there); the cache is used only for model names that give plain identifiers;
+* the conversation is not the installed dataset's own object (a variant built by a probe or a
+  test under a dataset id is replayed live and never recorded);
 * the replay is not the default one (no snapshots, tree or argument limits other than the
   default budget's), or building it exceeded the budget or met something the format cannot
   hold.
@@ -145,6 +147,8 @@ def usable_for(conv: bfcl.Conversation, model_name: str, snapshots: bool,
                budget: Budget | None) -> bool:
     if not snapshots or depends_on_process(conv):
         return False
+    if bfcl.conversation_index().get(conv.id) is not conv:
+        return False  # not the dataset's own conversation (a probe, a test's variant): live
     if not _IDENTIFIER.fullmatch(bfcl.instance_name(f"{model_name}_ground_truth_eval", conv.id,
                                                     conv.involved_classes[0] if
                                                     conv.involved_classes else "X")):
