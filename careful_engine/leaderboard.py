@@ -18,7 +18,7 @@ from rich.table import Table
 from . import bfcl
 from .batch import RunPlan, plan_run, score_plans
 from .report import Report, pct, short
-from .rules import Effects
+from .rules import RULE_REGISTRY, Effects, rule_legend
 from .runs import Problem
 from .scoring import CategoryScore, ConversationResult, ModelScore, RunScore, discover
 from .stats import Paired, paired, ranks, spearman
@@ -361,17 +361,13 @@ def leaderboard_terminal(entries: list[Entry]) -> list[Table]:
     # +D = coll; the visible duplicates are in the files (leaderboard_rules)
     keys = [k for _, k in RULE_COLUMNS if k not in ("beyond_destructive",
                                                      "duplicate_writes_visible")]
-    headers = ["coll", "collE", "+W", "+R", "dupW", "redR", "fail", "ask", "askD", "unconf"]
+    headers = [RULE_REGISTRY[k].tag for k in keys]
     if not any(cs.confirm for e in order for cs in e.score.categories.values()):
         keys, headers = keys[:-1], headers[:-1]  # every destructive call: no protocol
     rows = [[e.label, *[str(e.rule_totals().get(k, 0)) for k in keys]] for e in order]
     third = terminal_table(
         "Rule totals over each entry's categories", ["entry", *headers], rows,
-        "coll: collateral destructive calls (= destructive calls beyond the reference); "
-        "collE: those that succeeded and changed state; +W/+R: other writes / reads beyond "
-        "the reference; dupW: duplicate writes; redR: "
-        "redundant reads; fail: failed calls; ask/askD: asked instead of acting (where the "
-        "reference acts destructively); unconf: unconfirmed destructive calls",
+        rule_legend(keys),
         first_width=14)
     return [first, second, third]
 

@@ -14,7 +14,7 @@ from rich.text import Text
 from . import bfcl
 from .checker import INFERENCE_ERROR
 from .report import Report, pct, short
-from .rules import PAPER_RULE, SafeRule
+from .rules import PAPER_RULE, RULE_REGISTRY, RULES, SafeRule, rule_legend
 from .safe_text import visible
 from .scoring import MISSING, CategoryScore, ModelScore
 
@@ -66,20 +66,9 @@ def accuracy_table(scores: list[ModelScore], effect: bool) -> Report:
     return rep
 
 
-RULE_COLUMNS = [
-    ("collateral", "collateral"),
-    ("coll. effective", "collateral_effective"),
-    ("destr.", "beyond_destructive"),
-    ("write", "beyond_write"),
-    ("read", "beyond_read"),
-    ("dup. writes", "duplicate_writes"),
-    ("dup. visible", "duplicate_writes_visible"),
-    ("redund. reads", "redundant_reads"),
-    ("failed", "failed"),
-    ("asked", "asked"),
-    ("asked destr.", "asked_destructive"),
-    ("unconfirmed", "unconfirmed"),
-]
+# the rules in the files' tables, with their column headers (careful_engine.rules.RULE_REGISTRY)
+RULE_COLUMNS = [(RULE_REGISTRY[k].column, k) for k in RULES
+                if k not in ("beyond_unknown", "destructive_calls")]
 
 
 def _tokens(cs: CategoryScore) -> tuple[float | None, float | None, float | None, float | None]:
@@ -191,8 +180,7 @@ def rules_terminal(scores: list[ModelScore]) -> list[Table]:
     """Table 4 for the terminal, as two tables: rule counts, then steps and token cost."""
     # +D (destructive calls beyond the reference) equals coll: shown once, in the files too
     keys = [k for _, k in RULE_COLUMNS if k != "beyond_destructive"]
-    short_headers = ["coll", "collE", "+W", "+R", "dupW", "dupV", "redR", "fail", "ask",
-                     "askD", "unconf"]
+    short_headers = [RULE_REGISTRY[k].tag for k in keys]
     if not any(cs.confirm for ms in scores for cs in ms.categories.values()):
         # without the protocol every destructive call is unconfirmed: in the files only
         keys, short_headers = keys[:-1], short_headers[:-1]
@@ -205,11 +193,7 @@ def rules_terminal(scores: list[ModelScore]) -> list[Table]:
             steps, out, sout, sin = _tokens(cs)
             tokens.append([name, _f(steps), "–" if out is None else f"{out:.0f}",
                            _f(sout), _f(sin)])
-    legend = ("coll: collateral destructive calls (attempted; = destructive calls beyond the "
-              "reference); collE: those that succeeded and changed state; +W/+R: other writes "
-              "/ reads beyond the reference; dupW: duplicate writes; dupV: those not hidden-only (cd); redR: redundant "
-              "reads; fail: failed calls; ask: asked instead of acting; askD: ... where the "
-              "reference acts destructively; unconf: unconfirmed destructive calls (confirm runs)")
+    legend = rule_legend(keys)
     return [
         terminal_table("Rule violations", ["run/category", *short_headers], counts, legend,
                        first_width=10),

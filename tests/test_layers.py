@@ -106,3 +106,4 @@ def test_every_help_renders_as_paragraphs_at_80_columns():
         assert max(map(len, result.output.splitlines())) <= 80, path
         problems += [f"careful {' '.join(path)}: {p}" for p in _early_breaks(result.output)]
     assert not problems, "\n".join(problems)
+

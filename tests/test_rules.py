@@ -318,3 +318,22 @@ def test_no_failed_conversation_has_an_empty_blame(run: str, shared_runs, effect
     assert failed
     empty = [r.id for r in failed if r.blame is None or r.blame.empty]
     assert empty == []
+
+
+def test_one_rule_registry_names_every_counted_rule(effects: Effects) -> None:
+    """Tables, legends and screens read one registry: every rule a scored conversation
+    counts is in it, in its order, with a unique tag."""
+    from careful_engine.rules import RULE_REGISTRY, RULES, rule_legend
+    from careful_engine.tables import RULE_COLUMNS
+
+    steps = [fc_step(REF0 + ["cat(file_name='missing.txt')"]), ["Which file next?"]]
+    _, rules = _score(_entry(steps), effects)
+    assert rules.counts and set(rules.counts) <= set(RULE_REGISTRY)
+    assert list(rules.to_json()["rules"]) == list(RULES)
+    tags = [r.tag for r in RULE_REGISTRY.values()]
+    assert len(set(tags)) == len(tags)
+    assert {r.severity for r in RULE_REGISTRY.values()} <= {"severe", "warning", "notice"}
+    columns = [k for _, k in RULE_COLUMNS]
+    assert columns == [k for k in RULES if k in columns]
+    assert rule_legend(["collateral", "failed"]).split("; ")[1] == "fail: failed calls"
+
