@@ -109,8 +109,13 @@ def _names(value: str | list[str] | None) -> list[str] | None:
     """Names from a comma-separated value or a repeated option (each may hold commas too):
     the one convention for repeatable name options (``-a A1 -a A2`` == ``-a A1,A2``)."""
     values = [value] if isinstance(value, str) else value or []
-    names = [v.strip() for item in values for v in item.split(",") if v.strip()]
-    return list(dict.fromkeys(names)) or None
+    names = []
+    for item in values:
+        parts = item.split(",")
+        # only the spaces after a list's commas go: a single name reaches the name check as
+        # given, so "alice\n" is refused, not silently corrected
+        names += [p.strip(" ") for p in parts if p.strip(" ")] if len(parts) > 1 else [item]
+    return list(dict.fromkeys(n for n in names if n)) or None
 
 
 def _num(x: float, digits: int = 3) -> str:
@@ -187,7 +192,8 @@ def round_new(
         humans = [check_name(a) for a in _names(annotator) or []]
         models = {check_name(k): v for k, v in models.items()}
         inputs = load_inputs(declarations)
-        which = functions if functions in ("all", "writes") else _names(functions) or []
+        which = (functions if functions in ("all", "writes")
+                 else [f.strip() for f in functions.split(",") if f.strip()])
         inputs = inputs.select(which)
         with _store(db) as store:
             rnd = _new_round(store, name, inputs, humans, models, blind, by or _user(), note)
