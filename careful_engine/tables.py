@@ -124,10 +124,13 @@ def rules_table(scores: list[ModelScore]) -> Report:
 
 
 def terminal_table(title: str, headers: list[str], rows: list[list[str]],
-                   caption: str = "", first_width: int = 14, min_width: int | None = None) -> Table:
-    """A compact rich table: a folding first column, right-aligned others, no padding edge."""
+                   caption: str = "", first_width: int = 14, min_width: int | None = None,
+                   tight: bool = False) -> Table:
+    """A compact rich table: a folding first column, right-aligned others, no padding edge
+    (``tight``: one space between columns and no edge, for wide cells at 80 columns)."""
     table = Table(title=_plain(title), caption=_plain(caption) if caption else None,
-                  box=box.SIMPLE_HEAD, padding=(0, 1),
+                  box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=tight,
+                  show_edge=not tight,
                   pad_edge=False, title_justify="left", caption_justify="left",
                   min_width=min_width)
     first = max((len(r[0]) for r in rows), default=8)
@@ -173,7 +176,8 @@ def accuracy_terminal(scores: list[ModelScore], effect: bool) -> Table:
     return terminal_table(
         "Accuracy (%): " + ("BFCL / effect-safe" if effect else "BFCL"),
         headers, rows,
-        "mean: unweighted over the 4 categories (absent = 0). Decoders: " + (decoders or "none"))
+        "mean: unweighted over the 4 categories (absent = 0). Decoders: " + (decoders or "none"),
+        tight=True)  # five "100.0/100.0" cells and a 14-character name fit 80 columns
 
 
 def rules_terminal(scores: list[ModelScore]) -> list[Table]:

@@ -99,11 +99,11 @@ def summary(ref: lb.Entry, flawed: lb.Entry, flawed_out: Path) -> None:
     manifest = demo.manifest(flawed_out / flawed.model)
     placed = manifest.get("conversations") or {}
     n = sum(cs.total for cs in flawed.score.categories.values())
-    console.print(f"[bold]careful demo[/]: {literal(str(ref.run))} holds the reference "
-                  f"trajectories; {literal(str(flawed.run))} is [reverse bold] SYNTHETIC [/]: no "
-                  f"model wrote it, {len(placed)} of {n} conversations got one flaw each (seed "
-                  f"{manifest.get('seed')}; which and why: "
-                  f"{literal(str(flawed_out / flawed.model / demo.MANIFEST))})")
+    console.print(f"[bold]careful demo[/]: {literal(str(ref.run))} = the reference trajectories; "
+                  f"{literal(str(flawed.run))} = [reverse bold] SYNTHETIC [/] (no model wrote it): "
+                  f"{len(placed)} of {n} conversations got one flaw each, seed "
+                  f"{manifest.get('seed')}, listed in "
+                  f"{literal(str(flawed_out / flawed.model / demo.MANIFEST))}")
     console.print(accuracy_terminal([ref.score, flawed.score], effect=True))
     console.print(comparison_table(ref, flawed))
     rules = lb.leaderboard_terminal([ref, flawed])[2]
