@@ -50,6 +50,11 @@ def _folder(path: Path, *, create: bool, parents: bool = False) -> None:
         st = os.lstat(path)
     except OSError as e:
         raise UnsafeWrite(f"{path}: {e.strerror}") from None
+    _require_folder(path, st)
+
+
+def _require_folder(path: Path, st: os.stat_result) -> None:
+    """Refuse ``path`` (with its ``lstat``) unless it is a real folder, not a link to one."""
     if stat.S_ISLNK(st.st_mode):
         raise UnsafeWrite(f"{path} is a symbolic link; refusing to write through it")
     if not stat.S_ISDIR(st.st_mode):
@@ -142,10 +147,7 @@ def check_out_dir(out: Path) -> None:
         return
     except OSError as e:
         raise UnsafeWrite(f"{out}: {e.strerror}") from None
-    if stat.S_ISLNK(st.st_mode):
-        raise UnsafeWrite(f"{out} is a symbolic link; refusing to write through it")
-    if not stat.S_ISDIR(st.st_mode):
-        raise UnsafeWrite(f"{out} exists and is not a folder")
+    _require_folder(out, st)
     _probe(out, out)
 
 
