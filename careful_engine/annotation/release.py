@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import bfcl
+from ..safe_write import write_text
 from .database import now
 from .errors import AnnotationError
 from .names import REASON_MAX, check_model, check_name, check_reason
@@ -164,19 +165,10 @@ def write_label_sets(
     names = [check_name(a) for a in annotators] if annotators else [
         a.name for a in session.annotators()]
     docs = [session.export_label_set(name) for name in names]
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, doc in zip(names, docs, strict=True):
-        path = out / f"{name}.json"
-        if path.is_symlink():
-            raise AnnotationError(f"{path} is a symbolic link; refusing to write through it")
-        text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
-                     0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        paths.append(path)
-    return paths
+    # safe_write: a link (at the folder or a file) is refused, a file is replaced whole
+    return [write_text(out / f"{name}.json",
+                       json.dumps(doc, indent=2, ensure_ascii=False) + "\n", root=out)
+            for name, doc in zip(names, docs, strict=True)]
 
 
 # ---------------------------------------------------------------------- reading
