@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from textual.widgets import DataTable, Input
-from textual.worker import WorkerCancelled
 
 from careful_engine.annotation.store import Store
 from tests import test_workbench_data as data
+from tests.workbench_support import settle
 from workbench.app import WorkbenchApp
 from workbench.screens import (
     AgreementScreen,
@@ -39,16 +39,6 @@ def run(coro):
     return asyncio.run(coro)
 
 
-async def settle(pilot, *keys: str) -> None:
-    """Press keys, then wait for every worker and message (a superseded worker is fine)."""
-    if keys:
-        await pilot.press(*keys)
-    for _ in range(2):
-        try:
-            await pilot.app.workers.wait_for_complete()
-        except WorkerCancelled:
-            pass
-        await pilot.pause()
 
 
 def app_for(root: Path, **kw) -> WorkbenchApp:

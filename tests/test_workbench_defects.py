@@ -16,6 +16,7 @@ from textual.widgets import Input, Select
 from careful_engine import browse
 from careful_engine.score_settings import KEY
 from tests import test_workbench_data as data
+from tests.workbench_support import settle
 from workbench.app import WorkbenchApp
 from workbench.screens import (
     ReplayScreen,
@@ -31,17 +32,6 @@ def _no_blink(monkeypatch):
     monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
 
 
-async def settle(pilot, *keys: str) -> None:
-    from textual.worker import WorkerCancelled
-
-    if keys:
-        await pilot.press(*keys)
-    for _ in range(2):
-        try:
-            await pilot.app.workers.wait_for_complete()
-        except WorkerCancelled:
-            pass
-        await pilot.pause()
 
 
 def keys_of(binding: Binding) -> list[str]:

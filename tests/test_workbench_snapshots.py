@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 from textual.widgets import Input
-from textual.worker import WorkerCancelled
 
 from tests import test_workbench_data as data
+from tests.workbench_support import settle
 from workbench.app import WorkbenchApp
 
 runs_template, workdir = data.runs_template, data.workdir  # the fixtures
@@ -24,14 +24,7 @@ def steps(*keys: str):
 
     async def run_before(pilot) -> None:
         for group in (*keys, ""):
-            if group:
-                await pilot.press(*group.split(" "))
-            for _ in range(2):
-                try:
-                    await pilot.app.workers.wait_for_complete()
-                except WorkerCancelled:
-                    pass
-                await pilot.pause()
+            await settle(pilot, *(group.split(" ") if group else ()))
         pilot.app.clear_notifications()
         await pilot.pause()
 
