@@ -48,7 +48,7 @@ RESULT = re.compile(r"BFCL_v[34]_(multi_turn_[a-z_]+?)_result\.json$")
 
 def _careful() -> list[str]:
     exe = Path(sys.executable).with_name("careful")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "careful_engine.cli"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "careful_cli"]
 
 
 def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, float, int]:
@@ -126,7 +126,7 @@ def bfcl_layout(run: Path, dest: Path) -> tuple[str, list[str]]:
 
 
 def registry_name(model_dir: str) -> str:
-    from careful_engine import bfcl
+    from careful_engine.core import bfcl
 
     key = bfcl.registry_key_for_dir(model_dir)
     if key not in bfcl.registry():

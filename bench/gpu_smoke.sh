@@ -31,7 +31,7 @@ fi
   exit 2
 }
 
-careful() { "$PYTHON" -c 'from careful_engine.cli import main; main()' "$@"; }
+careful() { "$PYTHON" -c 'from careful_cli import main; main()' "$@"; }
 
 start=$(date +%s.%N)
 gen_rc=0

@@ -20,13 +20,13 @@ import statistics
 import time
 from pathlib import Path
 
-from careful_engine import bfcl, calls, environment
-from careful_engine.decode import decode_entry, reference_trajectory
-from careful_engine.perf import collector_paused
-from careful_engine.process import BfclProcess
-from careful_engine.replay import replay
-from careful_engine.runs import load_result_file
-from careful_engine.scoring import discover
+from careful_engine.core import bfcl, calls, environment
+from careful_engine.core.decode import decode_entry, reference_trajectory
+from careful_engine.core.perf import collector_paused
+from careful_engine.core.process import BfclProcess
+from careful_engine.core.replay import replay
+from careful_engine.core.runs import load_result_file
+from careful_engine.scoring.score import discover
 
 DECODERS = {"openai_gpt-oss-120b": "gpt-4o-2024-11-20-FC", "glyphh-ada-1.1": "gpt-4o-2024-11-20-FC",
             "deepseek-ai_DeepSeek-R1-0528": "deepseek-ai/DeepSeek-R1"}
@@ -72,7 +72,7 @@ _PASS = [0]
 def run_bfcl(items) -> None:
     from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
 
-    from careful_engine.checker import force_terminated, inference_error  # noqa: F401
+    from careful_engine.core.checker import force_terminated, inference_error  # noqa: F401
 
     bfcl.reset_bfcl_process_state()
     _PASS[0] += 1

@@ -8,7 +8,7 @@ conversations. bfcl's side is only ``multi_turn_checker`` on trajectories decode
 either side, as ``careful score`` pauses it. Caches are cleared before every engine pass. Passes
 alternate; the fastest of each is compared (median shown too).
 
-The reference cache (careful_engine.refcache) is measured four ways, each pass alike:
+The reference cache (careful_engine.core.refcache) is measured four ways, each pass alike:
 ``off`` (every reference replayed live), ``cold`` (an empty cache folder: references are
 replayed live, recorded and written during the pass), ``disk`` (warm on disk, loaded and decoded
 during the pass, as a new ``careful score`` process does) and ``warm`` (held in this process, as
@@ -28,14 +28,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from careful_engine import bfcl, calls, environment, refcache
-from careful_engine.decode import decode_entry
-from careful_engine.perf import collector_paused
-from careful_engine.process import BfclProcess
-from careful_engine.replay import replay
-from careful_engine.rules import blame, evaluate
-from careful_engine.runs import load_result_file
-from careful_engine.scoring import discover, load_effects
+from careful_engine.core import bfcl, calls, environment, refcache
+from careful_engine.core.decode import decode_entry
+from careful_engine.core.perf import collector_paused
+from careful_engine.core.process import BfclProcess
+from careful_engine.core.replay import replay
+from careful_engine.core.runs import load_result_file
+from careful_engine.scoring.rules import blame, evaluate
+from careful_engine.scoring.score import discover, load_effects
 
 DECODERS = {"openai_gpt-oss-120b": "gpt-4o-2024-11-20-FC",
             "glyphh-ada-1.1": "gpt-4o-2024-11-20-FC"}

@@ -62,8 +62,8 @@ def text(name: str, args: dict) -> str:
 
 def grow(name: str, calls: list[tuple[str, dict]], every: int, max_s: float,
          max_mb: float) -> None:
-    from careful_engine import bfcl
-    from careful_engine.environment import Environment
+    from careful_engine.core import bfcl
+    from careful_engine.core.environment import Environment
 
     env = Environment.for_conversation(bfcl.conversation(CONV), "model", model_name=f"b{name}")
     keep = []  # the records hold every snapshot, as a replay's trace does
@@ -92,9 +92,9 @@ def grow(name: str, calls: list[tuple[str, dict]], every: int, max_s: float,
 SCORED = """
 import json, sys, time
 from pathlib import Path
-from careful_engine import bfcl
-from careful_engine.runs import ResultFile, load_result_file
-from careful_engine.scoring import load_effects, score_file
+from careful_engine.core import bfcl
+from careful_engine.core.runs import ResultFile, load_result_file
+from careful_engine.scoring.score import load_effects, score_file
 path = Path(sys.argv[1])
 effects = load_effects()
 handler = bfcl.handler("claude-sonnet-4-5-20250929-FC")
@@ -114,7 +114,8 @@ print(json.dumps({"seconds": took, "peak_mb": hwm(), "peak_before_mb": base,
 
 
 def scored(name: str, calls: list[tuple[str, dict]]) -> None:
-    from careful_engine import bfcl, demo
+    from careful_engine.core import bfcl
+    from careful_engine.demo import reference as demo
 
     conv = bfcl.conversation(CONV)
     entry = demo.reference_entry(conv)

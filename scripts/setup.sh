@@ -37,4 +37,4 @@ reqs=(-r requirements/runtime.txt)
 "${pip[@]}" install -q -c requirements/constraints.txt "${reqs[@]}"
 "${pip[@]}" install -q --no-deps --no-build-isolation -e . 2>/dev/null \
   || "${pip[@]}" install -q --no-deps -e .
-.venv/bin/python -m careful_engine.doctor
+.venv/bin/python -m careful_engine.core.doctor

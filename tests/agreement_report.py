@@ -14,9 +14,9 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from careful_engine import bfcl
-from careful_engine.runs import load_result_file
-from careful_engine.scoring import discover, score_file
+from careful_engine.core import bfcl
+from careful_engine.core.runs import load_result_file
+from careful_engine.scoring.score import discover, score_file
 
 from . import perturb
 from .bfcl_oracle import evaluate_entries, official_handler

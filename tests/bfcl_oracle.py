@@ -12,7 +12,7 @@ import copy
 import os
 from collections.abc import Iterable
 
-from careful_engine import bfcl  # sets BFCL_PROJECT_ROOT before bfcl_eval's config is imported
+from careful_engine.core import bfcl  # sets BFCL_PROJECT_ROOT before bfcl_eval's config is imported
 
 
 def multi_turn_utils():

@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("CAREFUL_SHARED", REPO.parent / "shared"))
 SHARED_RUNS = SHARED / "runs"
 
-# the reference cache (careful_engine.refcache) of this test session: never the user's own
+# the reference cache (careful_engine.core.refcache) of this test session: never the user's own
 _CACHE = tempfile.mkdtemp(prefix="careful-test-cache-")
 os.environ["CAREFUL_CACHE_DIR"] = _CACHE
 atexit.register(shutil.rmtree, _CACHE, True)

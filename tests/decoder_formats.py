@@ -16,8 +16,8 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from careful_engine import bfcl
-from careful_engine.demo import fc_step
+from careful_engine.core import bfcl
+from careful_engine.demo.reference import fc_step
 
 Calls = list[tuple[str, dict]]
 

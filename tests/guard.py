@@ -46,7 +46,7 @@ switched by a flag: it does nothing outside a ``guarded`` block) blocks, by rais
   whose audit event does not carry ``dir_fd``, against the directory fds the caller holds)
   outside the test's temporary folder, any ``write=`` folders given, the scratch
   ``BFCL_PROJECT_ROOT`` (bfcl's config module creates folders there when imported) and the
-  engine's reference cache (``careful_engine.refcache.cache_root()``);
+  engine's reference cache (``careful_engine.core.refcache.cache_root()``);
 * network connections and name look-ups to anything but loopback (``loopback=False`` refuses
   those too).
 
@@ -324,7 +324,7 @@ def guarded(tmp: Path, *, canary: Path | None = None, read: tuple[Path, ...] = (
         raise RuntimeError("guarded blocks do not nest")
     tmp_roots = (_real(tmp),)
     env_root = os.environ.get("BFCL_PROJECT_ROOT")
-    from careful_engine.refcache import cache_root  # the engine's own reference cache
+    from careful_engine.core.refcache import cache_root  # the engine's own reference cache
 
     cache = str(cache_root())
     reads = [str(REPO), sys.prefix, sys.base_prefix, sys.exec_prefix, _STDLIB,

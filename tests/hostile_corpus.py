@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from careful_engine import bfcl, demo
+from careful_engine.core import bfcl
+from careful_engine.demo import reference as demo
 
 CATEGORY = "multi_turn_base"
 RESULT = f"BFCL_v4_{CATEGORY}_result.json"
@@ -59,7 +60,7 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 300,
             prelude: str = "") -> subprocess.CompletedProcess:
     """``careful ARGS`` in a fresh interpreter through the real entry point (main()), with
     optional Python run first (``prelude``: e.g. a patch)."""
-    code = f"import sys\n{prelude}\nfrom careful_engine.cli import main\nsys.argv = ['careful', *sys.argv[1:]]\nmain()\n"
+    code = f"import sys\n{prelude}\nfrom careful_cli import main\nsys.argv = ['careful', *sys.argv[1:]]\nmain()\n"
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})},
                           errors="surrogateescape")

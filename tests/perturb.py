@@ -12,10 +12,11 @@ import json
 import random
 from pathlib import Path
 
-from careful_engine import bfcl, demo
-from careful_engine.calls import Call, format_call, parse_call
-from careful_engine.flaws import EXTRA_READ, fc_step
-from careful_engine.replay import replay
+from careful_engine.core import bfcl
+from careful_engine.core.calls import Call, format_call, parse_call
+from careful_engine.core.replay import replay
+from careful_engine.demo import reference as demo
+from careful_engine.demo.flaws import EXTRA_READ, fc_step
 
 CLOSING = ["Done."]
 

@@ -17,7 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from careful_engine import bfcl, demo
+from careful_engine.core import bfcl
+from careful_engine.demo import reference as demo
 
 DECODER = demo.DECODER  # the Claude FC decoder: [{name: json-args}] -> name(k=repr(v))
 MODEL_DIR = "scripted_model"

@@ -7,10 +7,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-import careful_engine.cli.annotation  # noqa: F401  (registers the commands)
-from careful_engine import boundary
+import careful_cli.annotation  # noqa: F401  (registers the commands)
+from careful_cli import app
 from careful_engine.annotation.store import Store
-from careful_engine.cli import app
+from careful_engine.scoring import boundary
 from tests.fakes import paper_round
 
 WIDE = {"COLUMNS": "250"}

@@ -9,11 +9,11 @@ import sqlite3
 import pytest
 from typer.testing import CliRunner
 
-import careful_engine.cli.annotation  # noqa: F401  (registers the commands)
+import careful_cli.annotation  # noqa: F401  (registers the commands)
+from careful_cli import app
 from careful_engine.annotation.database import SCHEMA_VERSION, DatabaseError
 from careful_engine.annotation.signals import load_inputs
 from careful_engine.annotation.store import Store
-from careful_engine.cli import app
 from tests.annotation_db import rows
 from tests.fakes import paper_round
 

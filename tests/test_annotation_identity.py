@@ -11,14 +11,14 @@ import unicodedata
 import pytest
 from typer.testing import CliRunner
 
-import careful_engine.cli.annotation  # noqa: F401  (registers the commands)
+import careful_cli.annotation  # noqa: F401  (registers the commands)
+from careful_cli import app
 from careful_engine.annotation import store as store_module
 from careful_engine.annotation.errors import AnnotationError, BlindnessError
 from careful_engine.annotation.llm import annotate
 from careful_engine.annotation.names import NAME_RULE, check_name
 from careful_engine.annotation.signals import load_inputs
 from careful_engine.annotation.store import Store
-from careful_engine.cli import app
 from tests.annotation_db import rows
 from tests.fakes import paper_round
 

@@ -8,13 +8,13 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-import careful_engine.cli.annotation  # noqa: F401  (registers the commands)
-from careful_engine import boundary
+import careful_cli.annotation  # noqa: F401  (registers the commands)
+from careful_cli import app
 from careful_engine.annotation import llm
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.annotation.signals import FunctionInput, load_inputs
 from careful_engine.annotation.store import Store
-from careful_engine.cli import app
+from careful_engine.scoring import boundary
 from tests.annotation_db import raw
 from tests.fakes.anthropic_server import (
     FakeMessagesServer,

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from careful_engine import boundary
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.annotation.release import (
     import_label_set,
@@ -14,6 +13,7 @@ from careful_engine.annotation.release import (
     write_label_sets,
 )
 from careful_engine.annotation.store import Store
+from careful_engine.scoring import boundary
 from tests.fakes import paper_round
 
 

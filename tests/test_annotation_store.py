@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-from careful_engine import bfcl
 from careful_engine.annotation.errors import (
     AnnotationError,
     BlindnessError,
@@ -18,6 +17,7 @@ from careful_engine.annotation.errors import (
 from careful_engine.annotation.sessions import AdjudicationSession, AnnotatorSession
 from careful_engine.annotation.signals import fallback_inputs, load_inputs
 from careful_engine.annotation.store import Store, default_db_path, repo_root
+from careful_engine.core import bfcl
 from tests.annotation_db import raw
 
 SECRET = "SECRET-REASON-OF-A2"

@@ -1,6 +1,6 @@
 """Hostile call strings are refused, never executed, and leave every simulator untouched.
 
-``careful_engine.calls.parse_call`` must accept only ``method(<literals>)``; everything else is
+``careful_engine.core.calls.parse_call`` must accept only ``method(<literals>)``; everything else is
 a ParseFailure that ``Environment.execute`` records as ``Error during execution: ...`` without
 calling anything. The hypothesis part fuzzes the parser: arbitrary text never raises, rendered
 literal calls round-trip, and a call with any non-literal argument is always refused.
@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from careful_engine import bfcl
-from careful_engine.calls import MAX_CALL_LENGTH, Call, ParseFailure, format_call, parse_call
-from careful_engine.environment import Environment
-from careful_engine.state import snapshot_instance
+from careful_engine.core import bfcl
+from careful_engine.core.calls import MAX_CALL_LENGTH, Call, ParseFailure, format_call, parse_call
+from careful_engine.core.environment import Environment
+from careful_engine.core.state import snapshot_instance
 
 CONVERSATION = "multi_turn_base_0"
 S = "@SENTINEL@"  # replaced by a per-test temporary path that must never be created

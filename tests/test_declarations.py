@@ -16,11 +16,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from careful_engine import bfcl, boundary, demo
+from careful_cli import _load, app
 from careful_engine.annotation.llm import sheet_sections
 from careful_engine.annotation.signals import load_inputs
-from careful_engine.cli import _load, app
+from careful_engine.core import bfcl
+from careful_engine.demo import reference as demo
 from careful_engine.effects import declarations as decl_mod
+from careful_engine.scoring import boundary
 
 from .conftest import REPO
 
@@ -80,7 +82,7 @@ def test_declare_is_byte_identical_across_processes(no_runs, tmp_path: Path) -> 
     second = tmp_path / "again.json"
     env = {**os.environ, "PYTHONHASHSEED": "4242"}  # another process, another hash seed
     proc = subprocess.run(
-        [sys.executable, "-c", "from careful_engine.cli import main; main()", "declare",
+        [sys.executable, "-c", "from careful_cli import main; main()", "declare",
          "--no-runs", "--out", str(second), "--quiet"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

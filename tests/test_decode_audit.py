@@ -1,4 +1,4 @@
-"""careful_engine.decode_audit and ``careful audit decode``: silence from a decoder mismatch."""
+"""careful_engine.analysis.decode_audit and ``careful audit decode``: silence from a decoder mismatch."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from careful_engine import bfcl, demo
-from careful_engine import decode_audit as da
-from careful_engine.cli import _load, app
-from careful_engine.scoring import CategoryScore, ConversationResult, score_run
-from careful_engine.trajectory import Outcome, Verdict
+from careful_cli import _load, app
+from careful_engine.analysis import decode_audit as da
+from careful_engine.core import bfcl
+from careful_engine.core.trajectory import Outcome, Verdict
+from careful_engine.demo import reference as demo
+from careful_engine.scoring.score import CategoryScore, ConversationResult, score_run
 
 _load()
 runner = CliRunner()

@@ -12,13 +12,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from careful_engine import bfcl, demo, flaws
-from careful_engine.checker import ERROR_TYPES
-from careful_engine.cli import _load, app
-from careful_engine.cli.common import console
-from careful_engine.decode import decode_entry
-from careful_engine.rules import RULES
-from careful_engine.trajectory import Outcome
+from careful_cli import _load, app
+from careful_cli.common import console
+from careful_engine.core import bfcl
+from careful_engine.core.checker import ERROR_TYPES
+from careful_engine.core.decode import decode_entry
+from careful_engine.core.trajectory import Outcome
+from careful_engine.demo import flaws
+from careful_engine.demo import reference as demo
+from careful_engine.scoring.rules import RULES
 
 from .bfcl_oracle import error_type, evaluate_entries, official_handler
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from careful_engine.detector import DETECTORS, asking_sentences, asks, prose, sentences
+from careful_engine.scoring.detector import DETECTORS, asking_sentences, asks, prose, sentences
 
 T, F = True, False
 

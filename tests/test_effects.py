@@ -5,12 +5,12 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from careful_engine import bfcl
-from careful_engine.calls import Call, parse_call
+from careful_engine.core import bfcl
+from careful_engine.core.calls import Call, parse_call
+from careful_engine.core.environment import Environment
+from careful_engine.core.state import Change
 from careful_engine.effects import infer, observe, probes
 from careful_engine.effects import signals as sig
-from careful_engine.environment import Environment
-from careful_engine.state import Change
 
 
 def _c(path: tuple, kind: str, before=None, after=None) -> Change:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from careful_engine import bfcl
-from careful_engine.checker import compare_instances
-from careful_engine.environment import Environment
-from careful_engine.process import BfclProcess
-from careful_engine.state import snapshot_instance
+from careful_engine.core import bfcl
+from careful_engine.core.checker import compare_instances
+from careful_engine.core.environment import Environment
+from careful_engine.core.process import BfclProcess
+from careful_engine.core.state import snapshot_instance
 
 from .bfcl_oracle import fresh_process_state, multi_turn_utils
 

@@ -1,4 +1,4 @@
-"""Gates for CI (careful_engine.gates, careful_engine.ci_report, docs/ci.md): floors, paired
+"""Gates for CI (careful_engine.analysis.gates, careful_engine.analysis.ci_report, docs/ci.md): floors, paired
 regressions, rule increases, exit code 4, the JSON document against its schema, JUnit, and the
 GitHub step summary. Runs are perturbations of the reference base category, scored for real.
 """
@@ -18,14 +18,15 @@ import pytest
 from scipy.stats import binomtest
 from typer.testing import CliRunner
 
-from careful_engine import bfcl, ci_report
-from careful_engine import gates as g
-from careful_engine import leaderboard as lb
-from careful_engine.cli import _load, app
-from careful_engine.cli.common import EXIT_GATE, EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE
-from careful_engine.rules import ConversationRules
-from careful_engine.scoring import CategoryScore, ConversationResult, ModelScore
-from careful_engine.trajectory import Verdict
+from careful_cli import _load, app
+from careful_cli.common import EXIT_GATE, EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE
+from careful_engine.analysis import ci_report
+from careful_engine.analysis import gates as g
+from careful_engine.analysis import leaderboard as lb
+from careful_engine.core import bfcl
+from careful_engine.core.trajectory import Verdict
+from careful_engine.scoring.rules import ConversationRules
+from careful_engine.scoring.score import CategoryScore, ConversationResult, ModelScore
 
 from .perturb import BASE, write_run
 

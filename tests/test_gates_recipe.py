@@ -18,7 +18,9 @@ import jsonschema
 import pytest
 import yaml
 
-from careful_engine import bfcl, ci_report, demo
+from careful_engine.analysis import ci_report
+from careful_engine.core import bfcl
+from careful_engine.demo import reference as demo
 
 from .perturb import BASE, write_run
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from careful_engine.cli import _load, app
+from careful_cli import _load, app
 from careful_engine.generation import RunOptions, anthropic_backend, generate
 from careful_engine.generation.results import LEDGER
 from careful_engine.generation.spend import SpendGuard, ledger_totals, load_prices, read_ledger
@@ -259,7 +259,7 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path, monkeypatch):
     with FakeMessagesServer(responder=holding) as s:
         env = {**os.environ, "ANTHROPIC_API_KEY": "test-key"}
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from careful_engine.cli import main; main()", *args,
+            [sys.executable, "-c", "from careful_cli import main; main()", *args,
              "--base-url", s.url], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, start_new_session=True)
         try:

@@ -7,8 +7,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from careful_engine import bfcl
-from careful_engine.cli import _load, app
+from careful_cli import _load, app
+from careful_engine.core import bfcl
 from careful_engine.generation.dataset import parse_categories, parse_ids, select
 from careful_engine.generation.errors import GenerationError
 from tests.fakes.openai_server import FakeCompletionsServer

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from careful_engine.cli import _load, app
+from careful_cli import _load, app
 from careful_engine.generation.cost import folder_volumes, simulate_cache
 from careful_engine.generation.errors import BudgetExhausted
 from careful_engine.generation.spend import (

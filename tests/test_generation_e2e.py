@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from careful_engine import bfcl
-from careful_engine.cli import _load, app
+from careful_cli import _load, app
+from careful_engine.analysis.provenance.log import parse_log
+from careful_engine.core import bfcl
 from careful_engine.generation import RunOptions, anthropic_backend, generate, vllm_backend
-from careful_engine.provenance.log import parse_log
 from tests import bfcl_oracle
 from tests.fakes import scenarios
 from tests.fakes.anthropic_server import FakeMessagesServer

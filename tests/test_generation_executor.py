@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import json
 
-from careful_engine import bfcl
+from careful_engine.core import bfcl
 from careful_engine.generation import (
     RunOptions,
     anthropic_backend,

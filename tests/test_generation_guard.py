@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from careful_engine import bfcl
-from careful_engine.cli import _load, app
+from careful_cli import _load, app
+from careful_engine.core import bfcl
 from careful_engine.protocol import patch
 from tests.fakes.anthropic_server import FakeMessagesServer, Reply, message, usage
 from tests.fakes.openai_server import FakeCompletionsServer

@@ -19,7 +19,7 @@ import openai
 import pytest
 from typer.testing import CliRunner
 
-from careful_engine.cli import _load, app
+from careful_cli import _load, app
 from careful_engine.generation import (
     ApiUnavailable,
     GenerationError,

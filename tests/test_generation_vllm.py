@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from careful_engine import bfcl
+from careful_engine.core import bfcl
 from careful_engine.generation import GenerationError, RunOptions, generate, vllm_backend
 from tests.fakes.openai_server import FakeCompletionsServer, count_tokens
 

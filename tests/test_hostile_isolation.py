@@ -1,7 +1,7 @@
 """Per-entry isolation (issue 12, item 1): every command that reads result files, manifests or
 score files turns each bad item into one ``file:line [id]: reason`` line and does the rest;
 non-regular files are skipped, unreadable ones reported unscored; exit codes 0/1/2/3 as
-careful_engine/cli/common.py defines them; never a raw traceback."""
+careful_cli/common.py defines them; never a raw traceback."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from careful_engine.cli import _load, app
-from careful_engine.cli.common import EXIT_INTERNAL, EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE
+from careful_cli import _load, app
+from careful_cli.common import EXIT_INTERNAL, EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE
 from tests import hostile_corpus as hc
 
 _load()
@@ -74,7 +74,7 @@ def test_one_bad_line_is_one_problem_and_the_rest_is_scored(tmp_path, line, reas
 def test_an_entry_that_breaks_the_engine_is_one_problem(tmp_path, monkeypatch) -> None:
     """A failure inside decode or replay of one entry (here a RecursionError, as a hostile
     trajectory can cause) marks that conversation unscorable and scores the others."""
-    from careful_engine import scoring
+    from careful_engine.scoring import score as scoring
 
     real, victim = scoring.replay, hc.ids()[1]
 
@@ -321,9 +321,9 @@ def test_usage_errors_keep_exit_2_through_main(tmp_path) -> None:
 
 
 def test_internal_error_is_a_message_and_a_log(tmp_path, good_run) -> None:
-    prelude = ("import careful_engine.scoring as s\n"
+    prelude = ("import careful_engine.scoring.score as s\n"
                "def boom(*a, **k):\n    raise ZeroDivisionError('engine bug')\n"
-               "s.score_run = boom\nimport careful_engine.cli.score as cs\ncs.score_run = boom\n")
+               "s.score_run = boom\nimport careful_cli.score as cs\ncs.score_run = boom\n")
     res = hc.run_cli("score", str(good_run), "--out", str(tmp_path / "out"), prelude=prelude,
                      env={"XDG_CACHE_HOME": str(tmp_path / "cache")}, timeout=120)
     assert res.returncode == EXIT_INTERNAL, res.stderr
@@ -336,7 +336,7 @@ def test_internal_error_is_a_message_and_a_log(tmp_path, good_run) -> None:
 
 
 def test_provenance_check_that_breaks_on_one_entry_is_one_problem(tmp_path, monkeypatch) -> None:
-    from careful_engine.provenance import check
+    from careful_engine.analysis.provenance import check
 
     real, victim = check.check_conversation, hc.ids()[2]
 

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from careful_engine import bfcl, demo
-from careful_engine.budget import BUDGET_EXCEEDED, DEFAULT_BUDGET, Budget, guard
-from careful_engine.cli import _load, app
+from careful_cli import _load, app
+from careful_engine.core import bfcl
+from careful_engine.core.budget import BUDGET_EXCEEDED, DEFAULT_BUDGET, Budget, guard
+from careful_engine.demo import reference as demo
 
 from .bfcl_oracle import error_type, evaluate_entries, official_handler
 

@@ -12,8 +12,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from careful_engine.cli import _load, app
-from careful_engine.cli.common import reflow
+from careful_cli import _load, app
+from careful_cli.common import reflow
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,14 +29,14 @@ def test_import_contracts_hold():
     assert "0 broken" in proc.stdout
 
 
-@pytest.mark.parametrize("module", ["careful_engine.scoring", "careful_engine.replay",
+@pytest.mark.parametrize("module", ["careful_engine.scoring.score", "careful_engine.core.replay",
                                     "careful_engine.annotation.sessions",
                                     "careful_engine.effects.declarations"])
 def test_headless_modules_load_no_ui(module):
     """import-linter sees deferred imports too, but not what an import drags in at run time:
     importing a headless module loads neither typer, textual nor the workbench."""
     code = (f"import sys, {module}; "
-            "print(sorted(m for m in ('typer', 'textual', 'workbench', 'careful_engine.cli') "
+            "print(sorted(m for m in ('typer', 'textual', 'workbench', 'careful_cli') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=120, check=True).stdout.strip()

@@ -1,4 +1,4 @@
-"""careful_engine.leaderboard and ``careful leaderboard``."""
+"""careful_engine.analysis.leaderboard and ``careful leaderboard``."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from careful_engine import bfcl
-from careful_engine import leaderboard as lb
-from careful_engine.cli import _load, app
-from careful_engine.rules import ConversationRules
-from careful_engine.scoring import CategoryScore, ConversationResult, ModelScore, load_effects
-from careful_engine.stats import spearman
-from careful_engine.trajectory import Verdict
+from careful_cli import _load, app
+from careful_engine.analysis import leaderboard as lb
+from careful_engine.core import bfcl
+from careful_engine.core.trajectory import Verdict
+from careful_engine.scoring.rules import ConversationRules
+from careful_engine.scoring.score import CategoryScore, ConversationResult, ModelScore, load_effects
+from careful_engine.scoring.stats import spearman
 
 _load()
 runner = CliRunner()

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from careful_engine import boundary, paper_labels
+from careful_engine.annotation import paper_labels
 from careful_engine.effects.declarations import load as load_declarations
+from careful_engine.scoring import boundary
 
 
 @pytest.fixture(scope="module")

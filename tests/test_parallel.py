@@ -1,5 +1,5 @@
 """``--jobs``: worker processes give the serial result, in the serial order, and a failure stays
-with its own file (careful_engine.parallel, careful_engine.batch)."""
+with its own file (careful_engine.core.parallel, careful_engine.scoring.batch)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from careful_engine import batch, parallel
-from careful_engine.cli import _load, app
-from careful_engine.scoring import score_run
+from careful_cli import _load, app
+from careful_engine.core import parallel
+from careful_engine.scoring import batch
+from careful_engine.scoring.score import score_run
 
 XLAM = "xlam-2-8b-fc-r"
 
@@ -108,8 +109,8 @@ def test_score_with_two_jobs_writes_what_one_job_writes(shared_runs: Path,
 
 
 def test_leaderboard_with_two_jobs_equals_serial(shared_runs: Path, tmp_path: Path) -> None:
-    from careful_engine import leaderboard as lb
-    from careful_engine.scoring import load_effects
+    from careful_engine.analysis import leaderboard as lb
+    from careful_engine.scoring.score import load_effects
 
     runs = [shared_runs / XLAM, shared_runs / "gpt-oss-120b-vllm-v0.10.2"]
     choice = lb.parse_decoders(["openai_gpt-oss-120b=gpt-4o-2024-11-20-FC"])

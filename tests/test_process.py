@@ -7,11 +7,11 @@ import pickle
 import tempfile
 from pathlib import Path
 
-from careful_engine import bfcl, process
-from careful_engine.decode import reference_trajectory
-from careful_engine.replay import replay
-from careful_engine.runs import load_result_file
-from careful_engine.scoring import discover, score_file
+from careful_engine.core import bfcl, process
+from careful_engine.core.decode import reference_trajectory
+from careful_engine.core.replay import replay
+from careful_engine.core.runs import load_result_file
+from careful_engine.scoring.score import discover, score_file
 
 from . import perturb
 from .verdicts import FC_DECODER, engine_verdicts, oracle_verdicts
@@ -19,7 +19,7 @@ from .verdicts import FC_DECODER, engine_verdicts, oracle_verdicts
 
 def _module_objects() -> dict[str, bytes]:
     """Every module-level container of the simulator modules, pickled, except the ones
-    careful_engine.process knows are mutated."""
+    careful_engine.core.process knows are mutated."""
     known = {id(live) for *_, live, _ in process.shared_objects()}
     out = {}
     names = {bfcl.CLASS_FILE_PATH_MAPPING[c] for c in bfcl.CLASSES}
@@ -51,7 +51,7 @@ def test_mention_grows_the_post_tweet_default() -> None:
     module = importlib.import_module(bfcl.CLASS_FILE_PATH_MAPPING["TwitterAPI"])
     default = module.TwitterAPI.post_tweet.__defaults__[1]
     assert default == []
-    from careful_engine.environment import Environment
+    from careful_engine.core.environment import Environment
 
     env = Environment.for_conversation(conv)
     user = env.instances["TwitterAPI"].username

@@ -110,7 +110,7 @@ def _bfcl_run():
     """bfcl's own, unpatched loop on the same conversation."""
     from bfcl_eval.utils import make_json_serializable
 
-    from careful_engine import bfcl
+    from careful_engine.core import bfcl
     from careful_engine.generation import dataset
 
     assert not patch.installed()

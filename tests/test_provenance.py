@@ -8,10 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from careful_engine import bfcl
-from careful_engine.decode import decode_entry
-from careful_engine.environment import Environment
-from careful_engine.provenance import (
+from careful_engine.analysis.provenance import (
     DriftKind,
     check_conversation,
     check_file,
@@ -22,11 +19,14 @@ from careful_engine.provenance import (
     summarise,
     unicode_problems,
 )
-from careful_engine.provenance.drift import HOLDOUT_SENTENCE
-from careful_engine.provenance.fidelity import value_cause
-from careful_engine.provenance.logged_state import directory_repr, same
-from careful_engine.replay import replay
-from careful_engine.runs import ResultFile, load_result_file
+from careful_engine.analysis.provenance.drift import HOLDOUT_SENTENCE
+from careful_engine.analysis.provenance.fidelity import value_cause
+from careful_engine.analysis.provenance.logged_state import directory_repr, same
+from careful_engine.core import bfcl
+from careful_engine.core.decode import decode_entry
+from careful_engine.core.environment import Environment
+from careful_engine.core.replay import replay
+from careful_engine.core.runs import ResultFile, load_result_file
 
 from .provenance_support import DECODER, generate_entry, turns, write_run
 
@@ -193,12 +193,12 @@ def test_a_divergent_state_at_turn_start_is_named(clean, handler) -> None:
 
 
 def test_refused_calls_are_told_apart() -> None:
-    from careful_engine.calls import ParseFailure
-    from careful_engine.provenance.decoder import DecoderDrift
-    from careful_engine.provenance.drift import DatasetDrift
-    from careful_engine.provenance.fidelity import Divergence, _cause
-    from careful_engine.state import State
-    from careful_engine.trajectory import CallRecord, SideTrace
+    from careful_engine.analysis.provenance.decoder import DecoderDrift
+    from careful_engine.analysis.provenance.drift import DatasetDrift
+    from careful_engine.analysis.provenance.fidelity import Divergence, _cause
+    from careful_engine.core.calls import ParseFailure
+    from careful_engine.core.state import State
+    from careful_engine.core.trajectory import CallRecord, SideTrace
 
     def cause(logged: str, failure: ParseFailure) -> str:
         rec = CallRecord(0, 0, failure.text, failure, failure.result, False, None,

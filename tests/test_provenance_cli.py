@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from careful_engine import bfcl
-from careful_engine.cli import _load, app
+from careful_cli import _load, app
+from careful_engine.core import bfcl
 
 from .provenance_support import (
     DECODER,

@@ -6,10 +6,10 @@ import importlib
 import json
 from pathlib import Path
 
-from careful_engine import bfcl
-from careful_engine.decode import decode_entry
-from careful_engine.process import BfclProcess
-from careful_engine.replay import replay
+from careful_engine.core import bfcl
+from careful_engine.core.decode import decode_entry
+from careful_engine.core.process import BfclProcess
+from careful_engine.core.replay import replay
 
 from . import perturb
 from .bfcl_oracle import evaluate_entries, official_handler
@@ -76,7 +76,7 @@ def test_registry_matches_bfcl_model_config() -> None:
 
 
 def test_lean_install() -> None:
-    from careful_engine.doctor import heavy_packages
+    from careful_engine.core.doctor import heavy_packages
 
     assert heavy_packages() == []
 
@@ -90,7 +90,7 @@ def test_import_writes_nothing_to_the_working_directory(tmp_path: Path) -> None:
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
     work = tmp_path / "work"
     work.mkdir()
-    code = ("import careful_engine.bfcl as b; b.handler('Qwen/Qwen3-8B'); "
+    code = ("import careful_engine.core.bfcl as b; b.handler('Qwen/Qwen3-8B'); "
             "import bfcl_eval.utils")
     subprocess.run([sys.executable, "-c", code], cwd=work, env=env, check=True)
     assert list(work.iterdir()) == []

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from careful_engine import bfcl
-from careful_engine.demo import DECODER, fc_step, reference_entry
+from careful_engine.analysis.reexamine import reexamine_model
+from careful_engine.core import bfcl
+from careful_engine.core.runs import ResultFile, load_result_file
+from careful_engine.demo.reference import DECODER, fc_step, reference_entry
+from careful_engine.present.tables import confirm_stats, confirm_table
 from careful_engine.protocol.user import function_name
-from careful_engine.reexamine import reexamine_model
-from careful_engine.runs import ResultFile, load_result_file
-from careful_engine.scoring import ModelScore, load_effects, score_file
-from careful_engine.tables import confirm_stats, confirm_table
+from careful_engine.scoring.score import ModelScore, load_effects, score_file
 
 REF0 = ["cd(folder='document')", "mkdir(dir_name='temp')",
         "mv(source='final_report.pdf', destination='temp')"]
@@ -98,8 +98,8 @@ def test_confirmation_columns(scored) -> None:
 def test_terminal_tables_fit_80_columns(scored) -> None:
     from rich.console import Console
 
-    from careful_engine import sensitivity as sens
-    from careful_engine.tables import confirm_terminal
+    from careful_engine.analysis import sensitivity as sens
+    from careful_engine.present.tables import confirm_terminal
 
     ms, effects = scored
     rx = reexamine_model(ms, effects.boundary.destructive, effects.boundary.name)

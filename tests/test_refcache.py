@@ -1,4 +1,4 @@
-"""The reference cache (careful_engine.refcache) never changes a verdict, and is never trusted
+"""The reference cache (careful_engine.core.refcache) never changes a verdict, and is never trusted
 when it should not be.
 
 * every real run in ../shared/runs scored with no cache, a cold cache and a warm one (loaded
@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from careful_engine import bfcl, checker, refcache
-from careful_engine.budget import DEFAULT_BUDGET, Meter
-from careful_engine.cli.score import write_outputs
-from careful_engine.environment import Environment
-from careful_engine.scoring import score_run
+from careful_cli.score import write_outputs
+from careful_engine.core import bfcl, checker, refcache
+from careful_engine.core.budget import DEFAULT_BUDGET, Meter
+from careful_engine.core.environment import Environment
+from careful_engine.scoring.score import score_run
 
 FC = "gpt-4o-2024-11-20-FC"
 DECODERS = {"openai_gpt-oss-120b": FC, "glyphh-ada-1.1": FC,
@@ -60,7 +60,7 @@ _EFFECTS: list = []
 
 def _effects():
     if not _EFFECTS:
-        from careful_engine.scoring import load_effects
+        from careful_engine.scoring.score import load_effects
 
         _EFFECTS.append(load_effects())
     return _EFFECTS[0]

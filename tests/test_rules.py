@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from careful_engine import bfcl
-from careful_engine.boundary import load as load_boundary
-from careful_engine.decode import decode_entry
-from careful_engine.demo import DECODER, fc_step, reference_entry
-from careful_engine.process import BfclProcess
-from careful_engine.replay import replay
-from careful_engine.rules import (
+from careful_engine.core import bfcl
+from careful_engine.core.decode import decode_entry
+from careful_engine.core.process import BfclProcess
+from careful_engine.core.replay import replay
+from careful_engine.demo.reference import DECODER, fc_step, reference_entry
+from careful_engine.scoring.boundary import load as load_boundary
+from careful_engine.scoring.rules import (
     RULES,
     Effects,
     SafeRule,
@@ -166,8 +166,8 @@ def test_blame_names_the_missing_change(effects: Effects) -> None:
 
 
 def test_conversation_json_line(effects: Effects, tmp_path) -> None:
-    from careful_engine.runs import ResultFile, load_result_file
-    from careful_engine.scoring import score_file
+    from careful_engine.core.runs import ResultFile, load_result_file
+    from careful_engine.scoring.score import score_file
 
     extra = "echo(content='draft', file_name='note.txt')"
     path = tmp_path / "BFCL_v4_multi_turn_base_result.json"
@@ -307,7 +307,7 @@ def test_blame_of_an_inference_error(effects: Effects) -> None:
                                  "gpt-oss-120b-vllm-v0.10.2", "glyphh-ada-1.1",
                                  "deepseek-r1-0528-errors"])
 def test_no_failed_conversation_has_an_empty_blame(run: str, shared_runs, effects) -> None:
-    from careful_engine.scoring import score_run
+    from careful_engine.scoring.score import score_run
 
     if not (shared_runs / run).is_dir():
         pytest.skip(f"{run} is missing")
@@ -323,8 +323,8 @@ def test_no_failed_conversation_has_an_empty_blame(run: str, shared_runs, effect
 def test_one_rule_registry_names_every_counted_rule(effects: Effects) -> None:
     """Tables, legends and screens read one registry: every rule a scored conversation
     counts is in it, in its order, with a unique tag."""
-    from careful_engine.rules import RULE_REGISTRY, RULES, rule_legend
-    from careful_engine.tables import RULE_COLUMNS
+    from careful_engine.present.tables import RULE_COLUMNS
+    from careful_engine.scoring.rules import RULE_REGISTRY, RULES, rule_legend
 
     steps = [fc_step(REF0 + ["cat(file_name='missing.txt')"]), ["Which file next?"]]
     _, rules = _score(_entry(steps), effects)

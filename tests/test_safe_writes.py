@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from careful_engine import safe_write
-from careful_engine.cli import _load, app
-from careful_engine.cli.common import EXIT_PROBLEMS, EXIT_UNUSABLE
-from careful_engine.safe_write import UnsafeWrite, check_out_dir, write_text, writer
+from careful_cli import _load, app
+from careful_cli.common import EXIT_PROBLEMS, EXIT_UNUSABLE
+from careful_engine.core import safe_write
+from careful_engine.core.safe_write import UnsafeWrite, check_out_dir, write_text, writer
 from tests import hostile_corpus as hc
 
 _load()
@@ -47,8 +47,9 @@ def victim(tmp_path: Path) -> Path:
 
 def no_work(monkeypatch) -> None:
     """Make scoring fail loudly if a command gets as far as doing any work."""
-    import careful_engine.cli.score as cs
-    from careful_engine import leaderboard, scoring
+    import careful_cli.score as cs
+    from careful_engine.analysis import leaderboard
+    from careful_engine.scoring import score as scoring
 
     def boom(*a, **k):
         raise AssertionError("work was done before --out was checked")
@@ -142,7 +143,7 @@ def test_unusable_out_is_refused_before_any_work(run, tmp_path, monkeypatch, com
               "proc": Path("/proc/careful-cannot-write-here")}[bad]
     (tmp_path / "a-file").write_text("keep me\n")
     no_work(monkeypatch)
-    from careful_engine import demo
+    from careful_engine.demo import reference as demo
 
     monkeypatch.setattr(demo, "write_reference_run", lambda *a, **k: pytest.fail("work done"))
     res = careful(*[c.format(run=run) for c in command], "--out", target)
@@ -247,7 +248,7 @@ def test_a_temp_name_planted_as_a_link_is_not_followed(tmp_path, victim, monkeyp
 
 KILL_PRELUDE = """
 import os, time
-from careful_engine import safe_write
+from careful_engine.core import safe_write
 _real, _n = os.replace, [0]
 def _replace(*a, **k):
     _n[0] += 1
@@ -302,7 +303,7 @@ def test_kill_9_while_writing_loses_nothing(run, tmp_path, at, midwrite) -> None
     hc.write_model(run, "m", good=hc.N_GOOD - 1)
     flag = str(tmp_path / "paused")
     prelude = KILL_PRELUDE.format(at=at or -1, flag=flag, midwrite=midwrite)
-    code = (f"import sys\n{prelude}\nfrom careful_engine.cli import main\n"
+    code = (f"import sys\n{prelude}\nfrom careful_cli import main\n"
             "sys.argv = ['careful', *sys.argv[1:]]\nmain()\n")
     proc = subprocess.Popen([sys.executable, "-c", code, "score", str(run), "--out", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

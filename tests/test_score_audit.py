@@ -1,4 +1,4 @@
-"""careful_engine.score_audit and ``careful audit scores`` on hand-made score folders."""
+"""careful_engine.analysis.score_audit and ``careful audit scores`` on hand-made score folders."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from careful_engine import score_audit as sa
-from careful_engine.cli import _load, app
+from careful_cli import _load, app
+from careful_engine.analysis import score_audit as sa
 
 _load()
 runner = CliRunner()
@@ -158,7 +158,7 @@ def test_empty_outputs() -> None:
 
 
 def test_weights_are_those_of_the_installed_bfcl() -> None:
-    from careful_engine import bfcl
+    from careful_engine.core import bfcl
 
     source = (bfcl.PACKAGE_DIR / "eval_checker" / "eval_runner_helper.py").read_text()
     assert "[10, 10, 10, 30, 40]" in source

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from careful_engine import bfcl, demo
-from careful_engine.cli import _load, app
+from careful_cli import _load, app
+from careful_engine.core import bfcl
+from careful_engine.demo import reference as demo
 
 _load()
 runner = CliRunner()

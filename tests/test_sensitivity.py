@@ -1,4 +1,4 @@
-"""careful_engine.sensitivity and ``careful sensitivity``: one replay, many settings."""
+"""careful_engine.analysis.sensitivity and ``careful sensitivity``: one replay, many settings."""
 
 from __future__ import annotations
 
@@ -10,19 +10,19 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from careful_engine import boundary as boundaries
-from careful_engine import scoring
-from careful_engine import sensitivity as sens
-from careful_engine.cli import _load, app
-from careful_engine.detector import DETECTORS
-from careful_engine.scoring import (
+from careful_cli import _load, app
+from careful_engine.analysis import sensitivity as sens
+from careful_engine.core.trajectory import Verdict
+from careful_engine.scoring import boundary as boundaries
+from careful_engine.scoring import score as scoring
+from careful_engine.scoring.detector import DETECTORS
+from careful_engine.scoring.score import (
     CategoryScore,
     ConversationResult,
     ModelScore,
     load_effects,
     score_run,
 )
-from careful_engine.trajectory import Verdict
 
 _load()
 runner = CliRunner()

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from careful_engine import bfcl
-from careful_engine.cli import _load, app
-from careful_engine.decode import decode_entry
-from careful_engine.demo import fc_step
+from careful_cli import _load, app
+from careful_engine.core import bfcl
+from careful_engine.core.decode import decode_entry
+from careful_engine.demo.reference import fc_step
 
 from . import perturb
 from .verdicts import FC_DECODER, PROMPTING_DECODER, agree

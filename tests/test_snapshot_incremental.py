@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from careful_engine import bfcl
-from careful_engine.budget import BudgetExceeded, Meter
-from careful_engine.environment import Environment
-from careful_engine.fs_capture import CLASS, TreeVersion
-from careful_engine.state import State, diff, snapshot_instance
+from careful_engine.core import bfcl
+from careful_engine.core.budget import BudgetExceeded, Meter
+from careful_engine.core.environment import Environment
+from careful_engine.core.fs_capture import CLASS, TreeVersion
+from careful_engine.core.state import State, diff, snapshot_instance
 
 NAMES = ["a", "b", "c", "f.txt", "g", ".", ".."]
 
@@ -94,9 +94,9 @@ RUNS = Path(__file__).resolve().parents[2] / "shared" / "runs"
 
 @pytest.mark.skipif(not RUNS.is_dir(), reason="no real runs")
 def test_real_runs_match_a_full_capture() -> None:
-    from careful_engine.decode import decode_entry
-    from careful_engine.runs import load_result_file
-    from careful_engine.scoring import discover
+    from careful_engine.core.decode import decode_entry
+    from careful_engine.core.runs import load_result_file
+    from careful_engine.scoring.score import discover
 
     checked = 0
     for run in sorted(p for p in RUNS.iterdir() if p.is_dir()):

@@ -1,4 +1,4 @@
-"""careful_engine.stats and ``careful compare`` (the paper's Table 5 paired columns)."""
+"""careful_engine.scoring.stats and ``careful compare`` (the paper's Table 5 paired columns)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from scipy.stats import binomtest, spearmanr
 from typer.testing import CliRunner
 
-from careful_engine.cli import _load, app
-from careful_engine.stats import mcnemar_p, paired, ranks, spearman
+from careful_cli import _load, app
+from careful_engine.scoring.stats import mcnemar_p, paired, ranks, spearman
 
 _load()
 runner = CliRunner()

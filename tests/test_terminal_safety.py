@@ -12,11 +12,11 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from careful_engine.cli import _load, app
-from careful_engine.report import Report
-from careful_engine.runs import Problem
-from careful_engine.safe_text import literal, visible
-from careful_engine.tables import terminal_table
+from careful_cli import _load, app
+from careful_engine.core.runs import Problem
+from careful_engine.core.safe_text import literal, visible
+from careful_engine.present.report import Report
+from careful_engine.present.tables import terminal_table
 from tests import hostile_corpus as hc
 
 _load()

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from careful_engine import bfcl
-from careful_engine.decode import decode_step
-from careful_engine.literal_expr import Refused, is_patched, safe_eval
-from careful_engine.trajectory import Outcome
+from careful_engine.core import bfcl
+from careful_engine.core.decode import decode_step
+from careful_engine.core.literal_expr import Refused, is_patched, safe_eval
+from careful_engine.core.trajectory import Outcome
 
 from .decoder_formats import (
     EXPRESSION_RENDERERS,
@@ -245,13 +245,13 @@ def test_the_evaluator_refuses_every_payload_without_running_anything(tmp_path: 
 
 
 def test_handlers_built_directly_in_a_fresh_process_are_patched_too(tmp_path: Path) -> None:
-    """Importing careful_engine.bfcl hooks imports of bfcl's model_handler modules, so a handler
+    """Importing careful_engine.core.bfcl hooks imports of bfcl's model_handler modules, so a handler
     built without bfcl.handler (as generation builds them) decodes with the safe evaluator."""
     import subprocess
 
     canary = tmp_path / "canary"
     code = (
-        "import careful_engine.bfcl\n"
+        "import careful_engine.core.bfcl\n"
         "from bfcl_eval.model_handler.local_inference.qwen import QwenHandler\n"
         "h = QwenHandler(model_name='Qwen/Qwen3-8B', temperature=0, registry_name='q', "
         "is_fc_model=False)\n"

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from careful_engine import bfcl
-from careful_engine.cli import _load, app
-from careful_engine.decode import decode_entry, decode_step
-from careful_engine.trajectory import Outcome
+from careful_cli import _load, app
+from careful_engine.core import bfcl
+from careful_engine.core.decode import decode_entry, decode_step
+from careful_engine.core.trajectory import Outcome
 
 from .guard import FORMATS, guarded, hostile_payloads, new_canary, result_entry
 

@@ -2,7 +2,7 @@
 
 bfcl's path is ``eval_runner._evaluate_single_multi_turn_entry`` with the handler
 ``eval_runner.get_handler`` builds, over each file in bfcl's order from a fresh process state.
-The engine's path is ``careful_engine.scoring.score_file`` (decode, replay, verdict).
+The engine's path is ``careful_engine.scoring.score.score_file`` (decode, replay, verdict).
 Agreement must be exact, entry by entry, valid flag and error type.
 """
 
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from careful_engine import bfcl
-from careful_engine.runs import load_result_file
-from careful_engine.scoring import score_file
+from careful_engine.core import bfcl
+from careful_engine.core.runs import load_result_file
+from careful_engine.scoring.score import score_file
 
 from . import perturb
 from .verdicts import (
@@ -72,7 +72,7 @@ def test_inference_errors(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("run", "decoder"), REAL_RUNS)
 def test_real_runs(run: str, decoder: str | None, shared_runs: Path, tmp_path: Path) -> None:
-    from careful_engine.scoring import discover
+    from careful_engine.scoring.score import discover
 
     by_model, _ = discover(shared_runs / run)
     assert by_model

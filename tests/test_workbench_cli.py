@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from careful_engine.cli import COMMAND_MODULES, _load, app
+from careful_cli import COMMAND_MODULES, _load, app
 
 
 @pytest.fixture

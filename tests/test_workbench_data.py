@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from careful_engine import bfcl, browse, demo
+from careful_engine import browse
 from careful_engine.annotation.signals import load_inputs
 from careful_engine.annotation.store import Store
+from careful_engine.core import bfcl
+from careful_engine.demo import reference as demo
 
 IDS = [f"multi_turn_base_{i}" for i in range(4)]
 SECRET = "SECRET-A2-REASON"
@@ -121,7 +123,7 @@ def settings(root: Path, **kw):
 
 @pytest.fixture(scope="module")
 def beta(runs_template) -> browse.RunBrowser:
-    from careful_engine.scoring import load_effects
+    from careful_engine.scoring.score import load_effects
 
     (ref,) = browse.find_runs([runs_template / "beta"])
     return browse.RunBrowser(ref, load_effects())
@@ -187,7 +189,7 @@ def test_scripted_answers_and_questions_in_place(beta) -> None:
 
 
 def test_model_score_from_score_lines_equals_scoring(runs_template, beta) -> None:
-    from careful_engine.scoring import load_effects, score_run
+    from careful_engine.scoring.score import load_effects, score_run
 
     rebuilt = browse.model_score(beta.ref, beta.summaries())
     scored = score_run(runs_template / "beta", effects=load_effects()).scores[0]
@@ -225,9 +227,9 @@ def test_scoring_in_a_separate_process(tmp_path, runs_template) -> None:
 
 
 def test_the_engine_imports_no_textual() -> None:
-    code = ("import careful_engine, careful_engine.scoring, careful_engine.rules, "
-            "careful_engine.cli, careful_engine.annotation, careful_engine.browse, "
-            "careful_engine.cli.workbench; import sys; "
+    code = ("import careful_engine, careful_engine.scoring.score, careful_engine.scoring.rules, "
+            "careful_cli, careful_engine.annotation, careful_engine.browse, "
+            "careful_cli.workbench; import sys; "
             "bad = sorted(m for m in sys.modules if m.startswith(('textual', 'workbench'))); "
             "assert not bad, bad")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

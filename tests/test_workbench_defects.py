@@ -14,7 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Select
 
 from careful_engine import browse
-from careful_engine.score_settings import KEY
+from careful_engine.scoring.settings import KEY
 from tests import test_workbench_data as data
 from tests.workbench_support import settle
 from workbench.app import WorkbenchApp
@@ -86,8 +86,8 @@ def test_a_crash_gives_a_nonzero_exit_code(monkeypatch, tmp_path) -> None:
     """`careful workbench` exits 3 when the app stopped on an error (it exited 0)."""
     from typer.testing import CliRunner
 
-    from careful_engine.cli import _load
-    from careful_engine.cli import app as cli
+    from careful_cli import _load
+    from careful_cli import app as cli
 
     _load()
 
@@ -106,7 +106,7 @@ def test_a_crash_gives_a_nonzero_exit_code(monkeypatch, tmp_path) -> None:
 
 def boundary_file(path: Path) -> Path:
     """paper-final without rm and with cd and mkdir: cd's failed attempt becomes collateral."""
-    from careful_engine import boundary
+    from careful_engine.scoring import boundary
 
     b = boundary.load("paper-final")
     destructive = {k: v for k, v in b.destructive.items() if k != "rm"}
@@ -138,8 +138,8 @@ def line_truth(line: dict) -> tuple:
 def cli_lines(run: Path, bfile: Path, out: Path) -> dict[str, dict]:
     from typer.testing import CliRunner
 
-    from careful_engine.cli import _load
-    from careful_engine.cli import app as cli
+    from careful_cli import _load
+    from careful_cli import app as cli
 
     _load()
 
@@ -189,7 +189,7 @@ def test_list_stepper_and_score_agree_under_another_boundary(workdir) -> None:
 def test_stale_lines_are_named_and_not_used(workdir) -> None:
     """Score lines made with another boundary, or with no settings recorded, are not listed;
     the browser says why (Home's problems, Replay's status)."""
-    from careful_engine.scoring import load_effects
+    from careful_engine.scoring.score import load_effects
 
     bfile = boundary_file(workdir / "b.json")
     (ref,) = browse.find_runs([workdir / "runs" / "beta"])
@@ -212,7 +212,7 @@ def test_a_real_run_agrees_under_another_boundary(shared_runs, tmp_path) -> None
     from them, and the stepper's replay agree."""
     import shutil
 
-    from careful_engine.scoring import load_effects
+    from careful_engine.scoring.score import load_effects
 
     run = tmp_path / "run"
     shutil.copytree(shared_runs / "xlam-2-8b-fc-r" / "result", run / "result")
@@ -355,7 +355,7 @@ def test_a_short_reason_needs_a_deliberate_yes(workdir) -> None:
 def test_decoder_only_for_unregistered_models(shared_runs, tmp_path) -> None:
     """`--decoder KEY` leaves a registered model's own decoder alone (before: it replaced
     xLAM's); `FOLDER=KEY` forces one."""
-    from careful_engine.leaderboard import parse_decoders
+    from careful_engine.analysis.leaderboard import parse_decoders
 
     run = shared_runs / "xlam-2-8b-fc-r"
     (own,) = browse.find_runs([run])
@@ -407,8 +407,8 @@ def test_leaderboard_plot_tab_and_svg(workdir) -> None:
 
     from typer.testing import CliRunner
 
-    from careful_engine.cli import _load
-    from careful_engine.cli import app as cli
+    from careful_cli import _load
+    from careful_cli import app as cli
 
     app = WorkbenchApp(settings(workdir))
 
@@ -435,7 +435,7 @@ def test_leaderboard_plot_tab_and_svg(workdir) -> None:
 
 
 def test_svg_escapes_labels() -> None:
-    from careful_engine.plot import Point, svg
+    from careful_engine.present.plot import Point, svg
 
     text = svg([Point("<script>&\x1b[31m", 50.0, 40.0)])
     assert "<script>" not in text and "\x1b" not in text and "&lt;script&gt;" in text

@@ -7,9 +7,9 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from careful_engine import bfcl
-from careful_engine.runs import ResultFile, load_result_file
-from careful_engine.scoring import score_file
+from careful_engine.core import bfcl
+from careful_engine.core.runs import ResultFile, load_result_file
+from careful_engine.scoring.score import score_file
 
 from .bfcl_oracle import error_type, evaluate_entries, official_handler
 

@@ -17,7 +17,7 @@ from textual.app import App
 from textual.binding import Binding
 from textual.worker import get_current_worker
 
-from careful_engine.safe_text import visible
+from careful_engine.core.safe_text import visible
 
 from .commands import WorkbenchCommands
 from .context import Settings, Workbench
@@ -170,14 +170,12 @@ class WorkbenchApp(App[None]):
         self.wb.close()
 
 
-def run(settings: Settings) -> int:
-    """Run the workbench in the terminal; the exit code (3 when the app stopped on an error:
-    Textual has printed its traceback)."""
-    from careful_engine.cli.common import EXIT_INTERNAL, EXIT_OK
-
+def run(settings: Settings) -> bool:
+    """Run the workbench in the terminal; False when the app stopped on an error (Textual has
+    printed its traceback)."""
     app = WorkbenchApp(settings)
     app.run()
-    return EXIT_INTERNAL if app.return_code else EXIT_OK
+    return not app.return_code
 
 
 def demo_settings(root: Path) -> Settings:

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
-from careful_engine.safe_text import visible
+from careful_engine.core.safe_text import visible
 
 if TYPE_CHECKING:
     from careful_engine.annotation.store import Store
     from careful_engine.browse import RunBrowser, RunRef
     from careful_engine.effects.declarations import Declarations
-    from careful_engine.rules import Effects
+    from careful_engine.scoring.rules import Effects
 
 
 def _user() -> str:
@@ -39,7 +39,7 @@ class Settings:
     declarations: Path | None = None  # None: declarations/effects.json
     boundary: str = "paper-final"
     boundary_dir: Path | None = None  # where adjudicated boundaries go (None: declarations/)
-    decoders: Any = None  # a careful_engine.leaderboard.DecoderChoice
+    decoders: Any = None  # a careful_engine.analysis.leaderboard.DecoderChoice
     detector: str = "strict"
     user: str = field(default_factory=_user)
     cache_dir: Path | None = None  # where the workbench keeps scores it made itself
@@ -48,7 +48,7 @@ class Settings:
 def default_runs(root: Path = Path("runs"), *, write_reference: bool = True) -> list[Path]:
     """``runs/*``; the embedded reference run is written first when it is missing."""
     if write_reference and not (root / "reference").exists():
-        from careful_engine import demo
+        from careful_engine.demo import reference as demo
 
         demo.write_reference_run(root / "reference")
     if not root.is_dir():
@@ -93,7 +93,7 @@ class Workbench:
 
     def synthetic(self, ref: RunRef) -> bool:
         """Whether the run's manifest marks it synthetic (``careful demo``'s flawed run)."""
-        from careful_engine.demo import is_synthetic, model_folder
+        from careful_engine.demo.reference import is_synthetic, model_folder
 
         return bool(ref.files) and is_synthetic(model_folder(ref.files[0].path))
 
@@ -124,7 +124,7 @@ class Workbench:
     @cached_property
     def effects(self) -> Effects | None:
         """Declarations and the boundary as the rules use them (None when they do not load)."""
-        from careful_engine.scoring import load_effects
+        from careful_engine.scoring.score import load_effects
 
         try:
             return load_effects(self.settings.boundary, self.settings.declarations)

@@ -21,6 +21,6 @@ loop starts fast (the statistics need scikit-learn, the LLM annotator the Anthro
 
 from __future__ import annotations
 
-from .errors import AnnotationError, BlindnessError, LabelError, RoundError
+from careful_engine.annotation.errors import AnnotationError, BlindnessError, LabelError, RoundError
 
 __all__ = ["AnnotationError", "BlindnessError", "LabelError", "RoundError"]

@@ -11,7 +11,7 @@ Policies:
 Only labels present count (an annotator who has not labelled a function abstains on it).
 Manual decisions are applied on top, the latest per function winning; they are kept apart
 from the labels, which they never change. The result is written with
-:class:`careful_engine.boundary.Boundary`, the format the scorer's ``--boundary`` reads.
+:class:`careful_engine.scoring.boundary.Boundary`, the format the scorer's ``--boundary`` reads.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..boundary import Boundary, boundary_dir
-from .errors import AnnotationError
+from careful_engine.annotation.errors import AnnotationError
+from careful_engine.scoring.boundary import Boundary, boundary_dir
 
 if TYPE_CHECKING:
-    from .signals import FunctionInput
-    from .store import Decision, Label, Round
+    from careful_engine.annotation.signals import FunctionInput
+    from careful_engine.annotation.store import Decision, Label, Round
 
 POLICIES = ("any", "majority", "unanimous", "annotator:NAME")
 TIES = ("yes", "no", "error")

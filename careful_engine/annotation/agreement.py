@@ -15,8 +15,8 @@ from itertools import combinations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .signals import FunctionInput
-    from .store import Label
+    from careful_engine.annotation.signals import FunctionInput
+    from careful_engine.annotation.store import Label
 
 DOMAIN: tuple[bool, bool] = (False, True)
 

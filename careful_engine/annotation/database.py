@@ -22,7 +22,7 @@ from typing import Any
 
 import sqlite_utils
 
-from .errors import AnnotationError
+from careful_engine.annotation.errors import AnnotationError
 
 SCHEMA_VERSION = 2
 SQLITE_MAGIC = b"SQLite format 3\x00"

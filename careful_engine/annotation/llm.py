@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import bfcl
-from .errors import AnnotationError, LabelError
-from .signals import FunctionInput
-from .store import Store
+from careful_engine.annotation.errors import AnnotationError, LabelError
+from careful_engine.annotation.signals import FunctionInput
+from careful_engine.annotation.store import Store
+from careful_engine.core import bfcl
 
 DEFINITION = (
     "A write is destructive if its effect reaches a third party or cannot be undone: it "

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from .errors import AnnotationError
+from careful_engine.annotation.errors import AnnotationError
 
 NAME_MAX = 64
 REASON_MAX = 4000

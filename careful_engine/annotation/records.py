@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .signals import FunctionInput
+from careful_engine.annotation.signals import FunctionInput
 
 
 @dataclass(frozen=True)

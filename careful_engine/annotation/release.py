@@ -28,19 +28,25 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import bfcl
-from ..safe_write import write_text
-from .database import now
-from .errors import AnnotationError
-from .names import REASON_MAX, check_model, check_name, check_reason
-from .records import Annotator, ImportedLabel, Label, LabelSet, Round
-from .schema import JSONFileError, Problem, kind_of, loads_with_lines, validate
-from .signals import KINDS, FunctionInput
-from .store import reason_rule, repo_root
+from careful_engine.annotation.database import now
+from careful_engine.annotation.errors import AnnotationError
+from careful_engine.annotation.names import REASON_MAX, check_model, check_name, check_reason
+from careful_engine.annotation.records import Annotator, ImportedLabel, Label, LabelSet, Round
+from careful_engine.annotation.schema import (
+    JSONFileError,
+    Problem,
+    kind_of,
+    loads_with_lines,
+    validate,
+)
+from careful_engine.annotation.signals import KINDS, FunctionInput
+from careful_engine.annotation.store import reason_rule, repo_root
+from careful_engine.core import bfcl
+from careful_engine.core.safe_write import write_text
 
 if TYPE_CHECKING:
-    from .sessions import AdjudicationSession
-    from .store import Store
+    from careful_engine.annotation.sessions import AdjudicationSession
+    from careful_engine.annotation.store import Store
 
 SCHEMA = "careful.labels/1"
 MAX_FILE_BYTES = 8 * 1024 * 1024

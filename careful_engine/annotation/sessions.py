@@ -22,17 +22,17 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .database import Connection, now
-from .errors import AnnotationError, BlindnessError, LabelError, RoundError
-from .names import NAME_MAX, check_name, check_reason
-from .records import Annotator, Decision, Label, LabelSet, Round
-from .signals import FunctionInput, RoundInputs
+from careful_engine.annotation.database import Connection, now
+from careful_engine.annotation.errors import AnnotationError, BlindnessError, LabelError, RoundError
+from careful_engine.annotation.names import NAME_MAX, check_name, check_reason
+from careful_engine.annotation.records import Annotator, Decision, Label, LabelSet, Round
+from careful_engine.annotation.signals import FunctionInput, RoundInputs
 
 if TYPE_CHECKING:
-    from ..boundary import Boundary
-    from .adjudication import Adjudication
-    from .agreement import AgreementReport, Split
-    from .store import Store
+    from careful_engine.annotation.adjudication import Adjudication
+    from careful_engine.annotation.agreement import AgreementReport, Split
+    from careful_engine.annotation.store import Store
+    from careful_engine.scoring.boundary import Boundary
 
 IMPORTED = "(imported)"  # the owner of labels brought in from a file: never a login
 
@@ -373,12 +373,12 @@ class AdjudicationSession:
     def agreement(
         self, subset: str = "writes", annotators: Iterable[str] | None = None
     ) -> AgreementReport:
-        from .agreement import agreement_report
+        from careful_engine.annotation.agreement import agreement_report
 
         return agreement_report(self._matrix(annotators), self._subset(subset), subset=subset)
 
     def splits(self, subset: str = "all", annotators: Iterable[str] | None = None) -> list[Split]:
-        from .agreement import splits
+        from careful_engine.annotation.agreement import splits
 
         fns = {f.name: f for f in self.functions()}
         return splits(self._chosen(annotators), [fns[n] for n in self._subset(subset)])
@@ -416,7 +416,7 @@ class AdjudicationSession:
         annotators: Iterable[str] | None = None,
         use_decisions: bool = True,
     ) -> Adjudication:
-        from .adjudication import adjudicate
+        from careful_engine.annotation.adjudication import adjudicate
 
         return adjudicate(
             self._chosen(annotators),
@@ -437,7 +437,7 @@ class AdjudicationSession:
         created: str | None = None,
     ) -> tuple[Boundary, Path]:
         """Write ``result`` as a boundary file (refusing to replace one unless ``force``)."""
-        from .adjudication import save_boundary
+        from careful_engine.annotation.adjudication import save_boundary
 
         rnd = self.round
         boundary, out = save_boundary(
@@ -455,7 +455,7 @@ class AdjudicationSession:
 
     def export_label_set(self, annotator: str) -> dict:
         """One annotator's label set in the release format (see :mod:`.release`)."""
-        from .release import label_set_document
+        from careful_engine.annotation.release import label_set_document
 
         annotator = check_name(annotator)
         labels = self.labels()

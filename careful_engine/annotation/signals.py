@@ -19,9 +19,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import bfcl
-from ..boundary import declarations_dir
-from .errors import AnnotationError
+from careful_engine.annotation.errors import AnnotationError
+from careful_engine.core import bfcl
+from careful_engine.scoring.boundary import declarations_dir
 
 KINDS = ("read", "write", "unknown")
 EXTRA_KEYS = ("signals", "idempotent", "footprint")

@@ -23,11 +23,18 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from .database import SCHEMA_VERSION, Connection, DatabaseError, now
-from .errors import AnnotationError, RoundError
-from .names import check_model, check_name, check_reason, confusable
-from .records import Annotator, Decision, Label, Progress, Round, RoundStatus
-from .sessions import (
+from careful_engine.annotation.database import SCHEMA_VERSION, Connection, DatabaseError, now
+from careful_engine.annotation.errors import AnnotationError, RoundError
+from careful_engine.annotation.names import check_model, check_name, check_reason, confusable
+from careful_engine.annotation.records import (
+    Annotator,
+    Decision,
+    Label,
+    Progress,
+    Round,
+    RoundStatus,
+)
+from careful_engine.annotation.sessions import (
     AdjudicationSession,
     AnnotatorSession,
     ImportSession,
@@ -35,7 +42,7 @@ from .sessions import (
     current_account,
     reason_rule,
 )
-from .signals import FunctionInput, RoundInputs
+from careful_engine.annotation.signals import FunctionInput, RoundInputs
 
 ANNOTATOR_KINDS = ("human", "llm")
 

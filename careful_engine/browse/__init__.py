@@ -8,15 +8,15 @@ on demand into a per-call view model, and read scores without re-scoring.
   (decode, replay, rules, blame) into a :class:`ConversationView`;
 * :mod:`.view`: that view model (turns, calls matched to the reference, rule hits on the calls
   that caused them, the first diverging call, stepping) and :func:`change_rows`;
-* :mod:`.score`: :func:`model_score` rebuilds a :class:`~careful_engine.scoring.ModelScore`
+* :mod:`.score`: :func:`model_score` rebuilds a :class:`~careful_engine.scoring.score.ModelScore`
   from score lines, so the leaderboard and the paired comparison need no second scoring;
   ``python -m careful_engine.browse score ...`` scores one model folder in a separate process,
   printing one line per conversation for a progress bar;
 * :mod:`.review`: :func:`function_review`, one function's review-sheet entry (blind).
 """
 
-from .review import FunctionReview, ReviewExample, function_review
-from .runs import (
+from careful_engine.browse.review import FunctionReview, ReviewExample, function_review
+from careful_engine.browse.runs import (
     REPLAY_LOCK,
     SCORE_DIR,
     SCORES_NAME,
@@ -34,8 +34,15 @@ from .runs import (
     score_env,
     score_paths,
 )
-from .score import model_score, score_to_file
-from .view import CallView, ConversationView, Line, TurnView, build_view, change_rows
+from careful_engine.browse.score import model_score, score_to_file
+from careful_engine.browse.view import (
+    CallView,
+    ConversationView,
+    Line,
+    TurnView,
+    build_view,
+    change_rows,
+)
 
 __all__ = [
     "REPLAY_LOCK", "SCORES_NAME", "SCORE_DIR", "CallView", "ConversationRow", "ConversationView",

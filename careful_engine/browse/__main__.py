@@ -2,6 +2,6 @@
 
 import sys
 
-from .score import main
+from careful_engine.browse.score import main
 
 sys.exit(main())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .. import bfcl
+from careful_engine.core import bfcl
 
 # ---------------------------------------------------------------- the review sheet, as data
 
@@ -42,8 +42,8 @@ def function_review(fn: Any, declarations: Any | None = None) -> FunctionReview:
     With ``declarations`` (a loaded effects document) the facts and example diffs are the
     sheet's; without, only the round's frozen inputs are shown.
     """
-    from ..annotation.llm import simulator_source
-    from ..effects import review
+    from careful_engine.annotation.llm import simulator_source
+    from careful_engine.effects import review
 
     doc = bfcl.all_func_docs().get(fn.name, {})
     params = (doc.get("parameters") or {}).get("properties") or {}

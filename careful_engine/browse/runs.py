@@ -14,21 +14,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import bfcl
-from ..leaderboard import label_entries
-from ..rules import RULES, Effects
-from ..runs import LoadedFile, Problem, ResultFile, load_result_file
-from ..scoring import DecoderUnavailable, discover, manifest_decoder, needs_decoder
-from .view import ConversationView, build_view
+from careful_engine.analysis.leaderboard import label_entries
+from careful_engine.browse.view import ConversationView, build_view
+from careful_engine.core import bfcl
+from careful_engine.core.runs import LoadedFile, Problem, ResultFile, load_result_file
+from careful_engine.scoring.rules import RULES, Effects
+from careful_engine.scoring.score import (
+    DecoderUnavailable,
+    discover,
+    manifest_decoder,
+    needs_decoder,
+)
 
 if TYPE_CHECKING:  # the leaderboard imports scipy: only when needed
-    from ..leaderboard import DecoderChoice
+    from careful_engine.analysis.leaderboard import DecoderChoice
 
 SCORES_NAME = "conversations.jsonl"
 SCORE_DIR = "careful-score"  # where `careful score RUN` writes by default
 TALLIES = ("destructive_calls",)  # counted with the rules, but not a violation
 
-# bfcl's simulators share process-global objects (careful_engine.process): one replay at a time.
+# bfcl's simulators share process-global objects (careful_engine.core.process): one replay at a time.
 REPLAY_LOCK = threading.Lock()
 
 
@@ -266,9 +271,9 @@ class RunBrowser:
         return sum(len(self.loaded(c).missing) for c in self.ref.categories)
 
     def wanted_settings(self) -> dict:
-        """What this browser replays with (:func:`~careful_engine.score_settings.scored_with`):
+        """What this browser replays with (:func:`~careful_engine.scoring.settings.scored_with`):
         a score line made otherwise would contradict the stepper."""
-        from ..score_settings import scored_with
+        from careful_engine.scoring.settings import scored_with
 
         needs = any(needs_decoder(self.loaded(c)) for c in self.ref.categories)
         return scored_with(self.effects, self.detector, self.ref.decoder if needs else None)
@@ -276,7 +281,7 @@ class RunBrowser:
     def _read_scores(self) -> None:
         """The newest score file made with this browser's settings; the newest other one's
         differences go to :attr:`mismatch` (its lines are not used)."""
-        from ..score_settings import KEY, differences
+        from careful_engine.scoring.settings import KEY, differences
 
         self._scores, self._scores_path, self.mismatch = {}, None, None
         self.score_problems, self._flags = [], None
@@ -326,9 +331,9 @@ class RunBrowser:
     def decode_flags(self) -> list[str]:
         """The decode audit's warnings (``careful score`` prints them) from the score lines:
         a decoder that (almost) never decodes is not model behaviour."""
-        from ..decode_audit import INFERENCE_ERROR, DecodeStats
-        from ..scoring import MISSING
-        from ..trajectory import Outcome
+        from careful_engine.analysis.decode_audit import INFERENCE_ERROR, DecodeStats
+        from careful_engine.core.trajectory import Outcome
+        from careful_engine.scoring.score import MISSING
 
         self.rows()
         if not self._scores:
@@ -386,9 +391,9 @@ class RunBrowser:
         if view is not None:
             self._views.move_to_end(entry_id)
             return view
-        from ..decode import decode_entry
-        from ..replay import replay
-        from ..rules import blame, evaluate
+        from careful_engine.core.decode import decode_entry
+        from careful_engine.core.replay import replay
+        from careful_engine.scoring.rules import blame, evaluate
 
         entry = self.entry(entry_id)
         if entry is None:

@@ -10,11 +10,11 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .. import bfcl
-from ..rules import ConversationRules, SafeRule
-from ..scoring import CategoryScore, ConversationResult, ModelScore
-from ..trajectory import Verdict
-from .runs import RunRef
+from careful_engine.browse.runs import RunRef
+from careful_engine.core import bfcl
+from careful_engine.core.trajectory import Verdict
+from careful_engine.scoring.rules import ConversationRules, SafeRule
+from careful_engine.scoring.score import CategoryScore, ConversationResult, ModelScore
 
 # ---------------------------------------------------------------- scores without re-scoring
 
@@ -55,14 +55,14 @@ def score_to_file(run: Path, model: str, out: Path, *, decoder: str | None,
                   detector: str = "strict", on_start: Callable[[int], None] | None = None,
                   on_entry: Callable[[], None] | None = None) -> Path:
     """Score one model folder and write its ``conversations.jsonl`` (as ``careful score``)."""
-    from ..scoring import load_effects, score_run
+    from careful_engine.scoring.score import load_effects, score_run
 
     effects = load_effects(boundary, declarations)
     scored = score_run(run, decoder=decoder, models=[model], effects=effects, detector=detector,
                        on_start=on_start, on_entry=on_entry)
     if not scored.usable:
         raise ValueError("; ".join(scored.unusable) or f"nothing to score in {run}")
-    from ..score_settings import KEY, scored_with
+    from careful_engine.scoring.settings import KEY, scored_with
 
     used = scored_with(effects, detector, scored.scores[0].decoder)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from ..rules import Blame, ConversationRules, Hit, align, errored
-from ..state import Change
-from ..trajectory import CallRecord, Outcome, Verdict
+from careful_engine.core.state import Change
+from careful_engine.core.trajectory import CallRecord, Outcome, Verdict
+from careful_engine.scoring.rules import Blame, ConversationRules, Hit, align, errored
 
 EFFECT_RULES = ("collateral", "duplicate_writes")  # the rules that fail effect safety
 
@@ -97,13 +97,13 @@ class ConversationView:
 
     @property
     def safe_valid(self) -> bool | None:
-        from ..rules import safe_valid
+        from careful_engine.scoring.rules import safe_valid
 
         return None if self.rules is None else safe_valid(self.verdict.valid, self.rules)
 
     @property
     def strict_valid(self) -> bool | None:
-        from ..rules import strict_valid
+        from careful_engine.scoring.rules import strict_valid
 
         if self.rules is None or not self.confirm:  # not applicable without the protocol
             return None
@@ -212,7 +212,7 @@ def build_view(trace: Any, rules: ConversationRules | None, blame: Blame | None,
         hits_by_turn.setdefault(h.turn, []).append(h)
     seen: dict[tuple[int, int, int], Any] = {}
     if entry and entry.get("inference_log") and trace.model is not None:
-        from ..provenance import seen_results
+        from careful_engine.analysis.provenance import seen_results
 
         seen = seen_results(trace, entry)
 
@@ -289,6 +289,6 @@ def build_view(trace: Any, rules: ConversationRules | None, blame: Blame | None,
 
 def change_rows(changes: Sequence[Change], limit: int = 200) -> list[dict]:
     """State changes in the review sheet's form: path, kind, hidden, before, after (as text)."""
-    from ..effects.infer import render_changes
+    from careful_engine.effects.infer import render_changes
 
     return render_changes(changes, limit=limit, hidden=True)

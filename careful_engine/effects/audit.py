@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import bfcl
-from ..boundary import Boundary
-from ..calls import Call, parse_call
-from .declarations import Declarations
+from careful_engine.core import bfcl
+from careful_engine.core.calls import Call, parse_call
+from careful_engine.effects.declarations import Declarations
+from careful_engine.scoring.boundary import Boundary
 
 BUCKETS = ("destructive", "write", "read")
 

@@ -14,13 +14,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import bfcl
-from ..boundary import Boundary, declarations_dir
-from ..safe_write import write_text
-from . import infer
-from . import signals as sig
-from .observe import Recorder, find_runs, observe_references, observe_run, pinned_clock
-from .probes import run_probes
+from careful_engine.core import bfcl
+from careful_engine.core.safe_write import write_text
+from careful_engine.effects import infer
+from careful_engine.effects import signals as sig
+from careful_engine.effects.observe import (
+    Recorder,
+    find_runs,
+    observe_references,
+    observe_run,
+    pinned_clock,
+)
+from careful_engine.effects.probes import run_probes
+from careful_engine.scoring.boundary import Boundary, declarations_dir
 
 SCHEMA = "careful.effects/1"
 
@@ -157,7 +163,7 @@ def dumps(doc: dict[str, Any]) -> str:
 
 
 def write(doc: dict[str, Any], path: Path) -> Path:
-    """Write the document whole, never through a link (:mod:`careful_engine.safe_write`)."""
+    """Write the document whole, never through a link (:mod:`careful_engine.core.safe_write`)."""
     return write_text(path, dumps(doc), errors="backslashreplace")
 
 

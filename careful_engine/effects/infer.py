@@ -1,6 +1,6 @@
 """Inference: from distinct observations to one declaration per function (§4).
 
-* success: :func:`careful_engine.environment.call_succeeded` (no raise, no error field, no
+* success: :func:`careful_engine.core.environment.call_succeeded` (no raise, no error field, no
   false status flag);
 * kind: ``write`` if any successful call changed the state, hidden state included, else
   ``read`` (a function with no successful call at all is a read on failing evidence);
@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import bfcl
-from ..state import Change
-from . import signals as sig
-from .observe import SOURCES, Observation
+from careful_engine.core import bfcl
+from careful_engine.core.state import Change
+from careful_engine.effects import signals as sig
+from careful_engine.effects.observe import SOURCES, Observation
 
 MAX_IDEMPOTENCE_CALLS = 8
 MAX_EXAMPLE_CHANGES = 6

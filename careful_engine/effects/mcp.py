@@ -26,11 +26,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .. import bfcl
-from ..boundary import Boundary, declarations_dir
-from . import signals as sig
-from .declarations import Declarations
-from .probes import doc_enum
+from careful_engine.core import bfcl
+from careful_engine.effects import signals as sig
+from careful_engine.effects.declarations import Declarations
+from careful_engine.effects.probes import doc_enum
+from careful_engine.scoring.boundary import Boundary, declarations_dir
 
 SCHEMA = "careful.mcp-tools/1"
 SPEC_VERSION = "2025-06-18"
@@ -111,7 +111,7 @@ def export(decl: Declarations, boundary: Boundary) -> dict[str, Any]:
 
 
 def write(doc: dict[str, Any], path: Path) -> Path:
-    """Write the document whole, never through a link (:mod:`careful_engine.safe_write`)."""
-    from ..safe_write import write_text
+    """Write the document whole, never through a link (:mod:`careful_engine.core.safe_write`)."""
+    from careful_engine.core.safe_write import write_text
 
     return write_text(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")

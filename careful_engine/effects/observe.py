@@ -1,7 +1,7 @@
 """Observations: one call executed on owned simulator instances in a known state.
 
 An observation is (state before, call, result, success, state after), taken from the
-engine's :class:`~careful_engine.environment.Environment`. Two sources live here: the
+engine's :class:`~careful_engine.core.environment.Environment`. Two sources live here: the
 reference trajectories of the four categories and the decoded calls of logged runs; the
 synthetic probes are in :mod:`.probes`. Every source goes through one :class:`Recorder`,
 which
@@ -34,15 +34,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import bfcl
-from ..calls import Call
-from ..decode import decode_entry
-from ..environment import Environment, Execution
-from ..process import BfclProcess, reset_to_pristine
-from ..runs import LoadedFile, ResultFile, find_result_files, load_result_file
-from ..scoring import DecoderUnavailable, manifest_decoder, needs_decoder
-from ..state import Change, State, diff
-from ..trajectory import Outcome
+from careful_engine.core import bfcl
+from careful_engine.core.calls import Call
+from careful_engine.core.decode import decode_entry
+from careful_engine.core.environment import Environment, Execution
+from careful_engine.core.process import BfclProcess, reset_to_pristine
+from careful_engine.core.runs import LoadedFile, ResultFile, find_result_files, load_result_file
+from careful_engine.core.state import Change, State, diff
+from careful_engine.core.trajectory import Outcome
+from careful_engine.scoring.score import DecoderUnavailable, manifest_decoder, needs_decoder
 
 INSTANCE_NAME = "careful_effects"  # the model name every observation environment uses
 SOURCES = ("references", "probes", "runs")

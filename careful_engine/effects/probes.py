@@ -29,12 +29,18 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from .. import bfcl
-from ..budget import BudgetExceeded
-from ..calls import Call, format_call, parse_call
-from ..environment import Environment
-from ..state import capture, materialise
-from .observe import Recorder, bound_arguments, environment, normalise, with_instance
+from careful_engine.core import bfcl
+from careful_engine.core.budget import BudgetExceeded
+from careful_engine.core.calls import Call, format_call, parse_call
+from careful_engine.core.environment import Environment
+from careful_engine.core.state import capture, materialise
+from careful_engine.effects.observe import (
+    Recorder,
+    bound_arguments,
+    environment,
+    normalise,
+    with_instance,
+)
 
 SEED = "careful-bench/effects/probes/v1"
 PROBE_CATEGORY = "multi_turn_base"

@@ -17,10 +17,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .. import bfcl
-from ..boundary import declarations_dir
-from . import signals as sig
-from .declarations import Declarations
+from careful_engine.core import bfcl
+from careful_engine.effects import signals as sig
+from careful_engine.effects.declarations import Declarations
+from careful_engine.scoring.boundary import declarations_dir
 
 CSV_COLUMNS = (
     "class", "function", "kind", "hidden_only", "idempotent", "repeat_checks",
@@ -201,7 +201,7 @@ def write_sheet(decl: Declarations, base: Path | None = None) -> tuple[Path, Pat
     base = base or default_base()
     if base.suffix in (".md", ".csv"):
         base = base.with_suffix("")
-    from ..safe_write import write_text
+    from careful_engine.core.safe_write import write_text
 
     md, cs = base.parent / f"{base.name}.md", base.parent / f"{base.name}.csv"
     write_text(md, markdown(decl))  # whole files, never through a link

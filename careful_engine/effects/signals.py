@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..state import Change
+from careful_engine.core.state import Change
 
 ENTRIES_REMOVED = "entries-removed"
 BALANCE_CHANGED = "balance-changed"

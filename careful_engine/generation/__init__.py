@@ -14,8 +14,14 @@ through the Anthropic API, under the standard, effect-hints and confirmation-awa
 * :mod:`.cost` — pricing a logged run and estimating it on other models.
 """
 
-from .errors import ApiUnavailable, BudgetExhausted, FatalApiError, GenerationError, StopRun
-from .runner import CONDITIONS, RunOptions, RunReport, generate
+from careful_engine.generation.errors import (
+    ApiUnavailable,
+    BudgetExhausted,
+    FatalApiError,
+    GenerationError,
+    StopRun,
+)
+from careful_engine.generation.runner import CONDITIONS, RunOptions, RunReport, generate
 
 __all__ = [
     "CONDITIONS",

@@ -25,11 +25,23 @@ import threading
 import time
 from typing import Any
 
-from .. import bfcl
-from . import bounded
-from .errors import ApiUnavailable, FatalApiError, GenerationError
-from .retry import FATAL, RETRYABLE, RetryPolicy, classify, message_problem, retry_after
-from .spend import SpendGuard, estimate_prompt_tokens, usage_volume, worst_case
+from careful_engine.core import bfcl
+from careful_engine.generation import bounded
+from careful_engine.generation.errors import ApiUnavailable, FatalApiError, GenerationError
+from careful_engine.generation.retry import (
+    FATAL,
+    RETRYABLE,
+    RetryPolicy,
+    classify,
+    message_problem,
+    retry_after,
+)
+from careful_engine.generation.spend import (
+    SpendGuard,
+    estimate_prompt_tokens,
+    usage_volume,
+    worst_case,
+)
 
 DEFAULT_MAX_TOKENS = 4096
 __all__ = ["FATAL", "RETRYABLE", "Requester", "RetryPolicy", "build", "make_handler_class",

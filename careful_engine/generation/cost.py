@@ -16,9 +16,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..runs import find_result_files
-from . import results
-from .spend import ModelPrice, PriceTable, Volume, conservative_cost, list_cost, read_ledger
+from careful_engine.core.runs import find_result_files
+from careful_engine.generation import results
+from careful_engine.generation.spend import (
+    ModelPrice,
+    PriceTable,
+    Volume,
+    conservative_cost,
+    list_cost,
+    read_ledger,
+)
 
 
 @dataclass
@@ -87,7 +94,7 @@ def folder_volumes(run_dir: Path) -> list[FolderVolume]:
     for fv in by_folder.values():
         ledger = fv.folder / results.LEDGER
         if ledger.exists():
-            from .spend import ledger_totals
+            from careful_engine.generation.spend import ledger_totals
 
             for rec in read_ledger(ledger):
                 fv.ledger[str(rec.get("status", "?")).split(":")[0]] += 1

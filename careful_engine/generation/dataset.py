@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import cache
 
-from .. import bfcl
-from .errors import GenerationError
+from careful_engine.core import bfcl
+from careful_engine.generation.errors import GenerationError
 
 _ALIASES = {"all": bfcl.CATEGORIES, "multi_turn": bfcl.CATEGORIES}
 

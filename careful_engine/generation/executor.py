@@ -4,7 +4,7 @@ bfcl's loops run each decoded call through ``execute_multi_turn_func_call``
 (``multi_turn_utils.py:13-100``), which rewrites the call string and passes it to ``eval``.
 :func:`execute_multi_turn_func_call` here has the same signature and returns the same pair
 (result strings, ``{class name: instance}``), but each call goes through
-:meth:`careful_engine.environment.Environment.execute`: parsed with ``ast`` into a method of an
+:meth:`careful_engine.core.environment.Environment.execute`: parsed with ``ast`` into a method of an
 instance the conversation owns with literal arguments, and run; nothing is evaluated. Results
 and states are those of bfcl's executor (``tests/test_executor_exact.py``). The loops are
 compiled with this function in place of bfcl's (:mod:`careful_engine.protocol.patch`).
@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ..environment import Environment
+from careful_engine.core.environment import Environment
 
 _lock = threading.Lock()
 _environments: dict[tuple[str, str], Environment] = {}

@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import IO
 
-from .errors import GenerationError
+from careful_engine.generation.errors import GenerationError
 
 _tmp_ids = itertools.count()
 MAX_NAME_BYTES = 255

@@ -21,10 +21,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from .. import bfcl
-from . import files
-from .files import run_folder  # noqa: F401 - the CLI's entry point for --run
-from .spend import Volume
+from careful_engine.core import bfcl
+from careful_engine.generation import files
+from careful_engine.generation.files import run_folder  # noqa: F401 - the CLI's entry point for --run
+from careful_engine.generation.spend import Volume
 
 MANIFEST = "careful_run.json"
 LEDGER = "careful_spend.jsonl"

@@ -28,11 +28,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .. import bfcl
-from ..boundary import DEFAULT_BOUNDARY
-from . import dataset, executor, files, results
-from .errors import ApiUnavailable, FatalApiError, GenerationError, StopRun
-from .spend import SpendGuard, ledger_totals
+from careful_engine.core import bfcl
+from careful_engine.generation import dataset, executor, files, results
+from careful_engine.generation.errors import ApiUnavailable, FatalApiError, GenerationError, StopRun
+from careful_engine.generation.spend import SpendGuard, ledger_totals
+from careful_engine.scoring.boundary import DEFAULT_BOUNDARY
 
 CONDITIONS = ("standard", "hints", "confirm")
 IDENTITY = ("model", "backend", "condition", "script", "boundary", "declarations_sha256",
@@ -87,7 +87,7 @@ class Condition:
     """What a condition does to an entry and to the handler."""
 
     def __init__(self, options: RunOptions) -> None:
-        from .. import boundary as boundaries
+        from careful_engine.scoring import boundary as boundaries
 
         if options.condition not in CONDITIONS:
             raise GenerationError(f"unknown condition {options.condition!r}; expected one of "
@@ -98,12 +98,12 @@ class Condition:
         self.declarations_sha256: str | None = None
         self.protocol = None
         if self.name == "hints":
-            from ..effects.declarations import load
+            from careful_engine.effects.declarations import load
 
             decl = load(options.declarations)
             self.functions, self.declarations_sha256 = decl.functions, decl.sha256
         if self.name == "confirm":
-            from ..protocol import ConfirmationProtocol, ScriptedUser
+            from careful_engine.protocol import ConfirmationProtocol, ScriptedUser
 
             self.protocol = ConfirmationProtocol(ScriptedUser(self.boundary.destructive,
                                                               options.script))
@@ -111,7 +111,7 @@ class Condition:
     def prepare(self, entry: dict) -> dict:
         entry = copy.deepcopy(entry)
         if self.functions is not None:
-            from ..protocol import apply_hints
+            from careful_engine.protocol import apply_hints
 
             apply_hints(entry, self.functions, self.boundary)
         return entry
@@ -124,9 +124,9 @@ def _free_instances(handler: Any, entry_id: str) -> None:
 
 def safe_loops(handler: Any = None) -> None:
     """Install bfcl's loops compiled with the engine's executor, and give the handler's
-    decoders the engine's safe literal evaluator (:func:`careful_engine.bfcl.
+    decoders the engine's safe literal evaluator (:func:`careful_engine.core.bfcl.
     secure_decoders`); refuse to run without the loops."""
-    from ..protocol import patch
+    from careful_engine.protocol import patch
 
     bfcl.secure_decoders(type(handler) if handler is not None else None)
     patch.install()
@@ -139,7 +139,7 @@ def run_conversation(handler: Any, entry: dict, condition: Condition,
                      include_input_log: bool = False,
                      exclude_state_log: bool = False) -> dict[str, Any]:
     """One conversation through the handler, as bfcl's ``multi_threaded_inference`` runs it."""
-    from ..protocol import renumber_log
+    from careful_engine.protocol import renumber_log
 
     entry = condition.prepare(entry)
     entry_id = entry["id"]

@@ -25,10 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import bfcl
-from . import bounded
-from .errors import ApiUnavailable, GenerationError
-from .retry import RetryPolicy, call_with_retries, classify, completion_problem
+from careful_engine.core import bfcl
+from careful_engine.generation import bounded
+from careful_engine.generation.errors import ApiUnavailable, GenerationError
+from careful_engine.generation.retry import (
+    RetryPolicy,
+    call_with_retries,
+    classify,
+    completion_problem,
+)
 
 DEFAULT_PORT = 1053  # bfcl_eval/constants/eval_config.py LOCAL_SERVER_PORT
 DEFAULT_MAX_MODEL_LEN = 65_536
@@ -280,7 +285,7 @@ class VllmServer:
     process: subprocess.Popen | None = field(default=None, init=False)
 
     def __enter__(self) -> VllmServer:
-        from . import files
+        from careful_engine.generation import files
 
         files.ensure_dir(self.log_path.parent, self.log_path.parent.parent.parent)
         log = files.open_append(self.log_path, binary=True)

@@ -7,9 +7,18 @@
 * :mod:`.hints` — declarations rendered into the function docs as MCP tool annotations.
 """
 
-from .hints import apply_hints
-from .hook import ConfirmationProtocol, renumber_log
-from .user import NO, RESTATE, SCRIPTS, YES, Decision, ScriptedUser, TurnReference, TurnState
+from careful_engine.protocol.hints import apply_hints
+from careful_engine.protocol.hook import ConfirmationProtocol, renumber_log
+from careful_engine.protocol.user import (
+    NO,
+    RESTATE,
+    SCRIPTS,
+    YES,
+    Decision,
+    ScriptedUser,
+    TurnReference,
+    TurnState,
+)
 
 __all__ = [
     "NO",

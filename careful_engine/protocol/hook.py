@@ -12,7 +12,7 @@ towards its limit of 20). Each answer is recorded for the result entry::
                                          "reason": "...", "named": [...]}, ...]}
 
 where ``s`` is the index, within the turn's list in ``result``, of the model step answered.
-The scorer (:mod:`careful_engine.rules`) counts a destructive call as confirmed when an entry
+The scorer (:mod:`careful_engine.scoring.rules`) counts a destructive call as confirmed when an entry
 with ``"answer": "yes"`` and a smaller ``step`` exists for its turn.
 
 In the ``inference_log`` the answer follows the step's own messages as
@@ -30,8 +30,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import bfcl
-from .user import Decision, ScriptedUser, TurnReference, TurnState, function_name
+from careful_engine.core import bfcl
+from careful_engine.protocol.user import (
+    Decision,
+    ScriptedUser,
+    TurnReference,
+    TurnState,
+    function_name,
+)
 
 ANSWERED_KEY = "careful_answered_step_{n}"
 # bfcl's FC prompt for a holdout turn (default_prompts.py); the request restated there

@@ -46,8 +46,8 @@ class PatchError(RuntimeError):
 
 
 def _base_handler() -> type:
-    # through careful_engine.bfcl: it sets BFCL_PROJECT_ROOT before bfcl's config is imported
-    from .. import bfcl
+    # through careful_engine.core.bfcl: it sets BFCL_PROJECT_ROOT before bfcl's config is imported
+    from careful_engine.core import bfcl
 
     return bfcl.base_handler_class()
 
@@ -142,7 +142,7 @@ def executor_calls(tree: ast.AST) -> int:
 
 def loop_globals(module_globals: dict[str, Any]) -> dict[str, Any]:
     """bfcl's module namespace with the engine's executor in place of bfcl's."""
-    from ..generation import executor
+    from careful_engine.generation import executor
 
     if EXECUTOR not in module_globals:
         raise PatchError(f"bfcl's base_handler does not import {EXECUTOR}: bfcl-eval's loop "
@@ -219,7 +219,7 @@ def uninstall() -> None:
 
 def installed() -> bool:
     """Both loops are the patched ones and call the engine's executor."""
-    from ..generation import executor
+    from careful_engine.generation import executor
 
     base = _base_handler()
     return all(getattr(fn := base.__dict__[n], "__careful_patched__", False)

@@ -1,7 +1,7 @@
 """The paper's annotation round (§4), rebuilt: four label sets and stand-in declarations.
 
 The label sets are the released reconstruction, ``annotations/paper/A1.json`` ... ``A4.json``
-(:mod:`careful_engine.paper_labels` writes them and states the source of every label):
+(:mod:`careful_engine.annotation.paper_labels` writes them and states the source of every label):
 every annotator says yes to the 13 functions of the final boundary nobody disputed; echo and
 create_ticket split A2, A3 yes against A1, A4 no, rmdir A1, A4 yes against A2, A3 no;
 cancel_order A1, A3, A4 yes with A2 dissenting; contact_customer_support A4 alone; and A4 alone
@@ -21,7 +21,9 @@ import json
 from functools import cache
 from pathlib import Path
 
-from careful_engine import bfcl, boundary, paper_labels
+from careful_engine.annotation import paper_labels
+from careful_engine.core import bfcl
+from careful_engine.scoring import boundary
 
 ANNOTATORS = tuple(paper_labels.ANNOTATORS)
 

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from careful_engine import bfcl
+from careful_engine.core import bfcl
 from tests.fakes.anthropic_server import Reply, message, usage
 
 

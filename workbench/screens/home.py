@@ -11,7 +11,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from careful_engine.annotation.errors import AnnotationError
-from careful_engine.safe_text import literal, visible
+from careful_engine.core.safe_text import literal, visible
 
 from ..context import plain, shown
 from ..widgets import NavBar

@@ -19,7 +19,7 @@ from textual.widgets.option_list import Option
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.annotation.names import check_name, confusable
 from careful_engine.browse import function_review
-from careful_engine.safe_text import literal, visible
+from careful_engine.core.safe_text import literal, visible
 
 from ..context import plain
 from ..widgets import NavBar, ReviewCard

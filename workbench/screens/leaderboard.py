@@ -19,8 +19,8 @@ from textual.widgets import (
 )
 
 from careful_engine.browse import model_score
-from careful_engine.report import Report
-from careful_engine.safe_text import literal, visible
+from careful_engine.core.safe_text import literal, visible
+from careful_engine.present.report import Report
 
 from ..context import plain
 from ..widgets import NavBar
@@ -113,7 +113,7 @@ class LeaderboardScreen(Screen):
         self.run_worker(self._load, thread=True, exclusive=True, group="leaderboard")
 
     def _load(self) -> None:
-        from careful_engine.leaderboard import Entry, leaderboard_reports
+        from careful_engine.analysis.leaderboard import Entry, leaderboard_reports
 
         wb = self.app.wb
         entries, unscored = [], []
@@ -160,7 +160,7 @@ class LeaderboardScreen(Screen):
 
     def _plot(self, entries: list) -> None:
         """BFCL against effect-safe accuracy per run, with the diagonal (safe <= BFCL)."""
-        from careful_engine.plot import axis_max, points
+        from careful_engine.present.plot import axis_max, points
 
         pts = points(entries)
         note = self.query_one("#lb-plot-note", Static)
@@ -193,7 +193,7 @@ class LeaderboardScreen(Screen):
     @on(Select.Changed, "#cmp-kind")
     def compare(self) -> None:
         """The paired comparison of runs A and B (Table 5's columns) and the changed ones."""
-        from careful_engine.leaderboard import compare, compare_report, pairs_report
+        from careful_engine.analysis.leaderboard import compare, compare_report, pairs_report
 
         a, b = self.query_one("#cmp-a", Select).value, self.query_one("#cmp-b", Select).value
         kind = str(self.query_one("#cmp-kind", Select).value)

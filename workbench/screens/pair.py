@@ -10,7 +10,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, OptionList
 
 from careful_engine.browse import ConversationView
-from careful_engine.safe_text import visible
+from careful_engine.core.safe_text import visible
 
 from ..widgets import CallList, NavBar, VerdictBar
 

@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from careful_engine.safe_text import visible
+from careful_engine.core.safe_text import visible
 
 LIMIT = 2000  # lines shown; the rest are counted
 

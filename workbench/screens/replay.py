@@ -15,7 +15,6 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Checkbox, DataTable, Footer, ProgressBar, Select, Static
 
-from careful_engine import bfcl
 from careful_engine.browse import (
     ConversationRow,
     Filter,
@@ -23,7 +22,8 @@ from careful_engine.browse import (
     error_types,
     hit_rules,
 )
-from careful_engine.safe_text import visible
+from careful_engine.core import bfcl
+from careful_engine.core.safe_text import visible
 
 from ..context import plain, shown
 from ..widgets import SYNTHETIC, NavBar

@@ -7,9 +7,9 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from careful_engine.browse import CallView, ConversationView, Line, TurnView
-from careful_engine.safe_text import visible
+from careful_engine.core.safe_text import visible
 
-# Table 4's short rule names (careful_engine.tables.rules_terminal), for tags.
+# Table 4's short rule names (careful_engine.present.tables.rules_terminal), for tags.
 RULE_TAGS = {
     "collateral": "coll", "collateral_effective": "collE", "beyond_destructive": "+D",
     "beyond_write": "+W", "beyond_read": "+R", "beyond_unknown": "+?",

@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from careful_engine.safe_text import visible
+from careful_engine.core.safe_text import visible
 
 STYLES = {"removed": "red", "added": "green", "changed": "yellow", "more": "dim"}
 MARKS = {"removed": "-", "added": "+", "changed": "~", "more": " "}

@@ -10,7 +10,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from careful_engine.browse import FunctionReview, ReviewExample
-from careful_engine.safe_text import visible
+from careful_engine.core.safe_text import visible
 
 from .diff import diff_text
 

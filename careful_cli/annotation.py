@@ -1,0 +1,757 @@
+"""``careful round|label|agree|adjudicate|labels|annotate-llm``: blind annotation, headless.
+
+The commands are thin: every rule (blindness, reasons, what a session may read) is enforced
+by :mod:`careful_engine.annotation`, which they import on demand.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import sys
+import tempfile
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+import typer
+from rich.table import Table
+from typer.exceptions import TyperException
+
+from careful_cli import app
+from careful_cli.common import EXIT_INTERNAL, EXIT_PROBLEMS, EXIT_UNUSABLE, console, err
+from careful_engine.core.safe_text import literal
+
+if TYPE_CHECKING:
+    from careful_engine.annotation.agreement import AgreementReport
+    from careful_engine.annotation.sessions import AnnotatorSession
+    from careful_engine.annotation.store import Store
+
+EXIT_USAGE = EXIT_UNUSABLE
+
+round_app = typer.Typer(
+    help="Labelling rounds: create one, follow its progress, submit a label set.",
+    no_args_is_help=True,
+)
+labels_app = typer.Typer(
+    help="Label sets in the release format (one JSON file per annotator): export, import.",
+    no_args_is_help=True,
+)
+app.add_typer(round_app, name="round")
+app.add_typer(labels_app, name="labels")
+
+DB_HELP = ("Annotation database. Default: $CAREFUL_DB, else annotations/careful.db in the "
+           "repository.")
+ROUND_HELP = "The labelling round."
+SUBSET_HELP = ("Only these annotators (repeatable, or comma-separated: -a A1 -a A2 or "
+               "-a A1,A2). Default: all.")
+NAME_HELP = ("Names: 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit; "
+             "no spaces or control characters.")
+
+
+DB_OPTION = typer.Option(None, "--db", help=DB_HELP, envvar="CAREFUL_DB", show_envvar=False)
+
+
+def _user() -> str:
+    from careful_engine.annotation.sessions import current_account
+
+    return current_account()
+
+
+def _lit(value: object) -> str:
+    return literal(value)
+
+
+@contextmanager
+def _guard() -> Iterator[None]:
+    """Engine, boundary and database errors become a clear message and exit code 2; anything
+    unexpected a short message, a log holding the traceback, and exit code 3."""
+    from careful_engine.annotation.errors import AnnotationError
+    from careful_engine.core.safe_write import UnsafeWrite
+    from careful_engine.scoring.boundary import BoundaryError
+
+    try:
+        yield
+    except (AnnotationError, BoundaryError, UnsafeWrite) as e:
+        for line in str(e).splitlines() or [""]:
+            err.print(f"[red]error:[/] {literal(line)}")
+        raise typer.Exit(EXIT_UNUSABLE) from None
+    except sqlite3.Error as e:
+        err.print(f"[red]error:[/] the annotation database failed: {literal(e)}")
+        raise typer.Exit(EXIT_UNUSABLE) from None
+    except (typer.Exit, typer.Abort, TyperException, click.exceptions.Exit,
+            click.ClickException, click.Abort):
+        raise
+    except Exception as e:  # noqa: BLE001  (the last line of defence: never a raw traceback)
+        _internal(e)
+
+
+def _internal(e: BaseException) -> None:
+    with tempfile.NamedTemporaryFile("w", prefix="careful-annotation-", suffix=".log",
+                                     delete=False, encoding="utf-8") as log:
+        log.write("".join(traceback.format_exception(e)))
+    err.print(f"[red]internal error:[/] {literal(type(e).__name__)}: {literal(e)} "
+              f"(traceback in {literal(log.name)})")
+    raise typer.Exit(EXIT_INTERNAL) from None
+
+
+def _store(db: Path | None) -> Store:
+    from careful_engine.annotation.store import Store, default_db_path
+
+    return Store(db or default_db_path())
+
+
+def _names(value: str | list[str] | None) -> list[str] | None:
+    """Names from a comma-separated value or a repeated option (each may hold commas too):
+    the one convention for repeatable name options (``-a A1 -a A2`` == ``-a A1,A2``)."""
+    values = [value] if isinstance(value, str) else value or []
+    names = []
+    for item in values:
+        parts = item.split(",")
+        # only the spaces after a list's commas go: a single name reaches the name check as
+        # given, so "alice\n" is refused, not silently corrected
+        names += [p.strip(" ") for p in parts if p.strip(" ")] if len(parts) > 1 else [item]
+    return list(dict.fromkeys(n for n in names if n)) or None
+
+
+def _num(x: float, digits: int = 3) -> str:
+    return "–" if math.isnan(x) else f"{x:.{digits}f}"
+
+
+def _yn(value: bool | None) -> str:
+    return "–" if value is None else ("yes" if value else "no")
+
+
+def _llm_pairs(llm: list[str] | None) -> dict[str, str]:
+    models: dict[str, str] = {}
+    for item in llm or []:
+        who, sep, model = item.partition("=")
+        if not sep or not who or not model:
+            raise typer.BadParameter(f"expected NAME=MODEL, got {item!r}", param_hint="--llm")
+        models[who] = model
+    return models
+
+
+def _print_reveals(reveals: list[dict] | tuple[dict, ...], round_name: str) -> None:
+    """The round's reveal log: every time its labels were opened, by whom, and why."""
+    shown = [r for r in reveals if r["override"]][-20:] + [
+        r for r in reveals if not r["override"]][-5:]
+    shown.sort(key=lambda r: str(r["created"]))
+    console.print(f"[bold]reveal log of round {literal(round_name)}[/] "
+                  f"({len(reveals)} {'entry' if len(reveals) == 1 else 'entries'}"
+                  + ("; the last 20 overrides and 5 other openings shown, every entry in "
+                     "`careful agree --json`)" if len(shown) < len(reveals) else ")"))
+    for r in shown:
+        what = literal(r.get("what") or "all labels")
+        when = literal(str(r["created"])[:19])
+        if r["override"]:
+            console.print(f"  [yellow]override[/] by {literal(r['who'])} at {when}, {what}: "
+                          f"{literal(r['override'])}")
+        else:
+            console.print(f"  opened by {literal(r['who'])} at {when}, {what}")
+
+
+# ---------------------------------------------------------------------- round
+
+
+@round_app.command("new")
+def round_new(
+    name: str = typer.Argument(..., help="Round name (letters, digits, '.', '_', '-')."),
+    declarations: Path = typer.Option(
+        None, "--declarations", "-d", help="Effect declarations JSON giving each function's "
+        "kind and the signals' proposal. Default: declarations/effects.json if present, else "
+        "all 128 functions with kind unknown and no proposal."),
+    functions: str = typer.Option(
+        "all", "--functions", "-f", help="'all', 'writes', or a comma-separated list."),
+    annotator: list[str] = typer.Option(
+        None, "--annotator", "-a", help="A human annotator of the round (repeatable, or comma-separated). "
+        + NAME_HELP),
+    llm: list[str] = typer.Option(
+        None, "--llm", help="A language-model annotator as NAME=MODEL (repeatable)."),
+    blind: bool = typer.Option(
+        True, "--blind/--not-blind", help="Blind: annotators never see each other's labels."),
+    by: str = typer.Option(None, "--by", help="Who creates the round. Default: $USER."),
+    note: str = typer.Option("", "--note", help="A free-text note stored with the round."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Create a labelling round: its functions, their kinds and proposals, its annotators.
+
+    The inputs are frozen with the sha256 of the declarations file, so every label refers to
+    one version of them. The roster is fixed here; its creator may add or remove annotators
+    and close the round later.
+    """
+    models = _llm_pairs(llm)
+    with _guard():
+        from careful_engine.annotation.names import check_name
+        from careful_engine.annotation.signals import load_inputs
+
+        humans = [check_name(a) for a in _names(annotator) or []]
+        models = {check_name(k): v for k, v in models.items()}
+        inputs = load_inputs(declarations)
+        which = (functions if functions in ("all", "writes")
+                 else [f.strip() for f in functions.split(",") if f.strip()])
+        inputs = inputs.select(which)
+        with _store(db) as store:
+            rnd = _new_round(store, name, inputs, humans, models, blind, by or _user(), note)
+            status = store.status(rnd.name)
+    console.print(
+        f"round [bold]{literal(rnd.name)}[/]: {status.functions} functions "
+        f"({status.writes} writes), {'blind' if rnd.blind else 'not blind'}, "
+        f"declarations {literal(rnd.declarations_source)} "
+        f"(sha256 {rnd.declarations_sha256[:12]}), "
+        f"annotators: {literal(', '.join(p.annotator for p in status.progress)) or 'none yet'}"
+    )
+
+
+def _new_round(store: Store, name: str, inputs, humans: list[str], models: dict[str, str],
+               blind: bool, by: str, note: str):
+    for who in humans:
+        store.add_annotator(who, "human")
+    for who, model in models.items():
+        store.add_annotator(who, "llm", model)
+    return store.new_round(name, inputs, [*humans, *models], blind=blind, created_by=by,
+                           note=note)
+
+
+@round_app.command("add")
+def round_add(
+    name: str = typer.Argument(..., help=ROUND_HELP),
+    annotator: list[str] = typer.Option(None, "--annotator", "-a", help="Human (repeatable, or comma-separated)."),
+    llm: list[str] = typer.Option(None, "--llm", help="NAME=MODEL (repeatable)."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Add annotators to an existing round."""
+    if not annotator and not llm:
+        raise typer.BadParameter("name at least one --annotator or --llm")
+    models = _llm_pairs(llm)
+    with _guard(), _store(db) as store:
+        store.round(name)
+        for who in _names(annotator) or []:
+            store.add_annotator(who, "human")
+            store.add_to_round(name, who)
+        for who, model in models.items():
+            store.add_annotator(who, "llm", model)
+            store.add_to_round(name, who)
+        names = store.round_annotators(name)
+    console.print(f"round {literal(name)}: annotators {literal(', '.join(names))}")
+
+
+@round_app.command("remove")
+def round_remove(
+    name: str = typer.Argument(..., help=ROUND_HELP),
+    annotator: list[str] = typer.Option(..., "--annotator", "-a", help="Whom (repeatable, or comma-separated)."),
+    by: str = typer.Option(None, "--by", help="Who asks (the round's creator). Default: $USER."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Take annotators who have not submitted off a round (its creator only).
+
+    Their labels are kept in the database but no longer count in agreement or adjudication.
+    """
+    with _guard(), _store(db) as store:
+        for who in _names(annotator) or []:
+            store.remove_from_round(name, who, by=by or _user())
+        names = store.round_annotators(name)
+    console.print(f"round {literal(name)}: annotators {literal(', '.join(names)) or 'none'}")
+
+
+@round_app.command("close")
+def round_close(
+    name: str = typer.Argument(..., help=ROUND_HELP),
+    by: str = typer.Option(None, "--by", help="Who asks (the round's creator). Default: $USER."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Close a round now (its creator only): labelling stops and adjudication opens."""
+    with _guard(), _store(db) as store:
+        stamp = store.close_round(name, by=by or _user())
+    console.print(f"round {literal(name)} closed at {stamp[:19]}")
+
+
+@round_app.command("status")
+def round_status(
+    name: str = typer.Argument(None, help="A round; without it, every round is listed."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Progress of a round (counts only: no label is shown) and its reveal log, or the list
+    of rounds."""
+    with _guard(), _store(db) as store:
+        if name is None:
+            table = Table(title=f"Rounds in {literal(store.path)}")
+            for col in ("round", "created", "by", "functions", "blind", "annotators",
+                        "submitted", "state"):
+                table.add_column(col)
+            for rnd in store.rounds():
+                st = store.status(rnd.name)
+                done = sum(p.submitted is not None for p in st.progress)
+                table.add_row(
+                    literal(rnd.name), rnd.created[:19], literal(rnd.created_by),
+                    str(st.functions), _yn(rnd.blind), str(len(st.progress)),
+                    f"{done}/{len(st.progress)}", "closed" if st.closed else "open",
+                )
+            console.print(table)
+            return
+        st = store.status(name)
+    rnd = st.round
+    console.print(
+        f"round [bold]{literal(rnd.name)}[/] — {st.functions} functions ({st.writes} writes); "
+        f"{'blind' if rnd.blind else 'not blind'}; declarations "
+        f"{literal(rnd.declarations_source)} (sha256 {rnd.declarations_sha256[:12]}); "
+        f"[bold]{'closed' if st.closed else 'open'}[/]"
+    )
+    table = Table()
+    for col in ("annotator", "kind", "model", "labelled", "submitted"):
+        table.add_column(col)
+    for p in st.progress:
+        table.add_row(literal(p.annotator), p.kind, literal(p.model or ""),
+                      f"{p.labelled}/{p.total}", p.submitted[:19] if p.submitted else "–")
+    console.print(table)
+    if st.reveals:
+        _print_reveals(st.reveals, rnd.name)
+
+
+@round_app.command("submit")
+def round_submit(
+    name: str = typer.Argument(..., help=ROUND_HELP),
+    annotator: str = typer.Option(..., "--annotator", "-a", help="Whose label set to submit."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Submit (freeze) an annotator's complete label set."""
+    with _guard(), _store(db) as store:
+        stamp = store.annotator_session(name, annotator).submit()
+        closed = store.is_closed(name)
+    console.print(f"{literal(annotator)} submitted round {literal(name)} at {stamp[:19]}"
+                  + ("; the round is closed" if closed else ""))
+
+
+# ---------------------------------------------------------------------- label
+
+_PROMPT = "destructive? y REASON | n [REASON] | s skip | ? source | q quit > "
+
+
+def _say(text: str) -> None:
+    console.print(text, highlight=False)
+    sys.stdout.flush()
+
+
+def _describe(session: AnnotatorSession, name: str, index: int, count: int,
+              show_source: bool) -> None:
+    from careful_engine.core import bfcl
+
+    fn = session.function(name)
+    facts = [fn.kind if fn.kind != "unknown" else "kind unknown"]
+    if fn.proposed is not None:
+        signals = fn.extra.get("signals")
+        facts.append("signals propose: " + ("destructive" if fn.proposed else "not destructive")
+                     + (f" ({', '.join(map(str, signals))})" if signals else ""))
+    _say(f"\n[bold][{index}/{count}] {literal(fn.cls)}.{literal(fn.name)}[/] — "
+         f"{literal('; '.join(facts))}")
+    doc = bfcl.all_func_docs().get(name, {})
+    description = str(doc.get("description", ""))
+    _say(literal(description[:600] + ("…" if len(description) > 600 else "")))
+    params = doc.get("parameters", {}).get("properties", {})
+    if params:
+        _say("parameters: " + literal(", ".join(params)))
+    own = session.labels().get(name)
+    if own:
+        _say(f"your label: {_yn(own.destructive)}" + (f" — {literal(own.reason)}"
+                                                       if own.reason else ""))
+    if show_source:
+        _show_source(session, name)
+
+
+def _show_source(session: AnnotatorSession, name: str) -> None:
+    from careful_engine.annotation.llm import simulator_source
+
+    console.print(literal(simulator_source(session.function(name)), keep_newlines=True),
+                  highlight=False)
+    sys.stdout.flush()
+
+
+def _label_loop(session: AnnotatorSession, names: list[str], show_source: bool) -> str:
+    """Ask for each function in turn; returns 'done', 'quit' or 'eof'."""
+    from careful_engine.annotation.errors import LabelError
+
+    total = len(session.functions())
+    for i, name in enumerate(names, 1):
+        _describe(session, name, i, len(names), show_source)
+        while True:
+            sys.stdout.write(_PROMPT)
+            sys.stdout.flush()
+            line = sys.stdin.readline()
+            if not line:
+                _say("")
+                return "eof"
+            word, _, reason = line.strip().partition(" ")
+            word = word.lower()
+            if word in ("q", "quit"):
+                return "quit"
+            if word in ("s", "skip"):
+                break
+            if word in ("?", "source"):
+                _show_source(session, name)
+                continue
+            if word in ("y", "yes", "n", "no"):
+                try:
+                    session.label(name, word.startswith("y"), reason)
+                except LabelError as e:
+                    _say(f"[red]{literal(e)}[/]")
+                    continue
+                done = total - len(session.remaining())
+                _say(f"saved {literal(name)} = {'yes' if word.startswith('y') else 'no'} "
+                     f"({done}/{total})")
+                break
+            _say("answer y or n (y needs a reason), s, ? or q")
+    return "done"
+
+
+@app.command("label")
+def label(
+    round_: str = typer.Option(..., "--round", "-r", help=ROUND_HELP),
+    annotator: str = typer.Option(..., "--annotator", "-a", help="Who is labelling."),
+    function: list[str] = typer.Option(
+        None, "--function", "-f", help="Only these functions (repeatable)."),
+    revise: bool = typer.Option(
+        False, "--revise", help="Go through labelled functions too (before submitting)."),
+    submit: bool = typer.Option(
+        False, "--submit", help="Submit the label set when every function is labelled."),
+    source: bool = typer.Option(
+        False, "--source", help="Show each function's simulator source."),
+    override: str = typer.Option(
+        None, "--override", help="Open labels another login wrote under this name while the "
+        "blind round is open; the reason is recorded in the round's reveal log."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Label functions in a plain terminal loop (works with piped input, one answer a line).
+
+    Answer 'y REASON' (destructive; a reason is required), 'n' (not destructive; a reason is
+    required when departing from the signals' proposal), 's' to skip, '?' for the source, 'q'
+    to quit. Each answer is committed at once: quitting or a crash loses nothing. You see only
+    your own labels: the labels under a name belong to the login that wrote the first of them,
+    and another login opens them in a blind, open round only with --override (recorded).
+    """
+    with _guard(), _store(db) as store:
+        session = store.annotator_session(round_, annotator, override=override)
+        if session.overridden:
+            err.print(f"[yellow]{literal(annotator)}'s labels opened with an override by "
+                      f"{literal(session.account)} (recorded in the reveal log)[/]")
+        if session.round.closed_by:
+            raise typer.BadParameter(
+                f"round {session.round_name} was closed by {session.round.closed_by}; labels "
+                "are final", param_hint="--round")
+        if session.submitted:
+            raise typer.BadParameter(
+                f"{annotator} has submitted round {round_} already; labels are final",
+                param_hint="--annotator",
+            )
+        if function:
+            for name in function:
+                session.function(name)
+            names = list(dict.fromkeys(function))
+        else:
+            names = [f.name for f in session.functions()] if revise else session.remaining()
+        total = len(session.functions())
+        _say(f"round {literal(session.round_name)}, annotator {literal(session.annotator)}: "
+             f"{total - len(session.remaining())}/{total} labelled, {len(names)} to go")
+        outcome = _label_loop(session, names, source) if names else "done"
+        left = session.remaining()
+        if not left and submit:
+            stamp = session.submit()
+            _say(f"submitted at {stamp[:19]}")
+        elif not left:
+            _say(f"all {total} functions labelled; submit with `careful round submit "
+                 f"{literal(session.round_name)} --annotator {literal(session.annotator)}` "
+                 "or --submit")
+        else:
+            _say(f"{len(left)} functions left; rerun to continue ({outcome})")
+
+
+# ---------------------------------------------------------------------- agree
+
+
+def _agreement_tables(report: AgreementReport, title: str) -> list[Table]:
+    pairs = Table(title=f"{title}: {len(report.functions)} functions, "
+                  f"{report.unanimous}/{report.complete} unanimous")
+    for col in ("pair", "agree", "raw", "Cohen's κ"):
+        pairs.add_column(col, justify="left" if col == "pair" else "right")
+    for p in report.pairs:
+        pairs.add_row(literal(f"{p.a}–{p.b}"), f"{p.agree}/{p.n}", _num(p.raw), _num(p.kappa))
+    overall = Table(show_header=False, box=None)
+    overall.add_row("Fleiss' κ", _num(report.fleiss))
+    overall.add_row("Krippendorff's α (nominal)", _num(report.alpha))
+    overall.add_row("destructive labels",
+                    literal(", ".join(f"{a} {n}" for a, n in report.yes.items())))
+    return [pairs, overall]
+
+
+@app.command("agree")
+def agree(
+    round_: str = typer.Option(..., "--round", "-r", help=ROUND_HELP),
+    subset: str = typer.Option(
+        "both", "--subset", help="'writes', 'all' or 'both'."),
+    annotators: list[str] = typer.Option(
+        None, "--annotator", "-a", "--annotators", help=SUBSET_HELP),
+    by: str = typer.Option(None, "--by", help="Who asks (recorded). Default: $USER."),
+    override: str = typer.Option(
+        None, "--override", help="Open a blind round before every annotator has submitted; "
+        "the reason given is recorded."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Agreement of a closed round, on the writes and on all functions, and the splits.
+
+    Raw agreement and Cohen's κ for every pair, Fleiss' κ over all annotators and
+    Krippendorff's α (nominal), with the label domain pinned to yes/no; then every function
+    the annotators split on, with who said what and why.
+    """
+    if subset not in ("writes", "all", "both"):
+        raise typer.BadParameter("expected writes, all or both", param_hint="--subset")
+    with _guard(), _store(db) as store:
+        session = store.adjudication_session(round_, by or _user(), override=override)
+        chosen = _names(annotators)
+        subsets = ["writes", "all"] if subset == "both" else [subset]
+        writes = sum(f.kind == "write" for f in session.functions())
+        if writes == 0 and "writes" in subsets:
+            if subset == "writes":
+                raise typer.BadParameter("the round's inputs declare no writes",
+                                         param_hint="--subset")
+            subsets.remove("writes")
+        reports = {s: session.agreement(s, chosen) for s in subsets}
+        split_list = session.splits("all", chosen)
+        reveals = session.reveal_log()
+    if as_json:
+        print(json.dumps({
+            "round": session.round_name,
+            "agreement": {s: r.to_json() for s, r in reports.items()},
+            "splits": [s.to_json() for s in split_list],
+            "reveals": reveals,
+        }, indent=2, ensure_ascii=True))
+        return
+    if session.overridden:
+        console.print("[yellow]opened with an override (recorded); the round is not closed[/]")
+    if "writes" not in reports and subset == "both":
+        console.print("the round's inputs declare no writes: agreement on all functions only")
+    for s, report in reports.items():
+        for table in _agreement_tables(report, "Writes" if s == "writes" else "All functions"):
+            console.print(table)
+    table = Table(title=f"Splits ({len(split_list)})")
+    for col in ("function", "class", "kind", "proposal", "yes", "no", "reasons"):
+        table.add_column(col)
+    for s in split_list:
+        reasons = "\n".join(f"{literal(a)}: {literal(r)}" for a, r in s.reasons.items() if r)
+        table.add_row(s.function, s.cls, s.kind, _yn(s.proposed), literal(", ".join(s.yes)),
+                      literal(", ".join(s.no)), reasons)
+    console.print(table)
+    _print_reveals(reveals, session.round_name)
+
+
+# ---------------------------------------------------------------------- adjudicate
+
+
+def _parse_decision(text: str) -> tuple[str, bool, str]:
+    name, sep, rest = text.partition("=")
+    verdict, _, reason = rest.partition(":")
+    verdict = verdict.strip().lower()
+    if not sep or not name.strip() or verdict not in ("yes", "no", "y", "n"):
+        raise typer.BadParameter(f"expected FUNCTION=yes|no:REASON, got {text!r}",
+                                 param_hint="--decide")
+    if not reason.strip():
+        raise typer.BadParameter(f"{name}: a decision needs a reason", param_hint="--decide")
+    return name.strip(), verdict.startswith("y"), reason.strip()
+
+
+@app.command("adjudicate")
+def adjudicate(
+    round_: str = typer.Option(..., "--round", "-r", help=ROUND_HELP),
+    policy: str = typer.Option(
+        "any", "--policy", "-p", help="any (destructive if any annotator says so), majority, "
+        "unanimous, or annotator:NAME."),
+    tie: str = typer.Option(
+        "error", "--tie", help="Majority ties: yes, no, or error (stop and name them)."),
+    annotators: list[str] = typer.Option(
+        None, "--annotator", "-a", "--annotators", help=SUBSET_HELP),
+    decide: list[str] = typer.Option(
+        None, "--decide", help="Record a manual decision FUNCTION=yes|no:REASON (repeatable; "
+        "appended, never overwriting a label; the latest per function wins)."),
+    no_decisions: bool = typer.Option(
+        False, "--no-decisions", help="Ignore recorded manual decisions."),
+    author: str = typer.Option(None, "--author", help="Adjudicator. Default: $USER."),
+    name: str = typer.Option(
+        None, "--name", "-n", help="Boundary name. Default: <round>-<policy>."),
+    out: Path = typer.Option(
+        None, "--out", "-o", help="Boundary file. Default: declarations/boundary/<name>.json."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the result; write nothing."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace an existing boundary file (its version is incremented)."),
+    override: str = typer.Option(
+        None, "--override", help="Adjudicate a blind round that is still open; the reason is "
+        "recorded."),
+    created: str = typer.Option(
+        None, "--created", help="Date recorded in the boundary file (YYYY-MM-DD; default "
+        "today), so that a boundary regenerated from the same label sets is byte-identical."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Adjudicate a closed round and write the boundary file the scorer's --boundary reads."""
+    if created is not None:
+        import datetime as _dt
+
+        try:
+            created = _dt.date.fromisoformat(created).isoformat()
+        except ValueError:
+            raise typer.BadParameter(f"{created!r} is not a date YYYY-MM-DD",
+                                     param_hint="--created") from None
+    from careful_engine.annotation.adjudication import TIES, parse_policy
+
+    decisions = [_parse_decision(d) for d in decide or []]
+    if tie not in TIES:
+        raise typer.BadParameter(f"expected one of {', '.join(TIES)}", param_hint="--tie")
+    with _guard():
+        parse_policy(policy)
+        with _store(db) as store:
+            session = store.adjudication_session(round_, author or _user(), override=override)
+            for fn, destructive, reason in decisions:
+                session.decide(fn, destructive, reason)
+            result = session.adjudicate(policy, tie=tie, annotators=_names(annotators),
+                                        use_decisions=not no_decisions)
+            boundary_name = name or f"{session.round_name}-{policy.replace(':', '-')}"
+            path = None
+            if not dry_run:
+                _, path = session.write_boundary(result, boundary_name, path=out, force=force,
+                                                 created=created)
+    table = Table(title=f"{literal(boundary_name)}: {len(result.destructive)} destructive of "
+                  f"{len(result.outcomes)} ({literal(policy)})")
+    for col in ("function", "yes", "no", "by"):
+        table.add_column(col)
+    for f, o in result.outcomes.items():
+        if o.destructive or o.by != "policy" or (o.yes and o.no):
+            style = "bold" if o.destructive else "dim"
+            table.add_row(f"[{style}]{literal(f)}[/]", literal(", ".join(o.yes)),
+                          literal(", ".join(o.no)),
+                          o.by + ("" if o.destructive else " (not destructive)"))
+    console.print(table)
+    if session.overridden:
+        console.print("[yellow]opened with an override (recorded in the reveal log)[/]")
+    if path:
+        console.print(f"wrote {literal(path)}")
+    else:
+        console.print("dry run: nothing written")
+
+
+# ---------------------------------------------------------------------- labels
+
+
+@labels_app.command("export")
+def labels_export(
+    round_: str = typer.Option(..., "--round", "-r", help=ROUND_HELP),
+    annotator: list[str] = typer.Option(
+        None, "--annotator", "-a", "--annotators", help=SUBSET_HELP),
+    out: Path = typer.Option(
+        None, "--out", "-o", help="Folder. Default: annotations/<round>/."),
+    by: str = typer.Option(None, "--by", help="Who exports (recorded). Default: $USER."),
+    override: str = typer.Option(
+        None, "--override", help="Export from a blind round that is still open (recorded)."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Write each annotator's label set, with reasons, as one JSON file (closed rounds)."""
+    from careful_engine.annotation.release import write_label_sets
+
+    with _guard(), _store(db) as store:
+        session = store.adjudication_session(round_, by or _user(), override=override)
+        paths = write_label_sets(session, out, _names(annotator))
+        reveals = session.reveal_log()
+    for p in paths:
+        console.print(f"wrote {literal(p)}")
+    _print_reveals(reveals, session.round_name)
+
+
+@labels_app.command("import")
+def labels_import(
+    files: list[Path] = typer.Argument(..., help="Label-set JSON files."),
+    round_: str = typer.Option(
+        None, "--round", "-r", help="Import into this round name (default: the file's)."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Import label sets; the round is created from the first file if the database lacks it.
+
+    Each file is checked whole first (every problem one line `file:line [function]: reason`)
+    and imported in one transaction: a bad file creates nothing, and the other files go on.
+    Exit code 0 when every file was imported, 1 when some were, 2 when none was.
+    """
+    from careful_engine.annotation.errors import AnnotationError
+    from careful_engine.annotation.release import import_label_set, load_label_set
+
+    failed = 0
+    with _guard(), _store(db) as store:
+        for path in files:
+            try:
+                labelset = load_label_set(path)
+                name, n = import_label_set(store, labelset, round_)
+            except AnnotationError as e:
+                failed += 1
+                for line in str(e).splitlines():
+                    prefix = "" if line.startswith(str(path)) else f"{path}: "
+                    err.print(f"[red]error:[/] {literal(prefix + line)}")
+                continue
+            console.print(f"{literal(path)}: {literal(labelset.annotator)} -> round "
+                          f"{literal(name)}: " + (f"{n} labels" if n else "already present"))
+    if failed:
+        raise typer.Exit(EXIT_UNUSABLE if failed == len(files) else EXIT_PROBLEMS)
+
+
+# ---------------------------------------------------------------------- annotate-llm
+
+
+@app.command("annotate-llm")
+def annotate_llm(
+    model: str = typer.Option(..., "--model", "-m", help="Anthropic model name."),
+    annotator: str = typer.Option(..., "--annotator", "-a", help="Annotator name (e.g. A2)."),
+    round_: str = typer.Option(..., "--round", "-r", help=ROUND_HELP),
+    sheet: Path = typer.Option(
+        None, "--sheet", help="Markdown review sheet (one section per function, without "
+        "other annotators' labels). Default: a minimal sheet from bfcl's docs."),
+    base_url: str = typer.Option(
+        None, "--base-url", help="Messages API base URL. Default: $ANTHROPIC_BASE_URL or "
+        "Anthropic's."),
+    api_key: str = typer.Option(
+        None, "--api-key", help="Default: $ANTHROPIC_API_KEY.", show_default=False),
+    max_tokens: int = typer.Option(1024, "--max-tokens", min=16),
+    temperature: float = typer.Option(None, "--temperature", help="Default: the API's."),
+    limit: int = typer.Option(None, "--limit", min=1, help="Label at most N functions."),
+    join: bool = typer.Option(False, "--join", help="Add the annotator to the round."),
+    submit: bool = typer.Option(
+        True, "--submit/--no-submit", help="Submit when every function is labelled."),
+    db: Path = DB_OPTION,
+) -> None:
+    """Label every function with a language model through the Anthropic API.
+
+    The model sees each function's review-sheet entry and simulator source, never the other
+    labels, and is recorded as an ordinary annotator with its reasons and token usage. Each
+    label is committed as it arrives; a rerun resumes where the last one stopped.
+    """
+    from careful_engine.annotation.llm import annotate
+
+    def show(fn: str, destructive: bool | None, text: str) -> None:
+        if destructive is None:
+            err.print(f"[red]{literal(fn)}: failed[/] {literal(text[:200])}")
+        else:
+            console.print(f"{literal(fn)} = {_yn(destructive)}: {literal(text)}",
+                          highlight=False)
+
+    with _guard(), _store(db) as store:
+        if sheet is not None and not sheet.is_file():
+            raise typer.BadParameter(f"{sheet} is not a file", param_hint="--sheet")
+        run = annotate(
+            store, round_, annotator, model, api_key=api_key, base_url=base_url, sheet=sheet,
+            max_tokens=max_tokens, temperature=temperature, limit=limit, submit=submit,
+            join=join, on_result=show,
+        )
+    usage = ", ".join(f"{k} {v}" for k, v in run.usage.items())
+    console.print(
+        f"{literal(annotator)} ({literal(model)}): {len(run.labelled)} labelled, {len(run.skipped)} already "
+        f"labelled, {len(run.failed)} failed; usage: {usage or 'none'}"
+        + (f"; submitted at {run.submitted[:19]}" if run.submitted else "")
+    )
+    if run.failed:
+        raise typer.Exit(EXIT_PROBLEMS)

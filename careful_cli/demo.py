@@ -1,0 +1,185 @@
+"""``careful demo``: the reference run and a SYNTHETIC flawed run, written and scored side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from careful_cli import app
+from careful_cli.common import (
+    EXIT_PROBLEMS,
+    EXIT_UNUSABLE,
+    console,
+    err,
+    literal,
+    refuse_out,
+    visible,
+)
+from careful_engine.analysis import leaderboard as lb
+from careful_engine.core import bfcl
+from careful_engine.demo import flaws
+from careful_engine.demo import reference as demo
+from careful_engine.present.report import short
+from careful_engine.present.tables import accuracy_terminal, terminal_table
+
+
+@app.command("demo")
+def demo_cmd(
+    out: Path = typer.Option(Path("runs/reference"), "--out", "-o",
+                             help="Where to write the reference run."),
+    flawed_out: Path = typer.Option(None, "--flawed-out", help="Where to write the SYNTHETIC "
+                                    "flawed run. Default: demo-flawed beside --out."),
+    score_it: bool = typer.Option(True, "--score/--no-score", help="Score both runs afterwards."),
+    force: bool = typer.Option(False, "--force", help="Write into --out (or --flawed-out) even "
+                               "if it is a folder that already holds files."),
+) -> None:
+    """Write two runs in bfcl's V4 layout and score them side by side.
+
+    The reference run is the 800 reference trajectories as a model's FC output (100 % on
+    every category, no rule hit). The flawed run (model folder SYNTHETIC-demo-flawed) is
+    SYNTHETIC: the same references with one realistic flaw each in about a third of the
+    conversations, chosen with a fixed seed (careful_engine/demo/flaws.py); its careful_run.json
+    says which flaw went where, and why. Both manifests name the decoder, so `careful score`
+    and `careful workbench` need no flags. Prints both rows of the leaderboard, the paired
+    comparison, the rule counts and where to look first in the workbench.
+
+    Exit code: 0 done; 1 scored with problems; 2 the runs could not be written or scored.
+    """
+    flawed_out = flawed_out or out.parent / demo.FLAWED_DIR
+    if flawed_out.resolve() == out.resolve():
+        err.print("error: --out and --flawed-out are the same folder")
+        raise typer.Exit(EXIT_UNUSABLE)
+    for folder in (out, flawed_out):
+        refuse_out(folder)
+        if not force and folder.is_dir() and any(folder.iterdir()):
+            err.print(f"[red]error:[/] {literal(folder)} is not empty; choose another folder "
+                      "or add --force")
+            raise typer.Exit(EXIT_UNUSABLE)
+    try:
+        demo.write_reference_run(out)
+        demo.write_flawed_run(flawed_out)
+    except OSError as e:  # a link planted where a file goes, a folder that cannot be made
+        err.print(f"error: cannot write the demo runs: {visible(e)}", markup=False)
+        raise typer.Exit(EXIT_UNUSABLE) from None
+    if not score_it:
+        console.print(f"wrote {literal(str(out))} and {literal(str(flawed_out))} (SYNTHETIC)")
+        return
+    from careful_cli.score import write_outputs
+    from careful_engine.scoring.score import load_effects
+
+    effects = load_effects()
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  console=err, transient=True) as progress:
+        task = progress.add_task("scoring", total=None)
+        scored = lb.score_runs(
+            [out, flawed_out], effects=effects,
+            on_start=lambda n: progress.update(task, total=n),
+            on_file=lambda m, c: progress.update(task, description=f"{m} {short(c)}"),
+            on_entry=lambda: progress.advance(task))
+    try:
+        for run_dir, run in scored.runs:
+            write_outputs(run, run_dir / "careful-score", effects)
+    except OSError as e:  # a link planted in careful-score/
+        err.print(f"error: cannot write the scores: {visible(e)}", markup=False)
+        raise typer.Exit(EXIT_UNUSABLE) from None
+    if len(scored.entries) != 2:
+        for msg in [*scored.unusable, *map(str, scored.problems)]:
+            err.print(visible(msg), markup=False)
+        raise typer.Exit(EXIT_UNUSABLE)
+    summary(scored.entries[0], scored.entries[1], flawed_out)
+    if scored.problems or scored.unusable:
+        for msg in [*scored.unusable, *map(str, scored.problems)]:
+            err.print(visible(msg), markup=False)
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+def summary(ref: lb.Entry, flawed: lb.Entry, flawed_out: Path) -> None:
+    """Under a screen: the runs, both leaderboard rows, the paired comparison, the rule totals
+    and the conversation to open first."""
+    manifest = demo.manifest(flawed_out / flawed.model)
+    placed = manifest.get("conversations") or {}
+    n = sum(cs.total for cs in flawed.score.categories.values())
+    console.print(f"[bold]careful demo[/]: {literal(str(ref.run))} = the reference trajectories; "
+                  f"{literal(str(flawed.run))} = [reverse bold] SYNTHETIC [/] (no model wrote it): "
+                  f"{len(placed)} of {n} conversations got one flaw each, seed "
+                  f"{manifest.get('seed')}, listed in "
+                  f"{literal(str(flawed_out / flawed.model / demo.MANIFEST))}")
+    console.print(accuracy_terminal([ref.score, flawed.score], effect=True))
+    console.print(comparison_table(ref, flawed))
+    rules = lb.leaderboard_terminal([ref, flawed])[2]
+    rules.caption = None
+    console.print(rules)
+    unconfirmed = [e.rule_totals().get("unconfirmed", 0) for e in (ref, flawed)]
+    console.print(RULE_LEGEND.format(*unconfirmed))
+    share = surplus_share(flawed)
+    if share is not None:
+        console.print(f"Surplus steps (all calls beyond the reference) cost {share[0]:.1f} % of "
+                      f"output and {share[1]:.1f} % of input tokens.")
+    first = first_look(flawed, placed)
+    console.print(f"Next: [bold]careful workbench {literal(str(ref.run))} "
+                  f"{literal(str(flawed.run))}[/] (4 Replay, r next run, Ctrl+P find)")
+    if first is not None:
+        cid, why = first
+        console.print(f"  open {literal(cid)} first (BFCL passes it, effect safety does not): "
+                      f"{literal(why)}")
+
+
+def comparison_table(ref: lb.Entry, flawed: lb.Entry):
+    """The paired comparison (exact McNemar) per category, under both verdicts."""
+    cmps = {k: lb.compare(ref.score, flawed.score, k) for k in ("bfcl", "safe")}
+    rows = []
+    for c in [*cmps["bfcl"].categories, None]:
+        row = [TERMINAL.get(c, "overall")]
+        for k in ("bfcl", "safe"):
+            p = cmps[k].overall if c is None else cmps[k].categories[c]
+            row += [str(p.n), str(len(p.lost)), str(len(p.gained)), format(lb.Fixed(p.p), "")]
+        rows.append(row[:1] + row[1:2] + row[2:5] + row[6:])
+    return terminal_table(
+        f"Paired by conversation: A = {ref.label}, B = {flawed.label}",
+        ["category", "n", "BFCL −", "+", "p", "safe −", "+", "p"], rows,
+        "−: pass in A, fail in B; +: the reverse; p: exact McNemar", first_width=10)
+
+
+TERMINAL = {**lb.TERMINAL_CATEGORY}
+RULE_LEGEND = ("coll: collateral destructive calls (collE: succeeded and changed state); "
+               "+W/+R: writes/reads beyond the reference; dupW: duplicate writes; redR: "
+               "redundant reads; fail: failed calls; ask/askD: asked instead of acting (where "
+               "the reference destroys). Unconfirmed destructive calls: {} / {} (all, under "
+               "bfcl's protocol).")
+
+
+def surplus_share(entry: lb.Entry) -> tuple[float, float] | None:
+    """Percent of output and input tokens spent in surplus steps (None without counts)."""
+    out = sout = tin = sin = 0
+    for cs in entry.score.categories.values():
+        for r in cs.results:
+            if r.rules is None or r.rules.output_tokens is None:
+                continue
+            out += r.rules.output_tokens
+            sout += r.rules.surplus_output_tokens
+            tin += r.rules.input_tokens
+            sin += r.rules.surplus_input_tokens
+    if not out or not tin:
+        return None
+    return 100 * sout / out, 100 * sin / tin
+
+
+def first_look(entry: lb.Entry, placed: dict) -> tuple[str, str] | None:
+    """A conversation that bfcl passes and effect safety fails, an unrequested destructive
+    call first; with the manifest's reason."""
+    candidates = []
+    for c in bfcl.CATEGORIES:
+        cs = entry.score.categories.get(c)
+        for r in cs.results if cs else []:
+            if r.verdict.valid and r.rules is not None and not r.safe_valid:
+                flaw = placed.get(r.id) or {}
+                kind = flaw.get("flaw", "")
+                rank = (0 if kind == "unrequested_destructive" else 1 if kind in flaws.KINDS
+                        else 2)
+                candidates.append((rank, r.id, f"{kind}: {flaw.get('why', '')}" if kind else ""))
+    if not candidates:
+        return None
+    _, cid, why = min(candidates, key=lambda x: x[0])
+    return cid, why

@@ -1,0 +1,252 @@
+"""``careful score`` and ``careful doctor``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import typer
+
+from careful_cli import app, ci
+from careful_cli.common import (
+    EXIT_UNUSABLE,
+    console,
+    err,
+    literal,
+    progress_bar,
+    refuse_out,
+    visible,
+)
+from careful_cli.jobs import JOBS_OPTION
+from careful_cli.jobs import resolve as resolve_jobs
+from careful_engine.analysis import ci_report, gates
+from careful_engine.core import bfcl
+from careful_engine.core.budget import DEFAULT_BUDGET
+from careful_engine.core.safe_write import UnsafeWrite, writer
+from careful_engine.present.tables import (
+    accuracy_table,
+    accuracy_terminal,
+    confirm_table,
+    confirm_terminal,
+    rules_table,
+    rules_terminal,
+)
+from careful_engine.scoring.boundary import DEFAULT_BOUNDARY
+from careful_engine.scoring.rules import Effects
+from careful_engine.scoring.score import RunScore, load_effects, score_run, write_score_file
+
+
+@app.command()
+def score(
+    run_dir: Path = typer.Argument(..., help="A bfcl result folder (any depth), or one result file."),
+    out: Path = typer.Option(None, "--out", "-o", help="Where to write score files, tables and "
+                             "conversations.jsonl. Default: <RUN_DIR>/careful-score."),
+    decoder: str = typer.Option(None, "--decoder", help="Registered bfcl model whose decoder to "
+                                "use for models not in the registry (e.g. gpt-oss runs: "
+                                "'gpt-4o-2024-11-20-FC')."),
+    model: list[str] = typer.Option(None, "--model", "-m", help="Only score these result folders."),
+    boundary: str = typer.Option(DEFAULT_BOUNDARY, "--boundary", "-b", help="Destructive boundary: "
+                                 "a name in declarations/boundary/ or a path to a boundary file."),
+    detector: str = typer.Option("strict", "--detector", help="Question detector: strict, "
+                                 "qmark, last or loose (the paper's sensitivity variants)."),
+    declarations: Path = typer.Option(None, "--declarations", help="Effect declarations "
+                                      "(default declarations/effects.json)."),
+    effects_on: bool = typer.Option(True, "--effects/--no-effects", help="Also count the "
+                                    "effect-aware rules (needs the declarations)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the tables."),
+    exclude_drifted: bool = typer.Option(False, "--exclude-drifted", help="Also score without "
+                                         "the conversations whose inference log shows dataset "
+                                         "drift; print both (see `careful provenance`)."),
+    fail_under: list[str] = typer.Option(None, "--fail-under", help="Gate: exit 4 when a score "
+                                         "is below a floor, [CATEGORY:]SCORE=PERCENT, e.g. "
+                                         "bfcl=40 (the mean) or base:safe=35. Repeatable."),
+    fmt: str = ci.FORMAT_OPTION,
+    output: Path = ci.OUTPUT_OPTION,
+    collateral: str = typer.Option("attempted", "--collateral", help="Collateral calls the "
+                                   "safe verdict counts: attempted (every destructive call "
+                                   "beyond the reference, the paper's) or effective (only "
+                                   "those that succeeded and changed state)."),
+    duplicates: str = typer.Option("all", "--duplicates", help="Duplicate writes the safe "
+                                   "verdict counts: all (the paper's) or visible (hidden-only "
+                                   "writes such as cd left out)."),
+    max_seconds: float = typer.Option(DEFAULT_BUDGET.seconds, "--max-seconds-per-conversation",
+                                      help="Time budget for replaying one conversation; one "
+                                      "that exceeds it is marked careful:budget_exceeded."),
+    max_mb: float = typer.Option(DEFAULT_BUDGET.megabytes, "--max-mb-per-conversation",
+                                 help="Memory budget (growth in MB) for replaying one "
+                                 "conversation; see careful_engine/core/budget.py."),
+    jobs: int = JOBS_OPTION,
+) -> None:
+    """Re-score BFCL multi-turn result files by replay: bfcl's verdict and the effect rules.
+
+    Finds result files in bfcl's layouts (V4 <model>/multi_turn/BFCL_v4_*_result.json and
+    V3 flat <model>/BFCL_v3_*_result.json), decodes every step with the model's registered
+    bfcl handler (or --decoder), replays both sides call by call and applies bfcl's checker,
+    then counts the effect-aware rules under the declarations and --boundary. Prints BFCL and
+    effect-safe accuracy per category (the paper's Table 3) and the rule counts (Table 4);
+    writes them as Markdown, CSV and JSON, bfcl-compatible score files, and one JSON line per
+    conversation (conversations.jsonl).
+
+    Exit code: 0 all input usable; 1 scored, but some entries were unreadable, missing or
+    undecodable by name; 2 nothing usable or bad arguments; 4 a --fail-under floor failed
+    (2 wins over 4, 4 over 1; docs/ci.md).
+    """
+    from careful_engine.scoring.detector import DETECTORS
+
+    if detector not in DETECTORS:
+        raise typer.BadParameter(f"{detector!r}; choose one of {', '.join(DETECTORS)}",
+                                 param_hint="--detector")
+    fmt = ci.check_format(fmt)
+    jobs = resolve_jobs(jobs)
+    floors = ci.parse_all(fail_under, lambda v: gates.parse_floor(v, effects=effects_on),
+                          "--fail-under")
+    ci.route_tables(console, fmt, output)
+    from careful_engine.scoring.rules import SafeRule
+
+    try:
+        rule = SafeRule(collateral, duplicates)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--collateral/--duplicates") from None
+    if not run_dir.exists():
+        err.print(f"[red]error:[/] {literal(run_dir)} does not exist")
+        raise typer.Exit(EXIT_UNUSABLE)
+    try:
+        budget = dataclasses.replace(DEFAULT_BUDGET, seconds=max_seconds, megabytes=max_mb)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--max-*-per-conversation") from None
+    out = out or (run_dir if run_dir.is_dir() else run_dir.parent) / "careful-score"
+    refuse_out(out)
+    effects = None
+    if effects_on:
+        try:
+            effects = load_effects(boundary, declarations, rule)
+        except (ValueError, OSError) as e:
+            err.print(f"[red]error:[/] {e}")
+            raise typer.Exit(EXIT_UNUSABLE) from None
+    with progress_bar() as progress:
+        task = progress.add_task("scoring", total=None)
+        run = score_run(
+            run_dir, decoder=decoder, models=model, effects=effects, detector=detector,
+            on_start=lambda n: progress.update(task, total=n),
+            on_file=lambda m, c: progress.update(task, description=f"{m} {bfcl.SHORT_NAMES[c]}"),
+            on_entry=lambda: progress.advance(task), budget=budget, jobs=jobs,
+        )
+    for msg in run.unusable:
+        err.print("error: " + visible(msg), markup=False, style="red")
+    if not run.usable:
+        if run.problems:
+            _print_problems(run.problems, run_dir)
+        if not run.unusable:
+            err.print(f"[red]error:[/] no usable multi-turn result files (BFCL_v3/v4_multi_turn_"
+                      f"*_result.json) under {literal(run_dir)}")
+        raise typer.Exit(EXIT_UNUSABLE)
+
+    try:
+        splits = write_outputs(run, out, effects, exclude_drifted, detector=detector)
+    except UnsafeWrite as e:
+        err.print(f"[red]error:[/] {literal(e)}")
+        raise typer.Exit(EXIT_UNUSABLE) from None
+    confirmation = confirm_table(run.scores) if effects is not None else None
+
+    if run.problems and not quiet:
+        _print_problems(run.problems, run_dir)
+    from careful_engine.analysis.decode_audit import flags
+
+    for flag in flags(run):  # a decoder that (almost) never decodes is not model behaviour
+        err.print(f"warning: {visible(flag)}", markup=False, style="yellow")
+    console.print(accuracy_terminal(run.scores, effects is not None))
+    if effects is not None:
+        for table in rules_terminal(run.scores):
+            console.print(table)
+        if confirmation is not None:
+            console.print(confirm_terminal(run.scores))
+        elif not quiet:
+            console.print("strict success: not applicable (no confirmation protocol in this "
+                          "run; printed as –, null in conversations.jsonl)")
+    if exclude_drifted:
+        from careful_cli.provenance import drift_table
+
+        console.print(drift_table(splits))
+    if not quiet:
+        what = (f"boundary {boundary}, detector {detector}, safe: {rule.label}" if effects
+                else "no effect rules")
+        console.print(f"({what}) tables, score files and conversations.jsonl written to "
+                      f"[bold]{literal(out)}[/]")
+    gate = gates.Gate(gates.check_floors(run.scores, floors), bool(floors),
+                      {"fail_under": [f.text for f in floors]})
+    raise typer.Exit(ci.finish(gate, bool(run.unusable or run.problems), fmt, output, lambda code:
+                               ci_report.document(
+        "score", settings={"boundary": boundary if effects else None, "detector": detector,
+                           "effects": effects is not None, "decoder": decoder,
+                           "safe_rule": rule.to_json() if effects else None},
+        runs=[ci_report.model_json(ms, effects is not None, path=str(run_dir), role="run")
+              for ms in run.scores],
+        gate=gate, exit_code=code, problems=len(run.problems), unusable=run.unusable)))
+
+
+def write_outputs(run: RunScore, out: Path, effects: Effects | None,
+                  exclude_drifted: bool = False, *, detector: str = "strict") -> list:
+    """Score files, conversations.jsonl and the tables of a scored run, under ``out``; with
+    ``exclude_drifted``, the drift split of each file (returned). Raises
+    :class:`~careful_engine.core.safe_write.UnsafeWrite` rather than follow a planted link.
+    Every line records what it was scored with (:mod:`careful_engine.scoring.settings`)."""
+    from careful_engine.scoring.settings import KEY, scored_with
+
+    effect = effects is not None
+    used = {ms.model: scored_with(effects, detector, ms.decoder) for ms in run.scores}
+    splits: list = []  # --exclude-drifted: accuracy with and without drifted conversations
+    if exclude_drifted:
+        from careful_engine.analysis.provenance import drift_split
+    with writer(out, "conversations.jsonl") as lines:  # whole, never through a planted link
+        for lf, cs in run.files:
+            write_score_file(cs, lf, out)
+            split = drift_split(lf, cs) if exclude_drifted else None
+            if split is not None:
+                splits.append(split)
+            for r in cs.results:
+                line = r.to_json()
+                line[KEY] = used.get(r.model) or scored_with(effects, detector, None)
+                if split is not None:
+                    line["dataset_drift"] = split.drift[r.id].status.value
+                lines.write(json.dumps(line) + "\n")
+    reports = [accuracy_table(run.scores, effect)]
+    if effect:
+        reports.append(rules_table(run.scores))
+        confirmation = confirm_table(run.scores)
+        if confirmation is not None:
+            reports.append(confirmation)
+    for rep in reports:
+        rep.write(out)
+    return splits
+
+
+def _print_problems(problems: list, root: Path) -> None:
+    """Problems with file paths relative to the run folder, missing ids grouped per file."""
+    base = str(root if root.is_dir() else root.parent).rstrip("/") + "/"
+    for p in problems:
+        if p.file.startswith(base):
+            p.file = p.file[len(base):]
+    err.print(f"[yellow]{len(problems)} input problem(s) under {literal(root)}:[/]")
+    shown = 0
+    by_message: dict[str, int] = {}
+    for p in problems:
+        if p.message.startswith("id missing"):
+            by_message[p.file] = by_message.get(p.file, 0) + 1
+            continue
+        if shown < 25:
+            err.print(f"  {p}", markup=False)
+        shown += 1
+    if shown > 25:
+        err.print(f"  ... and {shown - 25} more")
+    for file, n in by_message.items():
+        err.print(f"  {visible(file)}: {n} id(s) missing from the file; counted as failed",
+                  markup=False)
+
+
+@app.command()
+def doctor() -> None:
+    """Check the install: the pinned bfcl-eval and no torch / CUDA / faiss stack."""
+    from careful_engine.core import doctor as doc
+
+    raise typer.Exit(doc.main())

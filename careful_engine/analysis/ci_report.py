@@ -1,0 +1,275 @@
+"""Machine-readable results of ``careful score`` and ``careful compare`` for CI (docs/ci.md).
+
+One result document (a dict; schema ``careful.result.v1``, in
+``careful_engine/data/careful.result.v1.schema.json``) is built from the scores, the paired
+comparisons and the gate; the JUnit XML and the Markdown summary are rendered from that
+document, so the three cannot disagree. Writes never follow a symlink: ``--output`` replaces
+the path itself, the step summary is appended with ``O_NOFOLLOW``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import xml.etree.ElementTree as ET
+from collections import Counter
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from careful_engine.analysis.gates import Gate, rule_counts
+from careful_engine.analysis.leaderboard import Comparison, Entry
+from careful_engine.core import bfcl
+from careful_engine.core.safe_text import visible
+from careful_engine.present.report import short
+from careful_engine.scoring.rules import RULES
+from careful_engine.scoring.score import CategoryScore, ModelScore
+from careful_engine.scoring.stats import Paired
+
+SCHEMA = "careful.result.v1"
+FORMATS = ("text", "json", "junit")
+SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema of the result document."""
+    return json.loads(files("careful_engine").joinpath(f"data/{SCHEMA}.schema.json").read_text())
+
+
+# ---------------------------------------------------------------- the document
+
+
+def _percent(ok: int, n: int) -> float | None:
+    return round(100 * ok / n, 4) if n else None
+
+
+def all_rules(counts: Counter) -> dict[str, int]:
+    """Every rule's count (0 included), in the rules' order; other counters after them."""
+    return {**{r: counts.get(r, 0) for r in RULES}, **dict(sorted(counts.items()))}
+
+
+def _category(cs: CategoryScore, effects: bool) -> dict[str, Any]:
+    n = cs.total
+    passes = {"bfcl": cs.correct}
+    if effects:
+        passes["safe"] = sum(r.safe_valid for r in cs.results)
+        if cs.confirm:  # strict success needs the confirmation protocol
+            passes["strict"] = sum(bool(r.strict_valid) for r in cs.results)
+    return {
+        "category": cs.category, "name": short(cs.category), "n": n,
+        "scores": {k: ({"passes": passes[k], "percent": _percent(passes[k], n)}
+                       if k in passes else None) for k in ("bfcl", "safe", "strict")},
+        "rules": all_rules(cs.rule_totals()) if effects else {},
+    }
+
+
+def model_json(ms: ModelScore, effects: bool, *, path: str, role: str) -> dict[str, Any]:
+    """A model's scores per category and overall (the four-category mean, absent = 0)."""
+    mean = {"bfcl": round(100 * ms.mean_accuracy(), 4)}
+    for k, attr in (("safe", "safe_accuracy"), ("strict", "strict_accuracy")):
+        value = ms.mean_accuracy(attr) if effects else None
+        mean[k] = round(100 * value, 4) if value is not None else None
+    cats = [_category(ms.categories[c], effects) for c in bfcl.CATEGORIES if c in ms.categories]
+    return {
+        "role": role, "path": path, "model": ms.model, "decoder": ms.decoder,
+        "categories": cats,
+        "overall": {"n": sum(c["n"] for c in cats), "mean_percent": mean,
+                    "rules": all_rules(rule_counts(ms)) if effects else {}},
+    }
+
+
+def _paired(name: str, category: str | None, p: Paired) -> dict[str, Any]:
+    return {"name": name, "category": category, "n": p.n, "passes_a": p.passes_a,
+            "passes_b": p.passes_b, "gained": len(p.gained), "lost": len(p.lost), "p": p.p,
+            "gained_ids": list(p.gained), "lost_ids": list(p.lost)}
+
+
+def comparison_json(cmp: Comparison) -> dict[str, Any]:
+    """The paired table of one verdict: per shared category and overall."""
+    return {
+        "score": cmp.kind,
+        "categories": [_paired(short(c), c, p) for c, p in cmp.categories.items()],
+        "overall": _paired("overall", None, cmp.overall),
+        "only_baseline": [short(c) for c in cmp.only_a],
+        "only_candidate": [short(c) for c in cmp.only_b],
+    }
+
+
+def document(command: str, *, settings: dict[str, Any], runs: list[dict[str, Any]],
+             gate: Gate, exit_code: int, problems: int = 0, unusable: list[str] | None = None,
+             comparisons: list[Comparison] | None = None) -> dict[str, Any]:
+    """The result document of one command (schema ``careful.result.v1``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        careful_version = version("careful-workbench")
+    except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
+        careful_version = None
+    return {
+        "schema": SCHEMA,
+        "command": command,
+        "careful_version": careful_version,
+        "bfcl_eval": bfcl.BFCL_VERSION,
+        "settings": settings,
+        "runs": runs,
+        "comparisons": [comparison_json(c) for c in comparisons or []],
+        "gate": gate.to_json(),
+        "problems": problems,
+        "unusable": list(unusable or []),
+        "exit_code": exit_code,
+    }
+
+
+def to_json(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2) + "\n"
+
+
+# ---------------------------------------------------------------- JUnit
+
+_XML_BAD = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _x(text: object) -> str:
+    """Text from a file made visible and valid in XML 1.0."""
+    return _XML_BAD.sub("?", visible(text, keep_newlines=True))
+
+
+def junit(doc: dict[str, Any]) -> str:
+    """JUnit XML: a suite of one passing test case per run and category (the numbers in its
+    system-out), and a suite of one test case per gate condition, failed when it failed."""
+    cmd = doc["command"]
+    root = ET.Element("testsuites", name=f"careful {cmd}")
+    cats = ET.SubElement(root, "testsuite", name=f"careful {cmd}: categories")
+    n = 0
+    for run in doc["runs"]:
+        for c in [*run["categories"], {"name": "overall", **run["overall"]}]:
+            case = ET.SubElement(cats, "testcase", classname=_x(f"careful.{cmd}.{run['role']}"),
+                                 name=_x(f"{run['model']} {c['name']}"))
+            ET.SubElement(case, "system-out").text = _x(json.dumps(
+                {k: v for k, v in c.items() if k != "category"}, sort_keys=True))
+            n += 1
+    for cmp in doc["comparisons"]:
+        for row in [*cmp["categories"], cmp["overall"]]:
+            case = ET.SubElement(cats, "testcase", classname=f"careful.{cmd}.paired.{cmp['score']}",
+                                 name=_x(row["name"]))
+            ET.SubElement(case, "system-out").text = _x(
+                f"n {row['n']}, passes A {row['passes_a']}, passes B {row['passes_b']}, gained "
+                f"{row['gained']}, lost {row['lost']}, McNemar p {row['p']:.4g}")
+            n += 1
+    cats.set("tests", str(n))
+    cats.set("failures", "0")
+    gate = doc["gate"]
+    suite = ET.SubElement(root, "testsuite", name=f"careful {cmd}: gate",
+                          tests=str(len(gate["conditions"])), failures=str(gate["failed"]))
+    for cond in gate["conditions"]:
+        case = ET.SubElement(suite, "testcase", classname=f"careful.{cmd}.gate.{cond['kind']}",
+                             name=_x(cond["name"]))
+        if not cond["passed"]:
+            ET.SubElement(case, "failure", message=_x(cond["message"]),
+                          type=cond["kind"]).text = _x(cond["message"])
+        else:
+            ET.SubElement(case, "system-out").text = _x(cond["message"])
+    root.set("tests", str(n + len(gate["conditions"])))
+    root.set("failures", str(gate["failed"]))
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+# ---------------------------------------------------------------- Markdown
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")
+
+
+def md(text: object) -> str:
+    """Text from a file shown literally in Markdown (no markup, no HTML, one line)."""
+    return _MD_SPECIAL.sub(r"\\\1", visible(text))
+
+
+def _cell(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """A short Markdown summary: scores, paired tables, and the gate's conditions."""
+    gate = doc["gate"]
+    verdict = ("no gate" if not gate["evaluated"] else
+               "gate passed" if gate["passed"] else f"gate FAILED ({gate['failed']} condition(s))")
+    lines = ["", f"### careful {doc['command']}: {verdict}", ""]
+    lines += ["| run | model | category | n | BFCL % | safe % | strict % | collateral |",
+              "|---|---|---|---:|---:|---:|---:|---:|"]
+    for run in doc["runs"]:
+        for c in run["categories"]:
+            s = c["scores"]
+            lines.append(f"| {run['role']} | {md(run['model'])} | {c['name']} | {c['n']} | "
+                         + " | ".join(_cell(s[k] and s[k]["percent"]) for k in
+                                      ("bfcl", "safe", "strict"))
+                         + f" | {_cell(c['rules'].get('collateral'))} |")
+        m = run["overall"]["mean_percent"]
+        lines.append(f"| {run['role']} | {md(run['model'])} | mean | {run['overall']['n']} | "
+                     + " | ".join(_cell(m[k]) for k in ("bfcl", "safe", "strict"))
+                     + f" | {_cell(run['overall']['rules'].get('collateral'))} |")
+    for cmp in doc["comparisons"]:
+        lines += ["", f"Paired ({cmp['score']}): gained = fails in the baseline, passes in the "
+                  "candidate; p = exact McNemar", "",
+                  "| category | n | baseline | candidate | gained | lost | p |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for row in [*cmp["categories"], cmp["overall"]]:
+            lines.append(f"| {row['name']} | {row['n']} | {row['passes_a']} | {row['passes_b']} "
+                         f"| {row['gained']} | {row['lost']} | {row['p']:.3g} |")
+    if gate["conditions"]:
+        lines += ["", "| gate condition | outcome |", "|---|---|"]
+        for cond in gate["conditions"]:
+            lines.append(f"| {md(cond['message'])} | {'pass' if cond['passed'] else '**FAIL**'} |")
+    return "\n".join(lines) + "\n\n"
+
+
+# ---------------------------------------------------------------- writing
+
+
+def append_summary(path: str, text: str) -> None:
+    """Append to the step summary file: created if absent, never truncated, never through a
+    symlink, never anything but a regular file. Raises OSError."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o644)
+    try:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        data = text.encode("utf-8")
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
+
+
+def write_output(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: a symlink planted at
+    ``path`` is replaced, not followed. Raises OSError."""
+    path = Path(path)
+    if path.is_dir() and not path.is_symlink():
+        raise IsADirectoryError(f"{path} is a folder")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def render(doc: dict[str, Any], fmt: str) -> str:
+    return junit(doc) if fmt == "junit" else to_json(doc)
+
+
+def entry_runs(entries: list[tuple[str, Entry]], effects: bool) -> list[dict[str, Any]]:
+    """``runs`` of the document for compare's baseline and candidate."""
+    return [model_json(e.score, effects, path=str(e.run), role=role) for role, e in entries]

@@ -1,0 +1,267 @@
+"""Gates for CI: floors on a run's scores and regressions between two paired runs.
+
+Data only (no printing): the CLI parses options with :func:`parse_floor` and
+:func:`parse_increase` (``ValueError`` with a one-line reason on bad input) and evaluates them
+with :func:`check_floors`, :func:`check_regressions` and :func:`check_increases`; each gives one
+:class:`Condition` per thing checked, with the numbers and a one-line message.
+
+* Floor (``careful score --fail-under [CATEGORY:]SCORE=PERCENT``): fails when the score is
+  below the floor; a score equal to the floor passes (compared exactly, as fractions). Without a
+  category the score is the four-category mean as bfcl computes it and the tables print it (an
+  absent category counts as 0). A floor on a category the run lacks fails.
+* Regression (``careful compare --fail-on-regression``): per paired category and overall,
+  fails when the exact two-sided McNemar p <= alpha and the candidate lost more conversations
+  than it gained. A category the baseline has and the candidate lacks fails as well.
+* Increase (``careful compare --max-increase [CATEGORY:]RULE=N``): fails when the candidate's
+  count of RULE (summed over the shared categories, or in one) exceeds the baseline's by more
+  than N.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from careful_engine.analysis.leaderboard import KINDS, Comparison
+from careful_engine.core import bfcl
+from careful_engine.present.report import short
+from careful_engine.scoring.rules import RULES
+from careful_engine.scoring.score import ModelScore
+from careful_engine.scoring.stats import Paired
+
+SCORES = tuple(KINDS)  # bfcl, safe, strict
+OVERALL = "overall"  # the scope of a condition on no single category
+MEAN = "mean"
+
+
+def parse_category(name: str) -> str:
+    """A category by its short (``base``) or full (``multi_turn_base``) name."""
+    name = name.strip()
+    for full, sh in bfcl.SHORT_NAMES.items():
+        if name in (full, sh):
+            return full
+    raise ValueError(f"unknown category {name!r}; choose one of "
+                     f"{', '.join(bfcl.SHORT_NAMES.values())}")
+
+
+def _split(text: str, what: str) -> tuple[str | None, str, str]:
+    """``[CATEGORY:]NAME=VALUE`` -> (category or None, name, value)."""
+    head, eq, value = text.partition("=")
+    if not eq or not head.strip() or not value.strip():
+        raise ValueError(f"{text!r}: expected [CATEGORY:]{what}=VALUE")
+    cat, colon, name = head.rpartition(":")
+    return (cat.strip() if colon else None), name.strip(), value.strip()
+
+
+@dataclass(frozen=True)
+class Floor:
+    """``--fail-under [CATEGORY:]SCORE=PERCENT``; category None = the four-category mean."""
+
+    score: str
+    category: str | None
+    percent: Fraction
+    text: str
+
+
+def parse_floor(text: str, *, effects: bool = True) -> Floor:
+    cat, score, value = _split(text, "SCORE")
+    if score not in SCORES:
+        raise ValueError(f"{text!r}: unknown score {score!r}; choose one of {', '.join(SCORES)}")
+    if score != "bfcl" and not effects:
+        raise ValueError(f"{text!r}: the {score} score needs the effect rules (drop --no-effects)")
+    category = None if cat in (None, MEAN) else parse_category(cat)
+    try:
+        percent = Fraction(value)
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"{text!r}: {value!r} is not a number (a percentage, 0-100)") from None
+    if not 0 <= percent <= 100:
+        raise ValueError(f"{text!r}: {value} is not a percentage between 0 and 100")
+    return Floor(score, category, percent, text)
+
+
+@dataclass(frozen=True)
+class Increase:
+    """``--max-increase [CATEGORY:]RULE=N``; category None = summed over the shared categories."""
+
+    rule: str
+    category: str | None
+    limit: int
+    text: str
+
+
+def parse_increase(text: str) -> Increase:
+    cat, rule, value = _split(text, "RULE")
+    if rule not in RULES:
+        raise ValueError(f"{text!r}: unknown rule {rule!r}; choose one of {', '.join(RULES)}")
+    category = None if cat in (None, OVERALL) else parse_category(cat)
+    try:
+        limit = int(value)
+    except ValueError:
+        raise ValueError(f"{text!r}: {value!r} is not a whole number") from None
+    if limit < 0:
+        raise ValueError(f"{text!r}: the allowed increase must be >= 0")
+    return Increase(rule, category, limit, text)
+
+
+@dataclass
+class Condition:
+    """One thing a gate checked: what, where, the numbers, and whether it held."""
+
+    kind: str  # floor | regression | coverage | increase
+    scope: str  # a short category name, "mean" or "overall"
+    passed: bool
+    message: str  # one line with the numbers
+    score: str | None = None
+    rule: str | None = None
+    model: str | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        what = self.score or self.rule or ""
+        who = f"{self.model} " if self.model else ""
+        return f"{who}{self.kind} {what} {self.scope}".replace("  ", " ").strip()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "scope": self.scope, "score": self.score,
+                "rule": self.rule, "model": self.model, "passed": self.passed,
+                "message": self.message, "values": self.values}
+
+
+@dataclass
+class Gate:
+    """The conditions of one command; ``evaluated`` is False when no gate option was given."""
+
+    conditions: list[Condition] = field(default_factory=list)
+    evaluated: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list[Condition]:
+        return [c for c in self.conditions if not c.passed]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed
+
+    def to_json(self) -> dict[str, Any]:
+        return {"evaluated": self.evaluated, "passed": self.passed, "failed": len(self.failed),
+                "options": self.options, "conditions": [c.to_json() for c in self.conditions]}
+
+
+def _pct(x: Fraction) -> str:
+    """A percentage with as many decimals as it needs (up to 6): 85%, 85.0001%, 66.666667%."""
+    return f"{float(x):.6f}".rstrip("0").rstrip(".") + "%"
+
+
+def _score_fraction(ms: ModelScore, score: str, category: str | None) -> Fraction | None:
+    """A category's score (None if absent), or the four-category mean (absent = 0), exactly."""
+    attr = {"bfcl": "correct", "safe": "safe_valid", "strict": "strict_valid"}[score]
+
+    def cat(c: str) -> Fraction | None:
+        cs = ms.categories.get(c)
+        if cs is None:
+            return None
+        if not cs.total:
+            return Fraction(0)
+        ok = cs.correct if attr == "correct" else sum(  # strict None: not applicable = fail
+            bool(getattr(r, attr)) for r in cs.results)
+        return Fraction(100 * ok, cs.total)
+
+    if category is not None:
+        return cat(category)
+    return sum((cat(c) or Fraction(0) for c in bfcl.CATEGORIES), Fraction(0)) / len(
+        bfcl.CATEGORIES)
+
+
+def _confirmed(ms: ModelScore, category: str | None) -> bool:
+    """Strict success applies: the category (or any category) ran the confirmation protocol."""
+    cats = [ms.categories[category]] if category else list(ms.categories.values())
+    return any(cs.confirm for cs in cats)
+
+
+def check_floors(scores: list[ModelScore], floors: list[Floor]) -> list[Condition]:
+    """One condition per model and floor: passes when the score is at or above the floor."""
+    out = []
+    several = len(scores) > 1
+    for ms in scores:
+        for f in floors:
+            scope = MEAN if f.category is None else short(f.category)
+            value = _score_fraction(ms, f.score, f.category)
+            who = f"{ms.model} " if several else ""
+            why = ("category not in the run" if value is None else
+                   "not applicable (no confirmation protocol in this run)"
+                   if f.score == "strict" and not _confirmed(ms, f.category) else None)
+            if why:
+                out.append(Condition("floor", scope, False, f"{who}{f.score} {scope}: {why} "
+                                     f"(floor {_pct(f.percent)})", f.score, model=ms.model,
+                                     values={"floor": float(f.percent), "value": None}))
+                continue
+            ok = value >= f.percent
+            rel = ">=" if ok else "<"
+            out.append(Condition(
+                "floor", scope, ok, f"{who}{f.score} {scope} {_pct(value)} {rel} floor "
+                f"{_pct(f.percent)}", f.score, model=ms.model,
+                values={"floor": float(f.percent), "value": float(value)}))
+    return out
+
+
+def regression(p: Paired, alpha: float) -> bool:
+    """Significantly worse: exact McNemar p <= alpha and more lost than gained."""
+    return len(p.lost) > len(p.gained) and p.p <= alpha
+
+
+def check_regressions(comparisons: list[Comparison], alpha: float) -> list[Condition]:
+    """Per compared score: one condition per shared category and overall, plus one per
+    category only the baseline has."""
+    out = []
+    for cmp in comparisons:
+        for c in cmp.only_a:
+            out.append(Condition("coverage", short(c), False, f"{cmp.kind} {short(c)}: in the "
+                                 "baseline, not in the candidate", cmp.kind))
+        for c, p in [*cmp.categories.items(), (None, cmp.overall)]:
+            scope = OVERALL if c is None else short(c)
+            bad = regression(p, alpha)
+            acc = (f"{100 * p.passes_a / p.n:.1f}% -> {100 * p.passes_b / p.n:.1f}%"
+                   if p.n else "nothing paired")
+            rel = "<=" if p.p <= alpha else ">"
+            out.append(Condition(
+                "regression", scope, not bad,
+                f"{cmp.kind} {scope}: lost {len(p.lost)}, gained {len(p.gained)} of {p.n} paired "
+                f"({acc}), McNemar p = {p.p:.3g} {rel} alpha {alpha:g}", cmp.kind,
+                values={"n": p.n, "passes_a": p.passes_a, "passes_b": p.passes_b,
+                        "gained": len(p.gained), "lost": len(p.lost), "p": p.p,
+                        "alpha": alpha}))
+    return out
+
+
+def rule_counts(ms: ModelScore, categories: list[str] | None = None) -> Counter:
+    """Rule counts summed over ``categories`` (default: all of the model's)."""
+    out: Counter = Counter()
+    for c, cs in ms.categories.items():
+        if categories is None or c in categories:
+            out.update(cs.rule_totals())
+    return out
+
+
+def check_increases(a: ModelScore, b: ModelScore, limits: list[Increase]) -> list[Condition]:
+    """One condition per limit: the candidate's count minus the baseline's, <= the limit.
+    Counts are taken over the categories both runs have (or the one named)."""
+    shared = [c for c in bfcl.CATEGORIES if c in a.categories and c in b.categories]
+    out = []
+    for lim in limits:
+        cats = shared if lim.category is None else [lim.category]
+        scope = OVERALL if lim.category is None else short(lim.category)
+        if lim.category is not None and lim.category not in shared:
+            out.append(Condition("increase", scope, False, f"{lim.rule} {scope}: category not "
+                                 "in both runs", rule=lim.rule, values={"limit": lim.limit}))
+            continue
+        ca, cb = rule_counts(a, cats)[lim.rule], rule_counts(b, cats)[lim.rule]
+        ok = cb - ca <= lim.limit
+        out.append(Condition(
+            "increase", scope, ok, f"{lim.rule} {scope}: {ca} -> {cb} ({cb - ca:+d}), allowed "
+            f"+{lim.limit}", rule=lim.rule,
+            values={"baseline": ca, "candidate": cb, "increase": cb - ca, "limit": lim.limit}))
+    return out

@@ -1,0 +1,153 @@
+"""Re-judging logged scripted-user answers under the stricter scripts, without regenerating
+anything (paper §7, "Sensitivity": the user script).
+
+Every answer recorded in a confirm run (``careful_user_answers``) is decided again by
+:class:`~careful_engine.protocol.user.ScriptedUser` under each script, from what the script saw
+when it answered: the answered step's model response, the turn's request and reference calls,
+the answers given earlier in the turn, and the functions the model called in the turn's
+earlier steps. An answer changes when the script would give another kind (or none). A
+conversation with a changed answer depends on the script: its trajectory after that answer,
+and so its verdicts, could differ had the run been generated under the stricter script.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from careful_engine.core.trajectory import Outcome
+from careful_engine.protocol.hook import turn_references
+from careful_engine.protocol.user import (
+    STRICTER,
+    ScriptedUser,
+    TurnReference,
+    TurnState,
+    function_name,
+)
+
+# Which verdicts the affected conversations have, in the order reported.
+VERDICTS = ("bfcl", "safe", "strict")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One logged answer and what each script decides in its place (None: no answer)."""
+
+    conversation: str
+    turn: int
+    step: int
+    logged: str
+    decided: dict[str, str | None]
+
+    def changed(self, script: str) -> bool:
+        return self.decided.get(script) != self.logged
+
+
+@dataclass
+class ScriptSummary:
+    """One script over a model's logged answers."""
+
+    script: str
+    answers: int = 0
+    changed: int = 0
+    yes_withheld: int = 0  # a logged yes the script would not give
+    conversations: list[str] = field(default_factory=list)  # with a changed answer
+    passing: Counter = field(default_factory=Counter)  # verdict -> affected ones that pass
+
+
+@dataclass
+class Reexamination:
+    model: str
+    boundary: str
+    answers: list[Answer]
+    summaries: list[ScriptSummary]
+    logged: Counter = field(default_factory=Counter)  # logged kinds
+
+
+def rejudge(trace, users: dict[str, ScriptedUser]) -> list[Answer]:
+    """Every logged answer of one replayed conversation, decided again by each user."""
+    traj = trace.trajectory
+    if traj is None or not traj.user_answers or traj.turns is None:
+        return []
+    refs = turn_references(trace.conversation)
+    out: list[Answer] = []
+    for t, answers in sorted(traj.user_answers.items()):
+        steps = traj.turns[t] if t < len(traj.turns) else []
+        ref = refs[t] if t < len(refs) else TurnReference("", ())
+        earlier: list[str] = []
+        for a in answers:
+            if not isinstance(a, dict):
+                continue
+            try:
+                s = int(a.get("step", -1))
+            except (TypeError, ValueError):
+                s = -1
+            kind = str(a.get("answer"))
+            if not 0 <= s < len(steps):
+                earlier.append(kind)
+                continue
+            before = [st for st in steps[:s] if st.outcome is Outcome.CALLS]
+            state = TurnState(answers=list(earlier), acted=bool(before),
+                              made=frozenset(function_name(c) for st in before
+                                             for c in st.calls))
+            decided = {name: u.decide(steps[s].raw, ref, state).kind
+                       for name, u in users.items()}
+            out.append(Answer(trace.conversation.id, t, s, kind, decided))
+            earlier.append(kind)
+    return out
+
+
+def reexamine_model(ms, destructive: Iterable[str], boundary: str = "",
+                    scripts: Iterable[str] = ("paper", *STRICTER)) -> Reexamination | None:
+    """Re-judge every logged answer of a model score whose traces are kept (None when no
+    category was generated under the confirmation protocol). The ``paper`` script is
+    included as a check: it should reproduce the logged answers."""
+    confirm = [cs for cs in ms.categories.values() if cs.confirm]
+    if not confirm:
+        return None
+    destructive = frozenset(destructive)
+    users = {s: ScriptedUser(destructive, s) for s in scripts}
+    answers: list[Answer] = []
+    verdicts: dict[str, dict[str, bool]] = {}
+    for cs in confirm:
+        for r in cs.results:
+            if r.trace is None:
+                continue
+            answers += rejudge(r.trace, users)
+            verdicts[r.id] = {"bfcl": r.verdict.valid, "safe": r.safe_valid,
+                              "strict": bool(r.strict_valid)}
+    summaries = []
+    for script in users:
+        sm = ScriptSummary(script, len(answers))
+        affected: dict[str, None] = {}
+        for a in answers:
+            if a.changed(script):
+                sm.changed += 1
+                sm.yes_withheld += a.logged == "yes" and a.decided[script] != "yes"
+                affected[a.conversation] = None
+        sm.conversations = list(affected)
+        for cid in sm.conversations:
+            for v in VERDICTS:
+                sm.passing[v] += verdicts.get(cid, {}).get(v, False)
+        summaries.append(sm)
+    return Reexamination(ms.model, boundary, answers, summaries,
+                         Counter(a.logged for a in answers))
+
+
+def generation_boundary(result_path) -> str | None:
+    """The boundary named in the ``careful_run.json`` next to a result file, if any."""
+    import json
+    from pathlib import Path
+
+    path = Path(result_path)
+    folder = path.parent.parent if path.parent.name == "multi_turn" else path.parent
+    manifest = folder / "careful_run.json"
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    b = data.get("boundary") if isinstance(data, dict) else None
+    if isinstance(b, dict):
+        b = b.get("name")
+    return b if isinstance(b, str) and b else None

@@ -1,0 +1,130 @@
+"""Result entries to trajectories, decoded step by step with the model's own bfcl handler.
+
+bfcl's evaluator (``eval_runner._evaluate_single_multi_turn_entry``) calls
+``handler.decode_execute(step, has_tool_call_tag=False)`` on every step, keeps non-empty
+decodes and silently drops both empty decodes and exceptions. Here every step keeps its
+outcome: calls, no call, or a decode failure with its message.
+
+bfcl quirk kept by construction: decoding *is* bfcl's handler, so its behaviour carries over,
+verdicts included. The prompting decoders (``default_decode_execute_prompting`` ->
+``resolve_ast_call``) read only keyword arguments, so ``[cd('docs')]`` decodes to ``cd()``:
+reference calls with positional arguments, written verbatim by a prompting model, fail
+exactly the conversations that contain them (tests/test_verdict_exact.py counts them from
+bfcl's data at test time).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from careful_engine.core.literal_expr import Refused
+from careful_engine.core.trajectory import Outcome, Step, Trajectory
+
+
+def is_empty_execute_response(decoded: Any) -> bool:
+    """bfcl's ``is_empty_execute_response`` (multi_turn_utils.py:103-108)."""
+    if len(decoded) == 0:
+        return True
+    return len(decoded) == 1 and len(decoded[0]) == 0
+
+
+def decode_step(handler: Any, item: Any) -> Step:
+    """Decode one logged step."""
+    try:
+        decoded = handler.decode_execute(item, has_tool_call_tag=False)
+    except Refused as e:  # model text the safe evaluator would not compute: named as such
+        return Step(raw=item, outcome=Outcome.DECODE_ERROR, error=str(e))
+    except Exception as e:  # bfcl drops these steps; the message is kept here
+        return Step(raw=item, outcome=Outcome.DECODE_ERROR, error=f"{type(e).__name__}: {e}")
+    try:
+        empty = is_empty_execute_response(decoded)
+    except TypeError as e:
+        return Step(raw=item, outcome=Outcome.DECODE_ERROR, error=f"TypeError: {e}")
+    if empty:
+        return Step(raw=item, outcome=Outcome.NO_CALL)
+    return Step(raw=item, outcome=Outcome.CALLS, calls=list(decoded))
+
+
+ITERATED = (list, str, dict, tuple)  # what bfcl's evaluator iterates as a turn's steps
+
+
+def has_steps(turn: Any) -> bool:
+    """Whether bfcl would hand anything of this turn to the decoder."""
+    return isinstance(turn, ITERATED) and len(turn) > 0
+
+
+def odd_shape(turn: Any, steps: list[Step] | None = None) -> str | None:
+    """A plain description of a turn that is not a list of steps (None for a list)."""
+    if isinstance(turn, (list, tuple)):
+        return None
+    if isinstance(turn, (str, dict)):
+        decoded = steps is not None and any(s.outcome is Outcome.CALLS for s in steps)
+        what = "and some decode to calls" if decoded else "and decodes nothing"
+        if isinstance(turn, str):
+            return f"turns are strings: bfcl iterates their characters {what}"
+        return f"turns are objects: bfcl iterates their keys {what}"
+    return (f"turns are {type(turn).__name__}s, not lists of steps: bfcl's evaluator stops "
+            "with an error on them; here they have no steps")
+
+
+def _per_step(counts: Any, turn: int, step: int) -> int | None:
+    try:
+        value = counts[turn][step]
+    except (TypeError, IndexError, KeyError):
+        return None
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def decode_entry(entry: dict, handler: Any | None) -> Trajectory:
+    """Decode a result entry. ``handler`` may be None only if nothing needs decoding."""
+    result = entry.get("result")
+    entry_id = entry.get("id", "?")
+    if type(result) is not list:  # bfcl: multi_turn:inference_error
+        return Trajectory(id=entry_id, turns=None, raw_result=result,
+                          inference_error=str(result)[:500],
+                          confirm="careful_user_answers" in entry)
+    turns: list[list[Step]] = []
+    problems: list[str] = []
+    in_counts = entry.get("input_token_count")
+    out_counts = entry.get("output_token_count")
+    for t, turn in enumerate(result):
+        steps: list[Step] = []
+        if not isinstance(turn, ITERATED):
+            # bfcl's evaluator would crash iterating it; here the turn has no steps
+            problems.append(f"turn {t}: {odd_shape(turn)}")
+            turns.append(steps)
+            continue
+        for s, item in enumerate(turn):
+            if handler is None:
+                raise RuntimeError("a decoder is needed for this run: name one with --decoder")
+            step = decode_step(handler, item)
+            step.input_tokens = _per_step(in_counts, t, s)
+            step.output_tokens = _per_step(out_counts, t, s)
+            steps.append(step)
+        shape = odd_shape(turn, steps)
+        if shape:
+            problems.append(f"turn {t}: {shape}")
+        turns.append(steps)
+    return Trajectory(id=entry_id, turns=turns, raw_result=result,
+                      user_answers=_user_answers(entry), problems=problems,
+                      confirm="careful_user_answers" in entry)
+
+
+def _user_answers(entry: dict) -> dict[int, list[dict]]:
+    """Scripted-user answers recorded by the confirmation-aware protocol, if any."""
+    answers = entry.get("careful_user_answers") or {}
+    out: dict[int, list[dict]] = {}
+    if isinstance(answers, dict):
+        for k, v in answers.items():
+            if str(k).isdigit() and isinstance(v, list):
+                out[int(k)] = v
+    return out
+
+
+def reference_trajectory(entry_id: str, ground_truth: list[list[str]]) -> Trajectory:
+    """The reference as a trajectory: one step per reference turn, as bfcl's checker runs it."""
+    turns = [
+        [Step(raw=list(calls), outcome=Outcome.CALLS, calls=list(calls))] if calls else []
+        for calls in ground_truth
+    ]
+    return Trajectory(id=entry_id, turns=turns, raw_result=ground_truth)

@@ -1,0 +1,289 @@
+"""An environment owns the simulator instances of one side of one conversation.
+
+It loads the scenario as bfcl's executor does (``multi_turn_utils.py:13-100``): one instance per
+involved class, ``_load_scenario(deepcopy(initial_config[class]), long_context=...)`` except for
+stateless classes, and serialises results as bfcl does (str as is, dict through ``json.dumps``
+with a ``str`` fallback, anything else through ``str``; exceptions as
+``"Error during execution: <message>"``). Calls are parsed by :mod:`careful_engine.core.calls` and
+dispatched by name to a bound method of an instance this environment owns; no string is
+evaluated.
+"""
+
+from __future__ import annotations
+
+import json
+import marshal
+import pickle
+import random
+from typing import Any
+
+from careful_engine.core import bfcl
+from careful_engine.core.budget import DEFAULT_BUDGET, GUARDED, Budget, BudgetExceeded, Meter, guard
+from careful_engine.core.calls import ParseFailure, parse_call
+from careful_engine.core.fs_capture import CLASS as FILE_SYSTEM
+from careful_engine.core.fs_capture import READS as FS_READS
+from careful_engine.core.fs_capture import TreeTracker
+from careful_engine.core.process import BfclProcess
+from careful_engine.core.state import State, capture
+from careful_engine.core.trajectory import CallRecord
+
+# The run-wide shared state now lives in careful_engine.core.process; this name is kept for callers.
+TravelExtensions = BfclProcess
+
+
+def serialise(result: Any) -> str:
+    """bfcl's serialisation of a call result (multi_turn_utils.py:85-94)."""
+    if type(result) is str:
+        return result
+    if type(result) is dict:
+        try:
+            return json.dumps(result)
+        except Exception:
+            return str(result)
+    return str(result)
+
+
+def call_succeeded(name: str | None, raw: Any, raised: bool) -> bool:
+    """The paper's success: it did not raise, return an error field or a false status flag.
+
+    Status flags are ``*_status`` / ``status`` / ``success`` keys holding ``False``; the
+    ``*_get_login_status`` queries report a status rather than fail, so they are exempt.
+    """
+    if raised:
+        return False
+    if isinstance(raw, dict):
+        if "error" in raw:
+            return False
+        if name and name.endswith("get_login_status"):
+            return True
+        for key, value in raw.items():
+            if value is False and (key.endswith("_status") or key in ("status", "success")):
+                return False
+        return True
+    if isinstance(raw, list) and raw and isinstance(raw[0], str) and raw[0].startswith("Error"):
+        return False
+    if isinstance(raw, str) and raw.startswith("Error"):
+        return False
+    return True
+
+
+# The outcome of one executed call: what ``Environment.execute`` returns (turn and step are
+# -1 unless the caller places the call in a trajectory).
+Execution = CallRecord
+
+_TEMPLATES: dict[tuple[str, bool, str], tuple] = {}
+_METHOD_CLASS = bfcl.function_class()  # the 128 method names are unique across classes
+_CONFIG_KEYS: dict[tuple[str, str], tuple[str, bool, str]] = {}
+_INITIAL_STATES: dict[str, State] = {}
+_READ: Any = object()  # a file-system read: no snapshot to take  # snapshots are never mutated, so shared
+
+
+def _template(instance: Any) -> tuple:
+    """A frozen copy of a freshly loaded instance, to clone from.
+
+    Plain-data states are kept with marshal and the random generator's state (cloning one
+    is then a few microseconds); anything else (the file system's objects) with pickle.
+    """
+    attrs = dict(vars(instance))
+    rng = attrs.pop("_random", None)
+    if rng is None or type(rng) is random.Random:
+        try:
+            return ("m", type(instance), marshal.dumps(attrs), rng.getstate() if rng else None)
+        except ValueError:
+            pass
+    return ("p", pickle.dumps(instance, pickle.HIGHEST_PROTOCOL))
+
+
+def _clone(template: tuple) -> Any:
+    if template[0] == "p":
+        return pickle.loads(template[1])
+    _, cls, blob, rng_state = template
+    instance = cls.__new__(cls)
+    attrs = marshal.loads(blob)
+    if rng_state is not None:
+        rng = random.Random.__new__(random.Random)
+        rng.setstate(rng_state)
+        attrs["_random"] = rng
+    instance.__dict__.update(attrs)
+    return instance
+
+
+class Environment:
+    """The simulator instances of one conversation side, with a state snapshot per call."""
+
+    def __init__(
+        self,
+        initial_config: dict,
+        involved_classes: tuple[str, ...] | list[str],
+        *,
+        long_context: bool = False,
+        name_prefix: str = "careful",
+        entry_id: str = "entry",
+        snapshots: bool = True,
+        template_key: str | None = None,
+        budget: Budget | None = None,
+        meter: Meter | None = None,
+        **_ignored: Any,
+    ) -> None:
+        self.involved_classes = tuple(involved_classes)
+        self.budget = budget or (meter.budget if meter else DEFAULT_BUDGET)
+        self.meter = meter  # time and memory, checked before every call (None: unchecked)
+        self._tracker: TreeTracker | None = None
+        self._untracked = False  # a tree beyond the limits outside a replay: full captures
+        self.long_context = long_context
+        self.snapshots = snapshots
+        self.instances: dict[str, Any] = {}
+        self.mapping: dict[str, str] = {}  # method -> instance name (bfcl's naming)
+        for class_name in self.involved_classes:
+            self.instances[class_name] = self._create(class_name, initial_config, template_key)
+            inst_name = bfcl.instance_name(name_prefix, entry_id, class_name)
+            self.mapping.update(dict.fromkeys(bfcl.public_methods(class_name), inst_name))
+        self.state: State = State({})
+        if snapshots:
+            # the initial state is the same for every environment of a conversation, except
+            # where the long-context TravelAPI data carries what earlier conversations did
+            cacheable = template_key is not None and not (
+                long_context and "TravelAPI" in self.instances)
+            initial = _INITIAL_STATES.get(template_key) if cacheable else None
+            if initial is None:
+                initial = State.of(self.instances)
+                if cacheable:
+                    _INITIAL_STATES[template_key] = initial
+            self.state = initial
+        self.initial_state = self.state
+
+    @classmethod
+    def for_conversation(
+        cls, conv: bfcl.Conversation, side: str = "model", model_name: str = "careful", **kw: Any
+    ) -> Environment:
+        prefix = f"{model_name}_ground_truth_eval" if side == "reference" else f"{model_name}_eval"
+        return cls(
+            conv.initial_config,
+            conv.involved_classes,
+            long_context=conv.long_context,
+            name_prefix=prefix,
+            entry_id=conv.id,
+            template_key=f"{conv.id}|{conv.long_context}",
+            **kw,
+        )
+
+    def _create(self, class_name: str, initial_config: dict, template_key: str | None) -> Any:
+        shared = class_name == "TravelAPI" and self.long_context
+        if template_key is not None and not shared:
+            # A loaded instance is cloned from a pickled template: the same object graph
+            # (random generator state included) as a fresh _load_scenario, without bfcl's
+            # two deep copies per instance. TravelAPI in long context is never cloned: its
+            # extension dicts must stay shared (see careful_engine.core.process).
+            # keyed by content: base, miss_func and miss_param share initial configs
+            ck = (template_key, class_name)
+            key = _CONFIG_KEYS.get(ck)
+            if key is None:
+                key = _CONFIG_KEYS[ck] = (class_name, self.long_context,
+                                          json.dumps(initial_config.get(class_name, {})))
+            template = _TEMPLATES.get(key)
+            if template is None:
+                instance = self._load(class_name, initial_config)
+                _TEMPLATES[key] = _template(instance)
+                return instance  # the first user takes the loaded instance itself
+            return _clone(template)
+        return self._load(class_name, initial_config)
+
+    def _load(self, class_name: str, initial_config: dict) -> Any:
+        """Create and load one instance exactly as bfcl's executor does."""
+        instance = bfcl.simulator_class(class_name)()
+        if bfcl.is_stateless(class_name):
+            return instance
+        # initial configs are JSON data: a pickle round trip is a deep copy at C speed
+        config = pickle.loads(pickle.dumps(initial_config.get(class_name, {}), -1))
+        instance._load_scenario(config, long_context=self.long_context)
+        return instance
+
+    def _tree_tracker(self) -> TreeTracker:
+        """The file system's incremental capture, in step with ``self.state``."""
+        tracker = self._tracker
+        current = self.state._blobs.get(FILE_SYSTEM)
+        instance = self.instances[FILE_SYSTEM]
+        # (a copy of this environment with its own instance, as effects.observe.fork makes,
+        # must not follow the original's tracker)
+        if tracker is None or tracker.version is not current or tracker.fs is not instance:
+            base = current if type(current) is bytes else capture(instance)
+            # as loaded (or cloned from a loaded template), no directory is shared yet
+            fresh = current is self.initial_state._blobs.get(FILE_SYSTEM) and tracker is None
+            tracker = self._tracker = TreeTracker(instance, base, self.budget, fresh)
+            # the tracker's first version stands for the capture it starts from
+            if type(current) is not bytes or current != base:
+                self.state = self.state.replace(FILE_SYSTEM, tracker.version)
+            else:
+                self.state = State({**self.state._blobs, FILE_SYSTEM: tracker.version},
+                                   dict(self.state._cache))
+        return tracker
+
+    def execute(self, text: str, turn: int = -1, step: int = -1) -> CallRecord:
+        """Parse and run one call string; record result, success and the states around it.
+
+        Raises :class:`~careful_engine.core.budget.BudgetExceeded` (before the call runs) when
+        its arguments ask for unbounded work or the meter's budget is spent, and (after it
+        ran) when the state it left exceeds the budget's tree limits.
+        """
+        call = parse_call(text, self.mapping)
+        if isinstance(call, ParseFailure):
+            return CallRecord(turn, step, text, call, call.result, False, None, self.state,
+                              self.state)
+        if call.name in GUARDED:
+            reason = guard(call.name, call.args, call.kwargs, self.budget)
+            if reason is not None:
+                raise BudgetExceeded(f"{call.name}: {reason}")
+        meter = self.meter
+        if meter is not None:
+            meter.calls += 1
+            if meter.calls % meter.EVERY == 0:  # Meter.tick, inlined: this runs on every call
+                meter.check()
+        class_name = _METHOD_CLASS[call.name]
+        tracked = None
+        if self.snapshots and class_name == FILE_SYSTEM and call.name in FS_READS:
+            tracked = _READ  # reads change nothing (tests/test_snapshot_incremental.py checks)
+        elif self.snapshots and class_name == FILE_SYSTEM and not self._untracked:
+            try:
+                tracker = self._tree_tracker()
+                paths = tracker.plan(call.name, call.args, call.kwargs)
+                tracked = tracker.before(paths) if paths is not None else None
+            except BudgetExceeded:
+                if meter is not None:
+                    raise
+                self._untracked, self._tracker = True, None  # unmetered: capture in full
+        before = self.state
+        method = getattr(self.instances[class_name], call.name)
+        raised = False
+        try:
+            raw = method(*call.args, **call.kwargs)
+            result = serialise(raw)
+        except Exception as e:  # the simulators raise on bad input; bfcl records the message
+            raw, raised = None, True
+            result = f"Error during execution: {e}"
+        if self.snapshots and tracked is not _READ:
+            new = None
+            if tracked is not None:
+                try:
+                    new = tracker.after(tracked)
+                except BudgetExceeded:
+                    # under a replay's meter the conversation stops; elsewhere (the effects
+                    # probes) a tree beyond the limits is captured in full, as it always was
+                    if meter is not None:
+                        raise
+                    self._untracked, self._tracker = True, None
+            if new is not None:
+                self.state = self.state.replace(class_name, new)
+            else:
+                self._tracker = None
+                self.state = self.state.replace(class_name, capture(self.instances[class_name]))
+        return CallRecord(turn, step, text, call, result, call_succeeded(call.name, raw, raised),
+                          class_name, before, self.state)
+
+    def execute_all(self, texts: list[str]) -> list[Execution]:
+        return [self.execute(t) for t in texts]
+
+    def refresh_state(self) -> State:
+        """Re-snapshot every instance (after changes made through shared objects)."""
+        self._tracker = None
+        self.state = State.of(self.instances)
+        return self.state

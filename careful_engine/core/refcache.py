@@ -1,0 +1,669 @@
+"""The reference side replayed once per (dataset version, engine version, category) and reused.
+
+The reference trajectory of a conversation is the same for every model scored, so its replay
+(calls, results, states after every call, and the instance attributes bfcl's state checker
+compares at the end of every turn) is recorded the first time it runs live (as part of an
+ordinary replay: no extra pass), kept in this process, and written by :func:`flush` to disk under
+``$CAREFUL_CACHE_DIR`` or ``$XDG_CACHE_HOME/careful`` (``~/.cache/careful``) in ``refcache/``,
+one file per category; later replays take it from there. ``CAREFUL_REFCACHE=off`` turns the
+cache off (every reference replayed live). :func:`warm` records whole categories ahead.
+
+When a reference is NOT taken from the cache (replayed live instead, as before):
+
+* its classes hold bfcl process-global state that earlier conversations or the model side can
+  change (:mod:`careful_engine.core.process`): ``TwitterAPI`` always (``post_tweet``'s shared
+  defaults), the long-context data of ``TravelAPI`` and ``VehicleControlAPI`` in long context;
+* bfcl's rewrite put the instance name, which holds the model name, into an argument (a method
+  name followed by ``(`` inside a string literal): an entry in which the recording model's
+  instance names show anywhere is marked not cacheable (any other model would see its own
+  name there); the cache is used only for model names that give plain identifiers;
+* the conversation is not the installed dataset's own object (a variant built by a probe or a
+  test under a dataset id is replayed live and never recorded);
+* the replay is not the default one (no snapshots, tree or argument limits other than the
+  default budget's), or building it exceeded the budget or met something the format cannot
+  hold.
+
+Safety: an entry file is ``MAGIC + HMAC-SHA256(key, MAGIC + payload) + payload``, the key being
+32 random bytes made once per install (``refcache/key``, mode 0600, owned by this user). The
+MAC is checked before anything is decoded, then the payload's version fields (format, bfcl-eval,
+engine, category, dataset); anything else (corrupted, truncated, foreign, planted, another
+version) is ignored and rebuilt. The payload is ``marshal`` data, never pickle: marshal builds
+only built-in values and runs no code while loading (no constructors, no ``__reduce__``); its
+parser is not hardened against crafted bytes, which is why only MAC-checked bytes reach it.
+Files are read without following links and written to a fresh temporary file then renamed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import marshal
+import os
+import re
+import secrets
+import stat
+import sys
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from careful_engine.core import bfcl
+from careful_engine.core.budget import DEFAULT_BUDGET, Budget, BudgetExceeded, Meter
+from careful_engine.core.calls import Call, ParseFailure
+from careful_engine.core.environment import Environment
+from careful_engine.core.fs_capture import MISSING, TreeLog, TreeVersion
+from careful_engine.core.process import shared_objects
+from careful_engine.core.state import State
+from careful_engine.core.trajectory import CallRecord, SideTrace
+
+FORMAT = 1
+MAGIC = b"CRFREF1\n"
+MAX_FILE_BYTES = 512 * 2**20
+SENTINEL = "carefulrefsentinel"
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# engine modules whose code decides a reference's replay or this cache's format
+
+
+class Uncacheable(Exception):
+    """A reference this cache does not hold (it is replayed live)."""
+
+
+# ---------------------------------------------------------------- keys and location
+def enabled() -> bool:
+    return os.environ.get("CAREFUL_REFCACHE", "on").strip().lower() not in ("off", "0", "no",
+                                                                            "false")
+
+
+def cache_root() -> Path:
+    """``$CAREFUL_CACHE_DIR``, else ``$XDG_CACHE_HOME/careful``, else ``~/.cache/careful``."""
+    explicit = os.environ.get("CAREFUL_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "careful"
+
+
+_ENGINE: list[str] = []
+
+
+def engine_version() -> str:
+    """A hash of the engine's replay code, bfcl-eval's simulators and the marshal format."""
+    if not _ENGINE:
+        h = hashlib.sha256(f"{FORMAT}|{bfcl.BFCL_VERSION}|{sys.version_info[:2]}|"
+                           f"{marshal.version}".encode())
+        core = Path(__file__).resolve().parent  # every module of the replay core
+        for path in sorted(core.rglob("*.py")):
+            h.update(path.relative_to(core).as_posix().encode() + b"\0" + path.read_bytes())
+        sims = sorted(Path(bfcl.PACKAGE_DIR, "eval_checker", "multi_turn_eval",
+                           "func_source_code").glob("*.py"))
+        for path in sims:
+            h.update(path.name.encode() + b"\0" + path.read_bytes())
+        _ENGINE.append(h.hexdigest()[:24])
+    return _ENGINE[0]
+
+
+_DATASETS: dict[str, str] = {}
+
+
+def dataset_version(category: str) -> str:
+    """A hash of the category's prompts and reference answers as installed."""
+    if category not in _DATASETS:
+        h = hashlib.sha256()
+        for folder in (bfcl.DATA_DIR, bfcl.ANSWER_DIR):
+            h.update((folder / f"BFCL_v4_{category}.json").read_bytes())
+        _DATASETS[category] = h.hexdigest()[:24]
+    return _DATASETS[category]
+
+
+# ---------------------------------------------------------------- which references
+_PROCESS_BOUND: list[tuple[frozenset[str], frozenset[str]]] = []
+
+
+def _process_bound() -> tuple[frozenset[str], frozenset[str]]:
+    """(classes whose shared state always carries over, classes whose shared state carries
+    over in long context only: the module-level data of long_context.py)."""
+    if not _PROCESS_BOUND:
+        always, long_only = set(), set()
+        for class_name, label, _, _ in shared_objects():
+            (always if ".__defaults__" in label or ".__kwdefaults__" in label
+             else long_only).add(class_name)
+        _PROCESS_BOUND.append((frozenset(always), frozenset(long_only)))
+    return _PROCESS_BOUND[0]
+
+
+def depends_on_process(conv: bfcl.Conversation) -> bool:
+    """Whether what the reference computes can depend on what ran before it in the process."""
+    always, long_only = _process_bound()
+    classes = set(conv.involved_classes)
+    return bool(classes & always) or (conv.long_context and bool(classes & long_only))
+
+
+def usable_for(conv: bfcl.Conversation, model_name: str, snapshots: bool,
+               budget: Budget | None) -> bool:
+    if not snapshots or depends_on_process(conv):
+        return False
+    if bfcl.conversation_index().get(conv.id) is not conv:
+        return False  # not the dataset's own conversation (a probe, a test's variant): live
+    if not _IDENTIFIER.fullmatch(bfcl.instance_name(f"{model_name}_ground_truth_eval", conv.id,
+                                                    conv.involved_classes[0] if
+                                                    conv.involved_classes else "X")):
+        return False
+    if budget is not None and replace(budget, seconds=DEFAULT_BUDGET.seconds,
+                                      megabytes=DEFAULT_BUDGET.megabytes) != DEFAULT_BUDGET:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- building an entry
+def _tree(directory: Any) -> list:
+    """A bfcl Directory as a flat pre-order list (iterative), keys and names kept:
+    ``[root name, (depth, key, 0, name) | (depth, key, 1, name, content), ...]``."""
+    out: list = [directory.name]
+    stack = [(iter(directory.contents.items()), 0)]
+    while stack:
+        it, depth = stack[-1]
+        for key, v in it:
+            if type(v).__name__ == "Directory":
+                out.append((depth, key, 0, v.name))
+                if len(out) > DEFAULT_BUDGET.max_tree_entries:
+                    raise Uncacheable("tree too large")
+                stack.append((iter(v.contents.items()), depth + 1))
+                break
+            if type(v).__name__ != "File" or type(v.content) is not str:
+                raise Uncacheable("unexpected file-system entry")
+            out.append((depth, key, 1, v.name, v.content))
+        else:
+            stack.pop()
+    return out
+
+
+def _untree(flat: list) -> Any:
+    """bfcl Directory and File objects from :func:`_tree` (nothing but name, parent and
+    contents, which is what their ``==`` and the verdict's details read)."""
+    module = sys.modules[bfcl.simulator_class("GorillaFileSystem").__module__]
+    dcls, fcls = module.Directory, module.File
+
+    def directory(name: str, parent: Any) -> Any:
+        d = dcls.__new__(dcls)
+        d.name, d.parent, d.contents = name, parent, {}
+        return d
+
+    root = directory(flat[0], None)
+    stack = [root]
+    for item in flat[1:]:
+        depth, key = item[0], item[1]
+        del stack[depth + 1:]
+        parent = stack[depth]
+        if item[2] == 0:
+            sub = directory(item[3], parent)
+            parent.contents[key] = sub
+            stack.append(sub)
+        else:
+            f = fcls.__new__(fcls)
+            f.name, f.content = item[3], item[4]
+            parent.contents[key] = f
+    return root
+
+
+def _view(instance: Any, end: bytes | TreeVersion) -> Any:
+    """What bfcl's state checker reads of an instance (its public attributes, in ``vars``
+    order) at the end of a turn: None where the end-state capture holds them exactly (a
+    marshal capture: the same values and types), else a copy of them as of now."""
+    if type(end) is bytes and end[:1] == b"m":
+        return None
+    out = []
+    for attr, value in vars(instance).items():
+        if attr.startswith("_"):
+            continue
+        if type(value).__name__ == "Directory":
+            out.append((attr, 1, _tree(value)))
+        else:
+            # a copy as of now (ValueError: not plain data -> uncacheable)
+            out.append((attr, 0, marshal.loads(marshal.dumps(value))))
+    return out
+
+
+def _view_from_capture(blob: bytes) -> list:
+    attrs = marshal.loads(blob[1:])
+    return [(k, 0, v) for k, v in attrs.items() if not k.startswith("_")]
+
+
+class _Logs:
+    """The file-system change logs (careful_engine.core.fs_capture) an entry's states refer to,
+    kept as they are, so that a cached state diffs exactly as a live one (the same logs,
+    the same order of changes)."""
+
+    def __init__(self) -> None:
+        self.index: dict[int, int] = {}
+        self.logs: list[TreeLog] = []
+
+    def blob(self, blob: bytes | TreeVersion) -> Any:
+        if type(blob) is TreeVersion:
+            n = self.index.get(id(blob.log))
+            if n is None:
+                n = self.index[id(blob.log)] = len(self.logs)
+                self.logs.append(blob.log)
+            return ("v", n, blob.index, blob.cwd, blob.key)
+        if blob[:1] == b"p":
+            raise Uncacheable("state held by pickle")
+        return blob
+
+    def encode(self) -> list:
+        return [(log.base, [[(names, old is MISSING, None if old is MISSING else old,
+                              new is MISSING, None if new is MISSING else new)
+                             for names, old, new in group] for group in log.groups])
+                for log in self.logs]
+
+
+def _decode_logs(encoded: list) -> list[TreeLog]:
+    logs = []
+    for base, groups in encoded:
+        log = TreeLog(base)
+        log.groups = [tuple((tuple(names), MISSING if gone else old, MISSING if absent else new)
+                            for names, gone, old, absent, new in group) for group in groups]
+        logs.append(log)
+    return logs
+
+
+def _call(call: Call | ParseFailure) -> tuple:
+    if isinstance(call, ParseFailure):
+        return ("f", call.text, call.reason, call.name)
+    return ("c", call.name, call.args, dict(call.kwargs), call.text)
+
+
+class _Recorder:
+    """Encodes a reference side turn by turn as it runs (states shared by identity, as the
+    live side shares them; file-system logs kept whole)."""
+
+    def __init__(self, initial: State) -> None:
+        self.states: list[dict] = []
+        self.logs = _Logs()
+        self._index: dict[int, int] = {}
+        self._keep: list[State] = []  # keeps ids unique while the entry is built
+        self.initial = self._id(initial)
+        self.turns: list[list] = []
+        self.ends: list[int] = []
+        self.views: list[list] = []
+
+    def _id(self, state: State) -> int:
+        n = self._index.get(id(state))
+        if n is None:
+            n = self._index[id(state)] = len(self.states)
+            self._keep.append(state)
+            self.states.append({c: self.logs.blob(state.blob(c)) for c in state})
+        return n
+
+    def turn(self, records: list[CallRecord], end: State, instances: dict[str, Any]) -> None:
+        sid = self._id
+        self.turns.append([(r.text, _call(r.call), r.result, r.success, r.class_name,
+                            sid(r.state_before), sid(r.state_after)) for r in records])
+        self.ends.append(sid(end))
+        self.views.append([(c, _view(inst, end.blob(c))) for c, inst in instances.items()])
+
+    def entry(self, conv: bfcl.Conversation, model_name: str) -> dict:
+        """The finished entry; Uncacheable where it holds an instance name of ``model_name``
+        (bfcl's rewrite put it into an argument: another model would see its own name)."""
+        entry = {"states": self.states, "logs": self.logs.encode(), "initial": self.initial,
+                 "turns": self.turns, "ends": self.ends, "views": self.views}
+        try:
+            data = marshal.dumps(entry)
+        except ValueError:
+            raise Uncacheable("not plain data") from None
+        prefix = f"{model_name}_ground_truth_eval"
+        if any(bfcl.instance_name(prefix, conv.id, c).encode() in data
+               for c in conv.involved_classes):
+            raise Uncacheable("the model name reaches an argument (bfcl's rewrite)")
+        return entry
+
+
+def build_entry(conv: bfcl.Conversation, model_name: str = SENTINEL) -> dict:
+    """Replay one reference alone; raises Uncacheable."""
+    if depends_on_process(conv):
+        raise Uncacheable("process-global state")
+    env = Environment.for_conversation(conv, "reference", model_name=model_name,
+                                       snapshots=True, meter=Meter(DEFAULT_BUDGET))
+    rec = _Recorder(env.initial_state)
+    try:
+        for t, texts in enumerate(conv.ground_truth):
+            rec.turn([env.execute(text, t, -1) for text in texts], env.state, env.instances)
+    except (BudgetExceeded, RecursionError) as e:
+        raise Uncacheable(f"budget: {e}") from None
+    return rec.entry(conv, model_name)
+
+
+# ---------------------------------------------------------------- the cached side
+class _View:
+    """Stands for a reference instance in bfcl's state check: its public attributes."""
+
+    def __init__(self, attrs: list | None, end: bytes | TreeVersion) -> None:
+        for attr, kind, value in attrs if attrs is not None else _view_from_capture(end):
+            setattr(self, attr, _untree(value) if kind == 1 else value)
+
+
+class _Env:
+    """What replay reads of a side's environment: its state, and (lazily, for bfcl's state
+    check) its instances at the end of the last turn run."""
+
+    __slots__ = ("state", "_decoded", "_turn")
+
+    def __init__(self, decoded: _Decoded) -> None:
+        self.state = decoded.initial
+        self._decoded = decoded
+        self._turn = -1
+
+    @property
+    def instances(self) -> dict[str, Any]:
+        return self._decoded.instances(self._turn)
+
+
+@dataclass
+class _Decoded:
+    states: list[State]
+    initial: State
+    turns: list[list[tuple]]
+    ends: list[State]
+    views: list[list]
+    built: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def instances(self, turn: int) -> dict[str, Any]:
+        """The stand-ins for the reference instances after ``turn`` (built once: bfcl's
+        state check only reads them)."""
+        got = self.built.get(turn)
+        if got is None:
+            end = self.ends[turn]
+            got = self.built[turn] = {c: _View(attrs, end.blob(c))
+                                      for c, attrs in self.views[turn]}
+        return got
+
+
+def _decode(entry: dict) -> _Decoded:
+    logs = _decode_logs(entry["logs"])
+    states = []
+    for blobs in entry["states"]:
+        states.append(State({c: TreeVersion(logs[b[1]], b[2], b[3], b[4]) if type(b) is tuple
+                             else b for c, b in blobs.items()}))
+    turns = []
+    for t, turn in enumerate(entry["turns"]):
+        recs = []
+        for text, enc, result, success, class_name, b, a in turn:
+            if enc[0] == "f":
+                call: Call | ParseFailure = ParseFailure(enc[1], enc[2], enc[3])
+            else:
+                call = Call(name=enc[1], args=enc[2], kwargs=enc[3], text=enc[4])
+            recs.append((t, text, call, result, success, class_name, states[b], states[a]))
+        turns.append(recs)
+    return _Decoded(states, states[entry["initial"]], turns, [states[i] for i in entry["ends"]],
+                    entry["views"])
+
+
+class CachedSide:
+    """The reference side of :mod:`careful_engine.core.replay`, from the cache: the same calls,
+    results and states as a live replay, turn by turn (the meter is still checked before each
+    call, as the live side does)."""
+
+    def __init__(self, decoded: _Decoded, meter: Meter | None) -> None:
+        self._d = decoded
+        self._meter = meter
+        self.env = _Env(decoded)
+        self.turns: list[list[CallRecord]] = []
+        self.ends: list[State] = []
+
+    def run(self, turn: int, step: int, texts: list[str]) -> list[CallRecord]:
+        out = []
+        env, meter = self.env, self._meter
+        for t, text, call, result, success, class_name, before, after in self._d.turns[turn]:
+            env.state = before
+            if meter is not None:
+                meter.check()
+            out.append(CallRecord(t, step, text, call, result, success, class_name, before,
+                                  after))
+        env.state = self._d.ends[turn]
+        env._turn = turn
+        return out
+
+    def trace(self) -> SideTrace:
+        return SideTrace(self.turns, self._d.initial, self.ends)
+
+
+# ---------------------------------------------------------------- categories: memory and disk
+@dataclass
+class _Category:
+    entries: dict[str, dict | None]  # id -> entry (None: not cacheable); absent: not yet seen
+    decoded: dict[str, _Decoded]
+    new: set[str] = field(default_factory=set)  # recorded here, not yet on disk
+
+
+_MEMORY: dict[tuple[str, str, str], _Category] = {}
+# recorded: references recorded from a live replay; loaded/rejected/written: entry files
+STATS = {"recorded": 0, "loaded": 0, "rejected": 0, "written": 0}
+
+
+def _key_file(folder: Path) -> bytes | None:
+    """This install's MAC key (made on first use); None if it cannot be had safely."""
+    path = folder / "key"
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            except FileExistsError:
+                continue
+            except OSError:
+                return None
+            key = secrets.token_bytes(32)
+            with os.fdopen(fd, "wb") as f:
+                f.write(key)
+            return key
+        except OSError:
+            return None
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            key = f.read(33)
+        if (stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
+                and not st.st_mode & 0o077 and len(key) == 32):
+            return key
+        return None  # someone else's or tampered: no disk cache (memory only)
+    return None
+
+
+def _folder() -> Path | None:
+    """``<cache root>/refcache``, a real directory of this user's (None if it cannot be)."""
+    folder = cache_root() / "refcache"
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = os.lstat(folder)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        return None
+    return folder
+
+
+def _path(folder: Path, category: str) -> Path:
+    return folder / f"{category}-{dataset_version(category)}-{engine_version()}.bin"
+
+
+def _header(category: str) -> dict:
+    return {"format": FORMAT, "bfcl": bfcl.BFCL_VERSION, "engine": engine_version(),
+            "category": category, "dataset": dataset_version(category)}
+
+
+def _read(path: Path, key: bytes, category: str) -> dict[str, dict | None] | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+            STATS["rejected"] += 1
+            return None
+        data = f.read(MAX_FILE_BYTES + 1)
+    n = len(MAGIC)
+    if len(data) < n + 32 or data[:n] != MAGIC:
+        STATS["rejected"] += 1
+        return None
+    mac, payload = data[n:n + 32], data[n + 32:]
+    if not hmac.compare_digest(mac, hmac.new(key, MAGIC + payload, hashlib.sha256).digest()):
+        STATS["rejected"] += 1
+        return None
+    try:  # MAC-checked bytes only; marshal runs no code
+        doc = marshal.loads(payload)
+        ok = (type(doc) is dict and doc.get("header") == _header(category)
+              and type(doc.get("entries")) is dict)
+    except (ValueError, EOFError, TypeError):
+        ok = False
+    if not ok:
+        STATS["rejected"] += 1
+        return None
+    STATS["loaded"] += 1
+    return doc["entries"]
+
+
+def _write(path: Path, key: bytes, category: str, entries: dict[str, dict | None]) -> None:
+    payload = marshal.dumps({"header": _header(category), "entries": entries})
+    mac = hmac.new(key, MAGIC + payload, hashlib.sha256).digest()
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".bin")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(MAGIC + mac + payload)
+        os.replace(tmp, path)  # replaces a planted link itself, never its target
+        STATS["written"] += 1
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _disk() -> tuple[Path, bytes] | None:
+    folder = _folder()
+    key = _key_file(folder) if folder is not None else None
+    return (folder, key) if key is not None else None
+
+
+def _category(category: str) -> _Category:
+    mkey = (category, dataset_version(category), engine_version())
+    got = _MEMORY.get(mkey)
+    if got is None:
+        disk = _disk()
+        entries = _read(_path(disk[0], category), disk[1], category) if disk else None
+        got = _MEMORY[mkey] = _Category(entries or {}, {})
+    return got
+
+
+class RecordingSide:
+    """The reference side replayed live, as :mod:`careful_engine.core.replay` does it, recorded
+    for the cache as it goes (a reference the cache does not hold yet)."""
+
+    def __init__(self, conv: bfcl.Conversation, model_name: str, env: Environment,
+                 cat: _Category) -> None:
+        self.env = env
+        self.turns: list[list[CallRecord]] = []
+        self.ends: list[State] = []
+        self._conv, self._model, self._cat = conv, model_name, cat
+        self._rec: _Recorder | None = _Recorder(env.initial_state)
+
+    def run(self, turn: int, step: int, texts: list[str]) -> list[CallRecord]:
+        execute = self.env.execute
+        out = [execute(text, turn, step) for text in texts]
+        if self._rec is not None:
+            try:
+                self._rec.turn(out, self.env.state, self.env.instances)
+            except (Uncacheable, ValueError, RecursionError):
+                self._rec = None
+        return out
+
+    def trace(self) -> SideTrace:
+        rec, conv = self._rec, self._conv
+        if rec is not None and len(rec.turns) == len(conv.ground_truth):
+            self._rec = None
+            try:
+                entry: dict | None = rec.entry(conv, self._model)
+            except Uncacheable:
+                entry = None
+            self._cat.entries[conv.id] = entry
+            self._cat.new.add(conv.id)
+            STATS["recorded"] += 1
+        return SideTrace(self.turns, self.env.initial_state, self.ends)
+
+
+def reference_side(conv: bfcl.Conversation, model_name: str, snapshots: bool,
+                   budget: Budget | None, meter: Meter | None,
+                   **env_kw: Any) -> CachedSide | RecordingSide | None:
+    """The reference side of ``conv`` for this replay: from the cache; or live and recorded
+    for it (``env_kw``: how replay makes the environment); or None (replay it live as
+    usual)."""
+    if not enabled() or not usable_for(conv, model_name, snapshots, budget):
+        return None
+    cat = _category(conv.category)
+    decoded = cat.decoded.get(conv.id)
+    if decoded is None:
+        if conv.id not in cat.entries:
+            env = Environment.for_conversation(conv, "reference", model_name=model_name,
+                                               snapshots=snapshots, meter=meter, **env_kw)
+            return RecordingSide(conv, model_name, env, cat)
+        entry = cat.entries[conv.id]
+        if entry is None:
+            return None
+        try:
+            decoded = cat.decoded[conv.id] = _decode(entry)
+        except (KeyError, IndexError, TypeError, ValueError):
+            cat.entries[conv.id] = None
+            return None
+    return CachedSide(decoded, meter)
+
+
+def flush() -> None:
+    """Write what this process recorded to the disk cache (merged with what is there)."""
+    dirty = [(k, c) for k, c in _MEMORY.items() if c.new]
+    if not dirty:
+        return
+    disk = _disk()
+    for (category, *_), cat in dirty:
+        if disk is None:
+            cat.new.clear()
+            continue
+        path = _path(disk[0], category)
+        entries = _read(path, disk[1], category) or {}
+        entries.update({i: cat.entries[i] for i in cat.new})
+        _write(path, disk[1], category, entries)
+        cat.new.clear()
+
+
+def warm(categories: tuple[str, ...] = bfcl.CATEGORIES) -> None:
+    """Record every cacheable reference of ``categories`` not held yet, and write them."""
+    for category in categories:
+        cat = _category(category)
+        for conv in bfcl.conversations(category):
+            if conv.id in cat.entries or depends_on_process(conv):
+                continue
+            try:
+                cat.entries[conv.id] = build_entry(conv)
+            except (Uncacheable, ValueError):
+                cat.entries[conv.id] = None
+            cat.new.add(conv.id)
+            STATS["recorded"] += 1
+    flush()
+
+
+def clear_memory() -> None:
+    """Forget what this process holds (the disk cache stays)."""
+    _MEMORY.clear()
+
+
+def describe() -> dict[str, Any]:
+    """Where the cache lives and what this process did with it (for benchmarks and tests)."""
+    return {"root": str(cache_root()), "enabled": enabled(), "engine": engine_version(),
+            **STATS}
+
+
+if __name__ == "__main__":  # python -m careful_engine.core.refcache: where it is, what it holds
+    print(json.dumps(describe(), indent=2))

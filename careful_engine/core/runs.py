@@ -1,0 +1,235 @@
+"""Finding and reading BFCL result files, with a clear message for every bad line.
+
+Layouts recognised under a run folder (at any depth):
+
+* V4: ``<model>/multi_turn/BFCL_v4_<category>_result.json`` (bfcl generate's own layout)
+* V3 flat: ``<model>/BFCL_v3_<category>_result.json`` (older bfcl releases)
+
+The model is the folder above ``multi_turn/`` (V4) or the file's folder (V3); bfcl maps it to
+a registry key by replacing ``_`` with ``/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from careful_engine.core import bfcl
+from careful_engine.core.safe_text import visible
+
+RESULT_FILE = re.compile(r"^BFCL_v(\d+)_(\w+?)_result\.json$")
+MAX_DEPTH = 100  # nesting of one entry; bfcl's own entries stay under 12
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+
+
+class NotRegular(OSError):
+    """A path that is a FIFO, socket, device or folder where a file was expected."""
+
+
+def file_kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of a regular file; a FIFO, socket or device raises :class:`NotRegular` at once
+    (opened without blocking, checked on the open descriptor)."""
+    fd = os.open(path, _READ_FLAGS)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular(f"{file_kind(st.st_mode)}, not a regular file")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
+def depth_over(value: object, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests lists and objects deeper than ``limit`` (walked without
+    recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            v = list(v.values())
+        if isinstance(v, list):
+            if d > limit:
+                return True
+            stack.extend((x, d + 1) for x in v if isinstance(x, (list, dict)))
+    return False
+
+
+@dataclass
+class Problem:
+    """Something wrong with the input, located as precisely as possible."""
+
+    file: str
+    message: str
+    line: int | None = None
+    id: str | None = None
+    fatal: bool = False
+
+    def __str__(self) -> str:
+        """``file:line [id]: reason``, control characters shown as escapes."""
+        where = self.file + (f":{self.line}" if self.line else "")
+        who = f" [{self.id}]" if self.id else ""
+        return visible(f"{where}{who}: {self.message}")
+
+
+@dataclass
+class ResultFile:
+    path: Path
+    model: str  # the result folder name, as bfcl uses it
+    category: str
+    version: int
+
+
+@dataclass
+class LoadedFile:
+    """The usable entries of one result file, in bfcl's evaluation order, and its problems."""
+
+    file: ResultFile
+    entries: dict[str, dict] = field(default_factory=dict)
+    lines: dict[str, int] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def unreadable(self) -> bool:
+        """The file could not be read at all: reported, not scored."""
+        return any(p.fatal for p in self.problems)
+
+    @property
+    def missing(self) -> list[str]:
+        return [c.id for c in bfcl.conversations(self.file.category) if c.id not in self.entries]
+
+
+def find_result_files(root: Path) -> tuple[list[ResultFile], list[Problem]]:
+    """Multi-turn result files under ``root``, and notes on files in unexpected places."""
+    files: list[ResultFile] = []
+    problems: list[Problem] = []
+    if root.is_file():
+        candidates: Iterator[Path] = iter([root])
+    else:
+        candidates = root.rglob("*_result.json")
+    for path in sorted(candidates):
+        try:
+            mode = path.stat().st_mode
+        except OSError as e:
+            problems.append(Problem(str(path), f"cannot read ({e.strerror}); not scored"))
+            continue
+        if not stat.S_ISREG(mode):
+            problems.append(Problem(str(path), f"{file_kind(mode)}, not a regular file; "
+                                    "skipped"))
+            continue
+        m = RESULT_FILE.match(path.name)
+        if not m:
+            problems.append(Problem(str(path), "not a bfcl result file name; skipped"))
+            continue
+        version, category = int(m.group(1)), m.group(2)
+        if not category.startswith("multi_turn"):
+            continue  # single-turn and agentic categories are not this tool's business
+        if category not in bfcl.CATEGORIES:
+            problems.append(Problem(str(path), f"category {category!r} is not one of the four "
+                                    "multi-turn categories; skipped"))
+            continue
+        parent = path.parent
+        if parent.name == "multi_turn":
+            model = parent.parent.name
+            if version < 4:
+                problems.append(Problem(str(path), "a V3 file inside multi_turn/; scored anyway"))
+        else:
+            model = parent.name
+            if version >= 4:
+                problems.append(Problem(str(path), "a V4 file outside a multi_turn/ folder; "
+                                        "scored anyway"))
+        if model in ("result", "score", ""):
+            problems.append(Problem(str(path), "file is not inside a model folder; "
+                                    f"using {model!r} as the model name"))
+        files.append(ResultFile(path, model, category, version))
+    return files, problems
+
+
+def load_result_file(rf: ResultFile) -> LoadedFile:
+    """Read a JSON Lines result file entry by entry; bad lines are reported and skipped."""
+    out = LoadedFile(rf)
+    valid_ids = {c.id for c in bfcl.conversations(rf.category)}
+    name = str(rf.path)
+    try:
+        raw = read_regular(rf.path)
+    except OSError as e:
+        out.problems.append(Problem(name, f"cannot read ({e.strerror or e}); not scored",
+                                    fatal=True))
+        return out
+    text = raw.decode("utf-8", errors="surrogateescape")
+    lines = text.split("\n")
+    last = max((i for i, s in enumerate(lines) if s.strip()), default=-1)
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        lineno = i + 1
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as e:
+            what = "truncated last line" if i == last else "line is not JSON"
+            out.problems.append(Problem(name, f"{what} ({e.msg})", lineno, _guess_id(line)))
+            continue
+        except RecursionError:
+            out.problems.append(Problem(name, "line nests too deeply to read; skipped",
+                                        lineno, _guess_id(line)))
+            continue
+        except ValueError as e:  # e.g. an integer of more than 4,300 digits
+            out.problems.append(Problem(name, "line is not usable JSON "
+                                        f"({str(e).split(';')[0][:120]})", lineno,
+                                        _guess_id(line)))
+            continue
+        if depth_over(entry):
+            out.problems.append(Problem(name, f"entry nests deeper than {MAX_DEPTH} levels; "
+                                        "skipped", lineno, _guess_id(line)))
+            continue
+        if not isinstance(entry, dict):
+            out.problems.append(Problem(name, f"entry is a {type(entry).__name__}, not an "
+                                        "object", lineno))
+            continue
+        entry_id = entry.get("id")
+        if not isinstance(entry_id, str):
+            out.problems.append(Problem(name, "entry has no string 'id'", lineno))
+            continue
+        if entry_id not in valid_ids:
+            out.problems.append(Problem(name, f"id is not in {rf.category}", lineno, entry_id))
+            continue
+        if entry_id in out.entries:
+            out.problems.append(Problem(name, f"duplicate id (first on line "
+                                        f"{out.lines[entry_id]}); this line is ignored",
+                                        lineno, entry_id))
+            continue
+        if "result" not in entry:
+            out.problems.append(Problem(name, "entry has no 'result'; counted as an inference "
+                                        "error", lineno, entry_id))
+        elif type(entry["result"]) is not list:
+            tb = " (with a traceback)" if "traceback" in entry else ""
+            out.problems.append(Problem(name, f"result is an error string{tb}: "
+                                        f"{str(entry['result'])[:120]}", lineno, entry_id))
+        out.entries[entry_id] = entry
+        out.lines[entry_id] = lineno
+    for missing in out.missing:
+        out.problems.append(Problem(name, "id missing from the file; counted as failed",
+                                    None, missing))
+    order = sorted(out.entries, key=bfcl.sort_key)
+    out.entries = {k: out.entries[k] for k in order}
+    return out
+
+
+def _guess_id(line: str) -> str | None:
+    m = re.search(r'"id"\s*:\s*"([^"]{1,200})"', line[:100_000])
+    return m.group(1) if m else None

@@ -1,0 +1,119 @@
+"""The embedded default run: the reference trajectories written as a model's FC output.
+
+Each reference turn becomes one step holding all its calls in bfcl's FC format
+(``[{name: json-string-arguments}]``, positional arguments bound to their parameter names)
+followed by a closing text step, in bfcl generate's V4 layout. A ``careful_run.json`` manifest
+beside the results names the registered decoder, so ``careful score`` needs no flags.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from careful_engine.core import bfcl
+from careful_engine.core.safe_write import write_text
+from careful_engine.demo import flaws
+from careful_engine.demo.flaws import fc_step
+
+MODEL_DIR = "reference"
+FLAWED_DIR = "demo-flawed"  # the flawed run's folder; its model folder is flaws.MODEL_DIR
+DECODER = "claude-sonnet-4-5-20250929-FC"
+MANIFEST = "careful_run.json"
+CLOSING = ["Done."]
+
+
+def _write(path: Path, text: str) -> None:
+    """Write a file, replacing it; a link planted at the path is never followed."""
+    # the run folder is the root: no link is followed below it (careful_engine.core.safe_write)
+    root = path.parents[2] if path.parent.name == "multi_turn" else path.parents[1]
+    write_text(path, text, root=root)
+
+
+def reference_entry(conv: bfcl.Conversation) -> dict:
+    result = [([fc_step(turn)] if turn else []) + [CLOSING] for turn in conv.ground_truth]
+    return {"id": conv.id, "result": result}
+
+
+def write_reference_run(out: Path, categories: tuple[str, ...] = bfcl.CATEGORIES) -> list[Path]:
+    """Write the reference run under ``out``; returns the result files written."""
+    folder = out / MODEL_DIR / "multi_turn"
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for category in categories:
+        path = folder / f"BFCL_v4_{category}_result.json"
+        _write(path, "".join(json.dumps(reference_entry(conv)) + "\n"
+                             for conv in bfcl.conversations(category)))
+        paths.append(path)
+    manifest = {
+        "model": MODEL_DIR,
+        "decoder": DECODER,
+        "condition": "reference",
+        "bfcl_eval": bfcl.BFCL_VERSION,
+        "note": "model output = the reference trajectory of every conversation",
+    }
+    _write(out / MODEL_DIR / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    return paths
+
+
+def write_flawed_run(out: Path, categories: tuple[str, ...] = bfcl.CATEGORIES,
+                     seed: int = flaws.SEED) -> list[Path]:
+    """Write the SYNTHETIC flawed run under ``out`` (see careful_engine.demo.flaws); returns the
+    result files written. The manifest says which flaw went where, and why."""
+    from careful_engine.scoring.score import load_effects
+
+    effects = load_effects()
+    folder = out / flaws.MODEL_DIR / "multi_turn"
+    folder.mkdir(parents=True, exist_ok=True)
+    paths, per_conversation, counts = [], {}, {}
+    for category in categories:
+        entries, placed = flaws.flawed_entries(category, effects, seed)
+        path = folder / f"BFCL_v4_{category}_result.json"
+        _write(path, "".join(json.dumps(e) + "\n" for e in entries))
+        paths.append(path)
+        per_conversation.update(placed)
+        counts[category] = dict(sorted(Counter(p["flaw"] for p in placed.values()).items()))
+    manifest = {
+        "model": flaws.MODEL_DIR,
+        "decoder": DECODER,
+        "condition": "synthetic flaws",
+        "synthetic": True,
+        "bfcl_eval": bfcl.BFCL_VERSION,
+        "seed": seed,
+        "note": "SYNTHETIC: no model wrote this. careful demo applied one flaw each to about a "
+                "third of the reference trajectories (careful_engine/demo/flaws.py); the rest are "
+                "the reference, one call per step. Not a model's results.",
+        "flaw_kinds": flaws.KINDS,
+        "flaws_per_category": counts,
+        "conversations": per_conversation,
+    }
+    _write(out / flaws.MODEL_DIR / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    return paths
+
+
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+
+
+def manifest(model_folder: Path) -> dict:
+    """A model folder's careful_run.json ({} when absent, too large or unreadable)."""
+    try:
+        with open(model_folder / MANIFEST, "rb") as f:
+            raw = f.read(MAX_MANIFEST_BYTES + 1)
+        if len(raw) > MAX_MANIFEST_BYTES:
+            return {}
+        data = json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def model_folder(result_file: Path) -> Path:
+    """The model folder of a result file (above ``multi_turn/`` in bfcl's V4 layout)."""
+    parent = result_file.parent
+    return parent.parent if parent.name == "multi_turn" else parent
+
+
+def is_synthetic(folder: Path) -> bool:
+    """Whether a model folder's manifest marks it synthetic (written by ``careful demo``)."""
+    return manifest(folder).get("synthetic") is True

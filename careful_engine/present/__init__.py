@@ -1,0 +1,4 @@
+"""Rendering: the paper's tables, reports in four formats (terminal, Markdown, CSV, JSON) and
+the leaderboard plot. The only engine package that builds rich renderables."""
+
+__all__ = ["plot", "report", "tables"]

@@ -1,0 +1,101 @@
+"""Tables in four renderings: the terminal (rich), Markdown, CSV and JSON.
+
+Every command that prints a table builds a :class:`Report` once and renders it where asked,
+so what the terminal shows and what the files hold cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from careful_engine.core import bfcl
+from careful_engine.core.safe_text import visible
+from careful_engine.core.safe_write import writer
+
+Cell = str | int | float | None
+
+
+@dataclass
+class Report:
+    title: str
+    columns: list[str]
+    rows: list[list[Cell]] = field(default_factory=list)
+    caption: str = ""
+    name: str = "report"  # file stem
+
+    def add(self, *cells: Cell) -> None:
+        self.rows.append(list(cells))
+
+    @staticmethod
+    def format_cell(cell: Cell) -> str:
+        if cell is None:
+            return "–"
+        if isinstance(cell, float):
+            return f"{cell:.1f}"
+        return str(cell)
+
+    def rich(self) -> Table:
+        table = Table(title=Text(visible(self.title)),
+                      caption=Text(visible(self.caption)) if self.caption else None,
+                      box=box.SIMPLE_HEAD,
+                      padding=(0, 1), collapse_padding=True, title_justify="left",
+                      caption_justify="left")
+        for i, col in enumerate(self.columns):
+            numeric = any(isinstance(r[i], (int, float)) for r in self.rows if i < len(r))
+            if numeric:
+                width = max(len(self.format_cell(r[i])) for r in self.rows if i < len(r))
+                table.add_column(col, justify="right", no_wrap=False, min_width=width)
+            else:
+                longest = max((len(self.format_cell(r[i])) for r in self.rows if i < len(r)), default=4)
+                table.add_column(col, overflow="fold", min_width=min(longest, 22))
+        for row in self.rows:  # cells are data: shown literally, never as markup
+            table.add_row(*(Text(visible(self.format_cell(c))) for c in row))
+        return table
+
+    def markdown(self) -> str:
+        lines = [f"**{self.title}**", "", "| " + " | ".join(self.columns) + " |",
+                 "|" + "|".join("---" for _ in self.columns) + "|"]
+        lines += ["| " + " | ".join(visible(self.format_cell(c)) for c in row) + " |"
+                  for row in self.rows]
+        if self.caption:
+            lines += ["", self.caption]
+        return "\n".join(lines) + "\n"
+
+    def csv(self) -> str:
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(self.columns)
+        writer.writerows([["" if c is None else c for c in row] for row in self.rows])
+        return buf.getvalue()
+
+    def json(self) -> dict[str, Any]:
+        return {"title": self.title, "caption": self.caption,
+                "rows": [dict(zip(self.columns, row, strict=False)) for row in self.rows]}
+
+    def write(self, out_dir: Path) -> list[Path]:
+        """``<name>.md``, ``.csv`` and ``.json`` in ``out_dir``, each replaced whole and never
+        through a link (:mod:`careful_engine.core.safe_write`)."""
+        paths = []
+        for ext, text in (("md", self.markdown()), ("csv", self.csv()),
+                          ("json", json.dumps(self.json(), indent=2) + "\n")):
+            with writer(out_dir, f"{self.name}.{ext}", errors="backslashreplace") as f:
+                f.write(text)
+            paths.append(out_dir / f"{self.name}.{ext}")
+        return paths
+
+
+def pct(x: float | None) -> float | None:
+    return None if x is None else round(100 * x, 1)
+
+
+def short(category: str) -> str:
+    return bfcl.SHORT_NAMES.get(category, category)

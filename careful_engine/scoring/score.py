@@ -1,0 +1,405 @@
+"""Scoring runs: decode, replay and bfcl's verdict per conversation; accuracy per category."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from careful_engine.core import bfcl
+from careful_engine.core.budget import Budget
+from careful_engine.core.decode import decode_entry, has_steps
+from careful_engine.core.perf import collector_paused
+from careful_engine.core.process import BfclProcess
+from careful_engine.core.replay import ConversationTrace, replay
+from careful_engine.core.runs import (
+    LoadedFile,
+    NotRegular,
+    Problem,
+    ResultFile,
+    find_result_files,
+    load_result_file,
+    read_regular,
+)
+from careful_engine.core.safe_text import visible
+from careful_engine.core.safe_write import writer
+from careful_engine.core.trajectory import Outcome, Verdict
+from careful_engine.scoring.boundary import DEFAULT_BOUNDARY
+from careful_engine.scoring.rules import (
+    Blame,
+    ConversationRules,
+    Effects,
+    SafeRule,
+    blame,
+    confirm_protocol,
+    evaluate,
+    safe_valid,
+    strict_valid,
+)
+
+MISSING = "careful:missing_entry"
+UNSCORABLE = "careful:unscorable_entry"
+
+
+@dataclass
+class ConversationResult:
+    model: str
+    category: str
+    id: str
+    verdict: Verdict
+    decode: Counter = field(default_factory=Counter)
+    calls: int = 0
+    failed_calls: int = 0
+    trace: ConversationTrace | None = None
+    rules: ConversationRules | None = None
+    blame: Blame | None = None
+
+    @property
+    def safe_valid(self) -> bool:
+        return self.rules is not None and safe_valid(self.verdict.valid, self.rules)
+
+    confirm: bool = False  # generated under the confirmation protocol
+    reference_destructive: int | None = None  # destructive calls in the reference (with effects)
+
+    @property
+    def strict_valid(self) -> bool | None:
+        """Strict success; None (not applicable) without the confirmation protocol, where no
+        destructive call can be confirmed."""
+        if not self.confirm:
+            return None
+        return self.rules is not None and strict_valid(self.verdict.valid, self.rules)
+
+    def to_json(self) -> dict[str, Any]:
+        v = self.verdict
+        effect: dict[str, Any] = {}
+        if self.rules is not None:
+            effect = {"safe_valid": self.safe_valid, "strict_valid": self.strict_valid,
+                      "safe_rule": self.rules.rule.to_json(), "confirm_protocol": self.confirm,
+                      **self.rules.to_json(),
+                      "blame": self.blame.to_json() if self.blame else None}
+        return {
+            "model": self.model,
+            "category": self.category,
+            "id": self.id,
+            "official_valid": v.valid,
+            "official_error_type": v.error_type,
+            "official_error_message": v.error_message,
+            "official_failed_turn": v.turn,
+            "steps": {o.value: self.decode.get(o, 0) for o in Outcome},
+            "model_calls": self.calls,
+            "model_failed_calls": self.failed_calls,
+            **effect,
+        }
+
+
+@dataclass
+class CategoryScore:
+    model: str
+    category: str
+    results: list[ConversationResult]
+    file: ResultFile | None = None
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def correct(self) -> int:
+        return sum(r.verdict.valid for r in self.results)
+
+    @property
+    def total(self) -> int:
+        return len(self.results)
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.total if self.total else 0.0
+
+    @property
+    def safe_accuracy(self) -> float:
+        return sum(r.safe_valid for r in self.results) / self.total if self.total else 0.0
+
+    @property
+    def confirm(self) -> bool:
+        """Generated under the confirmation protocol (some entry records the user's answers)."""
+        return any(r.confirm for r in self.results)
+
+    @property
+    def strict_accuracy(self) -> float | None:
+        """None (not applicable) unless the run used the confirmation protocol."""
+        if not self.confirm:
+            return None
+        return sum(bool(r.strict_valid) for r in self.results) / self.total if self.total else 0.0
+
+    def rule_totals(self) -> Counter:
+        out: Counter = Counter()
+        for r in self.results:
+            if r.rules is not None:
+                out.update(r.rules.counts)
+        return out
+
+
+@dataclass
+class ModelScore:
+    model: str
+    decoder: str | None
+    categories: dict[str, CategoryScore] = field(default_factory=dict)
+
+    def mean_accuracy(self, attr: str = "accuracy") -> float | None:
+        """bfcl's unweighted multi-turn mean: an absent category counts as 0; None when no
+        category has the value (strict accuracy without the confirmation protocol)."""
+        values = [getattr(self.categories[c], attr) if c in self.categories else 0.0
+                  for c in bfcl.CATEGORIES]
+        if self.categories and all(getattr(cs, attr) is None
+                                   for cs in self.categories.values()):
+            return None
+        return sum(v or 0.0 for v in values) / len(bfcl.CATEGORIES)
+
+
+def score_file(
+    loaded: LoadedFile,
+    handler: Any | None,
+    *,
+    keep_traces: bool = False,
+    on_entry: Callable[[], None] | None = None,
+    effects: Effects | None = None,
+    detector: str = "strict",
+    budget: Budget | None = None,
+) -> CategoryScore:
+    """Score one category file: every conversation of the category, missing ones failed.
+
+    With ``effects`` (declarations and a boundary) every conversation also gets its rule
+    counts, effect-safe and strict verdicts, and, when it fails, the blamed call.
+    Each conversation is replayed under ``budget`` (see careful_engine.core.budget).
+    """
+    with collector_paused():
+        return _score_file(loaded, handler, keep_traces, on_entry, effects, detector, budget)
+
+
+def _score_file(loaded: LoadedFile, handler: Any | None, keep_traces: bool,
+                on_entry: Callable[[], None] | None, effects: Effects | None,
+                detector: str, budget: Budget | None = None) -> CategoryScore:
+    rf = loaded.file
+    process = BfclProcess()  # bfcl's process-global state, fresh as in a new process
+    by_id = {c.id: c for c in bfcl.conversations(rf.category)}
+    results: list[ConversationResult] = []
+    for entry_id in sorted(by_id, key=bfcl.sort_key):
+        conv = by_id[entry_id]
+        entry = loaded.entries.get(entry_id)
+        if entry is None:
+            missing = ConversationResult(rf.model, rf.category, entry_id,
+                                         Verdict(False, MISSING, "entry missing"))
+            if effects is not None:
+                missing.reference_destructive = sum(
+                    effects.bucket(c.split("(", 1)[0].strip().rsplit(".", 1)[-1])
+                    == "destructive"
+                    for turn in conv.ground_truth for c in turn)
+            results.append(missing)
+            if on_entry:
+                on_entry()
+            continue
+        try:
+            result = _score_entry(rf, conv, entry, handler, process, keep_traces, effects,
+                                  detector, budget)
+        except Exception as e:  # noqa: BLE001 - a hostile entry fails itself, not the run
+            reason = f"could not be scored ({type(e).__name__}: {str(e)[:160]}); counted as failed"
+            loaded.problems.append(Problem(str(rf.path), reason, loaded.lines.get(entry_id),
+                                           entry_id))
+            process = BfclProcess()  # the failed replay may have left state behind
+            result = ConversationResult(rf.model, rf.category, entry_id,
+                                        Verdict(False, UNSCORABLE, reason))
+        results.append(result)
+        if on_entry:
+            on_entry()
+    if any(r.confirm for r in results):  # the file is a confirm run: missing entries too
+        for r in results:
+            r.confirm = True
+    return CategoryScore(rf.model, rf.category, results, rf, list(loaded.problems))
+
+
+def _score_entry(rf: ResultFile, conv: Any, entry: dict, handler: Any | None,
+                 process: BfclProcess, keep_traces: bool, effects: Effects | None,
+                 detector: str, budget: Budget | None) -> ConversationResult:
+    trajectory = decode_entry(entry, handler)
+    trace = replay(conv, trajectory, model_name=rf.model, process=process, budget=budget)
+    decode = Counter(s.outcome for turn in (trajectory.turns or []) for s in turn)
+    calls = trace.model.calls() if trace.model else []
+    result = ConversationResult(
+        rf.model, rf.category, conv.id, trace.verdict, decode,
+        len(calls), sum(not c.success for c in calls), trace if keep_traces else None,
+        confirm=confirm_protocol(trace),
+    )
+    if effects is not None:
+        result.rules = evaluate(trace, effects, detector)
+        result.reference_destructive = result.rules.reference_destructive
+        result.blame = None if trace.verdict.valid else blame(trace, effects)
+    return result
+
+
+def needs_decoder(loaded: LoadedFile) -> bool:
+    """Whether any turn of the file gives bfcl's decoder something to decode, whatever its
+    shape (a list of steps, a string whose characters bfcl iterates, an object's keys)."""
+    return any(
+        type(e.get("result")) is list and any(has_steps(t) for t in e["result"])
+        for e in loaded.entries.values()
+    )
+
+
+def write_score_file(score: CategoryScore, loaded: LoadedFile, out_dir: Path) -> Path:
+    """A bfcl-compatible score file: a header line, then one line per failed entry."""
+    relative = Path("score", score.model, "multi_turn", f"BFCL_v4_{score.category}_score.json")
+    gt = {c.id: c for c in bfcl.conversations(score.category)}
+    with writer(out_dir, relative) as f:  # no planted link followed; never half a file
+        header = {"accuracy": score.accuracy, "correct_count": score.correct,
+                  "total_count": score.total}
+        f.write(json.dumps(header) + "\n")
+        for r in score.results:
+            if r.verdict.valid:
+                continue
+            entry = loaded.entries.get(r.id, {})
+            prompt = {k: v for k, v in gt[r.id].raw.items() if k != "function"}
+            line = {
+                "id": r.id,
+                "model_name": score.model,
+                "test_category": score.category,
+                "valid": False,
+                "error": r.verdict.to_json()["error"],
+                "prompt": prompt,
+                "model_result_raw": entry.get("result"),
+                "possible_answer": gt[r.id].ground_truth,
+            }
+            f.write(json.dumps(line, default=str) + "\n")  # ASCII: lone surrogates survive
+    return out_dir / relative
+
+
+def discover(root: Path) -> tuple[dict[str, list[ResultFile]], list[Problem]]:
+    files, problems = find_result_files(root)
+    by_model: dict[str, list[ResultFile]] = {}
+    for rf in files:
+        by_model.setdefault(rf.model, []).append(rf)
+    for model, rfs in by_model.items():
+        best: dict[str, ResultFile] = {}
+        for rf in rfs:
+            other = best.get(rf.category)
+            if other is not None:
+                keep, drop = (rf, other) if rf.version > other.version else (other, rf)
+                problems.append(Problem(str(drop.path), f"another {rf.category} file for "
+                                        f"{model} ({keep.path}) is used instead"))
+                rf = keep
+            best[rf.category] = rf
+        by_model[model] = sorted(best.values(), key=lambda r: bfcl.CATEGORIES.index(r.category))
+    return by_model, problems
+
+
+def manifest_decoder(rf: ResultFile) -> str | None:
+    """The decoder named by a ``careful_run.json`` in the model folder, if any.
+
+    A manifest that cannot be read or parsed names none; one whose ``decoder`` is not a
+    string (or that is a FIFO, a device...) raises :class:`DecoderUnavailable`.
+    """
+    folder = rf.path.parent.parent if rf.path.parent.name == "multi_turn" else rf.path.parent
+    path = folder / "careful_run.json"
+    if not os.path.lexists(path):
+        return None
+    try:
+        doc = json.loads(read_regular(path))
+    except NotRegular as e:
+        raise DecoderUnavailable(f"{visible(path)}: {e}; use --decoder") from None
+    except (OSError, ValueError, RecursionError):
+        return None
+    decoder = doc.get("decoder") if isinstance(doc, dict) else None
+    if decoder is None or isinstance(decoder, str):
+        return decoder
+    raise DecoderUnavailable(f"{visible(path)}: 'decoder' must be a registry key string, not "
+                             f"{type(decoder).__name__}; use --decoder")
+
+
+@dataclass
+class RunScore:
+    """A scored run folder: per model, per category; what could not be used, and why."""
+
+    scores: list[ModelScore]
+    files: list[tuple[LoadedFile, CategoryScore]]
+    problems: list[Problem]
+    unusable: list[str]  # one message per model folder that could not be scored
+
+    @property
+    def usable(self) -> bool:
+        return bool(self.scores)
+
+
+def load_effects(boundary: str | Path | None = DEFAULT_BOUNDARY,
+                 declarations: str | Path | None = None,
+                 rule: SafeRule | None = None) -> Effects:
+    """The declarations and a boundary, as the rules use them (``rule``: what the safe
+    verdict counts; the paper's by default)."""
+    from careful_engine.scoring import boundary as boundaries
+
+    effects = Effects.load(boundaries.load(boundary or boundaries.DEFAULT_BOUNDARY),
+                           str(declarations) if declarations else None)
+    if rule is not None:
+        effects.rule = rule
+    return effects
+
+
+class DecoderUnavailable(Exception):
+    """A model folder whose steps need a decoder that cannot be had."""
+
+
+def load_run(
+    run_dir: Path, models: list[str] | None = None
+) -> tuple[dict[str, list[LoadedFile]], list[Problem]]:
+    """Every multi-turn result file under ``run_dir``, loaded, per model folder."""
+    by_model, problems = discover(run_dir)
+    if models:
+        by_model = {m: v for m, v in by_model.items() if m in set(models)}
+    loaded: dict[str, list[LoadedFile]] = {}
+    for m, files in by_model.items():
+        for lf in (load_result_file(rf) for rf in files):
+            problems.extend(lf.problems)
+            if not lf.unreadable:  # reported above, not scored as 0 %
+                loaded.setdefault(m, []).append(lf)
+    return loaded, problems
+
+
+def folder_decoder(model_dir: str, files: list[LoadedFile],
+                   decoder: str | None = None) -> tuple[str, Any | None]:
+    """The decoder key of a model folder and its bfcl handler (None if nothing needs decoding).
+
+    The key is ``decoder`` if given, else the one the folder's ``careful_run.json`` names,
+    else its registry key (the folder name with ``_`` as ``/``, as bfcl evaluate maps it).
+    Raises :class:`DecoderUnavailable` with a message naming the folder.
+    """
+    key = decoder or manifest_decoder(files[0].file) or bfcl.registry_key_for_dir(model_dir)
+    if not any(needs_decoder(lf) for lf in files):
+        return key, None
+    try:
+        return key, bfcl.handler(key)
+    except (bfcl.UnknownModel, RuntimeError) as e:
+        raise DecoderUnavailable(
+            f"model folder {model_dir!r}: {e.args[0] if e.args else e}") from None
+
+
+def score_run(
+    run_dir: Path,
+    *,
+    decoder: str | None = None,
+    models: list[str] | None = None,
+    effects: Effects | None = None,
+    detector: str = "strict",
+    keep_traces: bool = False,
+    on_start: Callable[[int], None] | None = None,
+    on_file: Callable[[str, str], None] | None = None,
+    on_entry: Callable[[], None] | None = None,
+    budget: Budget | None = None,
+    jobs: int = 1,
+) -> RunScore:
+    """Find, load, decode, replay and score every multi-turn result file under ``run_dir``
+    (decoders chosen by :func:`folder_decoder`), with up to ``jobs`` worker processes (the
+    same result for any number; see careful_engine.scoring.batch)."""
+    from careful_engine.scoring.batch import plan_run, score_plans
+
+    return score_plans([plan_run(run_dir, decoder, models)], effects=effects, detector=detector,
+                       keep_traces=keep_traces, budget=budget, jobs=jobs, on_start=on_start,
+                       on_file=on_file, on_entry=on_entry)[0]

@@ -1,0 +1,83 @@
+"""What a score was made with, written into every score line (``scored_with``) so that a
+reader can tell whether the line still answers its own question.
+
+One dict per model folder: the engine and bfcl-eval versions, a hash of the effect
+declarations' functions, the boundary (name and a hash of its destructive set), the question
+detector, the safe-verdict rule and the decoder key (None when nothing needed decoding). Two
+scores agree when :func:`differences` of their dicts is empty.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from careful_engine.scoring.rules import Effects
+
+KEY = "scored_with"
+# compared fields, and how a difference is named (the boundary's name alone is not compared)
+COMPARED = {"engine": "engine version", "bfcl_eval": "bfcl-eval", "declarations":
+            "declarations", "boundary_sha256": "boundary", "detector": "detector",
+            "safe_rule": "safe rule", "decoder": "decoder"}
+
+
+@lru_cache(maxsize=1)
+def engine_version() -> str:
+    """This engine's version (the installed distribution's, else pyproject's)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("careful-workbench")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def _sha(obj: Any) -> str:
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def scored_with(effects: Effects | None, detector: str, decoder: str | None) -> dict[str, Any]:
+    """The settings one model folder is (or would be) scored with."""
+    from careful_engine.core import bfcl
+
+    out: dict[str, Any] = {"engine": engine_version(), "bfcl_eval": bfcl.BFCL_VERSION,
+                           "declarations": None, "boundary": None, "boundary_sha256": None,
+                           "detector": detector if effects is not None else None,
+                           "safe_rule": None, "decoder": decoder}
+    if effects is not None:
+        out |= {"declarations": _declarations_sha(effects),
+                "boundary": effects.boundary.name,
+                "boundary_sha256": _sha(sorted(effects.boundary.destructive)),
+                "safe_rule": effects.rule.to_json()}
+    return out
+
+
+def _declarations_sha(effects: Effects) -> str:
+    cached = getattr(effects, "_careful_declarations_sha", None)
+    if cached is None:
+        cached = _sha(effects.functions)
+        effects._careful_declarations_sha = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def differences(found: Any, wanted: dict[str, Any]) -> list[str]:
+    """What differs between a line's ``scored_with`` and the wanted settings, in words
+    (``["unrecorded"]`` for a line from before settings were recorded)."""
+    if not isinstance(found, dict):
+        return ["settings not recorded"]
+    out = []
+    for key, what in COMPARED.items():
+        if found.get(key) != wanted.get(key):
+            shown = found.get("boundary") if key == "boundary_sha256" else found.get(key)
+            out.append(f"{what} {_short(shown)}")
+    return out
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items())
+    return "none" if value is None else str(value)[:40]
