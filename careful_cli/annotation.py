@@ -72,7 +72,7 @@ def _guard() -> Iterator[None]:
     unexpected a short message, a log holding the traceback, and exit code 3."""
     from careful_engine.annotation.errors import AnnotationError
     from careful_engine.core.safe_write import UnsafeWrite
-    from careful_engine.scoring.boundary import BoundaryError
+    from careful_engine.effects.boundary import BoundaryError
 
     try:
         yield

@@ -30,8 +30,8 @@ from careful_engine.analysis import score_audit as sa
 from careful_engine.analysis import sensitivity as sens_mod
 from careful_engine.core import bfcl
 from careful_engine.core.safe_write import UnsafeWrite
+from careful_engine.effects import boundary as boundary_mod
 from careful_engine.present.report import Report, pct
-from careful_engine.scoring import boundary as boundary_mod
 from careful_engine.scoring.score import load_effects
 
 try:  # the `audit` group of careful_cli/declare.py

@@ -31,11 +31,11 @@ from careful_engine.analysis.leaderboard import parse_decoders
 from careful_engine.core import bfcl
 from careful_engine.core.safe_write import UnsafeWrite
 from careful_engine.effects import audit as audit_mod
+from careful_engine.effects import boundary as boundary_mod
 from careful_engine.effects import declarations as decl_mod
 from careful_engine.effects import mcp as mcp_mod
 from careful_engine.effects import review as review_mod
 from careful_engine.present.tables import terminal_table
-from careful_engine.scoring import boundary as boundary_mod
 
 audit_app = typer.Typer(name="audit", help="Audits: the references under the declarations, a run's decoding, bfcl single-turn score folders.",
                         no_args_is_help=True, add_completion=False)

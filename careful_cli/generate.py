@@ -21,7 +21,7 @@ from careful_cli.common import (
     literal,
     progress_bar,
 )
-from careful_engine.scoring.boundary import DEFAULT_BOUNDARY
+from careful_engine.effects.boundary import DEFAULT_BOUNDARY
 
 EXIT_STOPPED = EXIT_PROBLEMS  # stopped early, resumable
 

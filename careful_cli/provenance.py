@@ -215,7 +215,8 @@ def provenance_cmd(
     """
     from careful_engine.analysis.provenance import summarise
     from careful_engine.analysis.provenance.check import dumps
-    from careful_engine.scoring.score import DecoderUnavailable, folder_decoder, load_run
+    from careful_engine.core.runs import DecoderUnavailable
+    from careful_engine.scoring.score import folder_decoder, load_run
 
     if not run_dir.exists():
         err.print(f"[red]error:[/] {safe(str(run_dir), None)} does not exist")

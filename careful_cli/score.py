@@ -24,6 +24,7 @@ from careful_engine.analysis import ci_report, gates
 from careful_engine.core import bfcl
 from careful_engine.core.budget import DEFAULT_BUDGET
 from careful_engine.core.safe_write import UnsafeWrite, writer
+from careful_engine.effects.boundary import DEFAULT_BOUNDARY
 from careful_engine.present.tables import (
     accuracy_table,
     accuracy_terminal,
@@ -32,7 +33,6 @@ from careful_engine.present.tables import (
     rules_table,
     rules_terminal,
 )
-from careful_engine.scoring.boundary import DEFAULT_BOUNDARY
 from careful_engine.scoring.rules import Effects
 from careful_engine.scoring.score import RunScore, load_effects, score_run, write_score_file
 

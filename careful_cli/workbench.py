@@ -8,7 +8,7 @@ import typer
 
 from careful_cli import app
 from careful_cli.common import EXIT_INTERNAL
-from careful_engine.scoring.boundary import DEFAULT_BOUNDARY
+from careful_engine.effects.boundary import DEFAULT_BOUNDARY
 
 
 @app.command("workbench")

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 import careful_cli.annotation  # noqa: F401  (registers the commands)
 from careful_cli import app
 from careful_engine.annotation.store import Store
-from careful_engine.scoring import boundary
+from careful_engine.effects import boundary
 from tests.fakes import paper_round
 
 WIDE = {"COLUMNS": "250"}

@@ -278,7 +278,7 @@ def test_sigkill_while_adjudicating_loses_no_decision_and_no_boundary(db, tmp_pa
     assert len(decisions) >= decided + 1
     assert [d.reason for d in decisions] == [f"decision {i}" for i in range(len(decisions))]
     # the boundary file is one whole version, never half of one
-    from careful_engine.scoring import boundary
+    from careful_engine.effects import boundary
 
     written = boundary.load(out)
     assert written.name == "crash" and written.version >= wrote // 5 + 1

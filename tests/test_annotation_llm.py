@@ -14,7 +14,7 @@ from careful_engine.annotation import llm
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.annotation.signals import FunctionInput, load_inputs
 from careful_engine.annotation.store import Store
-from careful_engine.scoring import boundary
+from careful_engine.effects import boundary
 from tests.annotation_db import raw
 from tests.fakes.anthropic_server import (
     FakeMessagesServer,

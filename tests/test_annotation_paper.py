@@ -13,7 +13,7 @@ from careful_engine.annotation.release import (
     write_label_sets,
 )
 from careful_engine.annotation.store import Store
-from careful_engine.scoring import boundary
+from careful_engine.effects import boundary
 from tests.fakes import paper_round
 
 

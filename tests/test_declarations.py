@@ -21,8 +21,8 @@ from careful_engine.annotation.llm import sheet_sections
 from careful_engine.annotation.signals import load_inputs
 from careful_engine.core import bfcl
 from careful_engine.demo import reference as demo
+from careful_engine.effects import boundary
 from careful_engine.effects import declarations as decl_mod
-from careful_engine.scoring import boundary
 
 from .conftest import REPO
 

@@ -1,6 +1,6 @@
 """Generation executes model calls with the engine's executor, never bfcl's ``eval``.
 
-bfcl's two loops are compiled with :func:`careful_engine.generation.executor.
+bfcl's two loops are compiled with :func:`careful_engine.core.executor.
 execute_multi_turn_func_call` in place of bfcl's; a run through them must give exactly what
 bfcl's own loops with bfcl's own executor give (results, tool outputs, state logs), checked
 here at test time on conversations that touch every simulator class, in both loops.
@@ -11,11 +11,10 @@ from __future__ import annotations
 import copy
 import json
 
-from careful_engine.core import bfcl
+from careful_engine.core import bfcl, executor
 from careful_engine.generation import (
     RunOptions,
     anthropic_backend,
-    executor,
     generate,
     vllm_backend,
 )

@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from careful_cli.paper import regenerate_boundaries
 from careful_engine.annotation import paper_labels
+from careful_engine.effects import boundary
 from careful_engine.effects.declarations import load as load_declarations
-from careful_engine.scoring import boundary
 
 
 @pytest.fixture(scope="module")
 def regenerated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("boundaries")
-    paper_labels.regenerate_boundaries(out)
+    regenerate_boundaries(out)
     return out
 
 

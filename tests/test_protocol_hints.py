@@ -9,12 +9,12 @@ import re
 
 import pytest
 
+from careful_engine.effects import boundary
 from careful_engine.effects.declarations import load
 from careful_engine.generation import RunOptions, anthropic_backend, generate, vllm_backend
 from careful_engine.generation.dataset import load_entries
 from careful_engine.protocol import apply_hints
 from careful_engine.protocol.hints import HINT_KEYS, PREFIX, hints, render
-from careful_engine.scoring import boundary
 from tests.fakes.anthropic_server import FakeMessagesServer
 from tests.fakes.openai_server import FakeCompletionsServer
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from careful_engine.effects import boundary
 from careful_engine.protocol import NO, RESTATE, YES, ScriptedUser, TurnReference, TurnState
 from careful_engine.protocol.user import NO_TEXT, YES_TEXT, is_clarifying, is_proposal
 from careful_engine.protocol.verbs import VERB_PHRASES, named_functions
-from careful_engine.scoring import boundary
 
 DESTRUCTIVE = boundary.load("paper-final").destructive
 LS = TurnReference("List everything here.", ("ls(a=True)",))

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from careful_cli import _load, app
 from careful_engine.analysis import sensitivity as sens
 from careful_engine.core.trajectory import Verdict
-from careful_engine.scoring import boundary as boundaries
+from careful_engine.effects import boundary as boundaries
 from careful_engine.scoring import score as scoring
 from careful_engine.scoring.detector import DETECTORS
 from careful_engine.scoring.score import (

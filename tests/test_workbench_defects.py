@@ -106,7 +106,7 @@ def test_a_crash_gives_a_nonzero_exit_code(monkeypatch, tmp_path) -> None:
 
 def boundary_file(path: Path) -> Path:
     """paper-final without rm and with cd and mkdir: cd's failed attempt becomes collateral."""
-    from careful_engine.scoring import boundary
+    from careful_engine.effects import boundary
 
     b = boundary.load("paper-final")
     destructive = {k: v for k, v in b.destructive.items() if k != "rm"}

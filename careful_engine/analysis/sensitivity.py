@@ -23,8 +23,8 @@ from careful_engine.analysis.leaderboard import TERMINAL_CATEGORY, fixed, fmt_rh
 from careful_engine.analysis.reexamine import Reexamination
 from careful_engine.core import bfcl
 from careful_engine.core.safe_text import visible
+from careful_engine.effects import boundary as boundaries
 from careful_engine.present.report import Report, pct, short
-from careful_engine.scoring import boundary as boundaries
 from careful_engine.scoring.detector import DETECTORS
 from careful_engine.scoring.rules import Effects, SafeRule, evaluate, safe_valid, strict_valid
 from careful_engine.scoring.score import MISSING, ModelScore

@@ -11,7 +11,7 @@ Policies:
 Only labels present count (an annotator who has not labelled a function abstains on it).
 Manual decisions are applied on top, the latest per function winning; they are kept apart
 from the labels, which they never change. The result is written with
-:class:`careful_engine.scoring.boundary.Boundary`, the format the scorer's ``--boundary`` reads.
+:class:`careful_engine.effects.boundary.Boundary`, the format the scorer's ``--boundary`` reads.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from careful_engine.annotation.errors import AnnotationError
-from careful_engine.scoring.boundary import Boundary, boundary_dir
+from careful_engine.effects.boundary import Boundary, boundary_dir
 
 if TYPE_CHECKING:
     from careful_engine.annotation.signals import FunctionInput

@@ -18,9 +18,10 @@ statement of §4 the label follows from. What the paper states that these label 
 all satisfy is listed in :data:`INCONSISTENCIES` (and in ``annotations/paper/README.md``).
 
 ``python -m careful_engine.annotation.paper_labels [OUT]`` writes the four release files
-(``careful.labels/1``, default ``annotations/paper/``); :func:`regenerate_boundaries` writes
+(``careful.labels/1``, default ``annotations/paper/``); :func:`careful_cli.paper.regenerate_boundaries` writes
 ``paper-A1`` ... ``paper-A4``, ``paper-majority`` (A1-A3) and ``paper-final`` (any) with
-``careful labels import`` and ``careful adjudicate`` into a folder.
+``careful labels import`` and ``careful adjudicate`` into a folder (``careful_cli.paper``
+runs them: :func:`adjudicate_commands` lists them).
 """
 
 from __future__ import annotations
@@ -222,29 +223,6 @@ def adjudicate_commands(label_dir: Path, out_dir: Path, db: Path) -> list[list[s
             cmd += ["--annotators", who]
         cmds.append(cmd)
     return cmds
-
-
-def regenerate_boundaries(out_dir: Path, label_dir: Path | None = None,
-                          db: Path | None = None) -> list[Path]:
-    """Write the six boundaries into ``out_dir`` from the label sets, through the CLI."""
-    import tempfile
-
-    from typer.testing import CliRunner
-
-    from careful_cli import _load, app
-
-    _load()
-    runner = CliRunner()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        cmds = adjudicate_commands(label_dir or release_dir(), out_dir,
-                                   db or Path(tmp) / "paper.db")
-        for cmd in cmds:
-            res = runner.invoke(app, cmd)
-            if res.exit_code != 0:
-                raise RuntimeError(f"careful {' '.join(cmd)}: exit {res.exit_code}\n"
-                                   f"{res.output}")
-    return [out_dir / f"{n}.json" for n in BOUNDARIES]
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from careful_engine.annotation.adjudication import Adjudication
     from careful_engine.annotation.agreement import AgreementReport, Split
     from careful_engine.annotation.store import Store
-    from careful_engine.scoring.boundary import Boundary
+    from careful_engine.effects.boundary import Boundary
 
 IMPORTED = "(imported)"  # the owner of labels brought in from a file: never a login
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.core import bfcl
-from careful_engine.scoring.boundary import declarations_dir
+from careful_engine.effects.boundary import declarations_dir
 
 KINDS = ("read", "write", "unknown")
 EXTRA_KEYS = ("signals", "idempotent", "footprint")

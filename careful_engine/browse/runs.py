@@ -17,14 +17,17 @@ from typing import TYPE_CHECKING, Any
 from careful_engine.analysis.leaderboard import label_entries
 from careful_engine.browse.view import ConversationView, build_view
 from careful_engine.core import bfcl
-from careful_engine.core.runs import LoadedFile, Problem, ResultFile, load_result_file
-from careful_engine.scoring.rules import RULES, Effects
-from careful_engine.scoring.score import (
+from careful_engine.core.runs import (
     DecoderUnavailable,
-    discover,
+    LoadedFile,
+    Problem,
+    ResultFile,
+    load_result_file,
     manifest_decoder,
     needs_decoder,
 )
+from careful_engine.scoring.rules import RULES, Effects
+from careful_engine.scoring.score import discover
 
 if TYPE_CHECKING:  # the leaderboard imports scipy: only when needed
     from careful_engine.analysis.leaderboard import DecoderChoice

@@ -4,7 +4,7 @@ replay with bfcl's verdict, bounded work, result-file reading, the reference cac
 worker pool. Nothing here imports scoring, analysis, presentation or a front end."""
 
 __all__ = [
-    "bfcl", "budget", "calls", "checker", "decode", "doctor", "environment", "fs_capture",
-    "literal_expr", "parallel", "perf", "process", "refcache", "replay", "runs", "safe_text",
-    "safe_write", "state", "trajectory",
+    "bfcl", "budget", "calls", "checker", "decode", "doctor", "environment", "executor",
+    "fs_capture", "literal_expr", "parallel", "perf", "process", "refcache", "replay", "runs",
+    "safe_text", "safe_write", "state", "trajectory",
 ]

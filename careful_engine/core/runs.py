@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from careful_engine.core import bfcl
+from careful_engine.core.decode import has_steps
 from careful_engine.core.safe_text import visible
 
 RESULT_FILE = re.compile(r"^BFCL_v(\d+)_(\w+?)_result\.json$")
@@ -233,3 +234,39 @@ def load_result_file(rf: ResultFile) -> LoadedFile:
 def _guess_id(line: str) -> str | None:
     m = re.search(r'"id"\s*:\s*"([^"]{1,200})"', line[:100_000])
     return m.group(1) if m else None
+
+
+class DecoderUnavailable(Exception):
+    """A model folder whose steps need a decoder that cannot be had."""
+
+
+def needs_decoder(loaded: LoadedFile) -> bool:
+    """Whether any turn of the file gives bfcl's decoder something to decode, whatever its
+    shape (a list of steps, a string whose characters bfcl iterates, an object's keys)."""
+    return any(
+        type(e.get("result")) is list and any(has_steps(t) for t in e["result"])
+        for e in loaded.entries.values()
+    )
+
+
+def manifest_decoder(rf: ResultFile) -> str | None:
+    """The decoder named by a ``careful_run.json`` in the model folder, if any.
+
+    A manifest that cannot be read or parsed names none; one whose ``decoder`` is not a
+    string (or that is a FIFO, a device...) raises :class:`DecoderUnavailable`.
+    """
+    folder = rf.path.parent.parent if rf.path.parent.name == "multi_turn" else rf.path.parent
+    path = folder / "careful_run.json"
+    if not os.path.lexists(path):
+        return None
+    try:
+        doc = json.loads(read_regular(path))
+    except NotRegular as e:
+        raise DecoderUnavailable(f"{visible(path)}: {e}; use --decoder") from None
+    except (OSError, ValueError, RecursionError):
+        return None
+    decoder = doc.get("decoder") if isinstance(doc, dict) else None
+    if decoder is None or isinstance(decoder, str):
+        return decoder
+    raise DecoderUnavailable(f"{visible(path)}: 'decoder' must be a registry key string, not "
+                             f"{type(decoder).__name__}; use --decoder")

@@ -16,8 +16,8 @@ from typing import Any
 
 from careful_engine.core import bfcl
 from careful_engine.core.calls import Call, parse_call
+from careful_engine.effects.boundary import Boundary
 from careful_engine.effects.declarations import Declarations
-from careful_engine.scoring.boundary import Boundary
 
 BUCKETS = ("destructive", "write", "read")
 

@@ -18,6 +18,7 @@ from careful_engine.core import bfcl
 from careful_engine.core.safe_write import write_text
 from careful_engine.effects import infer
 from careful_engine.effects import signals as sig
+from careful_engine.effects.boundary import Boundary, declarations_dir
 from careful_engine.effects.observe import (
     Recorder,
     find_runs,
@@ -26,7 +27,6 @@ from careful_engine.effects.observe import (
     pinned_clock,
 )
 from careful_engine.effects.probes import run_probes
-from careful_engine.scoring.boundary import Boundary, declarations_dir
 
 SCHEMA = "careful.effects/1"
 

@@ -28,9 +28,9 @@ from typing import Any
 
 from careful_engine.core import bfcl
 from careful_engine.effects import signals as sig
+from careful_engine.effects.boundary import Boundary, declarations_dir
 from careful_engine.effects.declarations import Declarations
 from careful_engine.effects.probes import doc_enum
-from careful_engine.scoring.boundary import Boundary, declarations_dir
 
 SCHEMA = "careful.mcp-tools/1"
 SPEC_VERSION = "2025-06-18"

@@ -39,10 +39,17 @@ from careful_engine.core.calls import Call
 from careful_engine.core.decode import decode_entry
 from careful_engine.core.environment import Environment, Execution
 from careful_engine.core.process import BfclProcess, reset_to_pristine
-from careful_engine.core.runs import LoadedFile, ResultFile, find_result_files, load_result_file
+from careful_engine.core.runs import (
+    DecoderUnavailable,
+    LoadedFile,
+    ResultFile,
+    find_result_files,
+    load_result_file,
+    manifest_decoder,
+    needs_decoder,
+)
 from careful_engine.core.state import Change, State, diff
 from careful_engine.core.trajectory import Outcome
-from careful_engine.scoring.score import DecoderUnavailable, manifest_decoder, needs_decoder
 
 INSTANCE_NAME = "careful_effects"  # the model name every observation environment uses
 SOURCES = ("references", "probes", "runs")

@@ -19,8 +19,8 @@ from typing import Any
 
 from careful_engine.core import bfcl
 from careful_engine.effects import signals as sig
+from careful_engine.effects.boundary import declarations_dir
 from careful_engine.effects.declarations import Declarations
-from careful_engine.scoring.boundary import declarations_dir
 
 CSV_COLUMNS = (
     "class", "function", "kind", "hidden_only", "idempotent", "repeat_checks",

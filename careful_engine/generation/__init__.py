@@ -1,8 +1,8 @@
 """Headless generation of BFCL multi-turn runs (paper §7): open models through vLLM, Claude
 through the Anthropic API, under the standard, effect-hints and confirmation-aware conditions.
 
-* :mod:`.runner` — the run: bfcl's handlers on bfcl's entries, resumable, with a manifest;
-* :mod:`.executor` — the executor bfcl's loops call during generation (the engine's, no eval);
+* :mod:`.runner` — the run: bfcl's handlers on bfcl's entries, resumable, with a manifest
+  (bfcl's loops call :mod:`careful_engine.core.executor`, the engine's executor, no eval);
 * :mod:`.bounded` — HTTP with a connect timeout, a total deadline and a size cap per request;
 * :mod:`.retry` — bounded retries and what counts as an endpoint failure;
 * :mod:`.files` — run folders and writes that never follow a planted link;

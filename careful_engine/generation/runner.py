@@ -28,11 +28,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from careful_engine.core import bfcl
-from careful_engine.generation import dataset, executor, files, results
+from careful_engine.core import bfcl, executor
+from careful_engine.effects.boundary import DEFAULT_BOUNDARY
+from careful_engine.generation import dataset, files, results
 from careful_engine.generation.errors import ApiUnavailable, FatalApiError, GenerationError, StopRun
 from careful_engine.generation.spend import SpendGuard, ledger_totals
-from careful_engine.scoring.boundary import DEFAULT_BOUNDARY
 
 CONDITIONS = ("standard", "hints", "confirm")
 IDENTITY = ("model", "backend", "condition", "script", "boundary", "declarations_sha256",
@@ -87,7 +87,7 @@ class Condition:
     """What a condition does to an entry and to the handler."""
 
     def __init__(self, options: RunOptions) -> None:
-        from careful_engine.scoring import boundary as boundaries
+        from careful_engine.effects import boundary as boundaries
 
         if options.condition not in CONDITIONS:
             raise GenerationError(f"unknown condition {options.condition!r}; expected one of "

@@ -14,8 +14,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from careful_engine.effects.boundary import Boundary
 from careful_engine.effects.mcp import annotations as mcp_annotations
-from careful_engine.scoring.boundary import Boundary
 
 HINT_KEYS = ("readOnlyHint", "destructiveHint", "idempotentHint")
 PREFIX = "Tool annotations (MCP): "

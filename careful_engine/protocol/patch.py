@@ -14,7 +14,7 @@ two ``break`` statements::
 Every other line is the installed code as it is, compiled with its own file name and line
 numbers in a copy of bfcl's module namespace in which one name differs: the executor
 ``execute_multi_turn_func_call`` the loops call for every decoded step is the engine's
-(:mod:`careful_engine.generation.executor`: same contract and results, no ``eval``). The loops
+(:mod:`careful_engine.core.executor`: same contract and results, no ``eval``). The loops
 are installed on ``BaseHandler`` (so every handler class gets them), still marked ``@final``.
 No loop code is copied into this repository. The hook is a no-op (the ``break`` runs) unless
 the handler carries a ``careful_protocol``; see :mod:`.hook`. :func:`strip_hooks` undoes the
@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import ast
 import inspect
+import sys
 import textwrap
 import threading
 from types import FunctionType
 from typing import Any
+
+from careful_engine.core import executor
 
 HOOK = "_careful_user_answer"
 EXECUTOR = "execute_multi_turn_func_call"
@@ -142,8 +145,6 @@ def executor_calls(tree: ast.AST) -> int:
 
 def loop_globals(module_globals: dict[str, Any]) -> dict[str, Any]:
     """bfcl's module namespace with the engine's executor in place of bfcl's."""
-    from careful_engine.generation import executor
-
     if EXECUTOR not in module_globals:
         raise PatchError(f"bfcl's base_handler does not import {EXECUTOR}: bfcl-eval's loop "
                          "is not the pinned version")
@@ -155,8 +156,6 @@ def loop_globals(module_globals: dict[str, Any]) -> dict[str, Any]:
 def patched_function(name: str) -> FunctionType:
     """Compile the transformed loop in (a copy of) bfcl's module namespace, with the engine's
     executor."""
-    import sys
-
     tree, filename = original_tree(name)
     if executor_calls(tree) != 2:
         raise PatchError(f"expected {name} to call {EXECUTOR} twice, found "
@@ -219,8 +218,6 @@ def uninstall() -> None:
 
 def installed() -> bool:
     """Both loops are the patched ones and call the engine's executor."""
-    from careful_engine.generation import executor
-
     base = _base_handler()
     return all(getattr(fn := base.__dict__[n], "__careful_patched__", False)
                and fn.__globals__.get(EXECUTOR) is executor.execute_multi_turn_func_call

@@ -2,7 +2,7 @@
 worker processes (:mod:`careful_engine.core.parallel`), then assemble the runs in input order.
 
 A worker loads its file, takes the decoder of its model folder if the file has anything to
-decode (:func:`careful_engine.scoring.score.needs_decoder`), and scores it with
+decode (:func:`careful_engine.core.runs.needs_decoder`), and scores it with
 :func:`careful_engine.scoring.score.score_file` exactly as a serial run does, in a fresh bfcl process
 state of its own, so the order in which workers finish changes nothing. The parent then applies
 the folder's rules as :func:`careful_engine.scoring.score.score_run` always has: a folder one of whose
@@ -20,17 +20,16 @@ from typing import Any
 
 from careful_engine.core import bfcl, parallel, refcache
 from careful_engine.core.budget import Budget
-from careful_engine.core.runs import LoadedFile, Problem, ResultFile, load_result_file
-from careful_engine.scoring.score import (
-    CategoryScore,
+from careful_engine.core.runs import (
     DecoderUnavailable,
-    ModelScore,
-    RunScore,
-    discover,
+    LoadedFile,
+    Problem,
+    ResultFile,
+    load_result_file,
     manifest_decoder,
     needs_decoder,
-    score_file,
 )
+from careful_engine.scoring.score import CategoryScore, ModelScore, RunScore, discover, score_file
 
 
 @dataclass

@@ -50,8 +50,8 @@ from careful_engine.core.checker import EMPTY_TURN, FORCE_TERMINATED, RESPONSE_M
 from careful_engine.core.replay import ConversationTrace
 from careful_engine.core.state import State, diff, public_view
 from careful_engine.core.trajectory import CallRecord, Outcome
+from careful_engine.effects.boundary import Boundary
 from careful_engine.scoring import detector
-from careful_engine.scoring.boundary import Boundary
 
 
 @dataclass(frozen=True)

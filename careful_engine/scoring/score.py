@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,23 +11,24 @@ from typing import Any
 
 from careful_engine.core import bfcl
 from careful_engine.core.budget import Budget
-from careful_engine.core.decode import decode_entry, has_steps
+from careful_engine.core.decode import decode_entry
 from careful_engine.core.perf import collector_paused
 from careful_engine.core.process import BfclProcess
 from careful_engine.core.replay import ConversationTrace, replay
 from careful_engine.core.runs import (
+    DecoderUnavailable,
     LoadedFile,
-    NotRegular,
     Problem,
     ResultFile,
     find_result_files,
     load_result_file,
-    read_regular,
+    manifest_decoder,
+    needs_decoder,
 )
-from careful_engine.core.safe_text import visible
 from careful_engine.core.safe_write import writer
 from careful_engine.core.trajectory import Outcome, Verdict
-from careful_engine.scoring.boundary import DEFAULT_BOUNDARY
+from careful_engine.effects import boundary as boundaries
+from careful_engine.effects.boundary import DEFAULT_BOUNDARY
 from careful_engine.scoring.rules import (
     Blame,
     ConversationRules,
@@ -237,15 +237,6 @@ def _score_entry(rf: ResultFile, conv: Any, entry: dict, handler: Any | None,
     return result
 
 
-def needs_decoder(loaded: LoadedFile) -> bool:
-    """Whether any turn of the file gives bfcl's decoder something to decode, whatever its
-    shape (a list of steps, a string whose characters bfcl iterates, an object's keys)."""
-    return any(
-        type(e.get("result")) is list and any(has_steps(t) for t in e["result"])
-        for e in loaded.entries.values()
-    )
-
-
 def write_score_file(score: CategoryScore, loaded: LoadedFile, out_dir: Path) -> Path:
     """A bfcl-compatible score file: a header line, then one line per failed entry."""
     relative = Path("score", score.model, "multi_turn", f"BFCL_v4_{score.category}_score.json")
@@ -292,29 +283,6 @@ def discover(root: Path) -> tuple[dict[str, list[ResultFile]], list[Problem]]:
     return by_model, problems
 
 
-def manifest_decoder(rf: ResultFile) -> str | None:
-    """The decoder named by a ``careful_run.json`` in the model folder, if any.
-
-    A manifest that cannot be read or parsed names none; one whose ``decoder`` is not a
-    string (or that is a FIFO, a device...) raises :class:`DecoderUnavailable`.
-    """
-    folder = rf.path.parent.parent if rf.path.parent.name == "multi_turn" else rf.path.parent
-    path = folder / "careful_run.json"
-    if not os.path.lexists(path):
-        return None
-    try:
-        doc = json.loads(read_regular(path))
-    except NotRegular as e:
-        raise DecoderUnavailable(f"{visible(path)}: {e}; use --decoder") from None
-    except (OSError, ValueError, RecursionError):
-        return None
-    decoder = doc.get("decoder") if isinstance(doc, dict) else None
-    if decoder is None or isinstance(decoder, str):
-        return decoder
-    raise DecoderUnavailable(f"{visible(path)}: 'decoder' must be a registry key string, not "
-                             f"{type(decoder).__name__}; use --decoder")
-
-
 @dataclass
 class RunScore:
     """A scored run folder: per model, per category; what could not be used, and why."""
@@ -334,17 +302,11 @@ def load_effects(boundary: str | Path | None = DEFAULT_BOUNDARY,
                  rule: SafeRule | None = None) -> Effects:
     """The declarations and a boundary, as the rules use them (``rule``: what the safe
     verdict counts; the paper's by default)."""
-    from careful_engine.scoring import boundary as boundaries
-
     effects = Effects.load(boundaries.load(boundary or boundaries.DEFAULT_BOUNDARY),
                            str(declarations) if declarations else None)
     if rule is not None:
         effects.rule = rule
     return effects
-
-
-class DecoderUnavailable(Exception):
-    """A model folder whose steps need a decoder that cannot be had."""
 
 
 def load_run(

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from careful_engine.annotation import paper_labels
 from careful_engine.core import bfcl
-from careful_engine.scoring import boundary
+from careful_engine.effects import boundary
 
 ANNOTATORS = tuple(paper_labels.ANNOTATORS)
 

@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Footer, Select, Static
 
 from careful_engine.annotation.errors import AnnotationError, BlindnessError
 from careful_engine.core.safe_text import literal, visible
-from careful_engine.scoring.boundary import BoundaryError
+from careful_engine.effects.boundary import BoundaryError
 
 from ..context import plain, shown
 from ..widgets import NavBar
