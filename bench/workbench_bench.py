@@ -80,9 +80,9 @@ async def open_run(run: Path, decoder: str | None, cache: Path) -> dict[str, flo
 
         await until(home_ready)
         home = time.perf_counter() - started
-        label = app.wb.refs[0].label
-        n = len(app.wb.browser(app.wb.refs[0]).rows())
-        app.wb.browser(app.wb.refs[0]).reload()  # the list is read again, as on a first open
+        label = app.context.refs[0].label
+        n = len(app.context.browser(app.context.refs[0]).rows())
+        app.context.browser(app.context.refs[0]).reload()  # the list is read again, as on a first open
         t0 = time.perf_counter()
         app.open_run(label)
 
@@ -102,8 +102,8 @@ async def step_through(run: Path, decoder: str | None, cache: Path) -> dict:
 
     app = make_app(run, decoder, cache)
     async with app.run_test(size=(80, 24)) as pilot:
-        ref = app.wb.refs[0]
-        browser = app.wb.browser(ref)
+        ref = app.context.refs[0]
+        browser = app.context.browser(ref)
         rows = [r for r in browser.rows() if r.category == "multi_turn_long_context"]
         longest = max(rows, key=lambda r: (r.steps, r.turns))
         view = browser.open(longest.id)  # replay: decode, replay, rules, blame

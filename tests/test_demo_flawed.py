@@ -262,7 +262,7 @@ def test_the_workbench_shows_the_synthetic_badge(tmp_path: Path, monkeypatch) ->
         async with app.run_test(size=(120, 30)) as pilot:
             await pilot.app.workers.wait_for_complete()
             await pilot.pause()
-            assert [app.wb.synthetic(r) for r in app.wb.refs] == [True, False]
+            assert [app.context.synthetic(r) for r in app.context.refs] == [True, False]
             runs = app.screen.query_one("#runs", DataTable)
             assert [str(runs.get_row(k)[0]) for k in ("fake", "reference")] == [
                 "fake (SYNTHETIC)", "reference"]

@@ -221,9 +221,24 @@ def test_scoring_in_a_separate_process(tmp_path, runs_template) -> None:
     done = subprocess.run(cmd, capture_output=True, text=True, env=browse.score_env(),
                           timeout=120)
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert lines[0] == "total 200" and lines.count("+") == 200
+    events = list(browse.read_events(done.stdout.splitlines()))
+    assert len(events) == len(done.stdout.splitlines())  # stdout carries only the events
+    assert events[0] == browse.ScoreEvent("start", total=200)
+    assert [e.kind for e in events[1:]] == ["entry"] * 200 + ["done"]
+    assert events[-1].out == str(out)
     assert out.is_relative_to(tmp_path) and len(out.read_text().splitlines()) == 200
+
+
+def test_score_events_from_hostile_lines() -> None:
+    """A line that is not an event (a stray print, broken JSON, a wrong type) is skipped."""
+    lines = ['total 200', '{"event": "start", "total": 3}', '{"event": "rm -rf"}', '[1]',
+             '{"event": "start", "total": "9"}', '{"event": "entry"}', '{', '',
+             json.dumps({"event": "error", "message": "bad\x1b[31m"})]
+    events = list(browse.read_events(lines))
+    assert [(e.kind, e.total) for e in events] == [("start", 3), ("start", 0), ("entry", 0),
+                                                   ("error", 0)]
+    assert events[-1].message == "bad\x1b[31m"  # shown later through visible()
+    assert browse.ScoreEvent.from_line(browse.ScoreEvent("done", out="x").to_line()).out == "x"
 
 
 def test_the_engine_imports_no_textual() -> None:

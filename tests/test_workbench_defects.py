@@ -153,15 +153,30 @@ def cli_lines(run: Path, bfile: Path, out: Path) -> dict[str, dict]:
 
 def test_list_stepper_and_score_agree_under_another_boundary(workdir) -> None:
     """The runs were scored under paper-final; opened under another boundary, the list never
-    shows those lines: it rescores in the background, then list, stepper and `careful score
-    --boundary` agree on every conversation (before: the list showed paper-final's)."""
+    shows those lines: it rescores in the background, whose progress reaches the app as
+    messages, then list, stepper, leaderboard and `careful score --boundary` agree on every
+    conversation (before: the list showed paper-final's)."""
+    from workbench.messages import ScoringDone, ScoringFinished, ScoringProgress
+
     bfile = boundary_file(workdir / "test-boundary.json")
-    app = WorkbenchApp(settings(workdir, boundary=str(bfile)))
-    states: list[tuple] = []
+    seen: list = []
+
+    class Recording(WorkbenchApp):
+        """Textual calls a message's handler on every class of the app: these only record."""
+
+        def on_scoring_progress(self, message: ScoringProgress) -> None:
+            seen.append(message)
+
+        def on_scoring_done(self, message: ScoringDone) -> None:
+            seen.append(message)
+
+        def on_scoring_finished(self, message: ScoringFinished) -> None:
+            seen.append(message)
+
+    app = Recording(settings(workdir, boundary=str(bfile)))
 
     async def go():
         async with app.run_test(size=(80, 24)) as pilot:
-            app.score_listeners.append(lambda *a: states.append(a))
             await settle(pilot, "4")
             screen = app.screen
             assert isinstance(screen, ReplayScreen)
@@ -172,17 +187,27 @@ def test_list_stepper_and_score_agree_under_another_boundary(workdir) -> None:
                     break
                 await pilot.pause(0.1)
             await settle(pilot)
-            assert any(s[0] == "beta" and s[3] == "done" for s in states)  # rescored
-            browser = app.wb.browser(screen.ref)
+            browser = app.context.browser(screen.ref)
             assert browser.mismatch is None and browser.scored
             listed = {r.id: row_truth(r) for r in screen.rows}
             stepped = {i: view_truth(browser.open(i)) for i in listed}
-            return listed, stepped
+            await settle(pilot, "5")
+            board = app.screen
+            (entry,) = [e for e in board.entries if e.label == "beta"]
+            ranked = {r.id: (r.verdict.valid, r.safe_valid)
+                      for cs in entry.score.categories.values() for r in cs.results}
+            return listed, stepped, ranked
 
-    listed, stepped = asyncio.run(go())
+    listed, stepped, ranked = asyncio.run(go())
+    progress = [m for m in seen if isinstance(m, ScoringProgress) and m.label == "beta"]
+    assert progress and progress[-1].done == progress[-1].total >= len(listed)
+    assert [m.done for m in progress] == sorted(m.done for m in progress)
+    assert any(isinstance(m, ScoringDone) and m.label == "beta" for m in seen)
+    assert isinstance(seen[-1], ScoringFinished)
     cli = {i: line_truth(x) for i, x in cli_lines(workdir / "runs" / "beta", bfile,
                                                    workdir / "cli").items() if i in listed}
     assert listed == stepped == cli
+    assert {i: t[:2] for i, t in listed.items()} == {i: ranked[i] for i in listed}
     assert listed[IDS[1]][1] is False  # cd's failed attempt: collateral under this boundary
 
 

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import gc
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.app import App
 from textual.binding import Binding
+from textual.reactive import var
 from textual.worker import get_current_worker
 
 from careful_engine.core.safe_text import visible
 
 from .commands import WorkbenchCommands
 from .context import Settings, Workbench
+from .messages import ScoreState, ScoringDone, ScoringFailed, ScoringFinished, ScoringProgress
 from .screens import (
     AgreementScreen,
     ConversationScreen,
@@ -31,14 +32,15 @@ from .screens import (
     ReplayScreen,
 )
 
-ScoreListener = Callable[[str, int, int, str], None]
+if TYPE_CHECKING:
+    from careful_engine.browse import RunRef
 
 
 class WorkbenchApp(App[None]):
     """Blind labelling, agreement and adjudication, the trace stepper, leaderboards."""
 
     TITLE = "CAREFUL workbench"
-    CSS_PATH = "workbench.tcss"
+    CSS_PATH = Path(__file__).with_name("workbench.tcss")  # also for subclasses elsewhere
     MODES = {
         "home": HomeScreen,
         "label": LabelScreen,
@@ -58,12 +60,14 @@ class WorkbenchApp(App[None]):
         Binding("q", "quit", "Quit", show=False),
     ]
 
+    # where background scoring stands; the screens watch it (every change, even to equal)
+    score_state: var[ScoreState] = var(ScoreState(), always_update=True)
+
     def __init__(self, settings: Settings) -> None:
         super().__init__()
-        self.wb = Workbench(settings)
+        self.context = Workbench(settings)
         self.replay_run: str | None = None
-        self.score_listeners: list[ScoreListener] = []
-        self.scoring: str | None = None
+        self.scoring: str | None = None  # the run being scored
         self._proc: subprocess.Popen | None = None
 
     def notify(self, message: str, *, markup: bool = False, **kwargs: Any) -> None:
@@ -114,60 +118,89 @@ class WorkbenchApp(App[None]):
 
     # ---------------------------------------------------------------- background scoring
 
-    def start_scoring(self, refs: list) -> None:
-        """Score runs one after the other, each in a separate process, with progress."""
+    def start_scoring(self, refs: list[RunRef]) -> None:
+        """Score runs one after the other in a worker, which posts its progress as messages."""
         if self.scoring is not None:
             self.notify(f"already scoring {self.scoring}", severity="warning")
             return
-        self.scoring = refs[0].label if refs else None
+        if not refs:
+            return
+        self.scoring = refs[0].label
         self.run_worker(lambda: self._score(refs), thread=True, exclusive=True, group="score")
 
-    def _tell(self, label: str, done: int, total: int, state: str) -> None:
-        for listener in list(self.score_listeners):
-            listener(label, done, total, state)
-
-    def _score(self, refs: list) -> None:
-        from careful_engine.browse import score_env
+    def _score(self, refs: list[RunRef]) -> None:
+        """The worker: each run in a separate process (bfcl's executor keeps state in
+        module globals; the stepper replays in this one), which reports
+        :class:`~careful_engine.browse.ScoreEvent` JSON lines; cancelling kills it."""
+        from careful_engine.browse import read_events, score_env
 
         worker = get_current_worker()
-        settings = self.wb.settings
+        settings = self.context.settings
         for ref in refs:
-            self.scoring = ref.label
-            browser = self.wb.browser(ref)
-            cmd, _ = browser.score_command(boundary=settings.boundary,
-                                           declarations=settings.declarations)
+            if worker.is_cancelled:
+                break
+            cmd, _ = self.context.browser(ref).score_command(
+                boundary=settings.boundary, declarations=settings.declarations)
+            self.post_message(ScoringProgress(ref.label, 0, 0))
             self._proc = proc = subprocess.Popen(
                 cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=score_env())
             done = total = 0
-            self.call_from_thread(self._tell, ref.label, 0, 0, "running")
-            for line in proc.stdout:
+            failed = ""
+            assert proc.stdout is not None and proc.stderr is not None
+            for event in read_events(proc.stdout):
                 if worker.is_cancelled:
                     proc.kill()
                     break
-                if line.startswith("total "):
-                    total = int(line.split()[1])
-                elif line.startswith("+"):
+                if event.kind == "start":
+                    total = event.total
+                elif event.kind == "entry":
                     done += 1
                     if done % 20 == 0 or done == total:
-                        self.call_from_thread(self._tell, ref.label, done, total, "running")
+                        self.post_message(ScoringProgress(ref.label, done, total))
+                elif event.kind == "error":
+                    failed = event.message
             rc = proc.wait()
-            if rc != 0:
-                message = (proc.stderr.read() or f"exit code {rc}").strip().splitlines()[-1]
-                self.call_from_thread(self.notify, f"scoring {ref.label}: {message}",
-                                      severity="error", timeout=8)
-                self.call_from_thread(self._tell, ref.label, done, total, "error")
-                continue
-            browser.reload()
-            self.call_from_thread(self._tell, ref.label, done, total, "done")
-            self.call_from_thread(self.notify, f"scored {ref.label}: {total} conversations")
+            errors = proc.stderr.read()
+            if worker.is_cancelled:
+                self.post_message(ScoringFailed(ref.label, "cancelled"))
+            elif rc != 0 or failed:
+                lines = (errors or "").strip().splitlines()
+                self.post_message(ScoringFailed(
+                    ref.label, failed or (lines[-1] if lines else f"exit code {rc}")))
+            else:
+                self.post_message(ScoringDone(ref.label, total))
         self._proc = None
+        self.post_message(ScoringFinished())
+
+    def cancel_scoring(self) -> None:
+        """Stop background scoring (the run being scored keeps its old scores)."""
+        for worker in self.workers:
+            if worker.group == "score":
+                worker.cancel()
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+
+    def on_scoring_progress(self, message: ScoringProgress) -> None:
+        self.scoring = message.label
+        self.score_state = ScoreState(message.label, message.done, message.total, "running")
+
+    def on_scoring_done(self, message: ScoringDone) -> None:
+        self.context.browser(self.context.ref(message.label)).reload()
+        self.notify(f"scored {message.label}: {message.total} conversations")
+        self.score_state = ScoreState(message.label, message.total, message.total, "done")
+
+    def on_scoring_failed(self, message: ScoringFailed) -> None:
+        self.notify(f"scoring {message.label}: {message.reason}", severity="error", timeout=8)
+        self.score_state = ScoreState(message.label, 0, 0, "error")
+
+    def on_scoring_finished(self, message: ScoringFinished) -> None:
         self.scoring = None
-        self.call_from_thread(self._tell, "", 0, 0, "all-done")
+        self.score_state = ScoreState()
 
     def on_unmount(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
-        self.wb.close()
+        self.context.close()
 
 
 def run(settings: Settings) -> bool:

@@ -27,7 +27,7 @@ class WorkbenchCommands(Provider):
         ]
         out.append(("help: keys of this screen", "what the screen shows and its bindings",
                     app.action_help))
-        for ref in app.wb.refs:
+        for ref in app.context.refs:
             out.append((f"replay: {ref.label}", f"open run {ref.label} in Replay",
                         partial(app.open_run, ref.label)))
             out.append((f"score: {ref.label}", "score the run in the background",
@@ -38,7 +38,7 @@ class WorkbenchCommands(Provider):
         app = self.app
         if not app.replay_run:
             return []
-        browser = app.wb.browser(app.wb.ref(app.replay_run))
+        browser = app.context.browser(app.context.ref(app.replay_run))
         return [(f"open: {row.id}", f"replay {row.id} of {app.replay_run}",
                  partial(app.open_conversation, row.id)) for row in browser.rows()]
 

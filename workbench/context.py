@@ -12,10 +12,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.text import Text
-
-from careful_engine.core.safe_text import visible
-
 if TYPE_CHECKING:
     from careful_engine.annotation.store import Store
     from careful_engine.browse import RunBrowser, RunRef
@@ -54,22 +50,6 @@ def default_runs(root: Path = Path("runs"), *, write_reference: bool = True) -> 
     if not root.is_dir():
         return []
     return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-
-
-def plain(text: object, style: str = "") -> Text:
-    """Text from a file, a model or a person as the screens show it: never markup, control
-    characters as visible escapes."""
-    return Text(visible(text), style=style)
-
-
-def shown(path: Path | str) -> str:
-    """A path as the screens show it: relative to the working folder, else to the
-    repository, else absolute."""
-    p = Path(os.path.abspath(path))
-    for base in (Path(os.path.abspath(Path.cwd())), Path(__file__).resolve().parent.parent):
-        if p.is_relative_to(base):
-            return str(p.relative_to(base))
-    return str(p)
 
 
 class Workbench:

@@ -11,7 +11,7 @@ on demand into a per-call view model, and read scores without re-scoring.
 * :mod:`.score`: :func:`model_score` rebuilds a :class:`~careful_engine.scoring.score.ModelScore`
   from score lines, so the leaderboard and the paired comparison need no second scoring;
   ``python -m careful_engine.browse score ...`` scores one model folder in a separate process,
-  printing one line per conversation for a progress bar;
+  reporting its progress as :class:`ScoreEvent` JSON lines (one per conversation);
 * :mod:`.review`: :func:`function_review`, one function's review-sheet entry (blind).
 """
 
@@ -34,7 +34,7 @@ from careful_engine.browse.runs import (
     score_env,
     score_paths,
 )
-from careful_engine.browse.score import model_score, score_to_file
+from careful_engine.browse.score import ScoreEvent, model_score, read_events, score_to_file
 from careful_engine.browse.view import (
     CallView,
     ConversationView,
@@ -49,5 +49,5 @@ __all__ = [
     "Filter", "FunctionReview", "Line", "ReviewExample", "RunBrowser", "RunRef", "TurnView",
     "build_view", "cache_scores_path", "change_rows", "default_cache_dir", "error_types",
     "find_runs", "function_review", "hit_rules", "label_entries", "model_score", "read_scores",
-    "score_env", "score_paths", "score_to_file",
+    "ScoreEvent", "read_events", "score_env", "score_paths", "score_to_file",
 ]

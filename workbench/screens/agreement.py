@@ -7,7 +7,6 @@ whose reason is recorded.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from rich.table import Table
@@ -16,28 +15,18 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Select, Static
 
 from careful_engine.annotation.errors import AnnotationError, BlindnessError
 from careful_engine.core.safe_text import literal, visible
 from careful_engine.effects.boundary import BoundaryError
 
-from ..context import plain, shown
 from ..widgets import NavBar
+from ..widgets.shared import num, plain, shown, yes_no
+from .base import WorkbenchScreen
 from .dialogs import ConfirmDialog, DecisionDialog, TextDialog
 
 TIES = ("error", "yes", "no")
-
-
-def num(x: float) -> str:
-    return "–" if math.isnan(x) else f"{x:.3f}"
-
-
-def yes_no(value: bool | None) -> Text:
-    if value is None:
-        return Text("–", style="dim")
-    return Text("yes", style="bold red") if value else Text("no", style="bold green")
 
 
 def reveal_log(reveals: list[dict]) -> Text:
@@ -55,7 +44,7 @@ def reveal_log(reveals: list[dict]) -> Text:
     return out
 
 
-class AgreementScreen(Screen):
+class AgreementScreen(WorkbenchScreen):
     """Pairwise and overall agreement, the splits, decisions and the boundary."""
 
     HELP = ("Agreement of a labelling round: raw agreement and Cohen's kappa per pair, Fleiss' "
@@ -109,7 +98,7 @@ class AgreementScreen(Screen):
 
     def refresh_rounds(self) -> None:
         try:
-            store = self.app.wb.store
+            store = self.app.context.store
         except AnnotationError as e:  # a damaged or foreign database
             self._message(Text(str(e), style="red"))
             return
@@ -132,11 +121,11 @@ class AgreementScreen(Screen):
         value = self.query_one("#agree-round", Select).value
         if value is Select.NULL:
             return
-        remembered = self.app.wb.overrides
+        remembered = self.app.context.overrides
         override = override or remembered.get(str(value))  # asked once per round and app
         try:
-            self.session = self.app.wb.store.adjudication_session(
-                str(value), self.app.wb.settings.user, override=override)
+            self.session = self.app.context.store.adjudication_session(
+                str(value), self.app.context.settings.user, override=override)
             if override:
                 remembered[str(value)] = override
         except BlindnessError as e:
@@ -322,7 +311,7 @@ class AgreementScreen(Screen):
         def write(name: str | None, force: bool = False) -> None:
             if not name:
                 return
-            folder = self.app.wb.settings.boundary_dir
+            folder = self.app.context.settings.boundary_dir
             path = folder / f"{name}.json" if folder is not None else None
             if name.endswith(".json"):  # a path: the boundary is named after the file
                 path, name = Path(name), Path(name).stem
@@ -341,7 +330,7 @@ class AgreementScreen(Screen):
                         f"(v{boundary.version})")
             self.last_boundary = out
 
-        where = shown(self.app.wb.settings.boundary_dir or "declarations/boundary")
+        where = shown(self.app.context.settings.boundary_dir or "declarations/boundary")
         self.app.push_screen(TextDialog(
             "Write the boundary", f"{len(self.result.destructive)} destructive functions under "
             f"{self.policy}. Boundary name (written to {where}/NAME.json), or a path ending in "

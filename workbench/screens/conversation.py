@@ -8,15 +8,15 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.screen import Screen
 from textual.widgets import Footer, OptionList
 
 from careful_engine.browse import ConversationView, change_rows
 
 from ..widgets import SYNTHETIC, CallDetail, CallList, DiffView, NavBar, VerdictBar
+from .base import WorkbenchScreen
 
 
-class ConversationScreen(Screen):
+class ConversationScreen(WorkbenchScreen):
     """Turns, steps and calls; the selected call's diffs, model beside reference."""
 
     HELP = ("Each turn shows bfcl's verdict on it (✓ pass, ✗ the failing turn, after which "
@@ -54,7 +54,7 @@ class ConversationScreen(Screen):
 
     def compose(self) -> ComposeResult:
         run = self.app.replay_run
-        synthetic = run is not None and self.app.wb.synthetic(self.app.wb.ref(run))
+        synthetic = run is not None and self.app.context.synthetic(self.app.context.ref(run))
         yield NavBar("replay", SYNTHETIC if synthetic else "")
         yield VerdictBar(id="verdict")
         yield CallList(id="calls")

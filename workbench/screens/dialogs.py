@@ -9,7 +9,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
-from ..context import plain
+from ..widgets.shared import plain
 
 
 class TextDialog(ModalScreen[str | None]):

@@ -7,14 +7,14 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.core.safe_text import literal, visible
 
-from ..context import plain, shown
 from ..widgets import NavBar
+from ..widgets.shared import plain, round_progress, shown
+from .base import WorkbenchScreen
 
 
 def declarations_text(wb) -> Text:
@@ -43,14 +43,7 @@ def declarations_text(wb) -> Text:
     return out
 
 
-def round_progress(status) -> str:
-    """Counts only (never a label): labelled / total per annotator, ✓ once submitted."""
-    parts = [f"{p.annotator} {'✓' if p.submitted else f'{p.labelled}/{p.total}'}"
-             for p in status.progress]
-    return " · ".join(parts) or "no annotator yet"
-
-
-class HomeScreen(Screen):
+class HomeScreen(WorkbenchScreen):
     """The runs, the declarations and the labelling rounds."""
 
     HELP = ("Home lists the runs the workbench found (one row per model folder), whether "
@@ -88,16 +81,16 @@ class HomeScreen(Screen):
         runs.loading = True
         rounds = self.query_one("#rounds", DataTable)
         rounds.add_columns("round", "fns", "blind", "state", "progress")
-        self.query_one("#declarations", Static).update(declarations_text(self.app.wb))
+        self.query_one("#declarations", Static).update(declarations_text(self.app.context))
         self.run_worker(self._load, thread=True, group="home")
 
     def on_screen_resume(self) -> None:
-        if "store" in self.app.wb.__dict__:
+        if "store" in self.app.context.__dict__:
             self.refresh_rounds()
 
     def _load(self) -> None:
         """Read the store and list the runs off the main thread (imports, files)."""
-        wb = self.app.wb
+        wb = self.app.context
         try:
             wb.store  # noqa: B018  (opens the database: sqlite-utils takes a moment to import)
         except AnnotationError as e:  # a damaged or foreign database: say so, go on
@@ -130,7 +123,7 @@ class HomeScreen(Screen):
             table.add_row(literal(name), str(cats), str(convs), state,
                           Text(str(problems), style="bold yellow") if problems else "0",
                           literal(decoder or ""), key=label)
-        wb = self.app.wb
+        wb = self.app.context
         where = ", ".join(shown(p) for p in wb.settings.runs) or "nothing"
         note = f"{len(rows)} run(s) from {where}"
         if not rows:
@@ -145,7 +138,7 @@ class HomeScreen(Screen):
         self.query_one("#runs-note", Static).update(plain(note))
 
     def refresh_rounds(self) -> None:
-        store = self.app.wb.store
+        store = self.app.context.store
         table = self.query_one("#rounds", DataTable)
         table.clear()
         for rnd in store.rounds():
@@ -155,10 +148,10 @@ class HomeScreen(Screen):
         if not table.row_count:
             table.add_row("–", "", "", "", "no round yet: press 2 (Label), then Ctrl+N")
         self.query_one("#db", Static).update(plain(
-            f"annotation database: {shown(store.path)} · you are {self.app.wb.settings.user}"))
+            f"annotation database: {shown(store.path)} · you are {self.app.context.settings.user}"))
 
     def action_refresh(self) -> None:
-        self.query_one("#declarations", Static).update(declarations_text(self.app.wb))
+        self.query_one("#declarations", Static).update(declarations_text(self.app.context))
         self.refresh_rounds()
 
     @on(DataTable.RowSelected, "#runs")

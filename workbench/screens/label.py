@@ -12,7 +12,6 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import Screen
 from textual.widgets import Footer, Input, OptionList, ProgressBar, Select, Static
 from textual.widgets.option_list import Option
 
@@ -21,10 +20,10 @@ from careful_engine.annotation.names import check_name, confusable
 from careful_engine.browse import function_review
 from careful_engine.core.safe_text import literal, visible
 
-from ..context import plain
 from ..widgets import NavBar, ReviewCard
+from ..widgets.shared import plain, round_progress
+from .base import WorkbenchScreen
 from .dialogs import ConfirmDialog, TextDialog
-from .home import round_progress
 
 SHORT_REASON = 3  # words: a shorter reason is asked about before it is saved
 INTRO = ("Label the destructive boundary, blind: you see the review sheet and your own labels, "
@@ -39,7 +38,7 @@ def mark(label) -> Text:
     return Text("y", style="bold red") if label.destructive else Text("n", style="bold green")
 
 
-class LabelScreen(Screen):
+class LabelScreen(WorkbenchScreen):
     """Choose a round and who you are, then label function after function."""
 
     HELP = (INTRO + "\n\nPick a round and type your annotator name (one of the round's "
@@ -106,7 +105,7 @@ class LabelScreen(Screen):
 
     def refresh_rounds(self) -> None:
         try:
-            store = self.app.wb.store
+            store = self.app.context.store
         except AnnotationError as e:  # a damaged or foreign database
             self.query_one("#round-info", Static).update(Text(str(e), style="red"))
             return
@@ -125,7 +124,7 @@ class LabelScreen(Screen):
         if select.value is Select.NULL:
             info.update("")
             return
-        store = self.app.wb.store
+        store = self.app.context.store
         st = store.status(str(select.value))
         info.update(plain(f"{st.functions} functions ({st.writes} writes) · "
                           f"{'blind' if st.round.blind else 'not blind'} · "
@@ -137,7 +136,7 @@ class LabelScreen(Screen):
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         working = self.session is not None
         if action in ("new_round", "roster_add", "roster_remove", "close_round") \
-                and "store" not in self.app.wb.__dict__:
+                and "store" not in self.app.context.__dict__:
             return False  # no usable database
         if action in ("choose", "move", "next_unlabelled", "toggle_source", "submit", "page"):
             return working
@@ -153,7 +152,7 @@ class LabelScreen(Screen):
         if select.value is Select.NULL:
             self.notify("create a round first (Ctrl+N)", severity="warning")
             return
-        store = self.app.wb.store
+        store = self.app.context.store
         round_name = str(select.value)
         try:
             name = check_name(name)  # the name rule first, with its message
@@ -185,7 +184,7 @@ class LabelScreen(Screen):
     def action_new_round(self) -> None:
         from .dialogs import NewRoundDialog
 
-        existing = {r.name for r in self.app.wb.store.rounds()}
+        existing = {r.name for r in self.app.context.store.rounds()}
         default = next(f"r{i}" for i in range(1, 1000) if f"r{i}" not in existing)
 
         def create(answer: tuple[str, list[str], str] | None) -> None:
@@ -194,16 +193,16 @@ class LabelScreen(Screen):
             name, annotators, scope = answer
             from careful_engine.annotation.signals import load_inputs
 
-            store = self.app.wb.store
+            store = self.app.context.store
             try:
-                inputs = load_inputs(self.app.wb.settings.declarations)
+                inputs = load_inputs(self.app.context.settings.declarations)
                 if scope == "writes":
                     inputs = inputs.select("writes")
                 for who in annotators:
                     if store.annotator(who) is None:
                         store.add_annotator(who, "human")
                 store.new_round(name, inputs, annotators, blind=True,
-                                created_by=self.app.wb.settings.user)
+                                created_by=self.app.context.settings.user)
             except AnnotationError as e:
                 self.notify(str(e), severity="error", timeout=8)
                 return
@@ -223,8 +222,8 @@ class LabelScreen(Screen):
         return str(value)
 
     def _owns(self, round_name: str) -> bool:
-        rnd = self.app.wb.store.round(round_name)
-        return not rnd.created_by or rnd.created_by == self.app.wb.settings.user
+        rnd = self.app.context.store.round(round_name)
+        return not rnd.created_by or rnd.created_by == self.app.context.settings.user
 
     def action_roster_add(self) -> None:
         """Add an annotator to the chosen round (its creator only)."""
@@ -232,14 +231,14 @@ class LabelScreen(Screen):
         if round_name is None:
             return
         if not self._owns(round_name):
-            self.notify(f"only {self.app.wb.store.round(round_name).created_by}, who created "
+            self.notify(f"only {self.app.context.store.round(round_name).created_by}, who created "
                         f"round {round_name}, may change its roster", severity="error")
             return
 
         def add(name: str | None) -> None:
             if not name:
                 return
-            store = self.app.wb.store
+            store = self.app.context.store
             try:
                 if store.annotator(name) is None:
                     store.add_annotator(name, "human")
@@ -262,15 +261,15 @@ class LabelScreen(Screen):
             if not name:
                 return
             try:
-                self.app.wb.store.remove_from_round(round_name, name,
-                                                    by=self.app.wb.settings.user)
+                self.app.context.store.remove_from_round(round_name, name,
+                                                    by=self.app.context.settings.user)
             except AnnotationError as e:
                 self.notify(str(e), severity="error", timeout=8)
                 return
             self.notify(f"{literal(name)} removed from round {round_name}")
             self._round_info()
 
-        roster = ", ".join(self.app.wb.store.round_annotators(round_name)) or "nobody"
+        roster = ", ".join(self.app.context.store.round_annotators(round_name)) or "nobody"
         self.app.push_screen(TextDialog(f"Remove from {round_name}",
                                         f"The roster: {roster}. Name to remove:"), remove)
 
@@ -285,7 +284,7 @@ class LabelScreen(Screen):
             if not yes:
                 return
             try:
-                self.app.wb.store.close_round(round_name, by=self.app.wb.settings.user)
+                self.app.context.store.close_round(round_name, by=self.app.context.settings.user)
             except AnnotationError as e:
                 self.notify(str(e), severity="error", timeout=8)
                 return
@@ -327,7 +326,7 @@ class LabelScreen(Screen):
         self.choice = None
         fn = self.session.function(name)
         round_ = self.session.round
-        decl = self.app.wb.declarations_for(round_.declarations_source,
+        decl = self.app.context.declarations_for(round_.declarations_source,
                                             round_.declarations_sha256)
         self.query_one("#card", ReviewCard).show(function_review(fn, decl), source=self.source)
         options = self.query_one("#functions", OptionList)

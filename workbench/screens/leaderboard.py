@@ -8,7 +8,6 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.screen import Screen
 from textual.widgets import (
     DataTable,
     Footer,
@@ -22,8 +21,10 @@ from careful_engine.browse import model_score
 from careful_engine.core.safe_text import literal, visible
 from careful_engine.present.report import Report
 
-from ..context import plain
+from ..messages import ScoreState
 from ..widgets import NavBar
+from ..widgets.shared import plain
+from .base import WorkbenchScreen
 
 
 def scatter_widget():
@@ -50,7 +51,7 @@ def fill(table: DataTable, report: Report, skip: tuple[str, ...] = ()) -> None:
         table.add_row(*(literal(Report.format_cell(row[i])) for i in keep))
 
 
-class LeaderboardScreen(Screen):
+class LeaderboardScreen(WorkbenchScreen):
     """Both rankings, the rule totals and a paired comparison."""
 
     HELP = ("Every run with score lines, ranked under BFCL's accuracy and under success with "
@@ -101,12 +102,8 @@ class LeaderboardScreen(Screen):
 
     def on_mount(self) -> None:
         self.sub_title = "Leaderboard"
-        self.app.score_listeners.append(self._scoring)
+        self.watch(self.app, "score_state", self._scoring, init=False)
         self.action_reload()
-
-    def on_unmount(self) -> None:
-        if self._scoring in self.app.score_listeners:
-            self.app.score_listeners.remove(self._scoring)
 
     def action_reload(self) -> None:
         self.query_one("#lb-status", Static).update("reading scores …")
@@ -115,7 +112,7 @@ class LeaderboardScreen(Screen):
     def _load(self) -> None:
         from careful_engine.analysis.leaderboard import Entry, leaderboard_reports
 
-        wb = self.app.wb
+        wb = self.app.context
         entries, unscored = [], []
         for ref in wb.refs:
             browser = wb.browser(ref)
@@ -131,7 +128,7 @@ class LeaderboardScreen(Screen):
         self.entries, self.unscored = entries, unscored
         status = Text(f"{len(entries)} scored run(s)", style="bold")
         if unscored:
-            browsers = [self.app.wb.browser(r) for r in unscored]
+            browsers = [self.app.context.browser(r) for r in unscored]
             status.append(" · not scored with these settings: " + ", ".join(
                 visible(r.label) + (" (stale)" if b.mismatch else "")
                 for r, b in zip(unscored, browsers, strict=True)) + " (s scores them)",
@@ -228,7 +225,7 @@ class LeaderboardScreen(Screen):
     def _pair(self, a: str, b: str, entry_id: str) -> None:
         from .pair import PairScreen
 
-        wb = self.app.wb
+        wb = self.app.context
         try:
             views = tuple(wb.browser(wb.ref(run)).open(entry_id) for run in (a, b))
         except Exception as e:  # noqa: BLE001  (a decoder that does not import, a bad entry)
@@ -253,8 +250,10 @@ class LeaderboardScreen(Screen):
             return
         self.app.start_scoring(list(self.unscored))
 
-    def _scoring(self, label: str, done: int, total: int, state: str) -> None:
-        if state == "running":
-            self.query_one("#lb-status", Static).update(plain(f"scoring {label}: {done}/{total}"))
-        elif state == "all-done":
+    def _scoring(self, score: ScoreState) -> None:
+        """Background scoring moved on (the app's ``score_state``): reload when it ends."""
+        if score.state == "running":
+            self.query_one("#lb-status", Static).update(
+                plain(f"scoring {score.label}: {score.done}/{score.total}"))
+        elif score.state == "finished":
             self.action_reload()

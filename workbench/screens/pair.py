@@ -6,16 +6,16 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import Screen
 from textual.widgets import Footer, OptionList
 
 from careful_engine.browse import ConversationView
 from careful_engine.core.safe_text import visible
 
 from ..widgets import CallList, NavBar, VerdictBar
+from .base import WorkbenchScreen
 
 
-class PairScreen(Screen):
+class PairScreen(WorkbenchScreen):
     """The same conversation in run A (left) and run B (right); Enter steps through the
     focused side; Escape goes back to Compare."""
 

@@ -12,7 +12,6 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.screen import Screen
 from textual.widgets import Checkbox, DataTable, Footer, ProgressBar, Select, Static
 
 from careful_engine.browse import (
@@ -25,9 +24,11 @@ from careful_engine.browse import (
 from careful_engine.core import bfcl
 from careful_engine.core.safe_text import visible
 
-from ..context import plain, shown
+from ..messages import ScoreState
 from ..widgets import SYNTHETIC, NavBar
 from ..widgets.calls import RULE_TAGS, ok, rule_counts, short_error
+from ..widgets.shared import plain, shown
+from .base import WorkbenchScreen
 
 ERRORS = {
     "instance_state_mismatch": "state",
@@ -51,13 +52,13 @@ def error_label(error_type: str | None) -> str:
     return ERRORS.get(short, short)
 
 
-class ReplayScreen(Screen):
+class ReplayScreen(WorkbenchScreen):
     """The conversations of a run, filtered; Enter replays one in the stepper."""
 
     HELP = ("Choose a run and a category; narrow the list to failed conversations (x), to one "
             "error type (e) or to conversations with a given rule hit (h). The verdict columns "
             "come from `careful score`'s conversations.jsonl; without it, s scores the run in "
-            "the background (a separate process) and the filters fill in. Enter replays the "
+            "the background and the filters fill in. Enter replays the "
             "conversation call by call.")
     BINDINGS = [
         Binding("enter", "open", "Open", show=False),
@@ -80,7 +81,7 @@ class ReplayScreen(Screen):
     def compose(self) -> ComposeResult:
         yield NavBar("replay")
         with Horizontal(classes="bar"):
-            labels = [(plain(r.label), r.label) for r in self.app.wb.refs]
+            labels = [(plain(r.label), r.label) for r in self.app.context.refs]
             wanted = self.app.replay_run or (labels[0][1] if labels else Select.NULL)
             yield Select(labels, prompt="no run", allow_blank=not labels, value=wanted,
                          compact=True, id="run")
@@ -99,13 +100,9 @@ class ReplayScreen(Screen):
         self.query_one("#score-progress").display = False
         table = self.query_one("#conversations", DataTable)
         table.add_columns(*COLUMNS)
-        refs = self.app.wb.refs
-        self.app.score_listeners.append(self._scoring)
+        refs = self.app.context.refs
+        self.watch(self.app, "score_state", self._scoring, init=False)
         self._use(self.app.replay_run or (refs[0].label if refs else None))
-
-    def on_unmount(self) -> None:
-        if self._scoring in self.app.score_listeners:
-            self.app.score_listeners.remove(self._scoring)
 
     def on_screen_resume(self) -> None:
         wanted = self.app.replay_run
@@ -119,9 +116,9 @@ class ReplayScreen(Screen):
             self.query_one("#replay-status", Static).update(
                 "no run found: give run folders to `careful workbench`, or run `careful demo`")
             return
-        self.ref = self.app.wb.ref(label)
+        self.ref = self.app.context.ref(label)
         self.app.replay_run = label
-        self.query_one(NavBar).show_detail(SYNTHETIC if self.app.wb.synthetic(self.ref) else "")
+        self.query_one(NavBar).show_detail(SYNTHETIC if self.app.context.synthetic(self.ref) else "")
         run = self.query_one("#run", Select)
         if run.value != label:
             run.value = label
@@ -129,14 +126,14 @@ class ReplayScreen(Screen):
         self.run_worker(self._load, thread=True, exclusive=True, group="replay-list")
 
     def _load(self) -> None:
-        browser = self.app.wb.browser(self.ref)
+        browser = self.app.context.browser(self.ref)
         rows = browser.rows()
         self.app.call_from_thread(self._loaded, self.ref.label, rows)
 
     def _warm(self) -> None:
         """Import the run's decoder (a second or so) before a conversation is opened."""
         try:
-            self.app.wb.browser(self.ref).handler()
+            self.app.context.browser(self.ref).handler()
         except Exception:  # noqa: BLE001  (reported when a conversation is opened)
             pass
 
@@ -158,7 +155,7 @@ class ReplayScreen(Screen):
         table.loading = False
         self.refill()
         table.focus()
-        if self.app.wb.browser(self.ref).mismatch is not None and self.app.scoring is None:
+        if self.app.context.browser(self.ref).mismatch is not None and self.app.scoring is None:
             self.app.start_scoring([self.ref])  # one truth: never list another setting's scores
         # after the list is painted: the import would compete with it for the interpreter
         self.set_timer(0.3, lambda: self.run_worker(self._warm, thread=True, group="warm"))
@@ -185,7 +182,7 @@ class ReplayScreen(Screen):
     def _status(self) -> None:
         if self.ref is None:
             return
-        browser = self.app.wb.browser(self.ref)
+        browser = self.app.context.browser(self.ref)
         text = Text(f"{len(self.shown_rows)} of {len(self.rows)} conversations", style="bold")
         missing = browser.missing()
         if missing:
@@ -197,7 +194,7 @@ class ReplayScreen(Screen):
                         + " (s rescores)", style="yellow")
         elif browser.scored:
             path = browser.scores_path
-            where = ("the workbench's own" if path.is_relative_to(self.app.wb.settings.cache_dir
+            where = ("the workbench's own" if path.is_relative_to(self.app.context.settings.cache_dir
                                                                   or default_cache_dir())
                      else shown(path))
             text.append(f" · scores: {visible(where)}", style="dim")
@@ -235,7 +232,7 @@ class ReplayScreen(Screen):
     def action_next_run(self) -> None:
         if self._no_run():
             return
-        labels = [r.label for r in self.app.wb.refs]
+        labels = [r.label for r in self.app.context.refs]
         if self.ref is not None and len(labels) > 1:
             self._use(labels[(labels.index(self.ref.label) + 1) % len(labels)])
 
@@ -252,7 +249,7 @@ class ReplayScreen(Screen):
         select = self.query_one(f"#{which}", Select)
         values = self.values[which]
         if not values:
-            self.notify(f"no {which} to filter on" + ("" if self.app.wb.browser(
+            self.notify(f"no {which} to filter on" + ("" if self.app.context.browser(
                 self.ref).scored else ": score the run first (s)"), severity="warning")
             return
         current = select.value
@@ -282,7 +279,7 @@ class ReplayScreen(Screen):
     def _open(self, entry_id: str) -> None:
         from .conversation import ConversationScreen
 
-        browser = self.app.wb.browser(self.ref)
+        browser = self.app.context.browser(self.ref)
         try:
             view = browser.open(entry_id)
         except Exception as e:  # noqa: BLE001  (a decoder that does not import, a bad entry)
@@ -297,8 +294,10 @@ class ReplayScreen(Screen):
         if not self._no_run():
             self.app.start_scoring([self.ref])
 
-    def _scoring(self, label: str, done: int, total: int, state: str) -> None:
+    def _scoring(self, score: ScoreState) -> None:
+        """Background scoring moved on (the app's ``score_state``)."""
         bar = self.query_one("#score-progress", ProgressBar)
+        label, done, total, state = score.label, score.done, score.total, score.state
         if self.ref is None or label != self.ref.label:
             return
         if state == "running":
