@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.text import Text
 
-from careful_engine.safe_text import visible
+from careful_engine.core.safe_text import visible
 
 
 def plain(text: object, style: str = "") -> Text:
