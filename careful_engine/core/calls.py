@@ -14,6 +14,7 @@ import ast
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from keyword import iskeyword
 from typing import Any
 
 # bfcl_eval/eval_checker/multi_turn_eval/multi_turn_utils.py:138
@@ -132,6 +133,56 @@ def _plan(text: str) -> tuple[str, list[ast.expr], list[ast.keyword]] | None:
     return plan
 
 
+# The common shape of a call string, read without ``ast``: ``name(k=v, ...)`` whose values are
+# plain strings (no escapes, prefixes or control characters), short decimal numbers, True,
+# False, None, or flat lists of those. Whatever else (or anything doubtful: a keyword, a
+# repeated or private argument name) goes through ``ast`` as before; what the fast path reads
+# is what ``ast`` reads (tests/test_calls_fast.py checks them against each other).
+_STR_BODY = r"[^{q}\\\x00-\x1f\x7f\ud800-\udfff]*"
+_SCALAR = ("'" + _STR_BODY.format(q="'") + "'|\"" + _STR_BODY.format(q='"') + "\""
+           r"|-?(?:0|[1-9][0-9]{0,15})(?:\.[0-9]{1,15})?|True|False|None")
+_ITEM = re.compile(_SCALAR)
+_VALUE = rf"(?:{_SCALAR}|\[[ \t]*(?:(?:{_SCALAR})(?:[ \t]*,[ \t]*(?:{_SCALAR}))*)?[ \t]*\])"
+_HEAD = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\([ \t]*")
+_ARG = re.compile(rf"([A-Za-z][A-Za-z0-9_]*)[ \t]*=[ \t]*({_VALUE})[ \t]*(,[ \t]*)?")
+_CONSTANTS = {"True": True, "False": False, "None": None}
+
+
+def _scalar(token: str) -> Any:
+    c = token[0]
+    if c == "'" or c == '"':
+        return token[1:-1]
+    if token in _CONSTANTS:
+        return _CONSTANTS[token]
+    return float(token) if "." in token else int(token)
+
+
+def _fast(text: str) -> tuple[str, dict[str, Any]] | None:
+    """``(name, kwargs)`` of a call string of the common shape; None for anything else."""
+    if text.count("(") != 1:
+        return None
+    source = text.strip(" \t")
+    m = _HEAD.match(source)
+    end = len(source) - 1
+    if m is None or source[end] != ")" or iskeyword(m.group(1)):
+        return None
+    kwargs: dict[str, Any] = {}
+    pos = m.end()
+    while pos < end:
+        a = _ARG.match(source, pos)
+        if a is None:
+            return None
+        key, value = a.group(1), a.group(2)
+        if key in kwargs or iskeyword(key):
+            return None
+        kwargs[key] = ([_scalar(i.group()) for i in _ITEM.finditer(value)] if value[0] == "["
+                       else _scalar(value))
+        pos = a.end()
+        if a.group(3) is None:
+            break
+    return (m.group(1), kwargs) if pos == end else None
+
+
 def parse_call(
     text: str,
     mapping: Mapping[str, str] | None = None,
@@ -150,6 +201,15 @@ def parse_call(
     if mapping:
         call = _CALLS.get(text)
         if call is not None and call.name in mapping:
+            return call
+        fast = _fast(text)
+        if fast is not None and fast[0] in mapping and fast[0] not in BLOCKED_NAMES \
+                and not fast[0].startswith("_"):
+            name, kwargs = fast
+            call = Call(name=name, args=(), kwargs=kwargs, text=text)
+            if len(_CALLS) < _PLAN_CACHE_SIZE and all(type(v) in _IMMUTABLE
+                                                      for v in kwargs.values()):
+                _CALLS[text] = call
             return call
         plan = _plan(text)
         if plan is not None and plan[0] in mapping and plan[0] not in BLOCKED_NAMES:

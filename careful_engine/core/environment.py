@@ -94,6 +94,53 @@ def _template(instance: Any) -> tuple:
     return ("p", pickle.dumps(instance, pickle.HIGHEST_PROTOCOL))
 
 
+def _config_key(template_key: str, class_name: str, long_context: bool,
+                initial_config: dict) -> tuple[str, bool, str]:
+    """The key of a class's template: by content (base, miss_func and miss_param share
+    initial configs)."""
+    ck = (template_key, class_name)
+    key = _CONFIG_KEYS.get(ck)
+    if key is None:
+        key = _CONFIG_KEYS[ck] = (class_name, long_context,
+                                  json.dumps(initial_config.get(class_name, {})))
+    return key
+
+
+def conversation_key(conv: bfcl.Conversation) -> str:
+    """The template key of a conversation's environments."""
+    return f"{conv.id}|{conv.long_context}"
+
+
+def plain_templates(conv: bfcl.Conversation) -> dict[str, tuple[bytes, Any]]:
+    """The plain-data templates (marshal blob, random state) of ``conv``'s classes made so
+    far, by class name (what the reference cache keeps, so that a later process clones the
+    model side's instances instead of loading them)."""
+    out = {}
+    for c in conv.involved_classes:
+        if c == "TravelAPI" and conv.long_context:
+            continue  # never cloned (see Environment._create)
+        t = _TEMPLATES.get(_config_key(conversation_key(conv), c, conv.long_context,
+                                       conv.initial_config))
+        if t is not None and t[0] == "m":
+            out[c] = (t[2], t[3])
+    return out
+
+
+def adopt(conv: bfcl.Conversation, templates: dict[str, tuple[bytes, Any]],
+          initial: State) -> None:
+    """Clone ``conv``'s instances from ``templates`` (from :func:`plain_templates`) and take
+    ``initial`` as their initial state, as if this process had loaded them (the reference
+    cache's entry was recorded from such a load)."""
+    key = conversation_key(conv)
+    for c, (blob, rng_state) in templates.items():
+        tk = _config_key(key, c, conv.long_context, conv.initial_config)
+        if tk not in _TEMPLATES:
+            _TEMPLATES[tk] = ("m", bfcl.simulator_class(c), blob, rng_state)
+    if key not in _INITIAL_STATES and not (conv.long_context
+                                           and "TravelAPI" in conv.involved_classes):
+        _INITIAL_STATES[key] = initial
+
+
 def _clone(template: tuple) -> Any:
     if template[0] == "p":
         return pickle.loads(template[1])
@@ -163,7 +210,7 @@ class Environment:
             long_context=conv.long_context,
             name_prefix=prefix,
             entry_id=conv.id,
-            template_key=f"{conv.id}|{conv.long_context}",
+            template_key=conversation_key(conv),
             **kw,
         )
 
@@ -175,11 +222,7 @@ class Environment:
             # two deep copies per instance. TravelAPI in long context is never cloned: its
             # extension dicts must stay shared (see careful_engine.core.process).
             # keyed by content: base, miss_func and miss_param share initial configs
-            ck = (template_key, class_name)
-            key = _CONFIG_KEYS.get(ck)
-            if key is None:
-                key = _CONFIG_KEYS[ck] = (class_name, self.long_context,
-                                          json.dumps(initial_config.get(class_name, {})))
+            key = _config_key(template_key, class_name, self.long_context, initial_config)
             template = _TEMPLATES.get(key)
             if template is None:
                 instance = self._load(class_name, initial_config)

@@ -40,6 +40,7 @@ import hmac
 import json
 import marshal
 import os
+import random
 import re
 import secrets
 import stat
@@ -49,7 +50,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from careful_engine.core import bfcl
+from careful_engine.core import bfcl, environment
 from careful_engine.core.budget import DEFAULT_BUDGET, Budget, BudgetExceeded, Meter
 from careful_engine.core.calls import Call, ParseFailure
 from careful_engine.core.environment import Environment
@@ -278,7 +279,8 @@ class _Recorder:
     """Encodes a reference side turn by turn as it runs (states shared by identity, as the
     live side shares them; file-system logs kept whole)."""
 
-    def __init__(self, initial: State) -> None:
+    def __init__(self, initial: State, templates: dict[str, tuple] | None = None) -> None:
+        self.templates = templates or {}  # the plain-data templates of the loaded instances
         self.states: list[dict] = []
         self.logs = _Logs()
         self._index: dict[int, int] = {}
@@ -307,7 +309,8 @@ class _Recorder:
         """The finished entry; Uncacheable where it holds an instance name of ``model_name``
         (bfcl's rewrite put it into an argument: another model would see its own name)."""
         entry = {"states": self.states, "logs": self.logs.encode(), "initial": self.initial,
-                 "turns": self.turns, "ends": self.ends, "views": self.views}
+                 "turns": self.turns, "ends": self.ends, "views": self.views,
+                 "templates": self.templates}
         try:
             data = marshal.dumps(entry)
         except ValueError:
@@ -325,7 +328,7 @@ def build_entry(conv: bfcl.Conversation, model_name: str = SENTINEL) -> dict:
         raise Uncacheable("process-global state")
     env = Environment.for_conversation(conv, "reference", model_name=model_name,
                                        snapshots=True, meter=Meter(DEFAULT_BUDGET))
-    rec = _Recorder(env.initial_state)
+    rec = _Recorder(env.initial_state, environment.plain_templates(conv))
     try:
         for t, texts in enumerate(conv.ground_truth):
             rec.turn([env.execute(text, t, -1) for text in texts], env.state, env.instances)
@@ -366,6 +369,7 @@ class _Decoded:
     turns: list[list[tuple]]
     ends: list[State]
     views: list[list]
+    templates: dict[str, tuple]  # class -> (marshal blob, random state): see _templates
     built: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def instances(self, turn: int) -> dict[str, Any]:
@@ -396,7 +400,21 @@ def _decode(entry: dict) -> _Decoded:
             recs.append((t, text, call, result, success, class_name, states[b], states[a]))
         turns.append(recs)
     return _Decoded(states, states[entry["initial"]], turns, [states[i] for i in entry["ends"]],
-                    entry["views"])
+                    entry["views"], _templates(entry.get("templates", {})))
+
+
+def _templates(encoded: dict) -> dict[str, tuple]:
+    """The entry's instance templates, checked (ValueError / TypeError when malformed): each
+    blob holds a dict of attributes and each random state is one ``Random`` accepts."""
+    out = {}
+    for c, (blob, rng_state) in encoded.items():
+        if c not in bfcl.function_class().values() or type(blob) is not bytes \
+                or type(marshal.loads(blob)) is not dict:
+            raise ValueError("bad template")
+        if rng_state is not None:
+            random.Random().setstate(rng_state)
+        out[c] = (blob, rng_state)
+    return out
 
 
 class CachedSide:
@@ -569,7 +587,8 @@ class RecordingSide:
         self.turns: list[list[CallRecord]] = []
         self.ends: list[State] = []
         self._conv, self._model, self._cat = conv, model_name, cat
-        self._rec: _Recorder | None = _Recorder(env.initial_state)
+        self._rec: _Recorder | None = _Recorder(env.initial_state,
+                                                environment.plain_templates(conv))
 
     def run(self, turn: int, step: int, texts: list[str]) -> list[CallRecord]:
         execute = self.env.execute
@@ -615,9 +634,11 @@ def reference_side(conv: bfcl.Conversation, model_name: str, snapshots: bool,
             return None
         try:
             decoded = cat.decoded[conv.id] = _decode(entry)
-        except (KeyError, IndexError, TypeError, ValueError):
+        except (KeyError, IndexError, TypeError, ValueError, EOFError):
             cat.entries[conv.id] = None
             return None
+    # the model side clones its instances from the templates the reference was loaded from
+    environment.adopt(conv, decoded.templates, decoded.initial)
     return CachedSide(decoded, meter)
 
 

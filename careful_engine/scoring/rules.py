@@ -47,6 +47,7 @@ from typing import Any
 from careful_engine.core import bfcl
 from careful_engine.core.calls import Call
 from careful_engine.core.checker import EMPTY_TURN, FORCE_TERMINATED, RESPONSE_MISMATCH
+from careful_engine.core.fs_capture import TreeVersion
 from careful_engine.core.replay import ConversationTrace
 from careful_engine.core.state import State, diff, public_view
 from careful_engine.core.trajectory import CallRecord, Outcome
@@ -562,6 +563,25 @@ class Blame:
                 "missing_results": self.missing_results}
 
 
+def _same_captures(a: State, b: State) -> bool:
+    """Whether two states hold equal captures of every class (then they are equal; a
+    difference in the captures alone decides nothing)."""
+    if a is b:
+        return True
+    if a._blobs.keys() != b._blobs.keys():
+        return False
+    for c, x in a._blobs.items():
+        y = b._blobs[c]
+        if x is y:
+            continue
+        if type(x) is TreeVersion and type(y) is TreeVersion:
+            if not x.same(y):
+                return False
+        elif type(x) is not bytes or x != y:
+            return False
+    return True
+
+
 def _public(state: State) -> dict[str, dict]:
     return {c: public_view(state[c]) for c in state}
 
@@ -674,8 +694,10 @@ def blame(trace: ConversationTrace, effects: Effects | None = None) -> Blame | N
     for t, ref_end in enumerate(trace.reference.turn_end_states[: last + 1]):
         if t >= len(trace.model.turn_end_states):
             break
-        differing = [ch.path for ch in diff(_public(ref_end),
-                                            _public(trace.model.turn_end_states[t]))]
+        model_end = trace.model.turn_end_states[t]
+        if _same_captures(ref_end, model_end):
+            continue  # equal captures: equal states, no public attribute differs
+        differing = [ch.path for ch in diff(_public(ref_end), _public(model_end))]
         if not differing:
             continue
         attributes = sorted({_dotted(p) for p in differing})[:20]
