@@ -12,8 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from careful_engine import bfcl, calls
-from careful_engine.calls import parse_call
+from careful_engine.core import bfcl, calls
+from careful_engine.core.calls import parse_call
+
+pytestmark = pytest.mark.filterwarnings("ignore:invalid escape sequence")
 
 MAPPING = {m: "careful_eval_x_GorillaFileSystem_instance" for m in ("cd", "ls", "mkdir", "echo")}
 MAPPING.update({m: "careful_eval_x_TwitterAPI_instance" for m in ("post_tweet", "comment")})

@@ -78,6 +78,17 @@ _INITIAL_STATES: dict[str, State] = {}
 _READ: Any = object()  # a file-system read: no snapshot to take  # snapshots are never mutated, so shared
 
 
+_RANDOM_STATES: dict[tuple, tuple] = {}
+
+
+def _shared(state: tuple) -> tuple:
+    """One object per distinct random state (most simulators seed a constant), so that the
+    reference cache's files hold each once (marshal writes a shared object once)."""
+    if len(_RANDOM_STATES) >= 1_000:
+        return state
+    return _RANDOM_STATES.setdefault(state, state)
+
+
 def _template(instance: Any) -> tuple:
     """A frozen copy of a freshly loaded instance, to clone from.
 
@@ -88,7 +99,8 @@ def _template(instance: Any) -> tuple:
     rng = attrs.pop("_random", None)
     if rng is None or type(rng) is random.Random:
         try:
-            return ("m", type(instance), marshal.dumps(attrs), rng.getstate() if rng else None)
+            return ("m", type(instance), marshal.dumps(attrs), _shared(rng.getstate())
+                    if rng else None)
         except ValueError:
             pass
     return ("p", pickle.dumps(instance, pickle.HIGHEST_PROTOCOL))
