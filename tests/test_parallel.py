@@ -121,3 +121,65 @@ def test_leaderboard_with_two_jobs_equals_serial(shared_runs: Path, tmp_path: Pa
         got[jobs] = [(e.label, [r.to_json() for cs in e.score.categories.values()
                                 for r in cs.results]) for e in scored.entries]
     assert got[1] == got[2] and len(got[1]) == 2
+
+
+def _results(run) -> list:
+    return [(cs.category, [r.to_json() for r in cs.results], [str(p) for p in cs.problems])
+            for _, cs in run.files] + [str(p) for p in run.problems]
+
+
+def test_files_are_split_by_conversation_and_merged_in_order(shared_runs: Path) -> None:
+    """Two workers on three files: each file's conversations that share bfcl's process state
+    stay in one part, in order; the others are scored in parts of their own; the merged result
+    is the serial one."""
+    from careful_engine.core import bfcl, refcache
+
+    plan = batch.plan_run(shared_runs / XLAM)
+    named = [(0, m, rf) for m, files in plan.files.items() for rf in files]
+    files = batch._load([plan], named)
+    tasks = batch._split(files, 2)
+    assert len(tasks) > 2 * len(files)
+    for i, f in enumerate(files):
+        convs = bfcl.conversations(f.loaded.file.category)
+        parts = [only for k, only in tasks if k == i]
+        assert parts[0] == {c.id for c in convs if refcache.depends_on_process(c)}
+        assert sorted(x for p in parts for x in p) == sorted(c.id for c in convs)
+        assert all(not refcache.depends_on_process(bfcl.conversation(x))
+                   for p in parts[1:] for x in p)
+    assert _results(score_run(shared_runs / XLAM, jobs=2)) == \
+        _results(score_run(shared_runs / XLAM, jobs=1))
+
+
+def test_an_independent_entry_that_cannot_be_scored_rescores_its_file_whole(
+        shared_runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The serial run restarts bfcl's process state after an entry it could not score, which
+    the later conversations sharing that state see: the split file is scored again in one
+    piece, so the result is the serial one."""
+    from careful_engine.core import bfcl, refcache
+    from careful_engine.scoring import score as score_mod
+
+    convs = bfcl.conversations("multi_turn_base")
+    shared = [k for k, c in enumerate(convs) if refcache.depends_on_process(c)]
+    bad = next(c.id for c in convs[:shared[-1]] if not refcache.depends_on_process(c))
+    real = score_mod._score_entry
+
+    def fails_on_one(rf, conv, *a, **kw):
+        if conv.id == bad:
+            raise ValueError("cannot score this one")
+        return real(rf, conv, *a, **kw)
+
+    monkeypatch.setattr(score_mod, "_score_entry", fails_on_one)  # inherited by the workers
+    whole: list[int] = []
+    real_run = parallel.run_ordered
+
+    def spy(fn, tasks, **kw):
+        if kw.get("jobs") == 1 and len(tasks) == 1 and isinstance(tasks[0], tuple):
+            whole.append(tasks[0][0])
+        return real_run(fn, tasks, **kw)
+
+    monkeypatch.setattr(batch.parallel, "run_ordered", spy)
+    two = score_run(shared_runs / XLAM, jobs=2)
+    assert len(whole) == 1  # the base file only
+    one = score_run(shared_runs / XLAM, jobs=1)
+    assert _results(two) == _results(one)
+    assert any(p.id == bad and "could not be scored" in p.message for p in two.problems)

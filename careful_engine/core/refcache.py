@@ -46,6 +46,7 @@ import secrets
 import stat
 import sys
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -629,17 +630,37 @@ def reference_side(conv: bfcl.Conversation, model_name: str, snapshots: bool,
             env = Environment.for_conversation(conv, "reference", model_name=model_name,
                                                snapshots=snapshots, meter=meter, **env_kw)
             return RecordingSide(conv, model_name, env, cat)
-        entry = cat.entries[conv.id]
-        if entry is None:
-            return None
-        try:
-            decoded = cat.decoded[conv.id] = _decode(entry)
-        except (KeyError, IndexError, TypeError, ValueError, EOFError):
-            cat.entries[conv.id] = None
+        decoded = _decoded(cat, conv.id)
+        if decoded is None:
             return None
     # the model side clones its instances from the templates the reference was loaded from
     environment.adopt(conv, decoded.templates, decoded.initial)
     return CachedSide(decoded, meter)
+
+
+def _decoded(cat: _Category, conv_id: str) -> _Decoded | None:
+    """A held entry, decoded once per process (None: not cacheable, or not decodable)."""
+    entry = cat.entries[conv_id]
+    if entry is None:
+        return None
+    try:
+        decoded = cat.decoded[conv_id] = _decode(entry)
+    except (KeyError, IndexError, TypeError, ValueError, EOFError):
+        cat.entries[conv_id] = None
+        return None
+    return decoded
+
+
+def preload(categories: Iterable[str]) -> None:
+    """Read and decode what the disk cache holds for ``categories`` now (a parent does this
+    before forking its workers, which then share it instead of each reading it again)."""
+    if not enabled():
+        return
+    for category in categories:
+        cat = _category(category)
+        for conv_id in list(cat.entries):
+            if conv_id not in cat.decoded:
+                _decoded(cat, conv_id)
 
 
 def flush() -> None:

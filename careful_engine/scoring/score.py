@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,23 +166,28 @@ def score_file(
     effects: Effects | None = None,
     detector: str = "strict",
     budget: Budget | None = None,
+    only: Collection[str] | None = None,
 ) -> CategoryScore:
-    """Score one category file: every conversation of the category, missing ones failed.
+    """Score one category file: every conversation of the category, missing ones failed
+    (with ``only``, just those conversations, as they score in the whole file when none of the
+    others shares bfcl's process state with them: careful_engine.scoring.batch).
 
     With ``effects`` (declarations and a boundary) every conversation also gets its rule
     counts, effect-safe and strict verdicts, and, when it fails, the blamed call.
     Each conversation is replayed under ``budget`` (see careful_engine.core.budget).
     """
     with collector_paused():
-        return _score_file(loaded, handler, keep_traces, on_entry, effects, detector, budget)
+        return _score_file(loaded, handler, keep_traces, on_entry, effects, detector, budget,
+                           only)
 
 
 def _score_file(loaded: LoadedFile, handler: Any | None, keep_traces: bool,
                 on_entry: Callable[[], None] | None, effects: Effects | None,
-                detector: str, budget: Budget | None = None) -> CategoryScore:
+                detector: str, budget: Budget | None = None,
+                only: Collection[str] | None = None) -> CategoryScore:
     rf = loaded.file
     process = BfclProcess()  # bfcl's process-global state, fresh as in a new process
-    by_id = {c.id: c for c in bfcl.conversations(rf.category)}
+    by_id = {c.id: c for c in bfcl.conversations(rf.category) if only is None or c.id in only}
     results: list[ConversationResult] = []
     for entry_id in sorted(by_id, key=bfcl.sort_key):
         conv = by_id[entry_id]
