@@ -217,10 +217,8 @@ def leaderboard(
 # ---------------------------------------------------------------- compare
 
 
-def _one_model(run: Path, model: str | None, which: str, choice: lb.DecoderChoice,
-               effects, detector: str, cb: dict) -> tuple[lb.Scored, lb.Entry]:
-    scored = lb.score_runs([run], decoders=choice, models=[model] if model else None,
-                           effects=effects, detector=detector, **cb)
+def _one_model(scored: lb.Scored, run: Path, which: str) -> lb.Entry:
+    """The one entry of a compared run (exit 2 when it has none or several)."""
     if not scored.entries:
         for msg in scored.unusable:
             err.print("error: " + visible(msg), markup=False, style="red")
@@ -229,7 +227,7 @@ def _one_model(run: Path, model: str | None, which: str, choice: lb.DecoderChoic
         names = ", ".join(e.model for e in scored.entries)
         raise fail(f"RUN_{which.upper()} {run} holds {len(scored.entries)} model folders "
                     f"({names}); choose one with --model-{which}")
-    return scored, scored.entries[0]
+    return scored.entries[0]
 
 
 @app.command()
@@ -294,10 +292,13 @@ def compare(
     choice = _decoders(decoder)
     effects = _effects(boundary, declarations)
     jobs = resolve_jobs(jobs)
-    with _scoring() as cb:
-        cb = {**cb, "jobs": jobs}
-        sa_, a = _one_model(run_a, model_a, "a", choice, effects, detector, cb)
-        sb_, b = _one_model(run_b, model_b, "b", choice, effects, detector, cb)
+    with _scoring() as cb:  # both runs' files in one pool of workers
+        sa_, sb_ = lb.score_run_groups([([run_a], [model_a] if model_a else None),
+                                        ([run_b], [model_b] if model_b else None)],
+                                       decoders=choice, effects=effects, detector=detector,
+                                       jobs=jobs, **cb)
+    a = _one_model(sa_, run_a, "a")
+    b = _one_model(sb_, run_b, "b")
     scored = lb.Scored([a, b], sa_.runs + sb_.runs, sa_.problems + sb_.problems,
                        sa_.unusable + sb_.unusable)
     _report_problems(scored, quiet)

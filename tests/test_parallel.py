@@ -183,3 +183,29 @@ def test_an_independent_entry_that_cannot_be_scored_rescores_its_file_whole(
     one = score_run(shared_runs / XLAM, jobs=1)
     assert _results(two) == _results(one)
     assert any(p.id == bad and "could not be scored" in p.message for p in two.problems)
+
+
+def test_compare_scores_both_runs_in_one_pool(shared_runs: Path, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """`careful compare --jobs 2` puts both runs' files into one pool of workers and writes
+    what `--jobs 1` writes."""
+    _load()
+    pools: list[int] = []
+    real = parallel.run_ordered
+
+    def spy(fn, tasks, **kw):
+        pools.append(len(tasks))
+        return real(fn, tasks, **kw)
+
+    monkeypatch.setattr(batch.parallel, "run_ordered", spy)
+    runs = [shared_runs / "gpt-oss-120b-vllm-v0.10.2", shared_runs / "gpt-oss-120b-vllm-v0.11.0"]
+    outs = {}
+    for jobs in ("1", "2"):
+        out = tmp_path / f"j{jobs}"
+        res = CliRunner().invoke(app, ["compare", *map(str, runs), "-o", str(out), "-q",
+                                       "--decoder", "openai_gpt-oss-120b=gpt-4o-2024-11-20-FC",
+                                       "--jobs", jobs])
+        assert res.exit_code in (0, 1), res.output
+        outs[jobs] = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+    assert outs["1"] == outs["2"] and outs["1"]
+    assert len(pools) == 2 and pools[1] > 8  # --jobs 2: one pool for the files of both runs

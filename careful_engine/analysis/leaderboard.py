@@ -147,45 +147,71 @@ def score_runs(
     ``on_run`` sees each run's score as soon as it is done (the sensitivity analysis uses it
     to re-evaluate traces run by run and drop them, which bounds memory).
     """
+    return score_run_groups([(runs, models)], decoders=decoders, effects=effects,
+                            detector=detector, keep_traces=keep_traces, on_start=on_start,
+                            on_file=on_file, on_entry=on_entry, on_run=on_run, jobs=jobs)[0]
+
+
+def score_run_groups(
+    groups: list[tuple[list[Path], list[str] | None]],
+    *,
+    decoders: DecoderChoice | None = None,
+    effects: Effects | None = None,
+    detector: str = "strict",
+    keep_traces: bool = False,
+    on_start: Callable[[int], None] | None = None,
+    on_file: Callable[[str, str], None] | None = None,
+    on_entry: Callable[[], None] | None = None,
+    on_run: Callable[[Path, RunScore], None] | None = None,
+    jobs: int = 1,
+) -> list[Scored]:
+    """:func:`score_runs` of several (runs, models) groups with every file in one pool of
+    workers (``compare`` scores its two runs so): one :class:`Scored` per group, each what
+    ``score_runs(runs, models=models)`` alone gives."""
     decoders = decoders or DecoderChoice()
-    scored = Scored([], [], [], [])
-    pairs: list[tuple[Path, ModelScore]] = []
+    out = [Scored([], [], [], []) for _ in groups]
     plans: list[RunPlan] = []
-    for run_dir in runs:
-        by_model, _ = discover(run_dir)
-        groups: dict[str | None, list[str]] = {}
-        for model in by_model:
-            if models and model not in models:
+    owner: list[int] = []  # the group of each plan
+    for g, (runs, models) in enumerate(groups):
+        for run_dir in runs:
+            by_model, _ = discover(run_dir)
+            by_key: dict[str | None, list[str]] = {}
+            for model in by_model:
+                if models and model not in models:
+                    continue
+                by_key.setdefault(decoders.for_model(run_dir, model), []).append(model)
+            if not by_key:
+                what = (f"no model folder {', '.join(models)} (found: {', '.join(by_model)})"
+                        if models and by_model else
+                        "no multi-turn result files (BFCL_v3/v4_multi_turn_*_result.json)")
+                out[g].unusable.append(f"{run_dir}: {what}")
                 continue
-            groups.setdefault(decoders.for_model(run_dir, model), []).append(model)
-        if not groups:
-            what = (f"no model folder {', '.join(models)} (found: {', '.join(by_model)})"
-                    if models and by_model else
-                    "no multi-turn result files (BFCL_v3/v4_multi_turn_*_result.json)")
-            scored.unusable.append(f"{run_dir}: {what}")
-            continue
-        plans.extend(plan_run(run_dir, key, folders) for key, folders in groups.items())
+            for key, folders in by_key.items():
+                plans.append(plan_run(run_dir, key, folders))
+                owner.append(g)
     kw = dict(effects=effects, detector=detector, keep_traces=keep_traces, jobs=jobs,
               on_start=on_start, on_file=on_file, on_entry=on_entry)
     # every file of every run across the workers at once; with traces kept, run by run
     # (memory stays bounded by one run's traces)
     done = ([r for p in plans for r in score_plans([p], **kw)] if keep_traces
             else score_plans(plans, **kw))
-    for plan, run in zip(plans, done, strict=True):
-        run_dir = plan.run_dir
+    pairs: list[list[tuple[Path, ModelScore]]] = [[] for _ in groups]
+    for g, plan, run in zip(owner, plans, done, strict=True):
+        run_dir, scored = plan.run_dir, out[g]
         scored.runs.append((run_dir, run))
         scored.problems.extend(run.problems)
         scored.unusable.extend(f"{run_dir}: {m}" for m in run.unusable)
-        pairs.extend((run_dir, ms) for ms in run.scores)
+        pairs[g].extend((run_dir, ms) for ms in run.scores)
         if on_run:
             on_run(run_dir, run)
-    unique: dict[str, Problem] = {}
-    for prob in scored.problems:  # one score_run per decoder group repeats discovery notes
-        unique.setdefault(str(prob), prob)
-    scored.problems = list(unique.values())
-    labels = label_entries([(r, ms.model) for r, ms in pairs])
-    scored.entries = [Entry(lab, r, ms) for lab, (r, ms) in zip(labels, pairs, strict=True)]
-    return scored
+    for scored, mine in zip(out, pairs, strict=True):
+        unique: dict[str, Problem] = {}
+        for prob in scored.problems:  # one score_run per decoder group repeats discovery notes
+            unique.setdefault(str(prob), prob)
+        scored.problems = list(unique.values())
+        labels = label_entries([(r, ms.model) for r, ms in mine])
+        scored.entries = [Entry(lab, r, ms) for lab, (r, ms) in zip(labels, mine, strict=True)]
+    return out
 
 
 # ---------------------------------------------------------------- ranking
