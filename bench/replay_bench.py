@@ -20,7 +20,7 @@ import statistics
 import time
 from pathlib import Path
 
-from careful_engine.core import bfcl, calls, environment
+from careful_engine.core import bfcl, calls, environment, process
 from careful_engine.core.decode import decode_entry, reference_trajectory
 from careful_engine.core.perf import collector_paused
 from careful_engine.core.process import BfclProcess
@@ -74,7 +74,7 @@ def run_bfcl(items) -> None:
 
     from careful_engine.core.checker import force_terminated, inference_error  # noqa: F401
 
-    bfcl.reset_bfcl_process_state()
+    process.reset_bfcl_process_state()
     _PASS[0] += 1
     for conv, traj, model in items:
         # bfcl's own pre-checks are two comparisons; the checker is the cost
@@ -82,7 +82,7 @@ def run_bfcl(items) -> None:
             continue
         multi_turn_checker(traj.decoded(), conv.ground_truth, conv.raw, conv.category,
                            f"{model}_{_PASS[0]}")
-    bfcl.reset_bfcl_process_state()
+    process.reset_bfcl_process_state()
 
 
 def main() -> None:

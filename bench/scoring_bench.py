@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from careful_engine.core import bfcl, calls, environment, refcache
+from careful_engine.core import bfcl, calls, environment, process, refcache
 from careful_engine.core.decode import decode_entry
 from careful_engine.core.perf import collector_paused
 from careful_engine.core.process import BfclProcess
@@ -88,14 +88,14 @@ def main() -> None:
     n = [0]
 
     def checker() -> None:
-        bfcl.reset_bfcl_process_state()
+        process.reset_bfcl_process_state()
         n[0] += 1
         for conv, traj in pre:
             if traj.turns is None or len(traj.turns) != len(conv.ground_truth):
                 continue
             multi_turn_checker(traj.decoded(), conv.ground_truth, conv.raw, conv.category,
                                f"{model}_{n[0]}")
-        bfcl.reset_bfcl_process_state()
+        process.reset_bfcl_process_state()
 
     for mode in modes:  # warm-up of both sides (and the disk cache)
         prepare(mode)

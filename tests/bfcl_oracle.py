@@ -12,7 +12,10 @@ import copy
 import os
 from collections.abc import Iterable
 
-from careful_engine.core import bfcl  # sets BFCL_PROJECT_ROOT before bfcl_eval's config is imported
+from careful_engine.core import (
+    bfcl,  # sets BFCL_PROJECT_ROOT before bfcl_eval's config is imported
+    process,
+)
 
 
 def multi_turn_utils():
@@ -23,7 +26,7 @@ def multi_turn_utils():
 
 def fresh_process_state() -> None:
     """Forget bfcl's cached instances and restore its shared long-context data."""
-    bfcl.reset_bfcl_process_state()
+    process.reset_bfcl_process_state()
 
 
 def eval_runner():

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from careful_engine.core import bfcl
+from careful_engine.core import bfcl, process
 from careful_engine.demo import reference as demo
 
 DECODER = demo.DECODER  # the Claude FC decoder: [{name: json-args}] -> name(k=repr(v))
@@ -94,11 +94,11 @@ def generate_entry(conv: bfcl.Conversation) -> dict:
 
 def generate_run(root: Path, category: str, ids: list[str]) -> Path:
     """Write a V4 result file holding the generated entries of ``ids`` (bfcl's state reset)."""
-    bfcl.reset_bfcl_process_state()
+    process.reset_bfcl_process_state()
     try:
         lines = [json.dumps(generate_entry(bfcl.conversation(i))) for i in ids]
     finally:
-        bfcl.reset_bfcl_process_state()
+        process.reset_bfcl_process_state()
     return write_run(root, category, lines)
 
 

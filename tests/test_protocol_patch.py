@@ -110,7 +110,7 @@ def _bfcl_run():
     """bfcl's own, unpatched loop on the same conversation."""
     from bfcl_eval.utils import make_json_serializable
 
-    from careful_engine.core import bfcl
+    from careful_engine.core import process
     from careful_engine.generation import dataset
 
     assert not patch.installed()
@@ -119,9 +119,9 @@ def _bfcl_run():
     with FakeCompletionsServer("Qwen/Qwen3-8B", responder=lambda r: "Shall I proceed?") as s:
         handler = vllm_backend.build("Qwen/Qwen3-8B", 0.001)
         vllm_backend.attach(handler, s.url, tokenizer_kind="server")
-        bfcl.reset_bfcl_process_state()
+        process.reset_bfcl_process_state()
         result, metadata = handler.inference(copy.deepcopy(entry), False, False)
-        bfcl.reset_bfcl_process_state()
+        process.reset_bfcl_process_state()
     metadata.pop("latency")
     return json.loads(json.dumps(make_json_serializable(
         {"id": entry["id"], "result": result, **metadata})))

@@ -22,7 +22,7 @@ from careful_engine.analysis.provenance import (
 from careful_engine.analysis.provenance.drift import HOLDOUT_SENTENCE
 from careful_engine.analysis.provenance.fidelity import value_cause
 from careful_engine.analysis.provenance.logged_state import directory_repr, same
-from careful_engine.core import bfcl
+from careful_engine.core import bfcl, process
 from careful_engine.core.decode import decode_entry
 from careful_engine.core.environment import Environment
 from careful_engine.core.replay import replay
@@ -41,11 +41,11 @@ def handler():
 
 @pytest.fixture(scope="module")
 def clean() -> dict[str, dict]:
-    bfcl.reset_bfcl_process_state()
+    process.reset_bfcl_process_state()
     try:
         return {i: generate_entry(bfcl.conversation(i)) for i in IDS}
     finally:
-        bfcl.reset_bfcl_process_state()
+        process.reset_bfcl_process_state()
 
 
 def _check(entry: dict, handler, conv_id: str | None = None):

@@ -87,7 +87,7 @@ def test_a_handler_that_reaches_the_network_while_built_is_refused(
 
     entry = bfcl.RegistryEntry("x", "x", "m", "Calls", True, False)
     with pytest.raises(bfcl.HandlerSends):
-        bfcl._construct(Calls, entry)
+        bfcl.construct(Calls, entry)
 
 
 # ---------------------------------------------------------------- every eval site is patched

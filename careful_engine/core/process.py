@@ -104,6 +104,22 @@ def reset_to_pristine() -> None:
         _assign(live, contents)
 
 
+def pristine_module_object(class_name: str, attr: str) -> Any:
+    """A fresh copy of one of :data:`MUTATED_MODULE_OBJECTS` as a new process holds it."""
+    for c, label, _, pristine in shared_objects():
+        if c == class_name and label.endswith(f".{attr}"):
+            return pickle.loads(pickle.dumps(pristine, pickle.HIGHEST_PROTOCOL))
+    raise KeyError(f"{class_name}.{attr} is not a shared module object")
+
+
+def reset_bfcl_process_state() -> None:
+    """Put bfcl's executor back in the state of a fresh process: its cached ``*_instance``
+    globals forgotten and every shared object pristine. Benchmarks and tests that call
+    bfcl's own code use this between runs."""
+    bfcl.clear_executor_instances()
+    reset_to_pristine()
+
+
 def _classes_sharing() -> frozenset[str]:
     return frozenset(c for c, *_ in shared_objects())
 

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from careful_engine.core import bfcl, executor
+from careful_engine.core import bfcl, executor, process
 from careful_engine.effects.boundary import DEFAULT_BOUNDARY
 from careful_engine.generation import dataset, files, results
 from careful_engine.generation.errors import ApiUnavailable, FatalApiError, GenerationError, StopRun
@@ -260,7 +260,7 @@ def generate(
     writer = results.ResultWriter(options.run_dir, options.model)
     if on_start:
         on_start(len(pending), already)
-    bfcl.reset_bfcl_process_state()
+    process.reset_bfcl_process_state()
     generated = 0
     stop_reason: str | None = None
     endpoint_stop = False  # the stop came from the endpoint (unavailable, refusing)

@@ -32,7 +32,7 @@ from careful_engine.analysis.provenance.logged_state import (
     same,
     state_differences,
 )
-from careful_engine.core import bfcl
+from careful_engine.core import bfcl, process
 
 # bfcl_eval/constants/default_prompts.py:71-73 (checked against the package by the tests)
 HOLDOUT_SENTENCE = "I have updated some more functions you can choose from. What about now?"
@@ -157,7 +157,8 @@ _SHARED = {"TravelAPI.credit_card_list": 0, "TravelAPI.booking_record": 1}
 
 @cache
 def _extension_keys() -> tuple[frozenset, frozenset]:
-    cards, bookings = bfcl.pristine_travel_extensions()
+    cards = process.pristine_module_object("TravelAPI", "CREDIT_CARD_EXTENSION")
+    bookings = process.pristine_module_object("TravelAPI", "BOOKING_RECORD_EXTENSION")
     return frozenset(cards), frozenset(bookings)
 
 

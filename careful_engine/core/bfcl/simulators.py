@@ -1,0 +1,81 @@
+"""bfcl's simulator classes: their public methods and signatures, the global names its executor
+gives instances, and the executor's instance cache."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import inspect
+import re
+from functools import cache
+from typing import Any
+
+from careful_engine.core.bfcl.dataset import (
+    CLASS_FILE_PATH_MAPPING,
+    STATELESS_CLASSES,
+    function_class,
+)
+
+
+@cache
+def simulator_class(class_name: str) -> type:
+    module = importlib.import_module(CLASS_FILE_PATH_MAPPING[class_name])
+    return getattr(module, class_name)
+
+
+@cache
+def public_methods(class_name: str) -> frozenset[str]:
+    """Public method names, as the executor maps them (inspect.getmembers, no leading '_')."""
+    instance = simulator_class(class_name)()
+    return frozenset(
+        n for n, _ in inspect.getmembers(instance, predicate=inspect.ismethod)
+        if not n.startswith("_")
+    )
+
+
+@cache
+def method_signature(name: str) -> inspect.Signature | None:
+    """The signature of one of the 128 simulator methods (None for an unknown name)."""
+    cls = function_class().get(name)
+    if cls is None:
+        return None
+    return inspect.signature(getattr(simulator_class(cls), name))
+
+
+def bound_arguments(name: str, args: tuple, kwargs: dict,
+                    partial: bool = False) -> dict[str, Any] | None:
+    """A call's arguments by parameter name, in signature order, positional ones bound as the
+    method binds them (None when the function is unknown or the arguments do not bind;
+    ``partial`` accepts missing required arguments)."""
+    sig = method_signature(name)
+    if sig is None:
+        return None
+    try:
+        bind = sig.bind_partial if partial else sig.bind
+        bound = bind(None, *args, **kwargs)
+    except TypeError:
+        return None
+    return {k: v for k, v in bound.arguments.items() if k != "self"}
+
+
+def is_stateless(class_name: str) -> bool:
+    return class_name in STATELESS_CLASSES
+
+
+def clear_executor_instances() -> None:
+    """Forget the instances bfcl's executor caches in module globals named ``*_instance`` (it
+    never frees them: a second run under the same model name continues from stale state)."""
+    g = importlib.import_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils").__dict__
+    for name in [k for k in g if k.endswith("_instance")]:
+        del g[name]
+
+
+
+def instance_name(prefix: str, entry_id: str, class_name: str) -> str:
+    """The global name bfcl's executor gives an instance (multi_turn_utils.py:24-36).
+
+    ``prefix`` is the model name as the executor sees it: the checker runs the model side
+    under ``<model>_eval`` and the reference side under ``<model>_ground_truth_eval``.
+    """
+    return re.sub(r"[-./:]", "_", f"{prefix}_{entry_id}_{class_name}_instance")
