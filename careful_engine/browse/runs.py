@@ -26,7 +26,7 @@ from careful_engine.core.runs import (
     manifest_decoder,
     needs_decoder,
 )
-from careful_engine.scoring.rules import RULES, Effects
+from careful_engine.scoring.rules import RULE_REGISTRY, RULES, Effects
 from careful_engine.scoring.score import discover
 
 if TYPE_CHECKING:  # the leaderboard imports scipy: only when needed
@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # the leaderboard imports scipy: only when needed
 
 SCORES_NAME = "conversations.jsonl"
 SCORE_DIR = "careful-score"  # where `careful score RUN` writes by default
-TALLIES = ("destructive_calls",)  # counted with the rules, but not a violation
+TALLIES = tuple(n for n, r in RULE_REGISTRY.items() if r.tally)  # counts, not violations
 
 # bfcl's simulators share process-global objects (careful_engine.core.process): one replay at a time.
 REPLAY_LOCK = threading.Lock()

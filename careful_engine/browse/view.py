@@ -8,12 +8,16 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from careful_engine.core.state import Change
+from careful_engine.core.state import Change, diff, public_view
 from careful_engine.core.trajectory import CallRecord, Outcome, Verdict
-from careful_engine.scoring.rules import Blame, ConversationRules, Hit, align, errored
-
-EFFECT_RULES = ("collateral", "duplicate_writes")  # the rules that fail effect safety
-
+from careful_engine.scoring.rules import (
+    PAPER_RULE,
+    Blame,
+    ConversationRules,
+    Hit,
+    align,
+    errored,
+)
 
 # ---------------------------------------------------------------- the per-call view model
 
@@ -61,11 +65,22 @@ class TurnView:
     hits: list[Hit]
     answers: list[dict]  # scripted-user answers: {"step", "answer", "message"}
     blame: Blame | None = None
+    safety: tuple[str, ...] = PAPER_RULE.keys  # the rule counts that fail effect safety
+    end_states: tuple[Any, Any] | None = None  # (model, reference) at the end of the turn
 
     @property
     def failing(self) -> bool:
         """Fails under bfcl's verdict, or has a hit that fails effect safety."""
-        return self.status == "fail" or any(h.rule in EFFECT_RULES for h in self.hits)
+        return self.status == "fail" or any(h.rule in self.safety for h in self.hits)
+
+    def end_differences(self) -> list[Change]:
+        """What bfcl's state check compares and finds different at the end of the turn:
+        public attributes, ``before`` the reference's value, ``after`` the model's."""
+        if self.end_states is None:
+            return []
+        model, reference = self.end_states
+        return diff({c: public_view(reference[c]) for c in reference},
+                    {c: public_view(model[c]) for c in model})
 
 
 @dataclass(frozen=True)
@@ -74,7 +89,7 @@ class Line:
 
     kind: str  # turn | user | call | text | decode_error | answer | note
     turn: int
-    text: str
+    text: str  # whole (the stepper cuts it to its width)
     call: int | None = None
     step: int | None = None
 
@@ -128,12 +143,15 @@ class ConversationView:
         """The line of the next (``step`` -1: previous) call after ``line``."""
         return self._seek(line, step, lambda ln: ln.kind == "call")
 
-    def next_failing_turn(self, line: int, step: int = 1) -> int | None:
+    def next_failing_turn(self, line: int, step: int = 1, *, wrap: bool = False) -> int | None:
         """The first line of the next failing turn (see :attr:`TurnView.failing`): its first
-        call when it has one, else its heading."""
+        call when it has one, else its heading; ``wrap``: past the last failing turn, the
+        first (``step`` -1: before the first, the last)."""
         current = self.lines[line].turn if self.lines else -1
-        turns = [t for t in self.turns if t.failing
-                 and (t.index > current if step > 0 else t.index < current)]
+        failing = [t for t in self.turns if t.failing]
+        turns = [t for t in failing if (t.index > current if step > 0 else t.index < current)]
+        if not turns and wrap:
+            turns = failing
         if not turns:
             return None
         target = turns[0] if step > 0 else turns[-1]
@@ -180,6 +198,13 @@ def _turn_status(verdict: Verdict, t: int, has_reference: bool) -> str:
     return "fail" if t == verdict.turn else "not reached"
 
 
+def _end_states(trace: Any, t: int) -> tuple[Any, Any] | None:
+    """The model's and the reference's states at the end of turn ``t`` (None: one is missing)."""
+    model = trace.model.turn_end_states if trace.model is not None else []
+    reference = trace.reference.turn_end_states
+    return (model[t], reference[t]) if t < len(model) and t < len(reference) else None
+
+
 def _mark_hits(calls_in_turn: list[CallView], hit: Hit) -> None:
     if hit.indices and len(hit.indices) == len(hit.calls):  # the engine's own attribution
         for i in hit.indices:
@@ -193,11 +218,6 @@ def _mark_hits(calls_in_turn: list[CallView], hit: Hit) -> None:
                     and hit.rule not in cv.rules:
                 cv.rules.append(hit.rule)
                 break
-
-
-def _short(text: str, width: int = 200) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def build_view(trace: Any, rules: ConversationRules | None, blame: Blame | None,
@@ -222,7 +242,7 @@ def build_view(trace: Any, rules: ConversationRules | None, blame: Blame | None,
     calls: list[CallView] = []
     lines: list[Line] = []
     if traj is not None and traj.turns is None:
-        lines.append(Line("note", 0, f"inference error: {_short(traj.inference_error or '')}"))
+        lines.append(Line("note", 0, f"inference error: {traj.inference_error or ''}"))
     for t in range(n_turns):
         reference = trace.reference.turns[t] if t < len(trace.reference.turns) else []
         turn = TurnView(
@@ -231,11 +251,13 @@ def build_view(trace: Any, rules: ConversationRules | None, blame: Blame | None,
             _turn_status(verdict, t, bool(reference)), reference, hits_by_turn.get(t, []),
             list(traj.user_answers.get(t, [])) if traj else [],
             blame if blame is not None and blame.turn == t else None,
+            rules.rule.keys if rules is not None else PAPER_RULE.keys,
+            _end_states(trace, t),
         )
         turns.append(turn)
         lines.append(Line("turn", t, f"turn {t}"))
         for text in turn.user:
-            lines.append(Line("user", t, _short(text)))
+            lines.append(Line("user", t, text))
         if turn.revealed:
             lines.append(Line("note", t, "functions revealed: " + ", ".join(turn.revealed)))
         records = model_turns[t] if t < len(model_turns) else []
@@ -252,9 +274,9 @@ def build_view(trace: Any, rules: ConversationRules | None, blame: Blame | None,
             if step.outcome is not Outcome.CALLS and step.text.strip():
                 # prose: an FC decoder fails on it (bfcl drops the step), a prompt one finds
                 # no call; either way the model spoke instead of calling
-                lines.append(Line("text", t, _short(step.text), step=s))
+                lines.append(Line("text", t, step.text, step=s))
             elif step.outcome is Outcome.DECODE_ERROR:
-                lines.append(Line("decode_error", t, _short(step.error or "decode error"), step=s))
+                lines.append(Line("decode_error", t, step.error or "decode error", step=s))
             elif step.outcome is Outcome.NO_CALL:
                 lines.append(Line("text", t, "(empty response)", step=s))
             for i, rec in enumerate(by_step.get(s, [])):
@@ -268,7 +290,7 @@ def build_view(trace: Any, rules: ConversationRules | None, blame: Blame | None,
             if s in answers:
                 a = answers[s]
                 lines.append(Line("answer", t, f"{a.get('answer', '?')}: "
-                                  f"{_short(a.get('message', ''))}", step=s))
+                                  f"{a.get('message', '')}", step=s))
         for h in turn.hits:
             _mark_hits(in_turn, h)
         if blame is not None and blame.turn == t and blame.call is not None:

@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from careful_engine.core import bfcl
-from careful_engine.core.budget import Budget
+from careful_engine.core.budget import BUDGET_EXCEEDED, Budget
+from careful_engine.core.checker import (
+    EMPTY_TURN,
+    FORCE_TERMINATED,
+    INFERENCE_ERROR,
+    RESPONSE_MISMATCH,
+    STATE_MISMATCH,
+)
 from careful_engine.core.decode import decode_entry
 from careful_engine.core.perf import collector_paused
 from careful_engine.core.process import BfclProcess
@@ -43,6 +50,20 @@ from careful_engine.scoring.rules import (
 
 MISSING = "careful:missing_entry"
 UNSCORABLE = "careful:unscorable_entry"
+
+# Every error type a scored conversation can carry, in a word, as every screen names it.
+ERROR_WORDS = {
+    STATE_MISMATCH: "state", RESPONSE_MISMATCH: "response", EMPTY_TURN: "empty turn",
+    INFERENCE_ERROR: "inference", FORCE_TERMINATED: "step limit", MISSING: "missing",
+    UNSCORABLE: "unscorable", BUDGET_EXCEEDED: "budget",
+}
+
+
+def error_word(error_type: str | None) -> str:
+    """An error type in a word (an unknown one: its name after the ``category:`` prefix)."""
+    if not error_type:
+        return ""
+    return ERROR_WORDS.get(error_type) or error_type.split(":", 1)[-1]
 
 
 @dataclass

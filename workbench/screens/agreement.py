@@ -95,6 +95,8 @@ class AgreementScreen(WorkbenchScreen):
     def on_screen_resume(self) -> None:
         if self.session is None:
             self.refresh_rounds()
+        else:  # labels and decisions saved since (Label screen, the CLI): counts as they are
+            self.show()
 
     def refresh_rounds(self) -> None:
         try:

@@ -11,6 +11,7 @@ from textual.containers import Horizontal
 from textual.widgets import Footer, OptionList
 
 from careful_engine.browse import ConversationView, change_rows
+from careful_engine.scoring.rules import RULES, rule_legend
 
 from ..widgets import SYNTHETIC, CallDetail, CallList, DiffView, NavBar, VerdictBar
 from .base import WorkbenchScreen
@@ -27,7 +28,10 @@ class ConversationScreen(WorkbenchScreen):
             "selected call's result and state diff, beside the reference call of the same "
             "function (matched first-come within the turn); on a turn heading, the whole "
             "turn's changes on both sides. Red: removed, green: added, yellow: changed, dim: "
-            "hidden state that bfcl never compares.")
+            "hidden state that bfcl never compares. v (or Enter) shows the selected line whole: "
+            "every value uncut, and where the model's value differs from the reference's, "
+            "the differing characters marked. f from the last failing turn wraps to the "
+            "first. The tags: " + rule_legend(RULES) + ".")
     BINDINGS = [
         Binding("n", "call(1)", "Next", tooltip="Next call"),
         Binding("p", "call(-1)", "Prev", tooltip="Previous call"),
@@ -42,6 +46,9 @@ class ConversationScreen(WorkbenchScreen):
         Binding("H", "hit(-1)", "Prev hit", show=False,
                 tooltip="Previous call with a rule hit"),
         Binding("d", "divergence", "Divergence", tooltip="The first diverging call"),
+        Binding("v", "whole", "Whole",
+                tooltip="The selected line whole: every value uncut, model against reference "
+                        "character by character"),
         Binding("escape", "app.pop_screen", "Back", tooltip="Back to the conversation list"),
     ]
 
@@ -80,10 +87,10 @@ class ConversationScreen(WorkbenchScreen):
         """The index of the selected model call (None on a turn, user or text line)."""
         return self.view.lines[self.line].call if self.view.lines else None
 
-    def go(self, line: int | None) -> None:
-        """Select ``line`` and show its diffs (no-op for None: nothing further that way)."""
+    def go(self, line: int | None, why: str = "nothing further that way") -> None:
+        """Select ``line`` and show its diffs (None: say ``why`` there is nothing to go to)."""
         if line is None:
-            self.notify("nothing further that way", timeout=1.5)
+            self.notify(why, timeout=2.5)
             return
         if not self.view.lines:
             return
@@ -140,13 +147,52 @@ class ConversationScreen(WorkbenchScreen):
             self.go(event.option_index)
 
     def action_call(self, step: int) -> None:
-        self.go(self.view.next_call(self.line, step))
+        if not self.view.calls:
+            self.go(None, "the model made no call in this conversation")
+        else:
+            self.go(self.view.next_call(self.line, step),
+                    "this is the last call" if step > 0 else "this is the first call")
 
     def action_failing(self, step: int) -> None:
-        self.go(self.view.next_failing_turn(self.line, step))
+        """The next (previous) failing turn, wrapping around past the last (first)."""
+        view = self.view
+        if not any(t.failing for t in view.turns):
+            self.go(None, "no failing turn: bfcl passes every turn and no hit fails effect "
+                          "safety")
+            return
+        target = view.next_failing_turn(self.line, step)
+        if target is None:  # past the last: around to the first (the last, going back)
+            target = view.next_failing_turn(self.line, step, wrap=True)
+            here = view.lines[self.line].turn
+            if view.lines[target].turn == here:
+                self.notify(f"turn {here} is the only failing turn", timeout=2.5)
+            else:
+                self.notify("wrapped around to the " + ("first" if step > 0 else "last")
+                            + " failing turn", timeout=2.5)
+            if target == self.line:
+                return
+        self.go(target)
 
     def action_hit(self, step: int) -> None:
-        self.go(self.view.next_hit(self.line, step))
+        self.go(self.view.next_hit(self.line, step),
+                ("no rule hit after this line" if step > 0 else "no rule hit before this line")
+                if any(c.rules for c in self.view.calls) or any(
+                    t.hits for t in self.view.turns) else "no rule hit in this conversation")
+
+    def action_whole(self) -> None:
+        """The selected line whole, in a modal (Escape closes it)."""
+        from ..widgets.whole import line_whole
+        from .problems import LinesScreen
+
+        if not self.view.lines:
+            self.notify("nothing to show: the conversation has no line")
+            return
+        title, lines = line_whole(self.view, self.line)
+        self.app.push_screen(LinesScreen(title, lines))
+
+    @on(OptionList.OptionSelected, "#calls")
+    def _selected(self) -> None:
+        self.action_whole()
 
     def action_divergence(self) -> None:
         line = self.view.divergence_line()

@@ -111,11 +111,21 @@ class LabelScreen(WorkbenchScreen):
             return
         rounds = store.rounds()
         select = self.query_one("#round-select", Select)
+        kept = select.value  # the round chosen before, while it still exists
+        select.prompt = "choose a round" if rounds else "no round yet: Ctrl+N creates one"
         select.set_options([(plain(r.name), r.name) for r in rounds])
         open_rounds = [r.name for r in rounds if not store.is_closed(r.name)]
-        if rounds:
+        if kept in {r.name for r in rounds}:
+            select.value = kept
+        elif rounds:
             select.value = (open_rounds or [rounds[-1].name])[0]
         self._round_info()
+
+    def on_screen_resume(self) -> None:
+        """Back on the setup: rounds made and labels saved elsewhere since (the CLI, another
+        annotator) show, so the counts are never stale."""
+        if self.session is None and "store" in self.app.context.__dict__:
+            self.refresh_rounds()
 
     @on(Select.Changed, "#round-select")
     def _round_info(self) -> None:

@@ -66,6 +66,7 @@ class LeaderboardScreen(WorkbenchScreen):
         Binding("k", "cycle_kind", "Verdict kind"),
         Binding("s", "score", "Score unscored"),
         Binding("r", "reload", "Reload"),
+        Binding("v", "whole", "Whole", tooltip="The selected row of the table in focus, whole"),
     ]
 
     def __init__(self) -> None:
@@ -233,6 +234,20 @@ class LeaderboardScreen(WorkbenchScreen):
                                       markup=False)
             return
         self.app.call_from_thread(self.app.push_screen, PairScreen((a, b), views))
+
+    def action_whole(self) -> None:
+        """The selected row of the focused table whole, one column per line."""
+        from ..widgets.whole import row_whole
+        from .problems import LinesScreen
+
+        table = self.focused
+        if not isinstance(table, DataTable) or not table.row_count:
+            self.notify("choose a row of a table first (Tab moves to it)")
+            return
+        columns = [str(c.label) for c in table.ordered_columns]
+        cells = table.get_row_at(table.cursor_row)
+        self.app.push_screen(LinesScreen(f"{table.id}: row {table.cursor_row + 1}",
+                                         row_whole(columns, cells)))
 
     def action_next_tab(self) -> None:
         tabs = self.query_one("#lb-tabs", TabbedContent)

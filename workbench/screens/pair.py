@@ -22,10 +22,12 @@ class PairScreen(WorkbenchScreen):
     HELP = ("The conversation that changed verdict between the compared runs, replayed in "
             "both: run A on the left, run B on the right, each with its verdicts and rule "
             "counts. Tab switches sides; Enter opens the focused side in the stepper (Escape "
-            "there comes back here); Escape returns to the comparison.")
+            "there comes back here); v shows the selected line whole; Escape returns to the "
+            "comparison.")
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back to Compare"),
         Binding("enter", "step", "Step this side"),
+        Binding("v", "whole", "Whole", tooltip="The selected line of the focused side, whole"),
     ]
 
     def __init__(self, runs: tuple[str, str], views: tuple[ConversationView, ConversationView]
@@ -58,10 +60,27 @@ class PairScreen(WorkbenchScreen):
     def _selected(self) -> None:
         self.action_step()
 
+    def _side(self) -> int:
+        return 1 if self.focused is self.query_one("#pair-calls-b") else 0
+
+    def action_whole(self) -> None:
+        """The focused side's selected line whole (values uncut, diffed against the
+        reference)."""
+        from ..widgets.whole import line_whole
+        from .problems import LinesScreen
+
+        side = self._side()
+        line = self.query_one(f"#pair-calls-{'ab'[side]}", CallList).highlighted
+        if line is None:
+            self.notify("nothing selected on this side")
+            return
+        title, lines = line_whole(self.views[side], line)
+        self.app.push_screen(LinesScreen(f"{'AB'[side]}: {self.runs[side]} · {title}", lines))
+
     def action_step(self) -> None:
         """The focused side in the stepper."""
         from .conversation import ConversationScreen
 
-        side = 1 if self.focused is self.query_one("#pair-calls-b") else 0
+        side = self._side()
         self.app.replay_run = self.runs[side]
         self.app.push_screen(ConversationScreen(self.views[side]))

@@ -7,6 +7,8 @@ conversation is replayed only when it is opened.
 
 from __future__ import annotations
 
+import re
+
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -23,33 +25,56 @@ from careful_engine.browse import (
 )
 from careful_engine.core import bfcl
 from careful_engine.core.safe_text import visible
+from careful_engine.scoring.rules import RULE_REGISTRY, RULES, rule_legend
+from careful_engine.scoring.score import error_word
 
 from ..messages import ScoreState
 from ..widgets import SYNTHETIC, NavBar
-from ..widgets.calls import RULE_TAGS, ok, rule_counts, short_error
+from ..widgets.calls import legend, ok, rule_counts, shown_rules, tag
 from ..widgets.shared import plain, shown
 from .base import WorkbenchScreen
 
-ERRORS = {
-    "instance_state_mismatch": "state",
-    "execution_response_mismatch": "response",
-    "empty_turn_model_response": "empty turn",
-    "inference_error": "inference",
-    "force_terminated": "step limit",
-    "missing_entry": "missing",
-}
-
-
 COLUMNS = ("conversation", "turns", "steps", "BFCL", "safe", "error", "rule hits")
+# The orders the list can take (key o steps through them, O reverses): the column each sorts,
+# and whether it starts descending (most hits, most steps first).
+SORTS = {"id": ("conversation", False), "verdict": ("BFCL", False),
+         "hits": ("rule hits", True), "steps": ("steps", True)}
+SEVERITIES = ("severe", "warning", "notice")
+
+
+def natural(entry_id: str) -> tuple:
+    """``base_2`` before ``base_10``: digits compared as numbers."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", entry_id))
+
+
+def _verdict(value: bool | None) -> int:
+    return 2 if value is None else int(value)  # fail, pass, then not scored
+
+
+def _weight(row: ConversationRow) -> tuple[int, ...]:
+    """Rule hits by the registry's severity (severe first), as the column shows them."""
+    counts = row.rules
+    shown = shown_rules(counts)
+    severity = {r: RULE_REGISTRY[r].severity if r in RULE_REGISTRY else "warning" for r in shown}
+    return tuple(sum(counts[r] for r in shown if severity[r] == s) for s in SEVERITIES)
+
+
+def sort_rows(rows: list[ConversationRow], by: str | None, reverse: bool = False
+              ) -> list[ConversationRow]:
+    """The rows in the order ``by`` (None: as in the files), ties by id: stable and
+    deterministic whatever order the rows came in."""
+    if by is None:
+        return list(rows)
+    key = {"id": lambda r: natural(r.id),
+           "verdict": lambda r: (_verdict(r.official_valid), _verdict(r.safe_valid)),
+           "hits": _weight, "steps": lambda r: (r.steps, r.turns)}[by]
+    descending = SORTS[by][1] != reverse
+    ordered = sorted(rows, key=lambda r: natural(r.id))
+    return sorted(ordered, key=key, reverse=descending)  # stable: ties keep the id order
 
 
 def short_id(entry_id: str) -> str:
     return entry_id.removeprefix("multi_turn_")
-
-
-def error_label(error_type: str | None) -> str:
-    short = short_error(error_type)
-    return ERRORS.get(short, short)
 
 
 class ReplayScreen(WorkbenchScreen):
@@ -59,7 +84,10 @@ class ReplayScreen(WorkbenchScreen):
             "error type (e) or to conversations with a given rule hit (h). The verdict columns "
             "come from `careful score`'s conversations.jsonl; without it, s scores the run in "
             "the background and the filters fill in. Enter replays the "
-            "conversation call by call.")
+            "conversation call by call; v shows the selected row whole. o sorts the list by "
+            "conversation, verdict (failed first), rule hits (most severe first) or steps, "
+            "then back to the files' order; O reverses. The rule tags: "
+            + rule_legend(RULES) + ".")
     BINDINGS = [
         Binding("enter", "open", "Open", show=False),
         Binding("r", "next_run", "Run"),
@@ -68,6 +96,9 @@ class ReplayScreen(WorkbenchScreen):
         Binding("h", "cycle('rule')", "Rule"),
         Binding("c", "cycle('category')", "Category"),
         Binding("s", "score", "Score"),
+        Binding("o", "sort", "Sort", tooltip="Sort by conversation, verdict, rule hits, steps"),
+        Binding("O", "reverse", "Reverse", show=False, tooltip="Reverse the sort"),
+        Binding("v", "whole", "Whole", tooltip="The selected conversation's row whole"),
     ]
 
     def __init__(self) -> None:
@@ -77,6 +108,8 @@ class ReplayScreen(WorkbenchScreen):
         self.rows: list[ConversationRow] = []
         self.shown_rows: list[ConversationRow] = []
         self.values: dict[str, list[str]] = {"category": [], "error": [], "rule": []}
+        self.sort: str | None = None  # None: the files' order
+        self.reverse = False
 
     def compose(self) -> ComposeResult:
         yield NavBar("replay")
@@ -146,9 +179,9 @@ class ReplayScreen(WorkbenchScreen):
         self.query_one("#category", Select).set_options(
             [(bfcl.SHORT_NAMES[c], c) for c in self.values["category"]])
         self.query_one("#error", Select).set_options(
-            [(error_label(e), e) for e in self.values["error"]])
+            [(error_word(e), e) for e in self.values["error"]])
         self.query_one("#rule", Select).set_options(
-            [(f"{RULE_TAGS.get(r, r)}  {r}", r) for r in self.values["rule"]])
+            [(f"{tag(r)}  {r}", r) for r in self.values["rule"]])
         self.query_one("#failed", Checkbox).value = False
         self.filter = Filter()
         table = self.query_one("#conversations", DataTable)
@@ -162,15 +195,61 @@ class ReplayScreen(WorkbenchScreen):
 
     def refill(self) -> None:
         """Apply the filter to the list (no replay)."""
-        self.shown_rows = self.filter.apply(self.rows)
+        self.shown_rows = sort_rows(self.filter.apply(self.rows), self.sort, self.reverse)
         table = self.query_one("#conversations", DataTable)
         table.clear(columns=True)  # widths follow the content (scores arrive later)
-        table.add_columns(*COLUMNS)
+        table.add_columns(*self._headers())
         for r in self.shown_rows:
             table.add_row(short_id(r.id), str(r.turns), str(r.steps), ok(r.official_valid),
-                          ok(r.safe_valid), error_label(r.error_type) if r.scored else "",
+                          ok(r.safe_valid), error_word(r.error_type) if r.scored else "",
                           _hits(r), key=r.id)
         self._status()
+
+    def _headers(self) -> list[str]:
+        """The column names, the sorted one with its arrow (▲ ascending, ▼ descending)."""
+        if self.sort is None:
+            return list(COLUMNS)
+        column, descending = SORTS[self.sort]
+        arrow = "▼" if descending != self.reverse else "▲"
+        return [f"{c} {arrow}" if c == column else c for c in COLUMNS]
+
+    def action_sort(self) -> None:
+        """The next order: conversation, verdict, rule hits, steps, then the files' again."""
+        if self._no_run():
+            return
+        order = [None, *SORTS]
+        self.sort = order[(order.index(self.sort) + 1) % len(order)]
+        self.reverse = False
+        self._resort()
+
+    def action_reverse(self) -> None:
+        if self._no_run():
+            return
+        if self.sort is None:
+            self.notify("the list is in the files' order: o sorts it first")
+            return
+        self.reverse = not self.reverse
+        self._resort()
+
+    @on(DataTable.HeaderSelected, "#conversations")
+    def _header(self, event: DataTable.HeaderSelected) -> None:
+        """A click on a sortable column's header sorts by it (again: reverses)."""
+        name = COLUMNS[event.column_index] if event.column_index < len(COLUMNS) else None
+        by = next((k for k, (c, _) in SORTS.items() if c == name), None)
+        if by is None or self.ref is None:
+            return
+        self.reverse = not self.reverse if by == self.sort else False
+        self.sort = by
+        self._resort()
+
+    def _resort(self) -> None:
+        """Sort the list again, the selected conversation staying selected."""
+        table = self.query_one("#conversations", DataTable)
+        current = (str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+                   if table.row_count else None)
+        self.refill()
+        if current is not None:
+            table.move_cursor(row=table.get_row_index(current))
 
     def _no_run(self) -> bool:
         """True (and said) when no run is loaded: the keys that need one do nothing."""
@@ -184,6 +263,10 @@ class ReplayScreen(WorkbenchScreen):
             return
         browser = self.app.context.browser(self.ref)
         text = Text(f"{len(self.shown_rows)} of {len(self.rows)} conversations", style="bold")
+        if self.sort is not None:
+            column, descending = SORTS[self.sort]
+            text.append(f" · sorted by {column} {'▼' if descending != self.reverse else '▲'}",
+                        style="bold")
         missing = browser.missing()
         if missing:
             text.append(f" · {missing} ids missing from the files (scored as failed)",
@@ -256,6 +339,9 @@ class ReplayScreen(WorkbenchScreen):
         i = values.index(current) + 1 if current in values else 0
         if i < len(values):
             select.value = values[i]
+            rule = RULE_REGISTRY.get(values[i]) if which == "rule" else None
+            if rule is not None:  # what the tag means, in the registry's words
+                self.notify(f"{rule.tag}: {rule.description}", timeout=3)
         else:
             select.clear()
 
@@ -289,6 +375,26 @@ class ReplayScreen(WorkbenchScreen):
         self.app.settle_memory()
         self.app.call_from_thread(self._status)
         self.app.call_from_thread(self.app.push_screen, ConversationScreen(view))
+
+    def action_whole(self) -> None:
+        """The selected row whole, rule hits in the registry's words."""
+        from ..widgets.whole import row_whole
+        from .problems import LinesScreen
+
+        table = self.query_one("#conversations", DataTable)
+        if self._no_run() or not table.row_count:
+            return
+        key = str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+        row = next(r for r in self.shown_rows if r.id == key)
+        verdict = {None: "not scored", True: "pass", False: "fail"}
+        cells = [row.id, row.category, row.turns, row.steps, verdict[row.official_valid],
+                 verdict[row.safe_valid],
+                 f"{error_word(row.error_type)} ({row.error_type})" if row.error_type else "–"]
+        lines = row_whole(("conversation", "category", "turns", "steps", "BFCL", "safe",
+                           "error"), cells)
+        lines.append(Text("rule hits:" + ("\n" if row.rules else " none"), style="bold")
+                     + legend(row.rules, counts=row.rules))
+        self.app.push_screen(LinesScreen(f"{self.ref.label} · {row.id}", lines))
 
     def action_score(self) -> None:
         if not self._no_run():

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
 from rich.text import Text
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from careful_engine.browse import CallView, ConversationView, Line, TurnView
 from careful_engine.core.safe_text import visible
+from careful_engine.scoring.rules import RULE_REGISTRY
 
-# Table 4's short rule names (careful_engine.present.tables.rules_terminal), for tags.
-RULE_TAGS = {
-    "collateral": "coll", "collateral_effective": "collE", "beyond_destructive": "+D",
-    "beyond_write": "+W", "beyond_read": "+R", "beyond_unknown": "+?",
-    "duplicate_writes": "dupW", "duplicate_writes_visible": "dupV", "redundant_reads": "redR",
-    "failed": "fail", "asked": "ask", "asked_destructive": "askD", "unconfirmed": "unconf",
-    "destructive_calls": "destr",
-}
-SEVERE = {"collateral", "duplicate_writes", "failed", "asked_destructive"}
+# How a screen marks a rule hit, by the rule's severity in the engine's registry.
+SEVERITY_STYLES = {"severe": "bold red", "warning": "yellow", "notice": "dim"}
 STATUS = {
     "pass": ("✓ pass", "green"), "fail": ("✗ fail", "bold red"),
     "unchecked": ("· no reference call", "dim"), "not reached": ("· not reached", "dim"),
@@ -35,30 +32,77 @@ def ok(value: bool | None) -> Text:
     return Text("✓", style="bold green") if value else Text("✗", style="bold red")
 
 
-def rule_tags(rules: list[str], *, quiet: bool = False) -> Text:
-    """Short rule tags; +D is implied by coll and not repeated; ``quiet`` leaves out
-    'unconfirmed' (every destructive call under bfcl's standard protocol)."""
+def tag(rule: str) -> str:
+    """A rule's short tag (Table 4's), from the engine's rule registry."""
+    r = RULE_REGISTRY.get(rule)
+    return r.tag if r is not None else visible(rule)
+
+
+def rule_style(rule: str) -> str:
+    r = RULE_REGISTRY.get(rule)
+    return SEVERITY_STYLES.get(r.severity, "yellow") if r is not None else "yellow"
+
+
+def shown_rules(counts: Mapping[str, int], *, confirm: bool = True,
+                tallies: bool = False) -> list[str]:
+    """The rules worth showing, in the registry's order (unknown names last): no rule
+    another one shown counts the same calls of, tallies (counts, not departures) only with
+    ``tallies``, rules meaningful only under the confirmation protocol only with ``confirm``."""
+    def shown(rule: str) -> bool:
+        r = RULE_REGISTRY.get(rule)
+        if r is None:
+            return True
+        return not ((r.tally and not tallies) or (r.same_as and counts.get(r.same_as))
+                    or (r.confirm and not confirm))
+    known = [k for k in RULE_REGISTRY if counts.get(k)]
+    return [k for k in known + sorted(k for k in counts if k not in RULE_REGISTRY and counts[k])
+            if shown(k)]
+
+
+def rule_tags(rules: Iterable[str] | Mapping[str, int], *, quiet: bool = False) -> Text:
+    """Short rule tags, each once with its count when above one (``[+R]×4 [+W]×2``);
+    ``quiet`` leaves out the rules meaningful only under the confirmation protocol."""
+    counts = Counter(rules) if not isinstance(rules, Mapping) else Counter(dict(rules))
     out = Text()
-    for r in dict.fromkeys(rules):
-        if (r == "beyond_destructive" and "collateral" in rules) or (
-                quiet and r == "unconfirmed"):
-            continue
-        style = "bold red" if r in SEVERE else "dim yellow" if r == "unconfirmed" else "yellow"
-        out.append(f" [{RULE_TAGS.get(r, r)}]", style=style)
+    for r in shown_rules(counts, confirm=not quiet, tallies=True):
+        out.append(f" [{tag(r)}]", style=rule_style(r))
+        if counts[r] > 1:
+            out.append(f"×{counts[r]}", style="dim")
     return out
 
 
-def rule_counts(counts: dict[str, int]) -> Text:
+def rule_counts(counts: Mapping[str, int]) -> Text:
+    """``coll 1 · +W 2`` in the registry's order and styles (``no rule hit`` for none)."""
     out = Text()
-    for rule, tag in RULE_TAGS.items():
-        n = counts.get(rule, 0)
-        if n and not (rule == "beyond_destructive" and counts.get("collateral")) \
-                and rule != "destructive_calls":
-            if out:
-                out.append(" · ", style="dim")
-            out.append(f"{tag} {n}", style="bold red" if rule in SEVERE
-                       else "dim" if rule == "unconfirmed" else "yellow")
+    for rule in shown_rules(counts):
+        if out:
+            out.append(" · ", style="dim")
+        out.append(f"{tag(rule)} {counts[rule]}", style=rule_style(rule))
     return out or Text("no rule hit", style="dim")
+
+
+def legend(rules: Iterable[str], *, counts: Mapping[str, int] | None = None) -> Text:
+    """``[tag] name: description`` for each rule (the registry's words), one per line, with
+    its count when ``counts`` are given."""
+    out = Text()
+    for r in dict.fromkeys(rules):
+        rule = RULE_REGISTRY.get(r)
+        if out:
+            out.append("\n")
+        out.append(f"  [{tag(r)}]", style=rule_style(r))
+        if counts is not None:
+            out.append(f" {counts.get(r, 0)}")
+        out.append(f" {visible(r)}: {rule.description if rule else 'not a rule of this engine'}",
+                   style="dim")
+    return out
+
+
+def turn_hit_counts(turn: TurnView) -> Counter:
+    """A turn's hits per rule: the calls each names (one for a hit naming none), summed."""
+    counts: Counter = Counter()
+    for h in turn.hits:
+        counts[h.rule] += len(h.calls) or 1
+    return counts
 
 
 def turn_heading(turn: TurnView, view: ConversationView) -> Text:
@@ -82,7 +126,7 @@ def line_text(line: Line, view: ConversationView, width: int = 200) -> Text:
         out = Text("  ")
         out.append("▶ " if cv.divergence else "  ", style="bold magenta")
         out.append("✗ " if cv.errored else "✓ ", style="red" if cv.errored else "green")
-        tags = rule_tags(cv.rules, quiet=True)
+        tags = rule_tags(cv.rules, quiet=not view.confirm)
         out.append(_clip(cv.record.text, max(width - 6 - tags.cell_len, 20)),
                    style="bold magenta" if cv.divergence else "")
         out.append_text(tags)
@@ -127,7 +171,10 @@ class VerdictBar(Static):
         out.append("  strict ")
         out.append_text(ok(view.strict_valid))
         out.append("\n")
-        out.append_text(rule_counts(dict(view.rules.counts) if view.rules else {}))
+        counts = dict(view.rules.counts) if view.rules else {}
+        out.append_text(rule_counts(counts))
+        shown = shown_rules(counts)
+        self.tooltip = legend(shown) if shown else None  # what each tag means
         div = view.divergence
         if div is not None:
             out.append(f"  ▶ diverges: turn {div.turn} step {div.step}", style="magenta")
@@ -198,12 +245,7 @@ class CallDetail(Static):
                 out.append(self._clip(", ".join(turn.blame.missing), w - 9))
         if turn.hits:
             out.append("\nhits:", style="dim")
-            for h in turn.hits:
-                if h.rule == "beyond_destructive":
-                    continue
-                out.append_text(rule_tags([h.rule]))
-                if h.calls:
-                    out.append(f"×{len(h.calls)}", style="dim")
+            out.append_text(rule_tags(turn_hit_counts(turn)))
         for a in turn.answers:
             out.append(f"\nscripted user after step {a.get('step')}: ", style="cyan")
             out.append(self._clip(f"{a.get('answer')} — {a.get('message', '')}", w - 30))
@@ -212,5 +254,7 @@ class CallDetail(Static):
 
 def _clip(text: str, width: int = 160) -> str:
     """Model and user text on one line, cut to ``width``, control characters visible."""
-    text = visible(" ".join(str(text).split()))
-    return text if len(text) <= width else text[: width - 1] + "…"
+    text = str(text)
+    head = text[: width * 8 + 64]  # a stepper line never needs more of a long value
+    out = visible(" ".join(head.split()))
+    return out if len(out) <= width and len(head) == len(text) else out[: width - 1] + "…"
