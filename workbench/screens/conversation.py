@@ -38,7 +38,7 @@ class ConversationScreen(WorkbenchScreen):
         Binding("right", "call(1)", "Next", show=False, priority=True, tooltip="Next call"),
         Binding("left", "call(-1)", "Prev", show=False, priority=True,
                 tooltip="Previous call"),
-        Binding("f", "failing(1)", "Failing turn",
+        Binding("f", "failing(1)", "Failing",
                 tooltip="Next failing turn (bfcl's failing turn, or an effect-safety hit)"),
         Binding("F", "failing(-1)", "Prev failing", show=False,
                 tooltip="Previous failing turn"),

@@ -98,7 +98,7 @@ class ReplayScreen(WorkbenchScreen):
         Binding("s", "score", "Score"),
         Binding("o", "sort", "Sort", tooltip="Sort by conversation, verdict, rule hits, steps"),
         Binding("O", "reverse", "Reverse", show=False, tooltip="Reverse the sort"),
-        Binding("v", "whole", "Whole", tooltip="The selected conversation's row whole"),
+        Binding("v", "whole", "Whole", show=False, tooltip="The selected conversation's row whole"),
     ]
 
     def __init__(self) -> None:
