@@ -15,6 +15,8 @@ import json
 import marshal
 import pickle
 import random
+from json.encoder import c_make_encoder as _c_encoder
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from careful_engine.core import bfcl
@@ -31,13 +33,31 @@ from careful_engine.core.trajectory import CallRecord
 TravelExtensions = BfclProcess
 
 
+def _json_text(value: dict) -> str:
+    """``json.dumps(value)`` with its defaults, through the C encoder it uses, without the
+    three Python calls around it (the same text; checked at import, else json.dumps)."""
+    return "".join(_c_encoder({}, _JSON_DEFAULT, encode_basestring_ascii, None, ": ", ", ",
+                              False, False, True)(value, 0))
+
+
+_JSON_DEFAULT = json.JSONEncoder().default
+_dumps: Any = json.dumps
+if _c_encoder is not None:
+    try:
+        _probe = {"a": [1, 2.5, None, True, "é\n"], "b": {"c": float("inf")}}
+        if _json_text(_probe) == json.dumps(_probe):
+            _dumps = _json_text
+    except Exception:  # another json module than this one was written for
+        pass
+
+
 def serialise(result: Any) -> str:
     """bfcl's serialisation of a call result (multi_turn_utils.py:85-94)."""
     if type(result) is str:
         return result
     if type(result) is dict:
         try:
-            return json.dumps(result)
+            return _dumps(result)
         except Exception:
             return str(result)
     return str(result)

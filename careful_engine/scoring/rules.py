@@ -567,7 +567,8 @@ def evaluate(trace: ConversationTrace, effects: Effects, detector_name: str = "s
             if surplus:
                 in_surplus += step.input_tokens
                 out_surplus += step.output_tokens
-        counts.update(c)
+        if c:
+            counts.update(c)
         per_turn.append(c)
     if tokens_known and out.steps:
         out.input_tokens, out.output_tokens = in_total, out_total
