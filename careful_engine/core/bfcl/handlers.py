@@ -19,6 +19,7 @@ from typing import Any
 
 from careful_engine.core.bfcl.dataset import BFCL_VERSION
 from careful_engine.core.bfcl.secure import secure_decoders
+from careful_engine.core.bfcl.vendor_stubs import decoding_imports
 
 _MODEL_CONFIG = "bfcl_eval.constants.model_config"
 
@@ -97,16 +98,25 @@ def handler(key: str):
         )
     entry = reg[key]
     try:
-        module = importlib.import_module(entry.handler_module)
+        try:  # vendor SDKs stubbed: decoding never calls them (core/bfcl/vendor_stubs.py)
+            with decoding_imports():
+                cls, built = _import_and_build(entry)
+        except (ModuleNotFoundError, HandlerSends):
+            raise
+        except Exception:  # noqa: BLE001 - a handler that needs its SDK to be built: the real one
+            cls, built = _import_and_build(entry)
     except ModuleNotFoundError as e:
         raise RuntimeError(
             f"the decoder of {key!r} ({entry.handler_class}) needs the package {e.name!r}, "
             f"which this lean install does not include: pip install {e.name}"
         ) from e
-    cls = getattr(module, entry.handler_class)
-    built = construct(cls, entry)
     secure_decoders(cls)
     return built
+
+
+def _import_and_build(entry: RegistryEntry) -> tuple[type, Any]:
+    cls = getattr(importlib.import_module(entry.handler_module), entry.handler_class)
+    return cls, construct(cls, entry)
 
 
 _DUMMY_CREDENTIAL = "careful-decode-only"
