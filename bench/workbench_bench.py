@@ -25,8 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from careful_engine.scoring.score.decoders import parse_decoders
+
 from careful_engine import browse
-from careful_engine.analysis.leaderboard import parse_decoders
 from careful_engine.core.state import State, diff
 from careful_engine.demo import reference as demo
 

@@ -1,7 +1,8 @@
 """The ``careful`` command line: a thin typer front end over careful_engine.
 
-Each command group lives in its own module and registers itself on :data:`app`; this module
-only assembles them.
+Each command module holds its own commands on a typer app of its own (``module.app``);
+:data:`COMMAND_MODULES` lists them, and :func:`_load` adds them to :data:`app` in that order
+(the order of ``careful --help``). An import that fails is an error, never a missing command.
 """
 
 from __future__ import annotations
@@ -23,22 +24,27 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-# Modules that define commands on `app` (import order is the order in --help).
+# The command modules, in the order of `careful --help`.
 COMMAND_MODULES = (
-    "score", "demo", "compare", "declare", "provenance", "annotation", "generate", "workbench",
+    "score", "demo", "leaderboard", "compare", "sensitivity", "declare", "audits",
+    "provenance", "annotation", "generate", "workbench",
 )
+_loaded = False
 
 
 def _load() -> None:
-    for name in COMMAND_MODULES:
-        try:
-            importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{name}":
-                raise
+    """Add every command module's commands to :data:`app` (once), with help reflowed. Called
+    inside :func:`main`'s error handling, so that a module failing to import exits 3 with a
+    log rather than a traceback."""
+    global _loaded
+    if _loaded:
+        return
     from careful_cli.common import reflow_help
 
+    for name in COMMAND_MODULES:
+        app.add_typer(importlib.import_module(f"careful_cli.{name}").app)
     reflow_help(app)
+    _loaded = True
 
 
 def main() -> None:

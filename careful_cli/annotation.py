@@ -22,8 +22,14 @@ import typer
 from rich.table import Table
 from typer.exceptions import TyperException
 
-from careful_cli import app
-from careful_cli.common import EXIT_INTERNAL, EXIT_PROBLEMS, EXIT_UNUSABLE, console, err
+from careful_cli.common import (
+    EXIT_INTERNAL,
+    EXIT_PROBLEMS,
+    EXIT_UNUSABLE,
+    Annotators,
+    console,
+    err,
+)
 from careful_engine.core.safe_text import literal
 
 if TYPE_CHECKING:
@@ -33,6 +39,7 @@ if TYPE_CHECKING:
 
 EXIT_USAGE = EXIT_UNUSABLE
 
+app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
 round_app = typer.Typer(
     help="Labelling rounds: create one, follow its progress, submit a label set.",
     no_args_is_help=True,
@@ -47,8 +54,6 @@ app.add_typer(labels_app, name="labels")
 DB_HELP = ("Annotation database. Default: $CAREFUL_DB, else annotations/careful.db in the "
            "repository.")
 ROUND_HELP = "The labelling round."
-SUBSET_HELP = ("Only these annotators (repeatable, or comma-separated: -a A1 -a A2 or "
-               "-a A1,A2). Default: all.")
 NAME_HELP = ("Names: 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit; "
              "no spaces or control characters.")
 
@@ -491,8 +496,7 @@ def agree(
     round_: str = typer.Option(..., "--round", "-r", help=ROUND_HELP),
     subset: str = typer.Option(
         "both", "--subset", help="'writes', 'all' or 'both'."),
-    annotators: list[str] = typer.Option(
-        None, "--annotator", "-a", "--annotators", help=SUBSET_HELP),
+    annotators: Annotators = None,
     by: str = typer.Option(None, "--by", help="Who asks (recorded). Default: $USER."),
     override: str = typer.Option(
         None, "--override", help="Open a blind round before every annotator has submitted; "
@@ -570,8 +574,7 @@ def adjudicate(
         "unanimous, or annotator:NAME."),
     tie: str = typer.Option(
         "error", "--tie", help="Majority ties: yes, no, or error (stop and name them)."),
-    annotators: list[str] = typer.Option(
-        None, "--annotator", "-a", "--annotators", help=SUBSET_HELP),
+    annotators: Annotators = None,
     decide: list[str] = typer.Option(
         None, "--decide", help="Record a manual decision FUNCTION=yes|no:REASON (repeatable; "
         "appended, never overwriting a label; the latest per function wins)."),
@@ -645,8 +648,7 @@ def adjudicate(
 @labels_app.command("export")
 def labels_export(
     round_: str = typer.Option(..., "--round", "-r", help=ROUND_HELP),
-    annotator: list[str] = typer.Option(
-        None, "--annotator", "-a", "--annotators", help=SUBSET_HELP),
+    annotator: Annotators = None,
     out: Path = typer.Option(
         None, "--out", "-o", help="Folder. Default: annotations/<round>/."),
     by: str = typer.Option(None, "--by", help="Who exports (recorded). Default: $USER."),

@@ -23,13 +23,6 @@ from careful_engine.analysis import ci_report
 from careful_engine.analysis import gates as gates_mod
 from careful_engine.core.safe_text import visible
 
-FORMAT_OPTION = typer.Option(
-    "text", "--format", help="text (tables only), json (the careful.result.v1 document, see "
-    "docs/ci.md) or junit (JUnit XML). json and junit go to --output, or else to stdout with "
-    "the tables moved to stderr.")
-OUTPUT_OPTION = typer.Option(None, "--output", help="Write the --format json/junit document "
-                             "to this file (the tables stay on stdout).")
-
 
 def check_format(fmt: str) -> str:
     if fmt not in ci_report.FORMATS:

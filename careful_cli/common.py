@@ -18,14 +18,23 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
+from careful_engine.scoring.score.decoders import DecoderChoice, parse_decoders
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from careful_engine.core import bfcl, parallel
 from careful_engine.core.safe_text import literal, visible
+from careful_engine.core.safe_write import UnsafeWrite, check_out_dir, check_out_file
+from careful_engine.effects.boundary import DEFAULT_BOUNDARY
+from careful_engine.scoring.detector import DETECTORS
+from careful_engine.scoring.rules import Effects, SafeRule
+from careful_engine.scoring.score import load_effects
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -49,14 +58,9 @@ def fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:
     return typer.Exit(code)
 
 
-
 def refuse_out(out: Path, *, file: bool = False) -> None:
     """Exit 2 with a message, before any work, when ``--out`` (a folder, or with ``file`` a
     file) is the wrong kind of thing, a link, or not writable."""
-    import typer
-
-    from careful_engine.core.safe_write import UnsafeWrite, check_out_dir, check_out_file
-
     try:
         (check_out_file if file else check_out_dir)(out)
     except UnsafeWrite as e:
@@ -96,9 +100,122 @@ def internal_error() -> int:
 
 
 __all__ = [
-    "EXIT_GATE", "EXIT_INTERNAL", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_UNUSABLE",
-    "console", "err", "internal_error", "literal", "log_dir", "refuse_out", "visible",
+    "DEFAULT_BOUNDARY", "EXIT_GATE", "EXIT_INTERNAL", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_UNUSABLE",
+    "Annotators", "Boundary", "Declarations", "Decoders", "Detector", "Format", "Jobs", "Output",
+    "Quiet", "Runs", "check_detector", "check_runs", "console", "decoder_choice",
+    "effects_or_fail", "err", "fail", "internal_error", "literal", "log_dir", "print_written",
+    "progress_bar", "refuse_out", "resolve_jobs", "scoring_progress", "visible", "write_reports",
 ]
+
+# ---------------------------------------------------------------- options shared by commands
+# Typer ``Annotated`` aliases: a command writes ``boundary: Boundary = DEFAULT_BOUNDARY``.
+
+RUNS_HELP = ("Run folders as `careful score` takes them (bfcl result folders, any depth); every "
+             "model folder inside is one entry.")
+DECODER_HELP = ("Decoder for models not in bfcl's registry: a registered model key for every "
+                "folder (e.g. 'gpt-4o-2024-11-20-FC' for gpt-oss runs), or FOLDER=KEY for one "
+                "model or run folder. Repeatable.")
+
+Runs = Annotated[list[Path], typer.Argument(help=RUNS_HELP)]
+Decoders = Annotated[list[str] | None, typer.Option("--decoder", help=DECODER_HELP)]
+Boundary = Annotated[str, typer.Option(
+    "--boundary", "-b", help="Destructive boundary: a name in declarations/boundary/ or a path "
+    "to a boundary file.")]
+Detector = Annotated[str, typer.Option(
+    "--detector", help="Question detector: strict (default), qmark, last or loose (the "
+    "paper's sensitivity variants).")]
+Declarations = Annotated[Path | None, typer.Option(
+    "--declarations", help="Effect declarations (default declarations/effects.json).")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the tables.")]
+Jobs = Annotated[int, typer.Option(
+    "--jobs", "-j", help="Worker processes that score independent result files at once "
+    "(default 0: one per core). Results and their order are the same for any number.")]
+Format = Annotated[str, typer.Option(
+    "--format", help="text (tables only), json (the careful.result.v1 document, see "
+    "docs/ci.md) or junit (JUnit XML). json and junit go to --output, or else to stdout with "
+    "the tables moved to stderr.")]
+Output = Annotated[Path | None, typer.Option(
+    "--output", help="Write the --format json/junit document to this file (the tables stay on "
+    "stdout).")]
+Annotators = Annotated[list[str] | None, typer.Option(
+    "--annotator", "-a", "--annotators", help="Only these annotators (repeatable, or "
+    "comma-separated: -a A1 -a A2 or -a A1,A2). Default: all.")]
+
+def decoder_choice(values: list[str] | None) -> DecoderChoice:
+    """``--decoder`` values parsed; a malformed one is a usage error (exit 2)."""
+    try:
+        return parse_decoders(values)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--decoder") from None
+
+
+def check_detector(name: str) -> str:
+    """``--detector``: one of the question detectors, else a usage error (exit 2)."""
+    if name not in DETECTORS:
+        raise typer.BadParameter(f"{name!r}; choose one of {', '.join(DETECTORS)}",
+                                 param_hint="--detector")
+    return name
+
+
+def resolve_jobs(jobs: int) -> int:
+    """The number of workers for ``--jobs`` (0: every core); a negative value is refused."""
+    try:
+        return parallel.check_jobs(jobs)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--jobs") from None
+
+
+def check_runs(runs: list[Path]) -> None:
+    """Exit 2 when a run folder given does not exist."""
+    for r in runs:
+        if not r.exists():
+            raise fail(f"{r} does not exist")
+
+
+def effects_or_fail(boundary: str, declarations: Path | None,
+                    rule: SafeRule | None = None) -> Effects:
+    """The declarations under ``boundary``; exit 2 with the reason when they cannot be read."""
+    try:
+        return load_effects(boundary, declarations, rule)
+    except (ValueError, OSError) as e:
+        raise fail(str(e)) from None
+
+
+@contextmanager
+def scoring_progress(label: str = "scoring") -> Iterator[dict[str, Any]]:
+    """A progress bar on stderr and the ``on_start``/``on_file``/``on_entry`` callbacks that
+    drive it (as the engine's scoring and audit functions take them)."""
+    with progress_bar() as progress:
+        task = progress.add_task(label, total=0)
+
+        def start(n: int) -> None:
+            progress.update(task, total=(progress.tasks[0].total or 0) + n)
+
+        yield {
+            "on_start": start,
+            "on_file": lambda m, c: progress.update(
+                task, description=f"{m} {bfcl.short_name(c)}"),
+            "on_entry": lambda: progress.advance(task),
+        }
+
+
+def write_reports(reports: list[Any], out: Path) -> None:
+    """Write report files before anything is printed (a closed pipe must not lose them);
+    exit 2 rather than follow a planted link."""
+    try:
+        for rep in reports:
+            rep.write(out)
+    except UnsafeWrite as e:
+        raise fail(str(e)) from None
+
+
+def print_written(reports: list[Any], out: Path, quiet: bool) -> None:
+    """Say where the report files went (unless ``quiet``)."""
+    if not quiet:
+        console.print(f"tables written to [bold]{literal(str(out))}[/] "
+                      f"({', '.join(r.name for r in reports)}: .md .csv .json)")
+
+
 
 
 _LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s")

@@ -1,8 +1,7 @@
 """``careful declare``, ``careful review-sheet``, ``careful audit references`` and
 ``careful export mcp``: effect declarations (paper §4) and what is built on them.
 
-The ``audit`` and ``export`` groups are typer apps of their own (:data:`audit_app`,
-:data:`export_app`) so that other modules can add commands to them.
+``careful audit references`` is registered in the audit group of careful_cli/audits.py.
 """
 
 from __future__ import annotations
@@ -17,17 +16,16 @@ import typer
 from rich.progress import Progress
 from rich.table import Table
 
-from careful_cli import app
 from careful_cli.common import (
     EXIT_PROBLEMS,
     console,
+    decoder_choice,
     err,
     fail,
     literal,
     progress_bar,
     refuse_out,
 )
-from careful_engine.analysis.leaderboard import parse_decoders
 from careful_engine.core import bfcl
 from careful_engine.core.safe_write import UnsafeWrite
 from careful_engine.effects import audit as audit_mod
@@ -37,11 +35,9 @@ from careful_engine.effects import mcp as mcp_mod
 from careful_engine.effects import review as review_mod
 from careful_engine.present.tables import terminal_table
 
-audit_app = typer.Typer(name="audit", help="Audits: the references under the declarations, a run's decoding, bfcl single-turn score folders.",
-                        no_args_is_help=True, add_completion=False)
+app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
 export_app = typer.Typer(name="export", help="Export the declarations in other formats.",
                          no_args_is_help=True, add_completion=False)
-app.add_typer(audit_app, name="audit")
 app.add_typer(export_app, name="export")
 
 BOUNDARY_HELP = ("Destructive boundary: a name in declarations/boundary/ or a path to a "
@@ -113,10 +109,7 @@ def declare(
     written.
     """
     bnd = _boundary(boundary)
-    try:
-        choice = parse_decoders(decoder)
-    except ValueError as e:
-        raise typer.BadParameter(str(e), param_hint="--decoder") from None
+    choice = decoder_choice(decoder)
     if choice.default is not None:
         raise typer.BadParameter(f"{choice.default!r}: expected MODEL_DIR=REGISTRY_KEY",
                                  param_hint="--decoder")
@@ -223,7 +216,6 @@ _AUDIT_ROWS = (
 )
 
 
-@audit_app.command("references")
 def audit_references(
     declarations: Path = typer.Option(None, "--declarations", "-d", help=DECLARATIONS_HELP),
     boundary: str = typer.Option(boundary_mod.DEFAULT_BOUNDARY, "--boundary", help=BOUNDARY_HELP),

@@ -7,7 +7,6 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from careful_cli import app
 from careful_cli.common import (
     EXIT_PROBLEMS,
     EXIT_UNUSABLE,
@@ -21,8 +20,11 @@ from careful_engine.analysis import leaderboard as lb
 from careful_engine.core import bfcl
 from careful_engine.demo import flaws
 from careful_engine.demo import reference as demo
-from careful_engine.present.report import short
-from careful_engine.present.tables import accuracy_terminal, terminal_table
+from careful_engine.present.leaderboard import leaderboard_terminal
+from careful_engine.present.report import Fixed, short
+from careful_engine.present.tables import TERMINAL_CATEGORY, accuracy_terminal, terminal_table
+
+app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
 
 
 @app.command("demo")
@@ -108,7 +110,7 @@ def summary(ref: lb.Entry, flawed: lb.Entry, flawed_out: Path) -> None:
                   f"{literal(str(flawed_out / flawed.model / demo.MANIFEST))}")
     console.print(accuracy_terminal([ref.score, flawed.score], effect=True))
     console.print(comparison_table(ref, flawed))
-    rules = lb.leaderboard_terminal([ref, flawed])[2]
+    rules = leaderboard_terminal([ref, flawed])[2]
     rules.caption = None
     console.print(rules)
     unconfirmed = [e.rule_totals().get("unconfirmed", 0) for e in (ref, flawed)]
@@ -134,7 +136,7 @@ def comparison_table(ref: lb.Entry, flawed: lb.Entry):
         row = [TERMINAL.get(c, "overall")]
         for k in ("bfcl", "safe"):
             p = cmps[k].overall if c is None else cmps[k].categories[c]
-            row += [str(p.n), str(len(p.lost)), str(len(p.gained)), format(lb.Fixed(p.p), "")]
+            row += [str(p.n), str(len(p.lost)), str(len(p.gained)), format(Fixed(p.p), "")]
         rows.append(row[:1] + row[1:2] + row[2:5] + row[6:])
     return terminal_table(
         f"Paired by conversation: A = {ref.label}, B = {flawed.label}",
@@ -142,7 +144,7 @@ def comparison_table(ref: lb.Entry, flawed: lb.Entry):
         "−: pass in A, fail in B; +: the reverse; p: exact McNemar", first_width=10)
 
 
-TERMINAL = {**lb.TERMINAL_CATEGORY}
+TERMINAL = {**TERMINAL_CATEGORY}
 RULE_LEGEND = ("coll: collateral destructive calls (collE: succeeded and changed state); "
                "+W/+R: writes/reads beyond the reference; dupW: duplicate writes; redR: "
                "redundant reads; fail: failed calls; ask/askD: asked instead of acting (where "

@@ -11,19 +11,22 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from careful_cli import app
 from careful_cli.common import (
+    DEFAULT_BOUNDARY,
     EXIT_PROBLEMS,
     EXIT_UNUSABLE,
+    Boundary,
     console,
     err,
     fail,
     literal,
     progress_bar,
 )
-from careful_engine.effects.boundary import DEFAULT_BOUNDARY
 
 EXIT_STOPPED = EXIT_PROBLEMS  # stopped early, resumable
+
+
+app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
 
 
 @app.command()
@@ -47,8 +50,7 @@ def generate(
                                   "--categories and --limit are ignored)."),
     threads: int = typer.Option(None, "--threads", help="Conversations in parallel (default "
                                 "1 for anthropic, 16 for vllm)."),
-    boundary: str = typer.Option(DEFAULT_BOUNDARY, "--boundary", "-b", help="Destructive boundary "
-                                 "for the scripted user and the hints."),
+    boundary: Boundary = DEFAULT_BOUNDARY,
     declarations: Path = typer.Option(None, "--declarations", help="Effect declarations for "
                                       "the hints (default declarations/effects.json)."),
     script: str = typer.Option("paper", "--script", help="Scripted user: paper, "

@@ -10,18 +10,19 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from careful_cli import app
 from careful_cli.common import (
     EXIT_PROBLEMS,
     EXIT_UNUSABLE,
+    Decoders,
+    Jobs,
     console,
+    decoder_choice,
     err,
     progress_bar,
     refuse_out,
+    resolve_jobs,
     visible,
 )
-from careful_cli.jobs import JOBS_OPTION
-from careful_cli.jobs import resolve as resolve_jobs
 from careful_engine.core import bfcl, parallel, refcache
 from careful_engine.core.runs import Problem
 from careful_engine.core.safe_text import escape_markup
@@ -184,12 +185,13 @@ def _check_task(task: tuple[str, Any], shared: tuple[dict, Path | None],
         refcache.flush()
 
 
+app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
+
+
 @app.command("provenance")
 def provenance_cmd(
     run_dir: Path = typer.Argument(..., help="A bfcl result folder (any depth), or one file."),
-    decoder: str = typer.Option(None, "--decoder", help="Registered bfcl model whose decoder to "
-                                "use for models not in the registry (gpt-oss and glyphh runs: "
-                                "'gpt-4o-2024-11-20-FC')."),
+    decoder: Decoders = None,
     model: list[str] = typer.Option(None, "--model", "-m", help="Only these result folders."),
     official: Path = typer.Option(None, "--official", help="Folder of the official score files "
                                   "(bfcl's score/). Default: score/ beside result/, if any."),
@@ -198,7 +200,7 @@ def provenance_cmd(
     out: Path = typer.Option(None, "--out", "-o", help="Also write the JSON report here."),
     explain: bool = typer.Option(False, "--explain", help="List every conversation whose "
                                  "verdict differs from the official one, with what explains it."),
-    jobs: int = JOBS_OPTION,
+    jobs: Jobs = 0,
 ) -> None:
     """Check each run against its own inference log: dataset drift, decoder drift, replay fidelity.
 
@@ -218,6 +220,7 @@ def provenance_cmd(
     from careful_engine.core.runs import DecoderUnavailable
     from careful_engine.scoring.score import folder_decoder, load_run
 
+    choice = decoder_choice(decoder)
     if not run_dir.exists():
         err.print(f"[red]error:[/] {safe(str(run_dir), None)} does not exist")
         raise typer.Exit(EXIT_UNUSABLE)
@@ -236,7 +239,8 @@ def provenance_cmd(
         task = progress.add_task("provenance", total=total)
         for model_dir, files in loaded.items():
             try:
-                key, handler = folder_decoder(model_dir, files, decoder)
+                key, handler = folder_decoder(model_dir, files,
+                                              choice.for_model(run_dir, model_dir))
             except DecoderUnavailable as e:
                 err.print(f"[red]error:[/] {safe(str(e), None)}")
                 unusable += 1

@@ -8,23 +8,33 @@ from pathlib import Path
 
 import typer
 
-from careful_cli import app, ci
+from careful_cli import ci
 from careful_cli.common import (
+    DEFAULT_BOUNDARY,
     EXIT_UNUSABLE,
+    Boundary,
+    Declarations,
+    Decoders,
+    Detector,
+    Format,
+    Jobs,
+    Output,
+    Quiet,
+    check_detector,
     console,
+    decoder_choice,
+    effects_or_fail,
     err,
     literal,
     progress_bar,
     refuse_out,
+    resolve_jobs,
     visible,
 )
-from careful_cli.jobs import JOBS_OPTION
-from careful_cli.jobs import resolve as resolve_jobs
 from careful_engine.analysis import ci_report, gates
 from careful_engine.core import bfcl
 from careful_engine.core.budget import DEFAULT_BUDGET
 from careful_engine.core.safe_write import UnsafeWrite, writer
-from careful_engine.effects.boundary import DEFAULT_BOUNDARY
 from careful_engine.present.tables import (
     accuracy_table,
     accuracy_terminal,
@@ -34,7 +44,9 @@ from careful_engine.present.tables import (
     rules_terminal,
 )
 from careful_engine.scoring.rules import Effects
-from careful_engine.scoring.score import RunScore, load_effects, score_run, write_score_file
+from careful_engine.scoring.score import RunScore, score_run, write_score_file
+
+app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
 
 
 @app.command()
@@ -42,27 +54,22 @@ def score(
     run_dir: Path = typer.Argument(..., help="A bfcl result folder (any depth), or one result file."),
     out: Path = typer.Option(None, "--out", "-o", help="Where to write score files, tables and "
                              "conversations.jsonl. Default: <RUN_DIR>/careful-score."),
-    decoder: str = typer.Option(None, "--decoder", help="Registered bfcl model whose decoder to "
-                                "use for models not in the registry (e.g. gpt-oss runs: "
-                                "'gpt-4o-2024-11-20-FC')."),
+    decoder: Decoders = None,
     model: list[str] = typer.Option(None, "--model", "-m", help="Only score these result folders."),
-    boundary: str = typer.Option(DEFAULT_BOUNDARY, "--boundary", "-b", help="Destructive boundary: "
-                                 "a name in declarations/boundary/ or a path to a boundary file."),
-    detector: str = typer.Option("strict", "--detector", help="Question detector: strict, "
-                                 "qmark, last or loose (the paper's sensitivity variants)."),
-    declarations: Path = typer.Option(None, "--declarations", help="Effect declarations "
-                                      "(default declarations/effects.json)."),
+    boundary: Boundary = DEFAULT_BOUNDARY,
+    detector: Detector = "strict",
+    declarations: Declarations = None,
     effects_on: bool = typer.Option(True, "--effects/--no-effects", help="Also count the "
                                     "effect-aware rules (needs the declarations)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the tables."),
+    quiet: Quiet = False,
     exclude_drifted: bool = typer.Option(False, "--exclude-drifted", help="Also score without "
                                          "the conversations whose inference log shows dataset "
                                          "drift; print both (see `careful provenance`)."),
     fail_under: list[str] = typer.Option(None, "--fail-under", help="Gate: exit 4 when a score "
                                          "is below a floor, [CATEGORY:]SCORE=PERCENT, e.g. "
                                          "bfcl=40 (the mean) or base:safe=35. Repeatable."),
-    fmt: str = ci.FORMAT_OPTION,
-    output: Path = ci.OUTPUT_OPTION,
+    fmt: Format = "text",
+    output: Output = None,
     collateral: str = typer.Option("attempted", "--collateral", help="Collateral calls the "
                                    "safe verdict counts: attempted (every destructive call "
                                    "beyond the reference, the paper's) or effective (only "
@@ -76,7 +83,7 @@ def score(
     max_mb: float = typer.Option(DEFAULT_BUDGET.megabytes, "--max-mb-per-conversation",
                                  help="Memory budget (growth in MB) for replaying one "
                                  "conversation; see careful_engine/core/budget.py."),
-    jobs: int = JOBS_OPTION,
+    jobs: Jobs = 0,
 ) -> None:
     """Re-score BFCL multi-turn result files by replay: bfcl's verdict and the effect rules.
 
@@ -92,11 +99,8 @@ def score(
     undecodable by name; 2 nothing usable or bad arguments; 4 a --fail-under floor failed
     (2 wins over 4, 4 over 1; docs/ci.md).
     """
-    from careful_engine.scoring.detector import DETECTORS
-
-    if detector not in DETECTORS:
-        raise typer.BadParameter(f"{detector!r}; choose one of {', '.join(DETECTORS)}",
-                                 param_hint="--detector")
+    detector = check_detector(detector)
+    choice = decoder_choice(decoder)
     fmt = ci.check_format(fmt)
     jobs = resolve_jobs(jobs)
     floors = ci.parse_all(fail_under, lambda v: gates.parse_floor(v, effects=effects_on),
@@ -117,19 +121,14 @@ def score(
         raise typer.BadParameter(str(e), param_hint="--max-*-per-conversation") from None
     out = out or (run_dir if run_dir.is_dir() else run_dir.parent) / "careful-score"
     refuse_out(out)
-    effects = None
-    if effects_on:
-        try:
-            effects = load_effects(boundary, declarations, rule)
-        except (ValueError, OSError) as e:
-            err.print(f"[red]error:[/] {e}")
-            raise typer.Exit(EXIT_UNUSABLE) from None
+    effects = effects_or_fail(boundary, declarations, rule) if effects_on else None
     with progress_bar() as progress:
         task = progress.add_task("scoring", total=None)
         run = score_run(
-            run_dir, decoder=decoder, models=model, effects=effects, detector=detector,
+            run_dir, decoder=lambda m: choice.for_model(run_dir, m), models=model,
+            effects=effects, detector=detector,
             on_start=lambda n: progress.update(task, total=n),
-            on_file=lambda m, c: progress.update(task, description=f"{m} {bfcl.SHORT_NAMES[c]}"),
+            on_file=lambda m, c: progress.update(task, description=f"{m} {bfcl.short_name(c)}"),
             on_entry=lambda: progress.advance(task), budget=budget, jobs=jobs,
         )
     for msg in run.unusable:
@@ -178,7 +177,7 @@ def score(
     raise typer.Exit(ci.finish(gate, bool(run.unusable or run.problems), fmt, output, lambda code:
                                ci_report.document(
         "score", settings={"boundary": boundary if effects else None, "detector": detector,
-                           "effects": effects is not None, "decoder": decoder,
+                           "effects": effects is not None, "decoder": ", ".join(decoder or []) or None,
                            "safe_rule": rule.to_json() if effects else None},
         runs=[ci_report.model_json(ms, effects is not None, path=str(run_dir), role="run")
               for ms in run.scores],

@@ -6,9 +6,17 @@ from pathlib import Path
 
 import typer
 
-from careful_cli import app
-from careful_cli.common import EXIT_INTERNAL
-from careful_engine.effects.boundary import DEFAULT_BOUNDARY
+from careful_cli.common import (
+    DEFAULT_BOUNDARY,
+    EXIT_INTERNAL,
+    Boundary,
+    Declarations,
+    Decoders,
+    Detector,
+    decoder_choice,
+)
+
+app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
 
 
 @app.command("workbench")
@@ -19,16 +27,10 @@ def workbench(
     db: Path = typer.Option(
         None, "--db", envvar="CAREFUL_DB", show_envvar=False,
         help="Annotation database. Default: $CAREFUL_DB, else annotations/careful.db."),
-    boundary: str = typer.Option(
-        DEFAULT_BOUNDARY, "--boundary", "-b", help="Destructive boundary for the rules: a name in "
-        "declarations/boundary/ or a path."),
-    decoder: list[str] = typer.Option(
-        None, "--decoder", help="Decoder for model folders bfcl does not register: KEY (a registered "
-        "model or a manifest keeps its own), or FOLDER=KEY to force one (repeatable), e.g. "
-        "gpt-4o-2024-11-20-FC."),
-    declarations: Path = typer.Option(
-        None, "--declarations", help="Effect declarations (default declarations/effects.json)."),
-    detector: str = typer.Option("strict", "--detector", help="Question detector."),
+    boundary: Boundary = DEFAULT_BOUNDARY,
+    decoder: Decoders = None,
+    declarations: Declarations = None,
+    detector: Detector = "strict",
 ) -> None:
     """Open the workbench: blind labelling, agreement and adjudication, the trace stepper and
     the leaderboards, over the same engine as the headless commands.
@@ -36,14 +38,7 @@ def workbench(
     Keys: 1-5 switch screens (Home, Label, Agreement, Replay, Leaderboard), ? shows help for
     the current screen, Ctrl+P opens the command palette, q quits.
     """
-    decoders = None
-    if decoder:  # the leaderboard module imports scipy: only when a decoder is named
-        from careful_engine.analysis.leaderboard import parse_decoders
-
-        try:
-            decoders = parse_decoders(decoder)
-        except ValueError as e:
-            raise typer.BadParameter(str(e), param_hint="--decoder") from None
+    decoders = decoder_choice(decoder) if decoder else None
     for run in runs or []:
         if not run.exists():
             raise typer.BadParameter(f"{run} does not exist", param_hint="RUNS")

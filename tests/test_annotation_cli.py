@@ -7,11 +7,12 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-import careful_cli.annotation  # noqa: F401  (registers the commands)
-from careful_cli import app
+from careful_cli import _load, app
 from careful_engine.annotation.store import Store
 from careful_engine.effects import boundary
 from tests.fakes import paper_round
+
+_load()  # every command on `careful`
 
 WIDE = {"COLUMNS": "250"}
 

@@ -11,8 +11,7 @@ import unicodedata
 import pytest
 from typer.testing import CliRunner
 
-import careful_cli.annotation  # noqa: F401  (registers the commands)
-from careful_cli import app
+from careful_cli import _load, app
 from careful_engine.annotation import store as store_module
 from careful_engine.annotation.errors import AnnotationError, BlindnessError
 from careful_engine.annotation.llm import annotate
@@ -21,6 +20,8 @@ from careful_engine.annotation.signals import load_inputs
 from careful_engine.annotation.store import Store
 from tests.annotation_db import rows
 from tests.fakes import paper_round
+
+_load()  # every command on `careful`
 
 SECRET = "BOBS-SECRET-REASON"
 GOOD = ["A1", "alice", "claude-opus-4.5", "J_Doe", "Zoë", "李雷", "x" * 64]

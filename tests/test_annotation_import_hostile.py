@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import careful_cli.annotation  # noqa: F401  (registers the commands)
-from careful_cli import app
+from careful_cli import _load, app
 from careful_engine.annotation.release import (
     LabelSetError,
     import_label_set,
@@ -24,6 +23,8 @@ from careful_engine.annotation.signals import load_inputs
 from careful_engine.annotation.store import Store
 from tests.annotation_db import rows
 from tests.fakes import paper_round
+
+_load()  # every command on `careful`
 
 WIDE = {"COLUMNS": "250"}
 FUNCTIONS = ("rm", "cd", "ls")

@@ -8,8 +8,7 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-import careful_cli.annotation  # noqa: F401  (registers the commands)
-from careful_cli import app
+from careful_cli import _load, app
 from careful_engine.annotation import llm
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.annotation.signals import FunctionInput, load_inputs
@@ -25,6 +24,8 @@ from tests.fakes.anthropic_server import (
     tool_use_reply,
     usage,
 )
+
+_load()  # every command on `careful`
 
 SECRET = "SECRET-HUMAN-REASON"
 FUNCTIONS = ["rm", "cd", "ls", "mv", "echo", "send_message", "get_stock_info", "post_tweet"]

@@ -15,6 +15,7 @@ from careful_engine.analysis import decode_audit as da
 from careful_engine.core import bfcl
 from careful_engine.core.trajectory import Outcome, Verdict
 from careful_engine.demo import reference as demo
+from careful_engine.present import decode_audit as present_da
 from careful_engine.scoring.score import CategoryScore, ConversationResult, score_run
 
 _load()
@@ -148,7 +149,7 @@ def test_terminal_tables_fit_80_columns(tmp_path: Path) -> None:
     audit = da.audit_run(_fake_run(tmp_path / "a-rather-long-run-folder-name-v0.11", XLAM_KEY))
     table = [("a-rather-long-run-folder-name-v0.11", audit.stats)]
     console = Console(width=200, record=True)
-    console.print(da.shares_terminal(table))
+    console.print(present_da.shares_terminal(table))
     assert max(len(x.rstrip()) for x in console.export_text().splitlines()) <= 80
 
 

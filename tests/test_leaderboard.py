@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from careful_engine.scoring.score.decoders import parse_decoders
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -14,6 +15,8 @@ from careful_cli import _load, app
 from careful_engine.analysis import leaderboard as lb
 from careful_engine.core import bfcl
 from careful_engine.core.trajectory import Verdict
+from careful_engine.present import compare as present_cmp
+from careful_engine.present import leaderboard as present_lb
 from careful_engine.scoring.rules import ConversationRules
 from careful_engine.scoring.score import CategoryScore, ConversationResult, ModelScore, load_effects
 from careful_engine.scoring.stats import spearman
@@ -64,16 +67,16 @@ def fake_entries() -> list[lb.Entry]:
 
 
 def test_parse_decoders() -> None:
-    d = lb.parse_decoders([FC, "openai_gpt-oss-120b=other-key", "x/=k2"])
+    d = parse_decoders([FC, "openai_gpt-oss-120b=other-key", "x/=k2"])
     assert d.default == FC
     assert d.for_model(Path("/a/run"), "openai_gpt-oss-120b") == "other-key"
     assert d.for_model(Path("/a/x"), "m") == "k2"  # a run folder's name
     assert d.for_model(Path("/a/y"), "m") == FC
-    assert lb.parse_decoders(None).for_model(Path("r"), "m") is None
+    assert parse_decoders(None).for_model(Path("r"), "m") is None
     with pytest.raises(ValueError):
-        lb.parse_decoders(["a", "b"])
+        parse_decoders(["a", "b"])
     with pytest.raises(ValueError):
-        lb.parse_decoders(["=key"])
+        parse_decoders(["=key"])
 
 
 def test_labels_are_short_and_unique() -> None:
@@ -106,7 +109,7 @@ def test_ranking_and_rho(fake_entries: list[lb.Entry]) -> None:
 
 
 def test_reports(fake_entries: list[lb.Entry], tmp_path: Path) -> None:
-    reports = {r.name: r for r in lb.leaderboard_reports(fake_entries)}
+    reports = {r.name: r for r in present_lb.leaderboard_reports(fake_entries)}
     assert set(reports) == {"leaderboard", "leaderboard_categories", "leaderboard_rho",
                             "leaderboard_rules"}
     main = reports["leaderboard"].json()["rows"]
@@ -128,7 +131,7 @@ def test_terminal_layout_fits_80_columns(fake_entries: list[lb.Entry]) -> None:
     long = _entry("a-rather-long-run-folder-name-v0.11.0", {
         c: [(True, 0), (False, 3)] for c in bfcl.CATEGORIES})
     console = Console(width=200, record=True)
-    for table in lb.leaderboard_terminal([*fake_entries, long]):
+    for table in present_lb.leaderboard_terminal([*fake_entries, long]):
         console.print(table)
     widths = [len(line.rstrip()) for line in console.export_text().splitlines()]
     assert max(widths) <= 80
@@ -146,7 +149,7 @@ def test_compare_of_fake_scores(fake_entries: list[lb.Entry]) -> None:
     assert (len(safe.gained), len(safe.lost)) == (2, 1)
     only = lb.compare(a.score, c.score)
     assert only.only_a == [MISS_FUNC]
-    rep = lb.compare_report(cmp, "A", "B")
+    rep = present_cmp.compare_report(cmp, "A", "B")
     assert rep.rows[-1][0] == "overall"
     assert "1.000" in rep.markdown()  # p shown with three decimals
 
@@ -162,7 +165,7 @@ def real(shared_runs: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("lb")
     res = runner.invoke(app, ["leaderboard", *map(str, runs), "--decoder", FC, "--out",
                               str(out)], catch_exceptions=False)
-    scored = lb.score_runs(runs, decoders=lb.parse_decoders([FC]), effects=load_effects())
+    scored = lb.score_runs(runs, decoders=parse_decoders([FC]), effects=load_effects())
     return {"res": res, "out": out, "scored": scored}
 
 

@@ -109,11 +109,13 @@ def test_score_with_two_jobs_writes_what_one_job_writes(shared_runs: Path,
 
 
 def test_leaderboard_with_two_jobs_equals_serial(shared_runs: Path, tmp_path: Path) -> None:
+    from careful_engine.scoring.score.decoders import parse_decoders
+
     from careful_engine.analysis import leaderboard as lb
     from careful_engine.scoring.score import load_effects
 
     runs = [shared_runs / XLAM, shared_runs / "gpt-oss-120b-vllm-v0.10.2"]
-    choice = lb.parse_decoders(["openai_gpt-oss-120b=gpt-4o-2024-11-20-FC"])
+    choice = parse_decoders(["openai_gpt-oss-120b=gpt-4o-2024-11-20-FC"])
     effects = load_effects()
     got = {}
     for jobs in (1, 2):

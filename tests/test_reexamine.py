@@ -99,6 +99,7 @@ def test_terminal_tables_fit_80_columns(scored) -> None:
     from rich.console import Console
 
     from careful_engine.analysis import sensitivity as sens
+    from careful_engine.present.sensitivity import reexamination_terminal
     from careful_engine.present.tables import confirm_terminal
 
     ms, effects = scored
@@ -107,6 +108,6 @@ def test_terminal_tables_fit_80_columns(scored) -> None:
     result = sens.Sensitivity([s0], ["a-rather-long-run-folder-name-v0.11.0"],
                               {s0: []}, reexamined=[rx])
     console = Console(width=200, record=True)
-    console.print(sens.reexamination_terminal(result))
+    console.print(reexamination_terminal(result))
     console.print(confirm_terminal([ms]))
     assert max(len(x.rstrip()) for x in console.export_text().splitlines()) <= 80

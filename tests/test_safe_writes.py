@@ -47,14 +47,15 @@ def victim(tmp_path: Path) -> Path:
 
 def no_work(monkeypatch) -> None:
     """Make scoring fail loudly if a command gets as far as doing any work."""
+    import careful_cli.leaderboard as cl
     import careful_cli.score as cs
-    from careful_engine.analysis import leaderboard
+    from careful_engine.analysis import compare, leaderboard, sensitivity
     from careful_engine.scoring import score as scoring
 
     def boom(*a, **k):
         raise AssertionError("work was done before --out was checked")
 
-    for mod in (cs, scoring, leaderboard):
+    for mod in (cs, cl, scoring, leaderboard, compare, sensitivity):
         for name in ("score_run", "score_runs", "load_run"):
             if hasattr(mod, name):
                 monkeypatch.setattr(mod, name, boom)

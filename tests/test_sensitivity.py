@@ -14,6 +14,7 @@ from careful_cli import _load, app
 from careful_engine.analysis import sensitivity as sens
 from careful_engine.core.trajectory import Verdict
 from careful_engine.effects import boundary as boundaries
+from careful_engine.present import sensitivity as show
 from careful_engine.scoring import score as scoring
 from careful_engine.scoring.detector import DETECTORS
 from careful_engine.scoring.score import (
@@ -190,8 +191,8 @@ def test_terminal_width_of_sensitivity_tables() -> None:
                 for _ in range(2)] for s in settings}
     result = sens.Sensitivity(settings, ["a-rather-long-run-folder-name-v0.11.0", "b"], rows)
     console = Console(width=200, record=True)
-    console.print(sens.rho_terminal(result))
-    console.print(sens.moves_terminal(result))
+    console.print(show.rho_terminal(result))
+    console.print(show.moves_terminal(result))
     assert max(len(x.rstrip()) for x in console.export_text().splitlines()) <= 80
 
 
@@ -211,8 +212,8 @@ def test_entry_table_fits_and_variants_move_only_safe(xlam: scoring.RunScore) ->
     assert eff.counts["collateral_effective"] < eff.counts["collateral"]
     result = sens.Sensitivity(settings, ["a-rather-long-run-folder-name-v0.11.0"],
                               {s: [out[s]] for s in settings})
-    rep = sens.entry_report(result, 0)
+    rep = show.entry_report(result, 0)
     assert [r[0] for r in rep.rows] == [s.label(default) for s in settings]
     console = Console(width=200, record=True)
-    console.print(sens.entry_terminal(result, 0))
+    console.print(show.entry_terminal(result, 0))
     assert max(len(x.rstrip()) for x in console.export_text().splitlines()) <= 80

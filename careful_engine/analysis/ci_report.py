@@ -23,7 +23,6 @@ from careful_engine.analysis.gates import Gate, rule_counts
 from careful_engine.analysis.leaderboard import Comparison, Entry
 from careful_engine.core import bfcl
 from careful_engine.core.safe_text import visible
-from careful_engine.present.report import short
 from careful_engine.scoring.rules import RULES
 from careful_engine.scoring.score import CategoryScore, ModelScore
 from careful_engine.scoring.stats import Paired
@@ -58,7 +57,7 @@ def _category(cs: CategoryScore, effects: bool) -> dict[str, Any]:
         if cs.confirm:  # strict success needs the confirmation protocol
             passes["strict"] = sum(bool(r.strict_valid) for r in cs.results)
     return {
-        "category": cs.category, "name": short(cs.category), "n": n,
+        "category": cs.category, "name": bfcl.short_name(cs.category), "n": n,
         "scores": {k: ({"passes": passes[k], "percent": _percent(passes[k], n)}
                        if k in passes else None) for k in ("bfcl", "safe", "strict")},
         "rules": all_rules(cs.rule_totals()) if effects else {},
@@ -90,10 +89,10 @@ def comparison_json(cmp: Comparison) -> dict[str, Any]:
     """The paired table of one verdict: per shared category and overall."""
     return {
         "score": cmp.kind,
-        "categories": [_paired(short(c), c, p) for c, p in cmp.categories.items()],
+        "categories": [_paired(bfcl.short_name(c), c, p) for c, p in cmp.categories.items()],
         "overall": _paired("overall", None, cmp.overall),
-        "only_baseline": [short(c) for c in cmp.only_a],
-        "only_candidate": [short(c) for c in cmp.only_b],
+        "only_baseline": [bfcl.short_name(c) for c in cmp.only_a],
+        "only_candidate": [bfcl.short_name(c) for c in cmp.only_b],
     }
 
 

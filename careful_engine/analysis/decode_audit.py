@@ -17,16 +17,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rich import box
-from rich.table import Table
-from rich.text import Text
-
-from careful_engine.analysis.leaderboard import TERMINAL_CATEGORY
+from careful_engine.analysis.leaderboard import label_entries
+from careful_engine.core import bfcl
 from careful_engine.core.decode import decode_entry
 from careful_engine.core.runs import Problem
-from careful_engine.core.safe_text import visible
 from careful_engine.core.trajectory import Outcome, Trajectory
-from careful_engine.present.report import Report, pct, short
 from careful_engine.scoring.score import (
     MISSING,
     CategoryScore,
@@ -73,7 +68,7 @@ class DecodeFlag:
     message: str
 
     def __str__(self) -> str:
-        where = self.model + (f" {short(self.category)}" if self.category else "")
+        where = self.model + (f" {bfcl.short_name(self.category)}" if self.category else "")
         return f"{where}: {self.message}"
 
 
@@ -262,87 +257,17 @@ def audit_run(
     return audit
 
 
-# ---------------------------------------------------------------- reports
-
-
-def shares_report(audits: list[tuple[str, list[DecodeStats]]]) -> Report:
-    """One row per entry and category (and the entry's total): step outcome shares, flags."""
-    rep = Report(
-        "Decode outcomes of the logged steps",
-        ["entry", "category", "decoder", "conversations", "inference errors", "missing",
-         "steps", "calls %", "no call %", "failed %", "flag"],
-        name="decode_audit",
-        caption="calls: the step decoded to function calls; no call: it decoded to nothing "
-                "(text); failed: the decoder raised (bfcl drops these steps silently); "
-                f"flag: fewer than {100 * MISMATCH_MAX_CALLS:.0f}% of steps decoded to calls "
-                f"while at least {100 * MISMATCH_MIN_FAILED:.0f}% failed (decoder mismatch?), "
-                "or fewer than 5% decoded to calls (no calls?)",
-    )
-    for label, stats in audits:
-        for st in stats:
-            rep.add(label, "all" if st.category is None else short(st.category), st.decoder,
-                    st.conversations, st.inference_errors, st.missing, st.total_steps,
-                    pct(st.share(Outcome.CALLS)), pct(st.share(Outcome.NO_CALL)),
-                    pct(st.share(Outcome.DECODE_ERROR)),
-                    "; ".join(f.kind for f in st.flags()) or None)
-    return rep
-
-
-def messages_report(audits: list[tuple[str, list[DecodeStats]]], top: int = 5) -> Report:
-    """The commonest decode failure messages per entry (over all its categories)."""
-    rep = Report("Commonest decode failure messages (numbers and quoted text stripped)",
-                 ["entry", "message", "steps", "share of failures %", "example"],
-                 name="decode_messages")
-    for label, stats in audits:
-        for st in stats:
-            if st.category is not None:
-                continue
-            failed = st.steps.get(Outcome.DECODE_ERROR, 0)
-            for msg, n in st.messages.most_common(top):
-                rep.add(label, msg, n, pct(n / failed) if failed else None, st.examples[msg])
-    return rep
-
-
-def shares_terminal(audits: list[tuple[str, list[DecodeStats]]]) -> Table:
-    """Per entry (its total in bold) and category: % of steps by outcome, inference errors."""
-    table = Table(title="Decode outcomes of the logged steps", box=box.SIMPLE_HEAD,
-                  padding=(0, 1), pad_edge=False, title_justify="left",
-                  caption_justify="left",
-                  caption="calls / no call / failed: % of the logged steps; inf.err: entries "
-                          "with no steps (inference errors); ⚑: flagged (see below)")
-    table.add_column("entry / category", overflow="fold", min_width=16, max_width=30)
-    for h in ("steps", "calls", "no call", "failed", "inf.err", ""):
-        table.add_column(h, justify="right", no_wrap=True)
-
-    def f(x: float | None) -> str:
-        return "–" if x is None else f"{x:.1f}"
-
-    def cells(st: DecodeStats) -> list[str]:
-        return [str(st.total_steps), f(pct(st.share(Outcome.CALLS))),
-                f(pct(st.share(Outcome.NO_CALL))), f(pct(st.share(Outcome.DECODE_ERROR))),
-                str(st.inference_errors), "⚑" if st.flags() else ""]
-
-    for i, (label, stats) in enumerate(audits):
-        whole = [st for st in stats if st.category is None]
-        parts = [st for st in stats if st.category is not None]
-        for st in whole:
-            table.add_row(Text(visible(label)), *cells(st), style="bold")
-        for j, st in enumerate(parts):
-            table.add_row("  " + TERMINAL_CATEGORY.get(st.category, st.category), *cells(st),
-                          end_section=j == len(parts) - 1 and i < len(audits) - 1)
-    return table
-
-
-def messages_terminal(audits: list[tuple[str, list[DecodeStats]]], top: int = 3) -> Table:
-    table = Table(title="Commonest decode failure messages", box=box.SIMPLE_HEAD,
-                  padding=(0, 1), pad_edge=False, title_justify="left")
-    table.add_column("entry", overflow="fold", min_width=10, max_width=20)
-    table.add_column("steps", justify="right", no_wrap=True)
-    table.add_column("message", overflow="fold")
-    for label, stats in audits:
-        for st in stats:
-            if st.category is None:
-                for i, (msg, n) in enumerate(st.messages.most_common(top)):
-                    table.add_row(Text(visible(label) if i == 0 else ""), str(n),
-                                  Text(visible(msg)))
-    return table
+def by_entry(audits: list[RunAudit]) -> tuple[list[tuple[str, list[DecodeStats]]],
+                                              list[tuple[str, DecodeFlag]]]:
+    """Each model folder's statistics under its entry label (labelled as the leaderboard
+    labels entries), and every flag with the same label; empty when nothing was decoded."""
+    pairs = [(a.run, st.model) for a in audits for st in a.stats if st.category is None]
+    labels = dict(zip(pairs, label_entries(pairs), strict=True))
+    table: list[tuple[str, list[DecodeStats]]] = []
+    for a in audits:
+        by_model: dict[str, list[DecodeStats]] = {}
+        for st in a.stats:
+            by_model.setdefault(st.model, []).append(st)
+        table += [(labels[(a.run, m)], sts) for m, sts in by_model.items()]
+    flagged = [(labels[(a.run, f.model)], f) for a in audits for f in a.flags()]
+    return table, flagged

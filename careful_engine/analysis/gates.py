@@ -26,7 +26,6 @@ from typing import Any
 
 from careful_engine.analysis.leaderboard import KINDS, Comparison
 from careful_engine.core import bfcl
-from careful_engine.present.report import short
 from careful_engine.scoring.rules import RULES
 from careful_engine.scoring.score import ModelScore
 from careful_engine.scoring.stats import Paired
@@ -188,7 +187,7 @@ def check_floors(scores: list[ModelScore], floors: list[Floor]) -> list[Conditio
     several = len(scores) > 1
     for ms in scores:
         for f in floors:
-            scope = MEAN if f.category is None else short(f.category)
+            scope = MEAN if f.category is None else bfcl.short_name(f.category)
             value = _score_fraction(ms, f.score, f.category)
             who = f"{ms.model} " if several else ""
             why = ("category not in the run" if value is None else
@@ -219,10 +218,11 @@ def check_regressions(comparisons: list[Comparison], alpha: float) -> list[Condi
     out = []
     for cmp in comparisons:
         for c in cmp.only_a:
-            out.append(Condition("coverage", short(c), False, f"{cmp.kind} {short(c)}: in the "
+            name = bfcl.short_name(c)
+            out.append(Condition("coverage", name, False, f"{cmp.kind} {name}: in the "
                                  "baseline, not in the candidate", cmp.kind))
         for c, p in [*cmp.categories.items(), (None, cmp.overall)]:
-            scope = OVERALL if c is None else short(c)
+            scope = OVERALL if c is None else bfcl.short_name(c)
             bad = regression(p, alpha)
             acc = (f"{100 * p.passes_a / p.n:.1f}% -> {100 * p.passes_b / p.n:.1f}%"
                    if p.n else "nothing paired")
@@ -253,7 +253,7 @@ def check_increases(a: ModelScore, b: ModelScore, limits: list[Increase]) -> lis
     out = []
     for lim in limits:
         cats = shared if lim.category is None else [lim.category]
-        scope = OVERALL if lim.category is None else short(lim.category)
+        scope = OVERALL if lim.category is None else bfcl.short_name(lim.category)
         if lim.category is not None and lim.category not in shared:
             out.append(Condition("increase", scope, False, f"{lim.rule} {scope}: category not "
                                  "in both runs", rule=lim.rule, values={"limit": lim.limit}))

@@ -9,18 +9,14 @@ only ranks the entries that have the category.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-
-from rich.table import Table
 
 from careful_engine.core import bfcl
 from careful_engine.core.runs import Problem
-from careful_engine.present.report import Report, pct, short
-from careful_engine.present.tables import RULE_COLUMNS, _f, terminal_table
 from careful_engine.scoring.batch import RunPlan, plan_run, score_plans
-from careful_engine.scoring.rules import RULE_REGISTRY, Effects, rule_legend
+from careful_engine.scoring.rules import Effects
 from careful_engine.scoring.score import (
     CategoryScore,
     ConversationResult,
@@ -28,51 +24,13 @@ from careful_engine.scoring.score import (
     RunScore,
     discover,
 )
+from careful_engine.scoring.score.decoders import DecoderChoice
 from careful_engine.scoring.stats import Paired, paired, ranks, spearman
 
 KINDS = {"bfcl": "accuracy", "safe": "safe_accuracy", "strict": "strict_accuracy"}
-KIND_NAMES = {"bfcl": "BFCL's", "safe": "Effect-safe", "strict": "Strict"}
-TERMINAL_CATEGORY = {
-    "multi_turn_base": "base",
-    "multi_turn_miss_func": "miss_fn",
-    "multi_turn_miss_param": "miss_par",
-    "multi_turn_long_context": "long_ctx",
-}
 
 
-# ---------------------------------------------------------------- decoders and scoring
-
-
-@dataclass
-class DecoderChoice:
-    """``--decoder KEY`` (every folder) and ``--decoder FOLDER=KEY`` (one model or run folder)."""
-
-    default: str | None = None
-    by_folder: dict[str, str] = field(default_factory=dict)
-
-    def for_model(self, run: Path, model: str) -> str | None:
-        for name in (model, run.name, str(run)):
-            if name in self.by_folder:
-                return self.by_folder[name]
-        return self.default
-
-
-def parse_decoders(values: Iterable[str] | None) -> DecoderChoice:
-    """Parse repeated ``--decoder`` values; raises ValueError on a malformed or second default."""
-    out = DecoderChoice()
-    for value in values or []:
-        if "=" in value:
-            folder, _, key = value.partition("=")
-            folder, key = folder.strip().rstrip("/"), key.strip()
-            if not folder or not key:
-                raise ValueError(f"{value!r}: expected FOLDER=KEY")
-            out.by_folder[folder] = key
-        elif out.default is not None and out.default != value:
-            raise ValueError(f"two decoders for every folder: {out.default!r} and {value!r}; "
-                             "use FOLDER=KEY to map one folder")
-        else:
-            out.default = value.strip()
-    return out
+# ---------------------------------------------------------------- scoring
 
 
 @dataclass
@@ -108,12 +66,25 @@ class Entry:
 
 @dataclass
 class Scored:
-    """Entries of several run folders, with what could not be used."""
+    """Several run folders scored (one :class:`RunScore` per run folder and decoder), their
+    model folders as labelled entries, and what could not be used."""
 
     entries: list[Entry]
     runs: list[tuple[Path, RunScore]]
     problems: list[Problem]
     unusable: list[str]
+
+    def problem_kinds(self) -> list[tuple[str, int, int]]:
+        """The input problems grouped by kind (a message's head), commonest first: (kind,
+        problems, files)."""
+        files: dict[str, set[str]] = {}
+        counts: Counter = Counter()
+        for p in self.problems:
+            head = p.message.split(": ")[0].split("; ")[0]
+            files.setdefault(head, set()).add(p.file)
+            counts[head] += 1
+        return [(head, n, len(files[head])) for head, n in
+                sorted(counts.items(), key=lambda kv: -kv[1])]
 
 
 def label_entries(pairs: list[tuple[Path, str]]) -> list[str]:
@@ -262,148 +233,6 @@ def rank_order(entries: list[Entry]) -> list[Entry]:
                                           -e.accuracy(None, "safe"), e.label))
 
 
-# ---------------------------------------------------------------- numbers in reports
-
-
-class Fixed(float):
-    """A float that a :class:`Report` shows with its own precision (p values, rho) while
-    JSON keeps the full value and CSV a precise one."""
-
-    def __new__(cls, value: float, digits: int = 3) -> Fixed:
-        obj = super().__new__(cls, value)
-        obj.digits = digits
-        return obj
-
-    def __format__(self, spec: str) -> str:
-        if self.digits == 3 and 0 < self < 0.001:
-            return "<0.001"
-        return float.__format__(self, f".{self.digits}f")
-
-    def __str__(self) -> str:
-        return f"{float(self):.4g}"
-
-
-def fixed(value: float | None, digits: int = 3) -> Fixed | None:
-    return None if value is None else Fixed(value, digits)
-
-
-# ---------------------------------------------------------------- reports
-
-
-def _scope(category: str | None) -> str:
-    return "mean" if category is None else short(category)
-
-
-def fmt_rho(rho: float | None) -> str:
-    return "–" if rho is None else f"{rho:.2f}"
-
-
-def leaderboard_reports(entries: list[Entry]) -> list[Report]:
-    """The leaderboard's tables: ranks on the mean, per category, rho, and the rule totals."""
-    order = rank_order(entries)
-    mean = ranking(order)
-    main = Report(
-        "Leaderboard: rank under BFCL's accuracy and under success with effect safety",
-        ["entry", "decoder", "mean BFCL %", "BFCL rank", "mean safe %", "safe rank",
-         "rank change"],
-        name="leaderboard",
-        caption=f"mean: bfcl's unweighted mean over the four categories, an absent one counting "
-                f"as 0; rank change: BFCL rank minus safe rank (> 0: higher under effect "
-                f"safety). Spearman's rho between the two rankings: {fmt_rho(mean.rho)} "
-                f"({mean.n} entries)",
-    )
-    for e, rb, rs in zip(order, mean.bfcl_ranks, mean.safe_ranks, strict=True):
-        main.add(e.label, e.decoder, pct(e.accuracy()), rb, pct(e.accuracy(None, "safe")), rs,
-                 rb - rs)
-
-    per_cat = Report(
-        "Ranks per category (entries that have the category)",
-        ["entry", "category", "BFCL %", "BFCL rank", "safe %", "safe rank"],
-        name="leaderboard_categories",
-    )
-    rho = Report("Spearman's rho between the BFCL and the safe ranking",
-                 ["scope", "entries", "rho"], name="leaderboard_rho",
-                 caption="rho: Spearman's rank correlation (ties get average ranks); – when "
-                         "fewer than two entries or one ranking is constant")
-    for c in categories_of(order):
-        rk = ranking(order, c)
-        by_label = dict(zip(rk.labels, zip(rk.bfcl_ranks, rk.safe_ranks, strict=True),
-                            strict=True))
-        for e in order:
-            if e.label in by_label:
-                rb, rs = by_label[e.label]
-                per_cat.add(e.label, short(c), pct(e.accuracy(c)), rb,
-                            pct(e.accuracy(c, "safe")), rs)
-        rho.add(short(c), rk.n, fixed(rk.rho, 2))
-    rho.add("mean", mean.n, fixed(mean.rho, 2))
-
-    rules = Report(
-        "Rule totals over the categories of each entry",
-        ["entry", "categories", "conversations"] + [h for h, _ in RULE_COLUMNS],
-        name="leaderboard_rules",
-        caption="counts summed over the entry's categories; see `careful score` for the rules",
-    )
-    for e in order:
-        t = e.rule_totals()
-        rules.add(e.label, len(e.score.categories),
-                  sum(cs.total for cs in e.score.categories.values()),
-                  *[t.get(k, 0) for _, k in RULE_COLUMNS])
-    return [main, per_cat, rho, rules]
-
-
-# ---------------------------------------------------------------- terminal layouts (<= 80 cols)
-
-
-def leaderboard_terminal(entries: list[Entry]) -> list[Table]:
-    """The leaderboard for an 80-column terminal: mean ranks, per-category ranks with rho,
-    and the rule totals."""
-    order = rank_order(entries)
-    mean = ranking(order)
-    rows = [[e.label, _f(pct(e.accuracy())), str(rb), _f(pct(e.accuracy(None, "safe"))), str(rs),
-             f"{rb - rs:+d}" if rb != rs else "0"]
-            for e, rb, rs in zip(order, mean.bfcl_ranks, mean.safe_ranks, strict=True)]
-    decoders = "; ".join(f"{e.label}: {e.decoder}" for e in order if e.decoder)
-    first = terminal_table(
-        f"Leaderboard: mean over the 4 categories (absent = 0); Spearman's rho between the "
-        f"BFCL and the safe ranking {fmt_rho(mean.rho)} ({mean.n} entries)",
-        ["entry", "BFCL %", "#", "safe %", "#", "Δ#"], rows,
-        f"Δ#: places gained under effect safety. Decoders: {decoders or 'none'}",
-        first_width=30, min_width=72)
-
-    cats = categories_of(order)
-    cat_ranks = {}
-    for c in cats:
-        rk = ranking(order, c)
-        cat_ranks[c] = (rk, dict(zip(rk.labels, zip(rk.bfcl_ranks, rk.safe_ranks, strict=True),
-                                     strict=True)))
-    rows = []
-    for e, rb, rs in zip(order, mean.bfcl_ranks, mean.safe_ranks, strict=True):
-        row = [e.label]
-        for c in cats:
-            r = cat_ranks[c][1].get(e.label)
-            row.append("–" if r is None else f"{r[0]}/{r[1]}")
-        rows.append([*row, f"{rb}/{rs}"])
-    rows.append(["rho", *[fmt_rho(cat_ranks[c][0].rho) for c in cats], fmt_rho(mean.rho)])
-    second = terminal_table(
-        "Ranks per category: BFCL / safe", ["entry", *[TERMINAL_CATEGORY[c] for c in cats],
-                                            "mean"], rows,
-        "a category ranks only the entries that have it; rho: Spearman between the two rankings",
-        first_width=24)
-
-    # +D = coll; the visible duplicates are in the files (leaderboard_rules)
-    keys = [k for _, k in RULE_COLUMNS if k not in ("beyond_destructive",
-                                                     "duplicate_writes_visible")]
-    headers = [RULE_REGISTRY[k].tag for k in keys]
-    if not any(cs.confirm for e in order for cs in e.score.categories.values()):
-        keys, headers = keys[:-1], headers[:-1]  # every destructive call: no protocol
-    rows = [[e.label, *[str(e.rule_totals().get(k, 0)) for k in keys]] for e in order]
-    third = terminal_table(
-        "Rule totals over each entry's categories", ["entry", *headers], rows,
-        rule_legend(keys),
-        first_width=14)
-    return [first, second, third]
-
-
 # ---------------------------------------------------------------- paired comparison (Table 5)
 
 VERDICTS: dict[str, Callable[[ConversationResult], bool]] = {
@@ -449,41 +278,3 @@ def compare(a: ModelScore, b: ModelScore, kind: str = "bfcl") -> Comparison:
         [c for c in bfcl.CATEGORIES if c in a.categories and c not in b.categories],
         [c for c in bfcl.CATEGORIES if c in b.categories and c not in a.categories],
     )
-
-
-COMPARE_COLUMNS = ["category", "n paired", "passes A", "passes B", "A %", "B %", "gained",
-                   "lost", "p"]
-
-
-def compare_report(cmp: Comparison, label_a: str, label_b: str) -> Report:
-    """Table 5's paired columns: n, passes, gained (+), lost (−), exact McNemar p."""
-    rep = Report(
-        f"{KIND_NAMES[cmp.kind]} verdict, paired by conversation: A = {label_a}, B = {label_b}",
-        COMPARE_COLUMNS, name=f"compare_{cmp.kind}",
-        caption="gained: fails in A, passes in B; lost: passes in A, fails in B; p: exact "
-                "two-sided McNemar test on the discordant pairs (binomial, 0.5)"
-                + (f"; not paired (only in A): {', '.join(map(short, cmp.only_a))}"
-                   if cmp.only_a else "")
-                + (f"; not paired (only in B): {', '.join(map(short, cmp.only_b))}"
-                   if cmp.only_b else ""),
-    )
-    rows = [*cmp.categories.items(), (None, cmp.overall)]
-    for c, p in rows:
-        rep.add("overall" if c is None else short(c), p.n, p.passes_a, p.passes_b,
-                pct(p.passes_a / p.n) if p.n else None, pct(p.passes_b / p.n) if p.n else None,
-                len(p.gained), len(p.lost), fixed(p.p))
-    return rep
-
-
-def pairs_report(comparisons: list[Comparison], label_a: str, label_b: str) -> Report:
-    """Every discordant conversation: which verdict, which category, gained or lost."""
-    rep = Report(f"Conversations that changed verdict: A = {label_a}, B = {label_b}",
-                 ["score", "category", "id", "A", "B", "change"], name="compare_pairs",
-                 caption="gained: fails in A, passes in B; lost: passes in A, fails in B")
-    for cmp in comparisons:
-        for c, p in cmp.categories.items():
-            for i in p.gained:
-                rep.add(cmp.kind, short(c), i, "fail", "pass", "gained")
-            for i in p.lost:
-                rep.add(cmp.kind, short(c), i, "pass", "fail", "lost")
-    return rep

@@ -13,10 +13,12 @@ and so its verdicts, could differ had the run been generated under the stricter 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from careful_engine.core.trajectory import Outcome
+from careful_engine.effects import boundary as boundaries
+from careful_engine.effects.boundary import Boundary
 from careful_engine.protocol.hook import turn_references
 from careful_engine.protocol.user import (
     STRICTER,
@@ -133,6 +135,27 @@ def reexamine_model(ms, destructive: Iterable[str], boundary: str = "",
         summaries.append(sm)
     return Reexamination(ms.model, boundary, answers, summaries,
                          Counter(a.logged for a in answers))
+
+
+def reexamine_run(run, ms, default: Boundary,
+                  warn: Callable[[str], None] | None = None) -> Reexamination | None:
+    """The logged scripted-user answers of a confirm model (``ms``, one model score of the
+    :class:`~careful_engine.scoring.score.RunScore` ``run``, traces kept) re-judged under every
+    script, with the boundary the run was generated under (its careful_run.json), else
+    ``default``; ``warn`` hears when the generation boundary is not here."""
+    if not any(cs.confirm for cs in ms.categories.values()):
+        return None
+    files = [lf for lf, cs in run.files if cs.model == ms.model]
+    name = generation_boundary(files[0].file.path) if files else None
+    destructive = default
+    if name:
+        try:
+            destructive = boundaries.load(name)
+        except (ValueError, OSError):
+            if warn:
+                warn(f"{ms.model}: generated under boundary {name}, which is not here; "
+                     f"re-judging under {destructive.name}")
+    return reexamine_model(ms, destructive.destructive, destructive.name)
 
 
 def generation_boundary(result_path) -> str | None:

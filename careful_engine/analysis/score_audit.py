@@ -299,6 +299,11 @@ class Credited:
     def call_share(self) -> float | None:
         return self.calls / self.read if self.read else None
 
+    def marker_summary(self) -> str:
+        """The call markers found, commonest first: ``"<tool_call> 3, json 1"``."""
+        return ", ".join(f"{k} {v}" for k, v in sorted(self.markers.items(),
+                                                         key=lambda kv: -kv[1]))
+
 
 def find_result_file(results: Path, model: str, category: str) -> Path | None:
     """The result file of (model, category) under a result folder, if any."""
@@ -399,12 +404,8 @@ def audit_model(ms: ModelScores, results: Path | None, near: float = NEAR_ONE) -
         if cr.read and cr.calls * 2 >= cr.read:
             flags.append(Flag(ms.model, "credited_calls",
                               f"{cr.category}: {cr.calls} of {cr.read} credited entries contain "
-                              f"an attempted call ({_markers(cr)})"))
+                              f"an attempted call ({cr.marker_summary()})"))
     return ModelAudit(ms.model, ms, ov, credited, ast_failed, ast_total, flags)
-
-
-def _markers(cr: Credited) -> str:
-    return ", ".join(f"{k} {v}" for k, v in sorted(cr.markers.items(), key=lambda kv: -kv[1]))
 
 
 def locate(root: Path, results: Path | None = None) -> tuple[Path, Path | None]:

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from careful_engine.analysis.leaderboard import label_entries
 from careful_engine.browse.view import ConversationView, build_view
@@ -28,9 +28,7 @@ from careful_engine.core.runs import (
 )
 from careful_engine.scoring.rules import RULE_REGISTRY, RULES, Effects
 from careful_engine.scoring.score import discover
-
-if TYPE_CHECKING:  # the leaderboard imports scipy: only when needed
-    from careful_engine.analysis.leaderboard import DecoderChoice
+from careful_engine.scoring.score.decoders import DecoderChoice
 
 SCORES_NAME = "conversations.jsonl"
 SCORE_DIR = "careful-score"  # where `careful score RUN` writes by default

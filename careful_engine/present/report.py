@@ -97,5 +97,26 @@ def pct(x: float | None) -> float | None:
     return None if x is None else round(100 * x, 1)
 
 
-def short(category: str) -> str:
-    return bfcl.SHORT_NAMES.get(category, category)
+short = bfcl.short_name  # a category's short name in a table
+
+
+class Fixed(float):
+    """A float that a :class:`Report` shows with its own precision (p values, rho) while
+    JSON keeps the full value and CSV a precise one."""
+
+    def __new__(cls, value: float, digits: int = 3) -> Fixed:
+        obj = super().__new__(cls, value)
+        obj.digits = digits
+        return obj
+
+    def __format__(self, spec: str) -> str:
+        if self.digits == 3 and 0 < self < 0.001:
+            return "<0.001"
+        return float.__format__(self, f".{self.digits}f")
+
+    def __str__(self) -> str:
+        return f"{float(self):.4g}"
+
+
+def fixed(value: float | None, digits: int = 3) -> Fixed | None:
+    return None if value is None else Fixed(value, digits)

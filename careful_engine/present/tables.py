@@ -18,6 +18,14 @@ from careful_engine.present.report import Report, pct, short
 from careful_engine.scoring.rules import PAPER_RULE, RULE_REGISTRY, RULES, SafeRule, rule_legend
 from careful_engine.scoring.score import MISSING, CategoryScore, ModelScore
 
+# category column headers of the 80-column tables
+TERMINAL_CATEGORY = {
+    "multi_turn_base": "base",
+    "multi_turn_miss_func": "miss_fn",
+    "multi_turn_miss_param": "miss_par",
+    "multi_turn_long_context": "long_ctx",
+}
+
 STRICT_NA = ("strict: not applicable (–) to runs without the confirmation protocol, where no "
              "destructive call can be confirmed")
 
@@ -150,16 +158,14 @@ def _plain(text: str | Text) -> Text:
     return text if isinstance(text, Text) else Text(visible(text))
 
 
-def _f(x: float | None) -> str:
+def one_decimal(x: float | None) -> str:
+    """A number with one decimal, or – for none."""
     return "–" if x is None else f"{x:.1f}"
 
 
 def accuracy_terminal(scores: list[ModelScore], effect: bool) -> Table:
     """Table 3 for the terminal: one cell per category, "BFCL / safe"."""
-    headers = ["model"] + ["miss_fn" if c == "multi_turn_miss_func" else
-                           "miss_par" if c == "multi_turn_miss_param" else
-                           "long_ctx" if c == "multi_turn_long_context" else short(c)
-                           for c in bfcl.CATEGORIES] + ["mean"]
+    headers = ["model"] + [TERMINAL_CATEGORY.get(c, short(c)) for c in bfcl.CATEGORIES] + ["mean"]
     rows = []
     for ms in scores:
         row = [ms.model]
@@ -170,7 +176,7 @@ def accuracy_terminal(scores: list[ModelScore], effect: bool) -> Table:
                 cs = ms.categories.get(c)
                 b = pct(cs.accuracy) if cs else None
                 s = pct(cs.safe_accuracy) if cs else None
-            row.append(f"{_f(b)}/{_f(s)}" if effect else _f(b))
+            row.append(f"{one_decimal(b)}/{one_decimal(s)}" if effect else one_decimal(b))
         rows.append(row)
     decoders = "; ".join(f"{ms.model}: {ms.decoder}" for ms in scores if ms.decoder)
     return terminal_table(
@@ -195,8 +201,8 @@ def rules_terminal(scores: list[ModelScore]) -> list[Table]:
             name = f"{ms.model} {short(c)}"
             counts.append([name] + [str(t.get(k, 0)) for k in keys])
             steps, out, sout, sin = _tokens(cs)
-            tokens.append([name, _f(steps), "–" if out is None else f"{out:.0f}",
-                           _f(sout), _f(sin)])
+            tokens.append([name, one_decimal(steps), "–" if out is None else f"{out:.0f}",
+                           one_decimal(sout), one_decimal(sin)])
     legend = rule_legend(keys)
     return [
         terminal_table("Rule violations", ["run/category", *short_headers], counts, legend,
@@ -285,7 +291,7 @@ def confirm_terminal(scores: list[ModelScore]) -> Table | None:
     if rep is None:
         return None
     rows = [[f"{r[0]} {r[1]}", str(r[2]), str(r[3]).replace(" ", ""), str(r[4]), str(r[5]),
-             _f(r[6]), str(r[9]).replace(" ", "")] for r in rep.rows]
+             one_decimal(r[6]), str(r[9]).replace(" ", "")] for r in rep.rows]
     return terminal_table(
         "Confirmation protocol (Table 5's columns)",
         ["run/category", "convs", "y/n/r", "destr", "conf", "conf %", "strict/need"], rows,

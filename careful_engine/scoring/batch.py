@@ -62,10 +62,11 @@ class RunPlan:
     unusable: dict[str, str]
 
 
-def plan_run(run_dir: Path, decoder: str | None = None,
+def plan_run(run_dir: Path, decoder: str | None | Callable[[str], str | None] = None,
              models: list[str] | None = None) -> RunPlan:
     """The files of a run folder (nothing loaded yet) and each model folder's decoder key:
-    ``decoder``, else the folder's ``careful_run.json``, else its registry key."""
+    ``decoder`` (a key, or a function of the model folder's name), else the folder's
+    ``careful_run.json``, else its registry key."""
     by_model, problems = discover(run_dir)
     if models:
         by_model = {m: v for m, v in by_model.items() if m in set(models)}
@@ -73,7 +74,8 @@ def plan_run(run_dir: Path, decoder: str | None = None,
     unusable: dict[str, str] = {}
     for m, files in by_model.items():
         try:
-            keys[m] = decoder or manifest_decoder(files[0]) or bfcl.registry_key_for_dir(m)
+            chosen = decoder(m) if callable(decoder) else decoder
+            keys[m] = chosen or manifest_decoder(files[0]) or bfcl.registry_key_for_dir(m)
         except DecoderUnavailable as e:  # its files are still loaded, for their problems
             keys[m], unusable[m] = None, str(e)
     return RunPlan(run_dir, by_model, problems, keys, unusable)

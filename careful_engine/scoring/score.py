@@ -372,7 +372,7 @@ def folder_decoder(model_dir: str, files: list[LoadedFile],
 def score_run(
     run_dir: Path,
     *,
-    decoder: str | None = None,
+    decoder: str | None | Callable[[str], str | None] = None,
     models: list[str] | None = None,
     effects: Effects | None = None,
     detector: str = "strict",
@@ -384,7 +384,8 @@ def score_run(
     jobs: int = 1,
 ) -> RunScore:
     """Find, load, decode, replay and score every multi-turn result file under ``run_dir``
-    (decoders chosen by :func:`folder_decoder`), with up to ``jobs`` worker processes (the
+    (``decoder``: a key, or a function of the model folder's name; see
+    :func:`careful_engine.scoring.batch.plan_run`), with up to ``jobs`` worker processes (the
     same result for any number; see careful_engine.scoring.batch)."""
     from careful_engine.scoring.batch import plan_run, score_plans
 

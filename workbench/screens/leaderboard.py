@@ -111,7 +111,8 @@ class LeaderboardScreen(WorkbenchScreen):
         self.run_worker(self._load, thread=True, exclusive=True, group="leaderboard")
 
     def _load(self) -> None:
-        from careful_engine.analysis.leaderboard import Entry, leaderboard_reports
+        from careful_engine.analysis.leaderboard import Entry
+        from careful_engine.present.leaderboard import leaderboard_reports
 
         wb = self.app.context
         entries, unscored = [], []
@@ -191,7 +192,8 @@ class LeaderboardScreen(WorkbenchScreen):
     @on(Select.Changed, "#cmp-kind")
     def compare(self) -> None:
         """The paired comparison of runs A and B (Table 5's columns) and the changed ones."""
-        from careful_engine.analysis.leaderboard import compare, compare_report, pairs_report
+        from careful_engine.analysis.leaderboard import compare
+        from careful_engine.present.compare import compare_report, pairs_report
 
         a, b = self.query_one("#cmp-a", Select).value, self.query_one("#cmp-b", Select).value
         kind = str(self.query_one("#cmp-kind", Select).value)

@@ -30,6 +30,7 @@ from careful_engine.core.bfcl.dataset import (
     function_class,
     installed_version,
     is_long_context,
+    short_name,
     sort_key,
 )
 from careful_engine.core.bfcl.handlers import (
@@ -68,5 +69,6 @@ __all__ = [
     "conversations", "func_docs", "function_class", "handler", "installed_version",
     "instance_name", "is_long_context", "is_stateless", "load_dataset_entry",
     "make_json_serializable", "method_signature", "oss_handler_class", "public_methods",
-    "registry", "registry_key_for_dir", "secure_decoders", "simulator_class", "sort_key",
+    "registry", "registry_key_for_dir", "secure_decoders", "short_name", "simulator_class",
+    "sort_key",
 ]

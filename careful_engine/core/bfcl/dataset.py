@@ -29,6 +29,13 @@ SHORT_NAMES = {
     "multi_turn_miss_param": "miss_param",
     "multi_turn_long_context": "long_context",
 }
+
+
+def short_name(category: str) -> str:
+    """A category's short name (``base``, ``miss_func``, ...); other names as they are."""
+    return SHORT_NAMES.get(category, category)
+
+
 MAXIMUM_STEP_LIMIT = 20  # bfcl_eval/constants/default_prompts.py:1
 
 
@@ -62,7 +69,7 @@ from bfcl_eval.constants.executable_backend_config import (  # noqa: E402
 __all__ = [  # what the rest of the package reads from here
     "ANSWER_DIR", "BFCL_VERSION", "CATEGORIES", "CLASSES", "CLASS_FILE_PATH_MAPPING", "DATA_DIR",
     "FUNC_DOC_DIR", "MAXIMUM_STEP_LIMIT", "MULTI_TURN_FUNC_DOC_FILE_MAPPING", "PACKAGE_DIR",
-    "SHORT_NAMES", "SIM_PACKAGE", "STATELESS_CLASSES", "Conversation", "all_func_docs",
+    "SHORT_NAMES", "SIM_PACKAGE", "STATELESS_CLASSES", "Conversation", "all_func_docs", "short_name",
     "category_of", "conversation", "conversation_index", "conversations", "func_docs",
     "function_class", "installed_version", "is_long_context", "sort_key",
 ]

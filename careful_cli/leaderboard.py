@@ -1,0 +1,99 @@
+"""``careful leaderboard``: rank runs under BFCL's accuracy and under effect safety (§7)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from careful_cli.common import (
+    DEFAULT_BOUNDARY,
+    Boundary,
+    Declarations,
+    Decoders,
+    Detector,
+    Jobs,
+    Quiet,
+    Runs,
+    check_detector,
+    check_runs,
+    console,
+    decoder_choice,
+    effects_or_fail,
+    fail,
+    literal,
+    print_written,
+    refuse_out,
+    resolve_jobs,
+    scoring_progress,
+    write_reports,
+)
+from careful_cli.scored import decode_warnings, exit_on_problems, report_problems
+from careful_engine.analysis.leaderboard import score_runs
+from careful_engine.present import plot as plots
+from careful_engine.present.leaderboard import leaderboard_reports, leaderboard_terminal
+
+app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
+
+
+@app.command()
+def leaderboard(
+    runs: Runs,
+    boundary: Boundary = DEFAULT_BOUNDARY,
+    detector: Detector = "strict",
+    decoder: Decoders = None,
+    declarations: Declarations = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Folder for the Markdown, CSV and JSON tables. Default: "
+        "./careful-leaderboard.")] = None,
+    quiet: Quiet = False,
+    jobs: Jobs = 0,
+    plot: Annotated[Path | None, typer.Option(
+        "--plot", help="Also write BFCL against effect-safe accuracy per run as a scatter "
+        "plot to this SVG file.")] = None,
+) -> None:
+    """Rank runs under BFCL's accuracy and under success with effect safety
+    (Table 3).
+
+    Every model folder of every RUN is one entry. Prints each entry's rank
+    under both scores on bfcl's four-category mean (an absent category counts
+    as 0) and per category, Spearman's rho between the two rankings, and the
+    rule totals; writes them as Markdown, CSV and JSON.
+
+    Exit code: 0 all input usable; 1 ranked, but some input had problems; 2
+    nothing usable.
+    """
+    check_runs(runs)
+    out = out or Path("careful-leaderboard")
+    refuse_out(out)
+    if plot is not None and plot.suffix.lower() != ".svg":
+        raise typer.BadParameter(f"{plot}: only SVG is written (name it *.svg)",
+                                 param_hint="--plot")
+    detector = check_detector(detector)
+    choice = decoder_choice(decoder)
+    effects = effects_or_fail(boundary, declarations)
+    jobs = resolve_jobs(jobs)
+    with scoring_progress() as cb:
+        scored = score_runs(runs, decoders=choice, effects=effects, detector=detector,
+                            jobs=jobs, **cb)
+    report_problems(scored, quiet)
+    if not scored.entries:
+        raise fail("nothing to rank")
+    decode_warnings(scored)
+    reports = leaderboard_reports(scored.entries)
+    write_reports(reports, out)
+    for table in leaderboard_terminal(scored.entries):
+        console.print(table)
+    if not quiet:
+        console.print(f"(boundary {literal(boundary)}, detector {detector})")
+    print_written(reports, out, quiet)
+    if plot is not None:
+        try:
+            plots.write_svg(plots.points(scored.entries), plot,
+                            f"BFCL vs effect-safe accuracy (boundary {boundary})")
+        except (OSError, ValueError) as e:
+            raise fail(f"cannot write the plot: {e}") from None
+        if not quiet:
+            console.print(f"plot written to {literal(plot)}")
+    exit_on_problems(scored)

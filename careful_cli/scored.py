@@ -1,0 +1,35 @@
+"""What the commands that score several runs (leaderboard, compare, sensitivity) print about
+their input: unusable folders, input problems grouped by kind, decoder warnings."""
+
+from __future__ import annotations
+
+import typer
+
+from careful_cli.common import EXIT_PROBLEMS, err, literal, visible
+from careful_engine.analysis.decode_audit import flags
+from careful_engine.analysis.leaderboard import Scored
+
+
+def report_problems(scored: Scored, quiet: bool) -> None:
+    """Unusable folders in full; input problems grouped by kind (unless ``quiet``)."""
+    for msg in scored.unusable:
+        err.print("error: " + visible(msg), markup=False, style="red")
+    if not scored.problems or quiet:
+        return
+    err.print(f"[yellow]{len(scored.problems)} input problem(s)[/] (`careful score RUN` lists "
+              "each one):")
+    for head, n, files in scored.problem_kinds():
+        err.print(visible(f"  {n} × {head} (in {files} file(s))"), markup=False)
+
+
+def decode_warnings(scored: Scored) -> None:
+    """A warning per run whose decoder (almost) never decodes: its silence is not behaviour."""
+    for _, run in scored.runs:
+        for flag in flags(run):
+            err.print(f"[yellow]warning:[/] {literal(str(flag))}")
+
+
+def exit_on_problems(scored: Scored) -> None:
+    """Exit 1 when some input was unusable or had problems."""
+    if scored.unusable or scored.problems:
+        raise typer.Exit(EXIT_PROBLEMS)

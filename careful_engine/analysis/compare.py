@@ -1,0 +1,131 @@
+"""Comparing two runs conversation by conversation (paper Table 5): score one model folder of
+each run, pair their verdicts by conversation id under each chosen score, and evaluate the
+CI gates on the pairing (:mod:`careful_engine.analysis.gates`).
+
+The pairing itself (:func:`~careful_engine.analysis.leaderboard.compare`, the exact McNemar
+test) lives with the leaderboard; this module holds the decisions `careful compare` makes
+around it, as data, so that any front end gets the same result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from careful_engine.analysis import gates
+from careful_engine.analysis.leaderboard import (
+    VERDICTS,
+    Comparison,
+    Entry,
+    Scored,
+    compare,
+    score_run_groups,
+)
+
+
+class NotComparable(ValueError):
+    """Nothing to compare; ``unusable``: the folders that could not be scored;
+    ``not_strict``: the entries strict success was dropped for (see :func:`pair`)."""
+
+    def __init__(self, message: str, unusable: Iterable[str] = (),
+                 not_strict: Iterable[str] = ()) -> None:
+        super().__init__(message)
+        self.unusable = list(unusable)
+        self.not_strict = list(not_strict)
+
+
+def parse_scores(values: Iterable[str] | None) -> list[str]:
+    """``--score`` values (bfcl, safe, strict, both = bfcl and safe; default both) as the
+    verdict kinds to pair, in order, without repeats; raises ValueError on another name."""
+    kinds = [k for s in values or ["both"] for k in (["bfcl", "safe"] if s == "both" else [s])]
+    for k in kinds:
+        if k not in VERDICTS:
+            raise ValueError(f"{k!r}; choose bfcl, safe, strict or both")
+    return list(dict.fromkeys(kinds))
+
+
+def one_entry(scored: Scored, run: Path, which: str) -> Entry:
+    """The one entry of a compared run (``which``: "a" or "b", naming the side in the
+    messages); raises :class:`NotComparable` when it has none or several."""
+    side = f"RUN_{which.upper()} {run}"
+    if not scored.entries:
+        raise NotComparable(f"{side}: nothing to compare", scored.unusable)
+    if len(scored.entries) > 1:
+        names = ", ".join(e.model for e in scored.entries)
+        raise NotComparable(f"{side} holds {len(scored.entries)} model folders ({names}); "
+                            f"choose one with --model-{which}")
+    return scored.entries[0]
+
+
+def side_labels(a: Entry, b: Entry) -> tuple[str, str]:
+    """Labels for A and B: their entry labels, or their full paths when those are the same."""
+    if a.label != b.label:
+        return a.label, b.label
+    return f"{a.run}/{a.model}", f"{b.run}/{b.model}"
+
+
+@dataclass
+class Pairing:
+    """Two scored entries and their comparisons, one per verdict kind."""
+
+    a: Entry
+    b: Entry
+    scored: Scored  # both runs: their problems and unusable folders
+    comparisons: list[Comparison]
+    label_a: str
+    label_b: str
+    not_strict: list[str] = field(default_factory=list)  # entries without the protocol
+
+    @property
+    def kinds(self) -> list[str]:
+        return [c.kind for c in self.comparisons]
+
+
+def pair(scored: Scored, kinds: list[str]) -> Pairing:
+    """Pair the two entries of ``scored`` (A, B; see :func:`score_pair`) under each kind. Strict success is dropped (and the entries that lack the
+    confirmation protocol named in ``not_strict``) when either entry has no protocol, since
+    no destructive call can be confirmed there. Raises :class:`NotComparable` when no kind is
+    left or the two share no category."""
+    a, b = scored.entries
+    standard = [e.label for e in (a, b)
+                if not any(cs.confirm for cs in e.score.categories.values())]
+    if "strict" in kinds and standard:
+        kinds = [k for k in kinds if k != "strict"]
+    else:
+        standard = []
+    if not kinds:
+        raise NotComparable("nothing to compare", not_strict=standard)
+    comparisons = [compare(a.score, b.score, k) for k in kinds]
+    if not comparisons[0].categories:
+        raise NotComparable(f"no category in common: A has "
+                            f"{', '.join(a.score.categories) or 'none'}, B has "
+                            f"{', '.join(b.score.categories) or 'none'}",
+                            not_strict=standard)
+    label_a, label_b = side_labels(a, b)
+    return Pairing(a, b, scored, comparisons, label_a, label_b, standard)
+
+
+def score_pair(run_a: Path, run_b: Path, *, model_a: str | None = None,
+               model_b: str | None = None, **score: Any) -> Scored:
+    """Score one model folder of each run, both runs' files in one pool of workers: entries
+    ``[A, B]`` with both runs' problems; raises :class:`NotComparable` (see
+    :func:`one_entry`). ``score``: the keywords of
+    :func:`~careful_engine.analysis.leaderboard.score_run_groups`."""
+    sa, sb = score_run_groups([([run_a], [model_a] if model_a else None),
+                               ([run_b], [model_b] if model_b else None)], **score)
+    a, b = one_entry(sa, run_a, "a"), one_entry(sb, run_b, "b")
+    return Scored([a, b], sa.runs + sb.runs, sa.problems + sb.problems,
+                  sa.unusable + sb.unusable)
+
+
+def gate(pairing: Pairing, *, fail_on_regression: bool, alpha: float,
+         limits: list[gates.Increase]) -> gates.Gate:
+    """The gate of `careful compare`: a significant regression under any kind (when asked)
+    and each rule count's increase limit."""
+    conditions = (gates.check_regressions(pairing.comparisons, alpha) if fail_on_regression
+                  else []) + gates.check_increases(pairing.a.score, pairing.b.score, limits)
+    return gates.Gate(conditions, fail_on_regression or bool(limits),
+                      {"fail_on_regression": fail_on_regression, "alpha": alpha,
+                       "max_increase": [x.text for x in limits]})

@@ -1,0 +1,59 @@
+"""A paired comparison of two runs (paper Table 5) as :class:`Report` files and an 80-column
+terminal table. The pairing and McNemar test are :mod:`careful_engine.analysis.leaderboard`."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from careful_engine.analysis.leaderboard import Comparison
+from careful_engine.present.report import Report, fixed, pct, short
+from careful_engine.present.tables import one_decimal, terminal_table
+
+KIND_NAMES = {"bfcl": "BFCL's", "safe": "Effect-safe", "strict": "Strict"}
+
+COMPARE_COLUMNS = ["category", "n paired", "passes A", "passes B", "A %", "B %", "gained",
+                   "lost", "p"]
+
+
+def compare_report(cmp: Comparison, label_a: str, label_b: str) -> Report:
+    """Table 5's paired columns: n, passes, gained (+), lost (−), exact McNemar p."""
+    rep = Report(
+        f"{KIND_NAMES[cmp.kind]} verdict, paired by conversation: A = {label_a}, B = {label_b}",
+        COMPARE_COLUMNS, name=f"compare_{cmp.kind}",
+        caption="gained: fails in A, passes in B; lost: passes in A, fails in B; p: exact "
+                "two-sided McNemar test on the discordant pairs (binomial, 0.5)"
+                + (f"; not paired (only in A): {', '.join(map(short, cmp.only_a))}"
+                   if cmp.only_a else "")
+                + (f"; not paired (only in B): {', '.join(map(short, cmp.only_b))}"
+                   if cmp.only_b else ""),
+    )
+    rows = [*cmp.categories.items(), (None, cmp.overall)]
+    for c, p in rows:
+        rep.add("overall" if c is None else short(c), p.n, p.passes_a, p.passes_b,
+                pct(p.passes_a / p.n) if p.n else None, pct(p.passes_b / p.n) if p.n else None,
+                len(p.gained), len(p.lost), fixed(p.p))
+    return rep
+
+
+def pairs_report(comparisons: list[Comparison], label_a: str, label_b: str) -> Report:
+    """Every discordant conversation: which verdict, which category, gained or lost."""
+    rep = Report(f"Conversations that changed verdict: A = {label_a}, B = {label_b}",
+                 ["score", "category", "id", "A", "B", "change"], name="compare_pairs",
+                 caption="gained: fails in A, passes in B; lost: passes in A, fails in B")
+    for cmp in comparisons:
+        for c, p in cmp.categories.items():
+            for i in p.gained:
+                rep.add(cmp.kind, short(c), i, "fail", "pass", "gained")
+            for i in p.lost:
+                rep.add(cmp.kind, short(c), i, "pass", "fail", "lost")
+    return rep
+
+
+def compare_terminal(rep: Report) -> Table:
+    """A :func:`compare_report` for an 80-column terminal."""
+    rows = []
+    for cat, n, pa, pb, acc_a, acc_b, g, lo, p in rep.rows:
+        rows.append([str(cat), str(n), str(pa), str(pb), one_decimal(acc_a), one_decimal(acc_b),
+                     str(g), str(lo), "–" if p is None else format(p, "")])
+    return terminal_table(rep.title, ["category", "n", "pass A", "pass B", "A %", "B %",
+                                      "+", "−", "p"], rows, rep.caption, first_width=10)

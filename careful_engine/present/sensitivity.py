@@ -1,0 +1,213 @@
+"""The sensitivity analysis (:mod:`careful_engine.analysis.sensitivity`) as :class:`Report`
+files and 80-column terminal tables: rho per setting, how the counts move, one table per
+entry, and the scripted-user answers re-judged per script."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from careful_engine.analysis.sensitivity import Sensitivity
+from careful_engine.core.safe_text import visible
+from careful_engine.present.leaderboard import fmt_rho
+from careful_engine.present.report import Report, fixed, pct, short
+from careful_engine.present.tables import TERMINAL_CATEGORY, terminal_table
+
+# (column, rule count key) shown per entry and setting; safe/strict accuracy come after.
+COUNTS = [
+    ("collateral", "collateral"),
+    ("coll. effective", "collateral_effective"),
+    ("asked", "asked"),
+    ("asked destr.", "asked_destructive"),
+    ("dup. writes", "duplicate_writes"),
+    ("dup. visible", "duplicate_writes_visible"),
+    ("destructive calls", "destructive_calls"),
+    ("unconfirmed", "unconfirmed"),
+]
+
+
+def rho_report(sens: Sensitivity) -> Report:
+    cats = sens.categories()
+    rep = Report(
+        "Rank correlation under each setting: Spearman's rho between the BFCL and the "
+        "effect-safe ranking",
+        ["setting", "boundary", "destructive fns", "detector", "entries",
+         *[f"rho {short(c)}" for c in cats], "rho mean", "rho safe vs default"],
+        name="sensitivity_rho",
+        caption="rho safe vs default: Spearman between the safe ranking (mean) under the "
+                "setting and under the default; – with fewer than two entries or a constant "
+                "ranking",
+    )
+    for s in sens.settings:
+        rep.add(s.label(sens.default), s.boundary_name, sens.sizes.get(s.boundary),
+                s.detector, len(sens.labels), *[fixed(sens.rho(s, c), 2) for c in cats],
+                fixed(sens.rho(s), 2), fixed(sens.rho_vs_default(s), 2))
+    return rep
+
+
+def counts_report(sens: Sensitivity) -> Report:
+    cols = ["entry", "setting", "boundary", "detector"]
+    for head, _ in COUNTS:
+        cols += [head, f"Δ {head}"]
+    cols += ["mean safe %", "Δ mean safe", "mean strict %", "Δ mean strict"]
+    rep = Report("Counts (summed over the categories) and accuracies under each setting, "
+                 "with the change against the default", cols, name="sensitivity_counts",
+                 caption=f"default: boundary {sens.default.boundary_name}, detector "
+                         f"{sens.default.detector}; BFCL accuracy does not depend on the setting")
+    for i, label in enumerate(sens.labels):
+        base = sens.rows[sens.default][i]
+        for s in sens.settings:
+            r = sens.rows[s][i]
+            row: list = [label, s.label(sens.default), s.boundary_name, s.detector]
+            for _, key in COUNTS:
+                row += [r.counts.get(key, 0), r.counts.get(key, 0) - base.counts.get(key, 0)]
+            for kind in ("safe", "strict"):
+                v, b = r.mean(kind), base.mean(kind)
+                row += [pct(v), None if v is None or b is None else round(100 * (v - b), 1)]
+            rep.add(*row)
+    return rep
+
+
+def _slug(label: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)[:80]
+
+
+def entry_report(sens: Sensitivity, i: int) -> Report:
+    """One entry's table: its safe score under every setting (and the counts that move)."""
+    label = sens.labels[i]
+    cats = [c for c in sens.categories() if c in sens.rows[sens.default][i].bfcl]
+    base = sens.rows[sens.default][i]
+    rep = Report(
+        f"{label}: success under effect safety (%) under every boundary, detector and safe "
+        "rule", ["setting", "boundary", "destructive fns", "detector", "collateral",
+                 "duplicates", *[f"{short(c)} safe" for c in cats], "mean safe",
+                 "Δ mean safe", "collateral calls", "coll. effective", "dup. writes",
+                 "dup. visible", "asked"],
+        name=f"sensitivity_{_slug(label)}",
+        caption=f"mean BFCL {pct(base.mean('bfcl'))} (the same under every setting); "
+                "collateral: attempted (the paper's) or effective (succeeded and changed "
+                "state); duplicates: all (the paper's) or visible (hidden-only writes such as "
+                "cd left out)",
+    )
+    for s in sens.settings:
+        r = sens.rows[s][i]
+        m, b = r.mean("safe"), base.mean("safe")
+        rep.add(s.label(sens.default), s.boundary_name, sens.sizes.get(s.boundary), s.detector,
+                s.collateral, s.duplicates, *[pct(r.safe.get(c)) for c in cats], pct(m),
+                round(100 * (m - b), 1),
+                *[r.counts.get(k, 0) for k in ("collateral", "collateral_effective",
+                                               "duplicate_writes", "duplicate_writes_visible",
+                                               "asked")])
+    return rep
+
+
+PAPER_CATEGORY = {"multi_turn_base": "b", "multi_turn_miss_func": "mf",
+                  "multi_turn_miss_param": "mp", "multi_turn_long_context": "lc"}
+
+
+def entry_terminal(sens: Sensitivity, i: int) -> Table:
+    cats = [c for c in sens.categories() if c in sens.rows[sens.default][i].bfcl]
+    base = sens.rows[sens.default][i]
+    rows = []
+    for s in sens.settings:
+        r = sens.rows[s][i]
+        rows.append([s.label(sens.default), *[f"{100 * r.safe[c]:.1f}" for c in cats],
+                     f"{100 * r.mean('safe'):.1f}", str(r.counts.get("collateral", 0)),
+                     str(r.counts.get("collateral_effective", 0)),
+                     str(r.counts.get("asked", 0))])
+    return terminal_table(
+        f"{sens.labels[i]}: safe % by setting",
+        ["setting", *[PAPER_CATEGORY[c] for c in cats], "mean", "coll", "collE", "ask"],
+        rows,
+        f"mean BFCL {100 * (base.mean('bfcl') or 0):.1f} under every setting; b/mf/mp/lc: "
+        "base, miss_func, miss_param, long_context; "
+        "coll/collE: collateral calls attempted / effective; ask: asked instead of acting. "
+        "A setting other than the default changes one thing: a boundary, a detector, or what "
+        "the safe verdict counts (coll effective: effective collateral; dups visible: "
+        "duplicate writes other than hidden-only ones)", first_width=22)
+
+
+def reexamination_report(sens: Sensitivity) -> Report | None:
+    """The logged scripted-user answers of the confirm entries, re-judged per script."""
+    rep = Report(
+        "Scripted-user answers re-judged under each script, without regeneration",
+        ["entry", "boundary", "script", "answers", "changed", "yes withheld",
+         "conversations affected", "of which pass BFCL", "of which safe", "of which strict",
+         "affected ids"], name="sensitivity_script",
+        caption="paper: the script the run was generated with (a check: it should change "
+                "nothing); withhold-failure-report: no yes to a failure report that names no "
+                "destructive function; withhold-failure: also closing offers; named-only: a "
+                "yes only when the asking sentences name a destructive function the reference "
+                "calls; affected: conversations with a changed answer, whose verdicts depend "
+                "on the script",
+    )
+    for label, rx in zip(sens.labels, sens.reexamined, strict=False):
+        if rx is None:
+            continue
+        for sm in rx.summaries:
+            rep.add(label, rx.boundary, sm.script, sm.answers, sm.changed, sm.yes_withheld,
+                    len(sm.conversations), sm.passing["bfcl"], sm.passing["safe"],
+                    sm.passing["strict"], " ".join(sm.conversations) or None)
+    return rep if rep.rows else None
+
+
+def rho_terminal(sens: Sensitivity) -> Table:
+    cats = sens.categories()
+    rows = [[s.label(sens.default), *[fmt_rho(sens.rho(s, c)) for c in cats],
+             fmt_rho(sens.rho(s)), fmt_rho(sens.rho_vs_default(s))] for s in sens.settings]
+    return terminal_table(
+        f"Spearman's rho, BFCL vs safe ranking ({len(sens.labels)} entries)",
+        ["setting", *[TERMINAL_CATEGORY[c] for c in cats], "mean", "vs def."], rows,
+        "vs def.: the safe ranking under the setting against the default's (mean). Settings: "
+        + "; ".join(f"{s.label(sens.default)} = {s.boundary_name} "
+                    f"({sens.sizes.get(s.boundary, '?')} fns), {s.detector}"
+                    for s in sens.settings),
+        first_width=20)
+
+
+def moves_terminal(sens: Sensitivity) -> Table:
+    """Per entry and setting: the counts that move and the safe mean, with the change against
+    the default in brackets."""
+    metrics = [("coll", "collateral"), ("asked", "asked"), ("askD", "asked_destructive"),
+               ("dupW", "duplicate_writes"), ("safe %", None)]
+    table = terminal_table(
+        "How the counts (summed over categories) and the safe mean move with the setting",
+        ["entry / setting", *[h for h, _ in metrics]], [],
+        "coll: collateral destructive calls; askD: asked where the reference acts "
+        "destructively; dupW: duplicate writes; (±n): change against the default",
+        first_width=26)
+    for i, label in enumerate(sens.labels):
+        base = sens.rows[sens.default][i]
+        table.add_row(Text(visible(label)), *[""] * len(metrics), style="bold")
+        for j, s in enumerate(sens.settings):
+            r = sens.rows[s][i]
+            cells = []
+            for _, key in metrics:
+                if key is None:
+                    v, d = 100 * r.mean("safe"), 100 * (r.mean("safe") - base.mean("safe"))
+                    cells.append(f"{v:.1f}" + (f" ({d:+.1f})" if round(d, 1) else ""))
+                else:
+                    v, d = r.counts.get(key, 0), r.counts.get(key, 0) - base.counts.get(key, 0)
+                    cells.append(f"{v}" + (f" ({d:+d})" if d else ""))
+            table.add_row("  " + s.label(sens.default), *cells,
+                          end_section=j == len(sens.settings) - 1)
+    return table
+
+
+def reexamination_terminal(sens: Sensitivity) -> Table | None:
+    """The script re-examination for an 80-column terminal (the ids are in the files)."""
+    rows = [[label, sm.script, str(sm.answers), str(sm.changed), str(sm.yes_withheld),
+             str(len(sm.conversations)),
+             f"{sm.passing['bfcl']}/{sm.passing['safe']}/{sm.passing['strict']}"]
+            for label, rx in zip(sens.labels, sens.reexamined, strict=False) if rx is not None
+            for sm in rx.summaries]
+    if not rows:
+        return None
+    return terminal_table(
+        "Logged scripted-user answers re-judged under each script (no regeneration)",
+        ["entry", "script", "ans", "chg", "w/h", "convs", "B/S/St"], rows,
+        "ans: logged answers; chg: answers the script decides otherwise; paper: the generating "
+        "script (a check: it should change nothing); w/h: logged "
+        "yes answers the script withholds; convs: conversations with a changed answer, whose "
+        "verdicts depend on the script; B/S/St: of those, passing BFCL / safe / strict "
+        "(ids in sensitivity_script.*)", first_width=12)
