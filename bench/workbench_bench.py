@@ -25,11 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from careful_engine.scoring.score.decoders import parse_decoders
-
 from careful_engine import browse
 from careful_engine.core.state import State, diff
 from careful_engine.demo import reference as demo
+from careful_engine.scoring.decoders import parse_decoders
 
 REPO = Path(__file__).resolve().parent.parent
 GLYPHH = REPO.parent / "shared" / "runs" / "glyphh-ada-1.1"

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from careful_engine.scoring.score.decoders import DecoderChoice, parse_decoders
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -32,6 +31,7 @@ from careful_engine.core import bfcl, parallel
 from careful_engine.core.safe_text import literal, visible
 from careful_engine.core.safe_write import UnsafeWrite, check_out_dir, check_out_file
 from careful_engine.effects.boundary import DEFAULT_BOUNDARY
+from careful_engine.scoring.decoders import DecoderChoice, parse_decoders
 from careful_engine.scoring.detector import DETECTORS
 from careful_engine.scoring.rules import Effects, SafeRule
 from careful_engine.scoring.score import load_effects

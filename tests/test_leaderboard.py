@@ -7,7 +7,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from careful_engine.scoring.score.decoders import parse_decoders
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -17,6 +16,7 @@ from careful_engine.core import bfcl
 from careful_engine.core.trajectory import Verdict
 from careful_engine.present import compare as present_cmp
 from careful_engine.present import leaderboard as present_lb
+from careful_engine.scoring.decoders import parse_decoders
 from careful_engine.scoring.rules import ConversationRules
 from careful_engine.scoring.score import CategoryScore, ConversationResult, ModelScore, load_effects
 from careful_engine.scoring.stats import spearman

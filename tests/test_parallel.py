@@ -109,9 +109,8 @@ def test_score_with_two_jobs_writes_what_one_job_writes(shared_runs: Path,
 
 
 def test_leaderboard_with_two_jobs_equals_serial(shared_runs: Path, tmp_path: Path) -> None:
-    from careful_engine.scoring.score.decoders import parse_decoders
-
     from careful_engine.analysis import leaderboard as lb
+    from careful_engine.scoring.decoders import parse_decoders
     from careful_engine.scoring.score import load_effects
 
     runs = [shared_runs / XLAM, shared_runs / "gpt-oss-120b-vllm-v0.10.2"]

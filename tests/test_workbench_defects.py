@@ -380,7 +380,7 @@ def test_a_short_reason_needs_a_deliberate_yes(workdir) -> None:
 def test_decoder_only_for_unregistered_models(shared_runs, tmp_path) -> None:
     """`--decoder KEY` leaves a registered model's own decoder alone (before: it replaced
     xLAM's); `FOLDER=KEY` forces one."""
-    from careful_engine.scoring.score.decoders import parse_decoders
+    from careful_engine.scoring.decoders import parse_decoders
 
     run = shared_runs / "xlam-2-8b-fc-r"
     (own,) = browse.find_runs([run])

@@ -35,7 +35,7 @@ class Settings:
     declarations: Path | None = None  # None: declarations/effects.json
     boundary: str = "paper-final"
     boundary_dir: Path | None = None  # where adjudicated boundaries go (None: declarations/)
-    decoders: Any = None  # a careful_engine.scoring.score.decoders.DecoderChoice
+    decoders: Any = None  # a careful_engine.scoring.decoders.DecoderChoice
     detector: str = "strict"
     user: str = field(default_factory=_user)
     cache_dir: Path | None = None  # where the workbench keeps scores it made itself

@@ -16,6 +16,7 @@ from pathlib import Path
 from careful_engine.core import bfcl
 from careful_engine.core.runs import Problem
 from careful_engine.scoring.batch import RunPlan, plan_run, score_plans
+from careful_engine.scoring.decoders import DecoderChoice
 from careful_engine.scoring.rules import Effects
 from careful_engine.scoring.score import (
     CategoryScore,
@@ -24,7 +25,6 @@ from careful_engine.scoring.score import (
     RunScore,
     discover,
 )
-from careful_engine.scoring.score.decoders import DecoderChoice
 from careful_engine.scoring.stats import Paired, paired, ranks, spearman
 
 KINDS = {"bfcl": "accuracy", "safe": "safe_accuracy", "strict": "strict_accuracy"}

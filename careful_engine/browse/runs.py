@@ -26,9 +26,9 @@ from careful_engine.core.runs import (
     manifest_decoder,
     needs_decoder,
 )
+from careful_engine.scoring.decoders import DecoderChoice
 from careful_engine.scoring.rules import RULE_REGISTRY, RULES, Effects
 from careful_engine.scoring.score import discover
-from careful_engine.scoring.score.decoders import DecoderChoice
 
 SCORES_NAME = "conversations.jsonl"
 SCORE_DIR = "careful-score"  # where `careful score RUN` writes by default
