@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import typer
@@ -32,9 +31,10 @@ from careful_cli.common import (
     visible,
 )
 from careful_engine.analysis import ci_report, gates
+from careful_engine.analysis.provenance import drift_split
 from careful_engine.core import bfcl
 from careful_engine.core.budget import DEFAULT_BUDGET
-from careful_engine.core.safe_write import UnsafeWrite, writer
+from careful_engine.core.safe_write import UnsafeWrite
 from careful_engine.present.tables import (
     accuracy_table,
     accuracy_terminal,
@@ -43,8 +43,10 @@ from careful_engine.present.tables import (
     rules_table,
     rules_terminal,
 )
+from careful_engine.scoring.result import ConversationResult, write_conversations
 from careful_engine.scoring.rules import Effects
 from careful_engine.scoring.score import RunScore, score_run, write_score_file
+from careful_engine.scoring.settings import KEY, scored_with
 
 app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
 
@@ -190,25 +192,25 @@ def write_outputs(run: RunScore, out: Path, effects: Effects | None,
     ``exclude_drifted``, the drift split of each file (returned). Raises
     :class:`~careful_engine.core.safe_write.UnsafeWrite` rather than follow a planted link.
     Every line records what it was scored with (:mod:`careful_engine.scoring.settings`)."""
-    from careful_engine.scoring.settings import KEY, scored_with
-
     effect = effects is not None
     used = {ms.model: scored_with(effects, detector, ms.decoder) for ms in run.scores}
     splits: list = []  # --exclude-drifted: accuracy with and without drifted conversations
-    if exclude_drifted:
-        from careful_engine.analysis.provenance import drift_split
-    with writer(out, "conversations.jsonl") as lines:  # whole, never through a planted link
-        for lf, cs in run.files:
-            write_score_file(cs, lf, out)
-            split = drift_split(lf, cs) if exclude_drifted else None
-            if split is not None:
-                splits.append(split)
-            for r in cs.results:
-                line = r.to_json()
-                line[KEY] = used.get(r.model) or scored_with(effects, detector, None)
-                if split is not None:
-                    line["dataset_drift"] = split.drift[r.id].status.value
-                lines.write(json.dumps(line) + "\n")
+    drift: dict[tuple[str, str, str], str] = {}
+    for lf, cs in run.files:
+        write_score_file(cs, lf, out)
+        split = drift_split(lf, cs) if exclude_drifted else None
+        if split is not None:
+            splits.append(split)
+            drift.update(((r.model, r.category, r.id), split.drift[r.id].status.value)
+                         for r in cs.results)
+
+    def extra(r: ConversationResult) -> dict:
+        line = {KEY: used.get(r.model) or scored_with(effects, detector, None)}
+        if (r.model, r.category, r.id) in drift:
+            line["dataset_drift"] = drift[(r.model, r.category, r.id)]
+        return line
+
+    write_conversations(out, (r for _, cs in run.files for r in cs.results), extra)
     reports = [accuracy_table(run.scores, effect)]
     if effect:
         reports.append(rules_table(run.scores))

@@ -16,7 +16,8 @@ from careful_engine.core import bfcl
 from careful_engine.core.trajectory import Outcome, Verdict
 from careful_engine.demo import reference as demo
 from careful_engine.present import decode_audit as present_da
-from careful_engine.scoring.score import CategoryScore, ConversationResult, score_run
+from careful_engine.scoring.result import ConversationResult
+from careful_engine.scoring.score import CategoryScore, score_run
 
 _load()
 runner = CliRunner()

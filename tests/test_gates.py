@@ -25,8 +25,9 @@ from careful_engine.analysis import gates as g
 from careful_engine.analysis import leaderboard as lb
 from careful_engine.core import bfcl
 from careful_engine.core.trajectory import Verdict
+from careful_engine.scoring.result import ConversationResult
 from careful_engine.scoring.rules import ConversationRules
-from careful_engine.scoring.score import CategoryScore, ConversationResult, ModelScore
+from careful_engine.scoring.score import CategoryScore, ModelScore
 
 from .perturb import BASE, write_run
 

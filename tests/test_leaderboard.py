@@ -17,8 +17,9 @@ from careful_engine.core.trajectory import Verdict
 from careful_engine.present import compare as present_cmp
 from careful_engine.present import leaderboard as present_lb
 from careful_engine.scoring.decoders import parse_decoders
+from careful_engine.scoring.result import ConversationResult
 from careful_engine.scoring.rules import ConversationRules
-from careful_engine.scoring.score import CategoryScore, ConversationResult, ModelScore, load_effects
+from careful_engine.scoring.score import CategoryScore, ModelScore, load_effects
 from careful_engine.scoring.stats import spearman
 
 _load()

@@ -27,10 +27,10 @@ from careful_engine.core.runs import (
     needs_decoder,
 )
 from careful_engine.scoring.decoders import DecoderChoice
+from careful_engine.scoring.result import SCORES_NAME
 from careful_engine.scoring.rules import RULE_REGISTRY, RULES, Effects
 from careful_engine.scoring.score import discover
 
-SCORES_NAME = "conversations.jsonl"
 SCORE_DIR = "careful-score"  # where `careful score RUN` writes by default
 TALLIES = tuple(n for n, r in RULE_REGISTRY.items() if r.tally)  # counts, not violations
 

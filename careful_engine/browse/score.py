@@ -1,6 +1,7 @@
 """Scores without re-scoring (:func:`model_score` from score lines), and scoring one model
-folder in a separate process (``python -m careful_engine.browse score``), which reports its
-progress as :class:`ScoreEvent` JSON lines."""
+folder in a separate process (``python -m careful_engine.browse score``, through
+:func:`careful_engine.scoring.score.score_to_file`), which reports its progress as
+:class:`ScoreEvent` JSON lines."""
 
 from __future__ import annotations
 
@@ -8,74 +9,40 @@ import argparse
 import json
 import os
 import sys
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from careful_engine.browse.runs import RunRef
 from careful_engine.core import bfcl
-from careful_engine.core.trajectory import Verdict
-from careful_engine.scoring.rules import ConversationRules, SafeRule
-from careful_engine.scoring.score import CategoryScore, ConversationResult, ModelScore
+from careful_engine.effects.boundary import DEFAULT_BOUNDARY
+from careful_engine.scoring.result import ConversationResult
+from careful_engine.scoring.score import CategoryScore, ModelScore, score_to_file
 
 # ---------------------------------------------------------------- scores without re-scoring
 
 
 def model_score(ref: RunRef, summaries: dict[str, dict]) -> ModelScore | None:
-    """The run's :class:`ModelScore` rebuilt from its score lines (None if any is missing)."""
+    """The run's :class:`ModelScore` rebuilt from its score lines (None if one is missing or
+    is not a result line of this model and category)."""
     ms = ModelScore(ref.model, ref.decoder)
     for category in ref.categories:
         results = []
         for conv in bfcl.conversations(category):
-            line = summaries.get(conv.id)
-            if line is None:
+            try:
+                r = ConversationResult.from_json(summaries.get(conv.id))
+            except ValueError:
                 return None
-            rules = None
-            if isinstance(line.get("rules"), dict):
-                rules = ConversationRules(Counter(line["rules"]), [], [])
-                rule = line.get("safe_rule")
-                if isinstance(rule, dict):
-                    try:
-                        rules.rule = SafeRule(str(rule.get("collateral")),
-                                              str(rule.get("duplicates")))
-                    except ValueError:
-                        pass
-            results.append(ConversationResult(
-                ref.model, category, conv.id,
-                Verdict(bool(line.get("official_valid")), line.get("official_error_type"),
-                        line.get("official_error_message"), line.get("official_failed_turn")),
-                rules=rules, confirm=line.get("confirm_protocol") is True))
+            if (r.model, r.category, r.id) != (ref.model, category, conv.id):
+                return None
+            results.append(r)
         ms.categories[category] = CategoryScore(ref.model, category, results)
     return ms
 
 
 # ---------------------------------------------------------------- scoring in a subprocess
-
-
-def score_to_file(run: Path, model: str, out: Path, *, decoder: str | None,
-                  boundary: str = "paper-final", declarations: Path | None = None,
-                  detector: str = "strict", on_start: Callable[[int], None] | None = None,
-                  on_entry: Callable[[], None] | None = None) -> Path:
-    """Score one model folder and write its ``conversations.jsonl`` (as ``careful score``)."""
-    from careful_engine.scoring.score import load_effects, score_run
-
-    effects = load_effects(boundary, declarations)
-    scored = score_run(run, decoder=decoder, models=[model], effects=effects, detector=detector,
-                       on_start=on_start, on_entry=on_entry)
-    if not scored.usable:
-        raise ValueError("; ".join(scored.unusable) or f"nothing to score in {run}")
-    from careful_engine.scoring.settings import KEY, scored_with
-
-    used = scored_with(effects, detector, scored.scores[0].decoder)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for _, cs in scored.files:
-            for r in cs.results:
-                f.write(json.dumps({**r.to_json(), KEY: used}) + "\n")
-    tmp.replace(out)
-    return out
+# (to go: the workbench will score in a worker thread calling
+# careful_engine.scoring.score.score_to_file directly; see /work/notes/arch2.md)
 
 
 @dataclass(frozen=True)
@@ -128,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--model", required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--decoder")
-    p.add_argument("--boundary", default="paper-final")
+    p.add_argument("--boundary", default=DEFAULT_BOUNDARY)
     p.add_argument("--declarations", type=Path)
     p.add_argument("--detector", default="strict")
     args = parser.parse_args(argv)

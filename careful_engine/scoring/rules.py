@@ -393,7 +393,7 @@ class ConversationRules:
             "reference_destructive_calls": self.reference_destructive,
             "user_answers": {k: self.answers.get(k, 0) for k in ("yes", "no", "restate")},
             "hits": [h.to_json() for h in self.hits],
-            "steps": self.steps,
+            "model_steps": self.steps,  # not "steps": a result line keeps the decode counts there
             "surplus_steps": self.surplus_steps,
             "surplus_calls": self.surplus_calls,
             "output_tokens": self.output_tokens,

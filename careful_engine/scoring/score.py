@@ -21,7 +21,7 @@ from careful_engine.core.checker import (
 from careful_engine.core.decode import decode_entry
 from careful_engine.core.perf import collector_paused
 from careful_engine.core.process import BfclProcess
-from careful_engine.core.replay import ConversationTrace, replay
+from careful_engine.core.replay import replay
 from careful_engine.core.runs import (
     DecoderUnavailable,
     LoadedFile,
@@ -33,20 +33,18 @@ from careful_engine.core.runs import (
     needs_decoder,
 )
 from careful_engine.core.safe_write import writer
-from careful_engine.core.trajectory import Outcome, Verdict
+from careful_engine.core.trajectory import Verdict
 from careful_engine.effects import boundary as boundaries
 from careful_engine.effects.boundary import DEFAULT_BOUNDARY
+from careful_engine.scoring.result import ConversationResult, write_conversations
 from careful_engine.scoring.rules import (
-    Blame,
-    ConversationRules,
     Effects,
     SafeRule,
     blame,
     confirm_protocol,
     evaluate,
-    safe_valid,
-    strict_valid,
 )
+from careful_engine.scoring.settings import KEY, scored_with
 
 MISSING = "careful:missing_entry"
 UNSCORABLE = "careful:unscorable_entry"
@@ -64,57 +62,6 @@ def error_word(error_type: str | None) -> str:
     if not error_type:
         return ""
     return ERROR_WORDS.get(error_type) or error_type.split(":", 1)[-1]
-
-
-@dataclass
-class ConversationResult:
-    model: str
-    category: str
-    id: str
-    verdict: Verdict
-    decode: Counter = field(default_factory=Counter)
-    calls: int = 0
-    failed_calls: int = 0
-    trace: ConversationTrace | None = None
-    rules: ConversationRules | None = None
-    blame: Blame | None = None
-
-    @property
-    def safe_valid(self) -> bool:
-        return self.rules is not None and safe_valid(self.verdict.valid, self.rules)
-
-    confirm: bool = False  # generated under the confirmation protocol
-    reference_destructive: int | None = None  # destructive calls in the reference (with effects)
-
-    @property
-    def strict_valid(self) -> bool | None:
-        """Strict success; None (not applicable) without the confirmation protocol, where no
-        destructive call can be confirmed."""
-        if not self.confirm:
-            return None
-        return self.rules is not None and strict_valid(self.verdict.valid, self.rules)
-
-    def to_json(self) -> dict[str, Any]:
-        v = self.verdict
-        effect: dict[str, Any] = {}
-        if self.rules is not None:
-            effect = {"safe_valid": self.safe_valid, "strict_valid": self.strict_valid,
-                      "safe_rule": self.rules.rule.to_json(), "confirm_protocol": self.confirm,
-                      **self.rules.to_json(),
-                      "blame": self.blame.to_json() if self.blame else None}
-        return {
-            "model": self.model,
-            "category": self.category,
-            "id": self.id,
-            "official_valid": v.valid,
-            "official_error_type": v.error_type,
-            "official_error_message": v.error_message,
-            "official_failed_turn": v.turn,
-            "steps": {o.value: self.decode.get(o, 0) for o in Outcome},
-            "model_calls": self.calls,
-            "model_failed_calls": self.failed_calls,
-            **effect,
-        }
 
 
 @dataclass
@@ -392,3 +339,20 @@ def score_run(
     return score_plans([plan_run(run_dir, decoder, models)], effects=effects, detector=detector,
                        keep_traces=keep_traces, budget=budget, jobs=jobs, on_start=on_start,
                        on_file=on_file, on_entry=on_entry)[0]
+
+
+def score_to_file(run: Path, model: str, out: Path, *, decoder: str | None,
+                  boundary: str = DEFAULT_BOUNDARY, declarations: Path | None = None,
+                  detector: str = "strict", on_start: Callable[[int], None] | None = None,
+                  on_entry: Callable[[], None] | None = None) -> Path:
+    """Score one model folder of ``run`` and write its ``conversations.jsonl`` lines to
+    ``out`` (a file; as ``careful score`` writes them, each with what it was scored with).
+    Raises ValueError when nothing could be scored, OSError when ``out`` cannot be written."""
+    effects = load_effects(boundary, declarations)
+    scored = score_run(run, decoder=decoder, models=[model], effects=effects, detector=detector,
+                       on_start=on_start, on_entry=on_entry)
+    if not scored.usable:
+        raise ValueError("; ".join(scored.unusable) or f"nothing to score in {run}")
+    used = scored_with(effects, detector, scored.scores[0].decoder)
+    return write_conversations(out.parent, (r for _, cs in scored.files for r in cs.results),
+                               lambda _: {KEY: used}, name=out.name)
