@@ -64,6 +64,22 @@ def test_a_dying_worker_fails_only_its_own_task() -> None:
     assert isinstance(got[2], parallel.Failed) and "died" in got[2].reason
 
 
+def test_meanwhile_runs_once_in_the_parent_while_workers_work() -> None:
+    seen: list[int] = []
+
+    def meanwhile() -> None:
+        seen.append(os.getpid())
+        raise RuntimeError("ignored: the caller meets it again where it needs the work")
+
+    tasks = [3, 1, 2]
+    assert parallel.run_ordered(_square, tasks, jobs=2, shared=0, meanwhile=meanwhile) == \
+        [9, 1, 4]
+    assert seen == [os.getpid()]
+    assert parallel.run_ordered(_square, tasks, jobs=1, shared=0, meanwhile=meanwhile) == \
+        [9, 1, 4]
+    assert seen == [os.getpid()]  # serial: the caller does that work where it needs it
+
+
 def test_jobs_values() -> None:
     assert parallel.check_jobs(0) == parallel.default_jobs() >= 1
     assert parallel.check_jobs(3) == 3

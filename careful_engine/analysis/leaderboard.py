@@ -25,7 +25,7 @@ from careful_engine.scoring.score import (
     RunScore,
     discover,
 )
-from careful_engine.scoring.stats import Paired, paired, ranks, spearman
+from careful_engine.scoring.stats import Paired, paired, prefetch, ranks, spearman
 
 KINDS = {"bfcl": "accuracy", "safe": "safe_accuracy", "strict": "strict_accuracy"}
 
@@ -161,7 +161,8 @@ def score_run_groups(
                 plans.append(plan_run(run_dir, key, folders))
                 owner.append(g)
     kw = dict(effects=effects, detector=detector, keep_traces=keep_traces, jobs=jobs,
-              on_start=on_start, on_file=on_file, on_entry=on_entry)
+              on_start=on_start, on_file=on_file, on_entry=on_entry,
+              meanwhile=prefetch)  # the rankings' statistics, while the workers score
     # every file of every run across the workers at once; with traces kept, run by run
     # (memory stays bounded by one run's traces)
     done = ([r for p in plans for r in score_plans([p], **kw)] if keep_traces

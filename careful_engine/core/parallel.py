@@ -90,11 +90,15 @@ def _context() -> Any:
 def run_ordered(fn: Task, tasks: Sequence[Any], *, jobs: int = 1, shared: Any = None,
                 on_tick: Callable[[], None] | None = None,
                 on_done: Callable[[int, Any], None] | None = None,
-                cost: Sequence[float] | None = None) -> list[Any]:
+                cost: Sequence[float] | None = None,
+                meanwhile: Callable[[], None] | None = None) -> list[Any]:
     """``fn(task, shared, tick)`` for every task, in up to ``jobs`` worker processes; the
     results (or :class:`Failed`) in task order. ``on_done(index, result)`` sees each result
     as it arrives (in the parent). With ``cost`` (an estimate per task), workers take the
-    costliest tasks first, which shortens the tail; the results keep the task order."""
+    costliest tasks first, which shortens the tail; the results keep the task order.
+    ``meanwhile()`` is run once in the parent while the workers work (work the caller needs
+    next, such as an import; not run when the tasks run in this process, and an exception in
+    it is ignored: the caller meets it again where it does that work itself)."""
     tick = on_tick or (lambda: None)
     if jobs <= 1 or len(tasks) <= 1:
         out = []
@@ -108,7 +112,7 @@ def run_ordered(fn: Task, tasks: Sequence[Any], *, jobs: int = 1, shared: Any = 
     if cost is not None:
         order.sort(key=lambda i: -cost[i])
     broken = _pool_pass(fn, tasks, order, min(jobs, len(tasks)), shared, tick, on_done,
-                        results)
+                        results, meanwhile)
     for i in broken:  # a worker died: each unfinished task alone, so only its killer fails
         if _pool_pass(fn, tasks, [i], 1, shared, tick, on_done, results):
             results[i] = Failed("worker process died (killed or out of memory)")
@@ -119,7 +123,7 @@ def run_ordered(fn: Task, tasks: Sequence[Any], *, jobs: int = 1, shared: Any = 
 
 def _pool_pass(fn: Task, tasks: Sequence[Any], indices: list[int], workers: int, shared: Any,
                tick: Callable[[], None], on_done: Callable[[int, Any], None] | None,
-               results: dict[int, Any]) -> list[int]:
+               results: dict[int, Any], meanwhile: Callable[[], None] | None = None) -> list[int]:
     """Run ``indices`` in one pool; the indices left unfinished by a broken pool."""
     ctx = _context()
     ticks = ctx.Queue()
@@ -137,6 +141,11 @@ def _pool_pass(fn: Task, tasks: Sequence[Any], indices: list[int], workers: int,
                              initargs=(shared, ticks)) as pool:
         futures: dict[Future, int] = {pool.submit(_work, fn, tasks[i]): i for i in indices}
         pending = set(futures)
+        if meanwhile is not None:  # the workers are started (forked) by the first submit
+            try:
+                meanwhile()
+            except Exception:  # noqa: BLE001, S110 - see run_ordered
+                pass
         while pending:
             done, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
             drain()

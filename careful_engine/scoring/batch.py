@@ -204,9 +204,11 @@ def score_plans(
     on_start: Callable[[int], None] | None = None,
     on_file: Callable[[str, str], None] | None = None,
     on_entry: Callable[[], None] | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> list[RunScore]:
     """Load and score every file of ``plans`` with up to ``jobs`` worker processes; one
-    :class:`RunScore` per plan, in order (the same result for any ``jobs``)."""
+    :class:`RunScore` per plan, in order (the same result for any ``jobs``). ``meanwhile``:
+    work the parent does while the workers score (see parallel.run_ordered)."""
     named = [(n, m, rf) for n, p in enumerate(plans) for m, files in p.files.items()
              for rf in files]
     if on_start:
@@ -241,7 +243,8 @@ def score_plans(
     parts = parallel.run_ordered(task_fn if serial else _task_in_worker,
                                  list(range(len(tasks))), jobs=jobs, shared=(tasks, job),
                                  on_tick=on_entry, on_done=done,
-                                 cost=None if serial else [_cost(files, t) for t in tasks])
+                                 cost=None if serial else [_cost(files, t) for t in tasks],
+                                 meanwhile=meanwhile)
     _merge(files, tasks, parts, job)
     return [_assemble(n, plan, named, files) for n, plan in enumerate(plans)]
 

@@ -13,6 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 
+def prefetch() -> None:
+    """Import scipy.stats now (about half a second): the leaderboard and compare do it while
+    their workers score, instead of after."""
+    import scipy.stats  # noqa: F401
+
+
 def mcnemar_p(gained: int, lost: int) -> float:
     """Exact two-sided McNemar p on the discordant pairs (b gained, c lost).
 
