@@ -55,10 +55,8 @@ def workloads(shared: Path) -> dict[str, list[tuple[bfcl.Conversation, object, s
 
 
 def run_engine(items) -> None:
-    environment._TEMPLATES.clear()
-    environment._INITIAL_STATES.clear()
-    calls._PLANS.clear()
-    calls._CALLS.clear()
+    environment.clear_caches()
+    calls.clear_caches()
     current = None
     for conv, traj, model in items:  # grouped by model and category, in bfcl's order
         if (model, conv.category) != current:

@@ -70,10 +70,8 @@ def main() -> None:
             refcache.clear_memory()
 
     def engine() -> None:
-        environment._TEMPLATES.clear()
-        environment._INITIAL_STATES.clear()
-        calls._PLANS.clear()
-        calls._CALLS.clear()
+        environment.clear_caches()
+        calls.clear_caches()
         process = BfclProcess()
         for e in entries:
             conv = bfcl.conversation(e["id"])

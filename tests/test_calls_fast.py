@@ -41,14 +41,12 @@ def _view(result: object) -> object:
 def _slow(text: str, mapping: dict) -> object:
     saved = calls._fast
     calls._fast = lambda _text: None
-    calls._PLANS.clear()
-    calls._CALLS.clear()
+    calls.clear_caches()
     try:
         return parse_call(text, mapping)
     finally:
         calls._fast = saved
-        calls._PLANS.clear()
-        calls._CALLS.clear()
+        calls.clear_caches()
 
 
 def _same(text: str, mapping: dict | None = None) -> None:

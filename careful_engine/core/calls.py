@@ -281,3 +281,9 @@ def parse_call(
 def format_call(name: str, kwargs: Mapping[str, Any]) -> str:
     """Render a call as bfcl's FC decoders do: ``name(k=repr(v),...)``."""
     return f"{name}({','.join(f'{k}={v!r}' for k, v in kwargs.items())})"
+
+
+def clear_caches() -> None:
+    """Forget the parsed call strings kept for this process (a benchmark's cold start)."""
+    _PLANS.clear()
+    _CALLS.clear()

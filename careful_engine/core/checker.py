@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from careful_engine.core.budget import BUDGET_EXCEEDED
-from careful_engine.core.state import TooLarge, _plain
+from careful_engine.core.state import TooLarge, to_plain
 from careful_engine.core.trajectory import Verdict
 
 INFERENCE_ERROR = "multi_turn:inference_error"
@@ -80,7 +80,7 @@ def compare_instances(model: Any, reference: Any) -> dict[str, dict]:
 def _shown(value: Any) -> Any:
     """The plain form of an attribute for a verdict's details, or a note when too large."""
     try:
-        plain = _plain(value, limit=DETAIL_LIMIT)
+        plain = to_plain(value, limit=DETAIL_LIMIT)
     except TooLarge:
         return f"<{type(value).__name__} too large to show (more than {DETAIL_LIMIT:,} parts)>"
     if type(value).__name__ != "Directory":

@@ -362,3 +362,10 @@ class Environment:
         self._tracker = None
         self.state = State.of(self.instances)
         return self.state
+
+
+def clear_caches() -> None:
+    """Forget the instance templates and initial states kept for this process (a benchmark's
+    cold start)."""
+    _TEMPLATES.clear()
+    _INITIAL_STATES.clear()

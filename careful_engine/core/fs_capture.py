@@ -128,10 +128,11 @@ def walk(obj: Any, path: tuple, budget: Budget, room: int) -> Walk:
             h = (h + entry_hash(p, False, o.content)) & _MASK
             objects.append((o, p))
             return {"__file__": o.content}
-        from careful_engine.core.state import _plain  # anything else a model managed to store
+        # anything else a model managed to store; deferred: state imports this module
+        from careful_engine.core.state import to_plain
 
         h = (h + hash((p, "o", repr(o)[:200]))) & _MASK
-        return _plain(o, limit=room)
+        return to_plain(o, limit=room)
 
     root_plain = leaf(obj, path)
     if root_plain is not None:

@@ -44,7 +44,7 @@ def _build(kind: str, keys: Any, kids: list) -> Any:
 
 
 def _plain_fast(value: Any) -> Any:
-    """:func:`_plain` by recursion: faster on the shallow states simulators hold."""
+    """:func:`to_plain` by recursion: faster on the shallow states simulators hold."""
     t = type(value)
     if t in _PLAIN:
         return value
@@ -67,7 +67,7 @@ def _plain_fast(value: Any) -> Any:
     return repr(value)
 
 
-def _plain(value: Any, limit: int | None = None) -> Any:
+def to_plain(value: Any, limit: int | None = None) -> Any:
     """Convert a simulator value to plain, comparable data (dict, list, tuple, scalars).
 
     Iterative (any depth); with ``limit``, raises :class:`TooLarge` past that many containers
@@ -137,7 +137,7 @@ def _plain_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
         if key == "_current_dir" and type(value).__name__ == "Directory":
             out[key] = _file_system_path(value)
         else:
-            out[key] = _plain(value)
+            out[key] = to_plain(value)
     return out
 
 
