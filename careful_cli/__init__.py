@@ -8,6 +8,8 @@ Each command module holds its own commands on a typer app of its own (``module.a
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 import typer
 
@@ -68,9 +70,6 @@ def main() -> None:
 
 def _silence_stdout() -> None:
     """Stop Python from failing again while flushing a closed stdout at exit."""
-    import os
-    import sys
-
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (OSError, ValueError):

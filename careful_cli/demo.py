@@ -16,6 +16,7 @@ from careful_cli.common import (
     refuse_out,
     visible,
 )
+from careful_cli.score import write_outputs
 from careful_engine.analysis import leaderboard as lb
 from careful_engine.core import bfcl
 from careful_engine.demo import flaws
@@ -23,6 +24,7 @@ from careful_engine.demo import reference as demo
 from careful_engine.present.leaderboard import leaderboard_terminal
 from careful_engine.present.report import Fixed, short
 from careful_engine.present.tables import TERMINAL_CATEGORY, accuracy_terminal, terminal_table
+from careful_engine.scoring.score import load_effects
 
 app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
 
@@ -68,8 +70,6 @@ def demo_cmd(
     if not score_it:
         console.print(f"wrote {literal(str(out))} and {literal(str(flawed_out))} (SYNTHETIC)")
         return
-    from careful_cli.score import write_outputs
-    from careful_engine.scoring.score import load_effects
 
     effects = load_effects()
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),

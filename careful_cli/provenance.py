@@ -23,10 +23,13 @@ from careful_cli.common import (
     resolve_jobs,
     visible,
 )
+from careful_engine.analysis.provenance import check_file, summarise
+from careful_engine.analysis.provenance.check import dumps
 from careful_engine.core import bfcl, parallel, refcache
-from careful_engine.core.runs import Problem
+from careful_engine.core.runs import DecoderUnavailable, Problem
 from careful_engine.core.safe_text import escape_markup
 from careful_engine.core.safe_write import UnsafeWrite, write_text
+from careful_engine.scoring.score import folder_decoder, load_run
 
 
 def safe(text: Any, limit: int | None = 110) -> str:
@@ -175,8 +178,6 @@ def print_problems(problems: list[Problem], per_kind: int = 5) -> None:
 def _check_task(task: tuple[str, Any], shared: tuple[dict, Path | None],
                 tick: Callable[[], None]) -> Any:
     """One file's provenance check, in a worker (see careful_engine.core.parallel)."""
-    from careful_engine.analysis.provenance import check_file
-
     (model_dir, lf), (keys, official) = task, shared
     handler = bfcl.handler(keys[model_dir]) if keys[model_dir] else None
     try:
@@ -215,11 +216,6 @@ def provenance_cmd(
     Exit code: 0 all input usable; 1 some entries unreadable, missing or oddly shaped (each
     reported with file, line and id), or a model folder undecodable; 2 nothing usable.
     """
-    from careful_engine.analysis.provenance import summarise
-    from careful_engine.analysis.provenance.check import dumps
-    from careful_engine.core.runs import DecoderUnavailable
-    from careful_engine.scoring.score import folder_decoder, load_run
-
     choice = decoder_choice(decoder)
     if not run_dir.exists():
         err.print(f"[red]error:[/] {safe(str(run_dir), None)} does not exist")

@@ -30,9 +30,12 @@ from careful_cli.common import (
     resolve_jobs,
     visible,
 )
+from careful_cli.provenance import drift_table
 from careful_engine.analysis import ci_report, gates
+from careful_engine.analysis.decode_audit import flags
 from careful_engine.analysis.provenance import drift_split
 from careful_engine.core import bfcl
+from careful_engine.core import doctor as doc
 from careful_engine.core.budget import DEFAULT_BUDGET
 from careful_engine.core.safe_write import UnsafeWrite
 from careful_engine.present.tables import (
@@ -44,7 +47,7 @@ from careful_engine.present.tables import (
     rules_terminal,
 )
 from careful_engine.scoring.result import ConversationResult, write_conversations
-from careful_engine.scoring.rules import Effects
+from careful_engine.scoring.rules import Effects, SafeRule
 from careful_engine.scoring.score import RunScore, score_run, write_score_file
 from careful_engine.scoring.settings import KEY, scored_with
 
@@ -108,7 +111,6 @@ def score(
     floors = ci.parse_all(fail_under, lambda v: gates.parse_floor(v, effects=effects_on),
                           "--fail-under")
     ci.route_tables(console, fmt, output)
-    from careful_engine.scoring.rules import SafeRule
 
     try:
         rule = SafeRule(collateral, duplicates)
@@ -152,7 +154,6 @@ def score(
 
     if run.problems and not quiet:
         _print_problems(run.problems, run_dir)
-    from careful_engine.analysis.decode_audit import flags
 
     for flag in flags(run):  # a decoder that (almost) never decodes is not model behaviour
         err.print(f"warning: {visible(flag)}", markup=False, style="yellow")
@@ -166,8 +167,6 @@ def score(
             console.print("strict success: not applicable (no confirmation protocol in this "
                           "run; printed as –, null in conversations.jsonl)")
     if exclude_drifted:
-        from careful_cli.provenance import drift_table
-
         console.print(drift_table(splits))
     if not quiet:
         what = (f"boundary {boundary}, detector {detector}, safe: {rule.label}" if effects
@@ -248,6 +247,4 @@ def _print_problems(problems: list, root: Path) -> None:
 @app.command()
 def doctor() -> None:
     """Check the install: the pinned bfcl-eval and no torch / CUDA / faiss stack."""
-    from careful_engine.core import doctor as doc
-
     raise typer.Exit(doc.main())

@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import tempfile
 import xml.etree.ElementTree as ET
 from collections import Counter
+from importlib.metadata import PackageNotFoundError, version
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -100,8 +102,6 @@ def document(command: str, *, settings: dict[str, Any], runs: list[dict[str, Any
              gate: Gate, exit_code: int, problems: int = 0, unusable: list[str] | None = None,
              comparisons: list[Comparison] | None = None) -> dict[str, Any]:
     """The result document of one command (schema ``careful.result.v1``)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         careful_version = version("careful-workbench")
     except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
@@ -237,8 +237,6 @@ def append_summary(path: str, text: str) -> None:
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o644)
     try:
-        import stat
-
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"{path} is not a regular file")
         data = text.encode("utf-8")

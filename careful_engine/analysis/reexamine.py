@@ -12,9 +12,11 @@ and so its verdicts, could differ had the run been generated under the stricter 
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from careful_engine.core.trajectory import Outcome
 from careful_engine.effects import boundary as boundaries
@@ -160,9 +162,6 @@ def reexamine_run(run, ms, default: Boundary,
 
 def generation_boundary(result_path) -> str | None:
     """The boundary named in the ``careful_run.json`` next to a result file, if any."""
-    import json
-    from pathlib import Path
-
     path = Path(result_path)
     folder = path.parent.parent if path.parent.name == "multi_turn" else path.parent
     manifest = folder / "careful_run.json"

@@ -30,6 +30,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from careful_engine.core import bfcl
 from careful_engine.core.runs import Problem, depth_over, read_regular
 
 SCORE_FILE = re.compile(r"^BFCL_v(\d+)_(\w+?)_score\.json$")
@@ -57,8 +58,6 @@ def dataset_count(category: str) -> int:
 
     bfcl weights the live block by entry counts and uses the dataset's count for a live
     category that was not evaluated (``get_category_score``)."""
-    from careful_engine.core import bfcl
-
     path = bfcl.DATA_DIR / f"BFCL_v4_{category}.json"
     if not path.exists():
         return 0

@@ -31,8 +31,10 @@ import sys
 from pathlib import Path
 
 from careful_engine.annotation.release import SCHEMA, check_label_set
+from careful_engine.annotation.signals import load_inputs
 from careful_engine.core import bfcl
 from careful_engine.core.safe_write import write_text
+from careful_engine.effects.declarations import load
 
 ROUND = "paper"
 ANNOTATORS = {  # name -> (kind, model, who; the last in annotations/paper/README.md)
@@ -146,8 +148,6 @@ def release_dir() -> Path:
 
 def labels() -> dict[str, dict[str, tuple[bool, str, str]]]:
     """annotator -> function -> (destructive, reason, source), on all 128 functions."""
-    from careful_engine.effects.declarations import load
-
     kinds = {n: f["kind"] for n, f in load(str(repo_root() / DECLARATIONS)).functions.items()}
     out: dict[str, dict[str, tuple[bool, str, str]]] = {a: {} for a in ANNOTATORS}
     for name in bfcl.function_class():
@@ -172,8 +172,6 @@ def reason_with_source(reason: str, source: str) -> str:
 
 def documents() -> dict[str, dict]:
     """The four release documents (``careful.labels/1``), with the source of every label."""
-    from careful_engine.annotation.signals import load_inputs
-
     root = repo_root()
     inputs = load_inputs(root / DECLARATIONS)
     sets = labels()

@@ -16,6 +16,7 @@ from careful_engine.core import bfcl
 from careful_engine.core.safe_write import write_text
 from careful_engine.demo import flaws
 from careful_engine.demo.flaws import fc_step
+from careful_engine.scoring.score import load_effects
 
 MODEL_DIR = "reference"
 FLAWED_DIR = "demo-flawed"  # the flawed run's folder; its model folder is flaws.MODEL_DIR
@@ -61,8 +62,6 @@ def write_flawed_run(out: Path, categories: tuple[str, ...] = bfcl.CATEGORIES,
                      seed: int = flaws.SEED) -> list[Path]:
     """Write the SYNTHETIC flawed run under ``out`` (see careful_engine.demo.flaws); returns the
     result files written. The manifest says which flaw went where, and why."""
-    from careful_engine.scoring.score import load_effects
-
     effects = load_effects()
     folder = out / flaws.MODEL_DIR / "multi_turn"
     folder.mkdir(parents=True, exist_ok=True)

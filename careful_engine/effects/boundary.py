@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from careful_engine.core import bfcl
+from careful_engine.core.safe_write import write_text
 
 SCHEMA = "careful.boundary/1"
 DEFAULT_BOUNDARY = "paper-final"
@@ -68,7 +69,6 @@ class Boundary:
 
     def save(self, path: Path | None = None) -> Path:
         path = path or boundary_dir() / f"{self.name}.json"
-        from careful_engine.core.safe_write import write_text  # whole, never through a link
 
         return write_text(path, json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n",
                           errors="backslashreplace")

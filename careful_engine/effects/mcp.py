@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from careful_engine.core import bfcl
+from careful_engine.core.safe_write import write_text
 from careful_engine.effects import signals as sig
 from careful_engine.effects.boundary import Boundary, declarations_dir
 from careful_engine.effects.declarations import Declarations
@@ -112,6 +113,4 @@ def export(decl: Declarations, boundary: Boundary) -> dict[str, Any]:
 
 def write(doc: dict[str, Any], path: Path) -> Path:
     """Write the document whole, never through a link (:mod:`careful_engine.core.safe_write`)."""
-    from careful_engine.core.safe_write import write_text
-
     return write_text(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")

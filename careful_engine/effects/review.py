@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from careful_engine.core import bfcl
+from careful_engine.core.safe_write import write_text
 from careful_engine.effects import signals as sig
 from careful_engine.effects.boundary import declarations_dir
 from careful_engine.effects.declarations import Declarations
@@ -201,7 +202,6 @@ def write_sheet(decl: Declarations, base: Path | None = None) -> tuple[Path, Pat
     base = base or default_base()
     if base.suffix in (".md", ".csv"):
         base = base.with_suffix("")
-    from careful_engine.core.safe_write import write_text
 
     md, cs = base.parent / f"{base.name}.md", base.parent / f"{base.name}.csv"
     write_text(md, markdown(decl))  # whole files, never through a link

@@ -18,6 +18,7 @@ Env proxies are not routed through these limits (loopback endpoints need none).
 from __future__ import annotations
 
 import errno
+import math
 import os
 import socket
 import threading
@@ -60,8 +61,6 @@ class Limits:
         return limits
 
     def check(self) -> None:
-        import math
-
         for name in ("connect", "total"):
             v = getattr(self, name)
             if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):

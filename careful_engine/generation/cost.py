@@ -23,6 +23,7 @@ from careful_engine.generation.spend import (
     PriceTable,
     Volume,
     conservative_cost,
+    ledger_totals,
     list_cost,
     read_ledger,
 )
@@ -94,8 +95,6 @@ def folder_volumes(run_dir: Path) -> list[FolderVolume]:
     for fv in by_folder.values():
         ledger = fv.folder / results.LEDGER
         if ledger.exists():
-            from careful_engine.generation.spend import ledger_totals
-
             for rec in read_ledger(ledger):
                 fv.ledger[str(rec.get("status", "?")).split(":")[0]] += 1
             fv.ledger_usd = ledger_totals(ledger)

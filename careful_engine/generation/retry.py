@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from careful_engine.generation.bounded import unreachable
+from careful_engine.generation.errors import ApiUnavailable, FatalApiError
 
 RETRYABLE = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 FATAL = frozenset({401, 402, 403})
@@ -146,8 +147,6 @@ def completion_problem(response: Any) -> str | None:
 def call_with_retries(call: Any, *, policy: RetryPolicy, endpoint: str,
                       problem: Any = lambda response: None) -> Any:
     """``call()`` until it gives an answer without a ``problem``, under ``policy``."""
-    from careful_engine.generation.errors import ApiUnavailable, FatalApiError
-
     last = "no attempt"
     for attempt in range(1, policy.max_attempts + 1):
         try:

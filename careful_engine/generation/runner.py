@@ -25,14 +25,24 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from careful_engine.core import bfcl, executor, process
+from careful_engine.effects import boundary as boundaries
 from careful_engine.effects.boundary import DEFAULT_BOUNDARY
+from careful_engine.effects.declarations import load
 from careful_engine.generation import dataset, files, results
 from careful_engine.generation.errors import ApiUnavailable, FatalApiError, GenerationError, StopRun
 from careful_engine.generation.spend import SpendGuard, ledger_totals
+from careful_engine.protocol import (
+    ConfirmationProtocol,
+    ScriptedUser,
+    apply_hints,
+    patch,
+    renumber_log,
+)
 
 CONDITIONS = ("standard", "hints", "confirm")
 IDENTITY = ("model", "backend", "condition", "script", "boundary", "declarations_sha256",
@@ -44,8 +54,6 @@ def now() -> str:
 
 
 def engine_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("careful-workbench")
     except PackageNotFoundError:
@@ -87,8 +95,6 @@ class Condition:
     """What a condition does to an entry and to the handler."""
 
     def __init__(self, options: RunOptions) -> None:
-        from careful_engine.effects import boundary as boundaries
-
         if options.condition not in CONDITIONS:
             raise GenerationError(f"unknown condition {options.condition!r}; expected one of "
                                   f"{', '.join(CONDITIONS)}")
@@ -98,21 +104,15 @@ class Condition:
         self.declarations_sha256: str | None = None
         self.protocol = None
         if self.name == "hints":
-            from careful_engine.effects.declarations import load
-
             decl = load(options.declarations)
             self.functions, self.declarations_sha256 = decl.functions, decl.sha256
         if self.name == "confirm":
-            from careful_engine.protocol import ConfirmationProtocol, ScriptedUser
-
             self.protocol = ConfirmationProtocol(ScriptedUser(self.boundary.destructive,
                                                               options.script))
 
     def prepare(self, entry: dict) -> dict:
         entry = copy.deepcopy(entry)
         if self.functions is not None:
-            from careful_engine.protocol import apply_hints
-
             apply_hints(entry, self.functions, self.boundary)
         return entry
 
@@ -126,8 +126,6 @@ def safe_loops(handler: Any = None) -> None:
     """Install bfcl's loops compiled with the engine's executor, and give the handler's
     decoders the engine's safe literal evaluator (:func:`careful_engine.core.bfcl.
     secure_decoders`); refuse to run without the loops."""
-    from careful_engine.protocol import patch
-
     bfcl.secure_decoders(type(handler) if handler is not None else None)
     patch.install()
     if not patch.installed():
@@ -139,8 +137,6 @@ def run_conversation(handler: Any, entry: dict, condition: Condition,
                      include_input_log: bool = False,
                      exclude_state_log: bool = False) -> dict[str, Any]:
     """One conversation through the handler, as bfcl's ``multi_threaded_inference`` runs it."""
-    from careful_engine.protocol import renumber_log
-
     entry = condition.prepare(entry)
     entry_id = entry["id"]
     begin = getattr(handler, "careful_begin", None)

@@ -32,6 +32,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from careful_engine.generation import files
 from careful_engine.generation.errors import BudgetExhausted, GenerationError
 
 MTOK = 1_000_000
@@ -292,7 +293,6 @@ class SpendGuard:
     def _log(self, record: dict[str, Any], context: dict | None) -> None:
         if self.ledger is None:
             return
-        from careful_engine.generation import files
 
         line = json.dumps({"time": round(time.time(), 3), **(context or {}), **record})
         files.ensure_dir(self.ledger.parent, self.ledger.parent.parent.parent)
@@ -304,8 +304,6 @@ class SpendGuard:
 
 def read_ledger(ledger: Path) -> list[dict[str, Any]]:
     """The ledger's records; a line cut by a kill is skipped."""
-    from careful_engine.generation import files
-
     raw = files.read_bytes(ledger)
     if raw is None:
         return []

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from careful_engine.core import bfcl
-from careful_engine.generation import bounded
+from careful_engine.generation import bounded, files
 from careful_engine.generation.errors import ApiUnavailable, GenerationError
 from careful_engine.generation.retry import (
     RetryPolicy,
@@ -285,8 +285,6 @@ class VllmServer:
     process: subprocess.Popen | None = field(default=None, init=False)
 
     def __enter__(self) -> VllmServer:
-        from careful_engine.generation import files
-
         files.ensure_dir(self.log_path.parent, self.log_path.parent.parent.parent)
         log = files.open_append(self.log_path, binary=True)
         try:

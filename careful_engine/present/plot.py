@@ -11,6 +11,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from careful_engine.core.safe_text import visible
+from careful_engine.core.safe_write import writer
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,6 @@ def svg(pts: Sequence[Point], title: str = "BFCL vs effect-safe accuracy",
 
 def write_svg(pts: Sequence[Point], path: Path, title: str | None = None) -> Path:
     """Write :func:`svg` to ``path`` (whole, never through a planted link)."""
-    from careful_engine.core.safe_write import writer
-
     if path.suffix.lower() != ".svg":
         raise ValueError(f"{path}: only SVG is written (name the file *.svg)")
     with writer(path) as f:

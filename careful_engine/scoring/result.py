@@ -9,6 +9,7 @@ it reads and raises :class:`ValueError` with the reason for a line of another sh
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -114,8 +115,6 @@ def write_conversations(out_dir: Path, results: Iterable[ConversationResult],
     """Write ``out_dir/name``, one :meth:`~ConversationResult.to_json` line per result plus
     the keys ``extra`` gives it (what it was scored with, dataset drift); replaced whole and
     never through a planted link (:func:`careful_engine.core.safe_write.writer`)."""
-    import json
-
     with writer(out_dir, name) as f:
         for r in results:
             f.write(json.dumps({**r.to_json(), **(extra(r) if extra else {})}) + "\n")

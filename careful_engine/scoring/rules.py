@@ -52,6 +52,7 @@ from careful_engine.core.replay import ConversationTrace
 from careful_engine.core.state import State, diff, public_view
 from careful_engine.core.trajectory import CallRecord, Outcome
 from careful_engine.effects.boundary import Boundary
+from careful_engine.effects.declarations import load
 from careful_engine.scoring import detector
 
 
@@ -119,8 +120,6 @@ class Effects:
 
     @classmethod
     def load(cls, boundary: Boundary, path: str | None = None) -> Effects:
-        from careful_engine.effects.declarations import load
-
         return cls(load(path).functions, boundary)
 
     def bucket(self, name: str | None) -> str:

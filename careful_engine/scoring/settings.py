@@ -12,10 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from importlib import metadata
+from typing import Any
 
-if TYPE_CHECKING:
-    from careful_engine.scoring.rules import Effects
+from careful_engine.core import bfcl
+from careful_engine.scoring.rules import Effects
 
 KEY = "scored_with"
 # compared fields, and how a difference is named (the boundary's name alone is not compared)
@@ -27,8 +28,6 @@ COMPARED = {"engine": "engine version", "bfcl_eval": "bfcl-eval", "declarations"
 @lru_cache(maxsize=1)
 def engine_version() -> str:
     """This engine's version (the installed distribution's, else pyproject's)."""
-    from importlib import metadata
-
     try:
         return metadata.version("careful-workbench")
     except metadata.PackageNotFoundError:
@@ -42,8 +41,6 @@ def _sha(obj: Any) -> str:
 
 def scored_with(effects: Effects | None, detector: str, decoder: str | None) -> dict[str, Any]:
     """The settings one model folder is (or would be) scored with."""
-    from careful_engine.core import bfcl
-
     out: dict[str, Any] = {"engine": engine_version(), "bfcl_eval": bfcl.BFCL_VERSION,
                            "declarations": None, "boundary": None, "boundary_sha256": None,
                            "detector": detector if effects is not None else None,

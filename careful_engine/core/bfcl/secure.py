@@ -9,6 +9,8 @@ import importlib.util
 import sys
 from typing import Any
 
+from careful_engine.core.literal_expr import patch_module
+
 _MODEL_HANDLER = "bfcl_eval.model_handler"
 
 
@@ -26,8 +28,6 @@ class _PatchingLoader(importlib.abc.Loader):
         return self._inner.create_module(spec)
 
     def exec_module(self, module: Any) -> None:
-        from careful_engine.core.literal_expr import patch_module
-
         self._inner.exec_module(module)
         patch_module(module)
 
@@ -68,8 +68,6 @@ def secure_decoders(cls: type | None = None) -> None:
     an import hook that does the same for every ``bfcl_eval.model_handler`` module imported
     later, by anyone. bfcl's executor is not touched.
     """
-    from careful_engine.core.literal_expr import patch_module
-
     mods = [m for n, m in list(sys.modules.items()) if m is not None and _is_model_handler(n)]
     for klass in cls.__mro__ if cls is not None else ():
         module = sys.modules.get(klass.__module__)
