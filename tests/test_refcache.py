@@ -326,3 +326,24 @@ def test_cache_location_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: P
 
 def _categories(lines: bytes) -> set[str]:
     return {json.loads(line)["category"] for line in lines.splitlines()}
+
+
+def test_workers_recording_at_once_lose_no_entry(private_cache: Path, shared_runs: Path) -> None:
+    """Two workers scoring parts of the same files with an empty cache each write what they
+    recorded when they exit, under the cache folder's lock: the files hold what one process
+    recording everything writes."""
+    from careful_engine.scoring.score import score_run
+
+    run = shared_runs / "xlam-2-8b-fc-r"
+    score_run(run, jobs=2)
+    refcache.clear_memory()
+    two = {f.name: refcache._read(f, refcache._key_file(private_cache), f.name.split("-")[0])
+           for f in sorted(private_cache.glob("*.bin"))}
+    for f in private_cache.glob("*.bin"):
+        f.unlink()
+    score_run(run, jobs=1)
+    refcache.clear_memory()
+    one = {f.name: refcache._read(f, refcache._key_file(private_cache), f.name.split("-")[0])
+           for f in sorted(private_cache.glob("*.bin"))}
+    assert len(one) == 3 and all(one.values())
+    assert {k: sorted(v) for k, v in two.items()} == {k: sorted(v) for k, v in one.items()}

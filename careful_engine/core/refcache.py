@@ -46,7 +46,9 @@ import secrets
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -676,10 +678,41 @@ def flush() -> None:
             cat.new.clear()
             continue
         path = _path(disk[0], category)
-        entries = _read(path, disk[1], category) or {}
-        entries.update({i: cat.entries[i] for i in cat.new})
-        _write(path, disk[1], category, entries)
+        with _locked(disk[0]):  # workers flushing at once merge instead of overwriting
+            entries = _read(path, disk[1], category) or {}
+            entries.update({i: cat.entries[i] for i in cat.new})
+            _write(path, disk[1], category, entries)
         cat.new.clear()
+
+
+@contextmanager
+def _locked(folder: Path, wait: float = 5.0) -> Iterator[None]:
+    """The cache folder's write lock (``flock`` on its ``lock`` file), waited for at most
+    ``wait`` seconds; without it (no flock, a planted link, a holder that never lets go) the
+    write goes ahead unlocked: an entry lost then is only recorded again later."""
+    try:
+        import fcntl
+    except ImportError:  # not on POSIX
+        yield
+        return
+    try:
+        fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.01)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def warm(categories: tuple[str, ...] = bfcl.CATEGORIES) -> None:

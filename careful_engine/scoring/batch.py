@@ -24,6 +24,8 @@ that file; the rest is scored.
 from __future__ import annotations
 
 import math
+import multiprocessing.util as mp_util
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,15 +128,34 @@ def _score_task(task: Task, job: _Job, tick: Callable[[], None]) -> _Part:
     index, only = task
     lf = job.loaded[index]
     known = len(lf.problems)
-    try:
-        cs = score_file(lf, job.handlers[index], keep_traces=job.keep_traces, on_entry=tick,
-                        effects=job.effects, detector=job.detector, budget=job.budget,
-                        only=only)
-    finally:
-        refcache.flush()  # the references this part recorded, for every later process
+    cs = score_file(lf, job.handlers[index], keep_traces=job.keep_traces, on_entry=tick,
+                    effects=job.effects, detector=job.detector, budget=job.budget, only=only)
     problems = lf.problems[known:]
     del lf.problems[known:]  # the parent adds them back once, merged in order
     return _Part(cs.results, problems)
+
+
+def _score_here(task: Task, job: _Job, tick: Callable[[], None]) -> _Part:
+    """A file scored in this process; the references it recorded written at once, for
+    every later process."""
+    try:
+        return _score_task(task, job, tick)
+    finally:
+        refcache.flush()
+
+
+_FLUSH_AT_EXIT: list[int] = []  # the worker process that will write its records on exit
+
+
+def _task_in_worker(i: int, shared: tuple[list[Task], _Job], tick: Callable[[], None]) -> _Part:
+    """A part scored in a worker, which writes the references it recorded once, when it
+    exits (multiprocessing runs the finalizer; writing after every part re-read and
+    re-wrote the category's cache file each time)."""
+    if _FLUSH_AT_EXIT != [os.getpid()]:
+        _FLUSH_AT_EXIT[:] = [os.getpid()]
+        mp_util.Finalize(None, refcache.flush, exitpriority=10)
+    tasks, job = shared
+    return _score_task(tasks[i], job, tick)
 
 
 def _load(plans: list[RunPlan], tasks: list[tuple[int, str, ResultFile]]) -> list[_File]:
@@ -231,7 +252,7 @@ def score_plans(
 
     def task_fn(i: int, shared: tuple[list[Task], _Job], tick: Callable[[], None]) -> _Part:
         label(i)
-        return _task_in_worker(i, shared, tick)
+        return _score_here(shared[0][i], shared[1], tick)
 
     def done(i: int, result: Any) -> None:
         if not serial:
@@ -249,11 +270,6 @@ def score_plans(
     return [_assemble(n, plan, named, files) for n, plan in enumerate(plans)]
 
 
-def _task_in_worker(i: int, shared: tuple[list[Task], _Job], tick: Callable[[], None]) -> _Part:
-    tasks, job = shared
-    return _score_task(tasks[i], job, tick)
-
-
 def _merge(files: list[_File], tasks: list[Task], parts: list[Any], job: _Job) -> None:
     """Each file's parts as one score, in bfcl's order, as the serial run gives it."""
     mine: dict[int, list[tuple[Task, Any]]] = {}
@@ -268,7 +284,7 @@ def _merge(files: list[_File], tasks: list[Task], parts: list[Any], job: _Job) -
         if any(p.problems for t, p in got if t[1] is not None and not _shares(t, f)):
             # an independent entry could not be scored: the serial run restarted bfcl's
             # process state there, which the shared part did not see; score it whole
-            whole = parallel.run_ordered(_score_task, [(index, None)], jobs=1, shared=job)[0]
+            whole = parallel.run_ordered(_score_here, [(index, None)], jobs=1, shared=job)[0]
             if isinstance(whole, parallel.Failed):
                 f.failed = whole.reason
                 continue
