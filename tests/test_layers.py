@@ -107,3 +107,19 @@ def test_every_help_renders_as_paragraphs_at_80_columns():
         problems += [f"careful {' '.join(path)}: {p}" for p in _early_breaks(result.output)]
     assert not problems, "\n".join(problems)
 
+
+def test_a_command_module_that_fails_to_import_is_an_error(monkeypatch) -> None:
+    """Commands are registered explicitly: a module that cannot be imported stops `careful`
+    (main turns it into exit 3 with a log), it is never skipped or renamed."""
+    import careful_cli
+
+    monkeypatch.setattr(careful_cli, "app", typer.Typer())
+    monkeypatch.setattr(careful_cli, "_loaded", False)
+    monkeypatch.setattr(careful_cli, "COMMAND_MODULES", ("score", "no_such_commands"))
+    with pytest.raises(ModuleNotFoundError):
+        careful_cli._load()
+    monkeypatch.setattr(careful_cli, "COMMAND_MODULES", ("score", "compare"))
+    careful_cli._load()
+    names = {c.name or c.callback.__name__ for g in careful_cli.app.registered_groups
+             for c in g.typer_instance.registered_commands}
+    assert names == {"score", "doctor", "compare"}

@@ -155,6 +155,32 @@ def test_compare_of_fake_scores(fake_entries: list[lb.Entry]) -> None:
     assert "1.000" in rep.markdown()  # p shown with three decimals
 
 
+def test_compare_decisions_are_data(fake_entries: list[lb.Entry]) -> None:
+    """careful_engine.analysis.compare: the --score kinds, the labels, strict success dropped
+    without the protocol, and nothing in common, without the CLI."""
+    from careful_engine.analysis import compare as cmp
+
+    assert cmp.parse_scores(None) == ["bfcl", "safe"]
+    assert cmp.parse_scores(["safe", "both", "strict"]) == ["safe", "bfcl", "strict"]
+    with pytest.raises(ValueError):
+        cmp.parse_scores(["loose"])
+    a, b, c = fake_entries
+    scored = lb.Scored([a, b], [], [], [])
+    pairing = cmp.pair(scored, ["bfcl", "strict"])
+    assert pairing.kinds == ["bfcl"] and pairing.not_strict == ["a", "b"]
+    assert (pairing.label_a, pairing.label_b) == ("a", "b")
+    with pytest.raises(cmp.NotComparable) as e:
+        cmp.pair(scored, ["strict"])
+    assert e.value.not_strict == ["a", "b"]
+    twin = lb.Entry("a", Path("/other/a"), b.score)
+    assert cmp.side_labels(a, twin) == ("/runs/a/a", "/other/a/b")
+    no_base = _entry("d", {"multi_turn_long_context": [(True, 0)]})
+    with pytest.raises(cmp.NotComparable, match="no category in common"):
+        cmp.pair(lb.Scored([c, no_base], [], [], []), ["bfcl"])
+    gate = cmp.gate(pairing, fail_on_regression=True, alpha=0.05, limits=[])
+    assert gate.evaluated and gate.passed  # one lost, one gained: no regression
+
+
 # ---------------------------------------------------------------- real runs
 
 
