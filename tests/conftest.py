@@ -18,6 +18,13 @@ os.environ["CAREFUL_CACHE_DIR"] = _CACHE
 atexit.register(shutil.rmtree, _CACHE, True)
 
 
+@pytest.fixture(autouse=True)
+def _own_config_folder(tmp_path_factory, monkeypatch) -> None:
+    """The workbench remembers settings in $XDG_CONFIG_HOME: each test its own, never the
+    user's."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
+
+
 @pytest.fixture(scope="session")
 def shared_runs() -> Path:
     """The real logged runs in ../shared/runs; tests that need them skip cleanly without."""

@@ -49,7 +49,7 @@ async def start_labelling(pilot, who: str = "A1") -> LabelScreen:
     await settle(pilot, "2")
     screen = pilot.app.screen
     assert isinstance(screen, LabelScreen)
-    await settle(pilot, *who, "enter")
+    await settle(pilot, "tab", *who, "enter")  # Tab: to the name field
     assert screen.session is not None and screen.session.annotator == who
     return screen
 

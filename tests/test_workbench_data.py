@@ -114,7 +114,8 @@ def settings(root: Path, **kw):
     from workbench.context import Settings
 
     base = dict(runs=[Path("runs/alpha"), Path("runs/beta")], db=Path("careful.db"),
-                boundary_dir=Path("boundary"), cache_dir=root / "cache", user="tester")
+                boundary_dir=Path("boundary"), cache_dir=root / "cache", user="tester",
+                config=root / "config" / "workbench.json")
     return Settings(**{**base, **kw})
 
 

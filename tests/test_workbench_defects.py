@@ -271,7 +271,7 @@ def test_a_name_off_the_roster_is_refused_with_the_roster(workdir) -> None:
             screen = app.screen
             assert str(screen.query_one("#round-select").value) == "r1"
             app.notify = lambda message, **kw: shown.append(str(message))  # type: ignore
-            await settle(pilot, *"A3", "enter")
+            await settle(pilot, "tab", *"A3", "enter")
             assert screen.session is None
     asyncio.run(go())
     assert any("not an annotator of round r1" in m and "A1, A2" in m for m in shown), shown

@@ -46,7 +46,7 @@ def test_label_setup(snap_compare, workdir) -> None:
 def test_label_function(snap_compare, workdir) -> None:
     # A1 labels cd, then stands on rm (a proposed candidate) with its example diff
     assert snap_compare(app(workdir), run_before=steps(
-        "2", "A 1 enter", "y", "o n l y space h i d d e n space s t a t e enter",
+        "2", "tab A 1 enter", "y", "o n l y space h i d d e n space s t a t e enter",
         "right_square_bracket right_square_bracket right_square_bracket", "space"))
 
 

@@ -215,4 +215,4 @@ def demo_settings(root: Path) -> Settings:
     """Settings over ``root/runs`` and ``root/careful.db`` (tests, benchmarks)."""
     return Settings(runs=sorted(p for p in (root / "runs").iterdir() if p.is_dir()),
                     db=root / "careful.db", boundary_dir=root / "boundary",
-                    cache_dir=root / "cache", user="tester")
+                    cache_dir=root / "cache", user="tester", config=root / "workbench.json")

@@ -12,6 +12,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .remember import Remembered, default_path
+
 if TYPE_CHECKING:
     from careful_engine.annotation.store import Store
     from careful_engine.browse import RunBrowser, RunRef
@@ -39,6 +41,8 @@ class Settings:
     detector: str = "strict"
     user: str = field(default_factory=_user)
     cache_dir: Path | None = None  # where the workbench keeps scores it made itself
+    # what it remembers across sessions (annotator name, filters); None: nothing
+    config: Path | None = field(default_factory=default_path)
 
 
 def default_runs(root: Path = Path("runs"), *, write_reference: bool = True) -> list[Path]:
@@ -61,6 +65,11 @@ class Workbench:
         # override reasons given on the Agreement screen, by round: asked once while the app
         # runs (each opening is still written to the round's reveal log)
         self.overrides: dict[str, str] = {}
+
+    @cached_property
+    def remembered(self) -> Remembered:
+        """The annotator name and the filters per run, from the last session."""
+        return Remembered.load(self.settings.config)
 
     @cached_property
     def refs(self) -> list[RunRef]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import sys
 import threading
 from collections import OrderedDict
@@ -114,10 +115,18 @@ def cache_scores_path(ref: RunRef, cache_dir: Path | None = None) -> Path:
 
 
 def score_paths(ref: RunRef, cache_dir: Path | None = None) -> list[Path]:
-    """Score files that may hold this run's lines, newest first."""
+    """Score files that may hold this run's lines, newest first: whatever is at their paths,
+    so that a folder, a FIFO or a dangling link there is reported, not passed over."""
     candidates = [ref.run / SCORE_DIR / SCORES_NAME, cache_scores_path(ref, cache_dir)]
-    found = [p for p in candidates if p.is_file()]
-    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+
+    def mtime(p: Path) -> float:
+        try:
+            return p.lstat().st_mtime
+        except OSError:
+            return 0.0
+
+    found = [p for p in candidates if os.path.lexists(p)]
+    return sorted(found, key=mtime, reverse=True)
 
 
 def read_scores(path: Path, model: str, problems: list[Problem] | None = None,
@@ -126,7 +135,11 @@ def read_scores(path: Path, model: str, problems: list[Problem] | None = None,
     not a score line goes to ``problems`` (``file:line [id]: reason``), the rest is read."""
     out: dict[str, dict] = {}
     bad = problems if problems is not None else []
-    if path.stat().st_size > max_bytes:
+    st = path.stat()  # a dangling link: FileNotFoundError, an OSError as the others
+    if not stat.S_ISREG(st.st_mode):  # never opened: a FIFO would block, a folder fails
+        what = "a folder" if stat.S_ISDIR(st.st_mode) else "a device, FIFO or socket"
+        raise OSError(f"not a regular file ({what})")
+    if st.st_size > max_bytes:
         bad.append(Problem(str(path), f"larger than {max_bytes >> 20} MiB; not read"))
         return out
     with open(path, encoding="utf-8", errors="replace") as f:

@@ -21,8 +21,8 @@ from careful_engine.annotation.errors import AnnotationError, BlindnessError
 from careful_engine.core.safe_text import literal, visible
 from careful_engine.effects.boundary import BoundaryError
 
-from ..widgets import NavBar
-from ..widgets.shared import num, plain, shown, yes_no
+from ..widgets import NavBar, Picker
+from ..widgets.shared import names, num, plain, shown, yes_no
 from .base import WorkbenchScreen
 from .dialogs import ConfirmDialog, DecisionDialog, TextDialog
 
@@ -47,19 +47,24 @@ def reveal_log(reveals: list[dict]) -> Text:
 class AgreementScreen(WorkbenchScreen):
     """Pairwise and overall agreement, the splits, decisions and the boundary."""
 
+    MAIN = ("#splits", "#agree-round")
+
     HELP = ("Agreement of a labelling round: raw agreement and Cohen's kappa per pair, Fleiss' "
             "kappa over all annotators and Krippendorff's alpha (nominal), on the writes or on "
             "all functions (w). A blind round opens only when every annotator has submitted; "
             "o opens it earlier with a reason, which is recorded. Below, every split function "
             "with each annotator's label and reason side by side. Adjudicate by policy (p; "
             "majority ties follow t) or one function at a time (d, with a reason; decisions "
-            "never change a label), then write the boundary the scorer reads (b).")
+            "never change a label), then write the boundary the scorer reads (b). a counts "
+            "only some annotators (as `careful agree -a A1,A2`), for agreement and "
+            "adjudication alike.")
     BINDINGS = [
         Binding("w", "toggle_subset", "Writes/all"),
         Binding("p", "cycle_policy", "Policy"),
         Binding("t", "cycle_tie", "Ties"),
         Binding("d", "decide", "Decide"),
         Binding("b", "write_boundary", "Boundary"),
+        Binding("a", "choose_annotators", "Annotators"),
         Binding("o", "override", "Override", show=False),
     ]
 
@@ -71,11 +76,12 @@ class AgreementScreen(WorkbenchScreen):
         self.tie = "error"
         self.result = None
         self.split_names: list[str] = []
+        self.chosen: list[str] | None = None  # the annotators counted (None: all of them)
 
     def compose(self) -> ComposeResult:
         yield NavBar("agreement")
         with Horizontal(classes="bar"):
-            yield Select([], prompt="no round", compact=True, id="agree-round")
+            yield Picker([], prompt="no round", compact=True, id="agree-round")
             yield Static(id="agree-mode")
         with VerticalScroll(id="agree-body"):
             yield Static(id="agree-summary")
@@ -89,7 +95,7 @@ class AgreementScreen(WorkbenchScreen):
     def on_mount(self) -> None:
         self.sub_title = "Agreement"
         self.query_one("#pairs", DataTable).add_columns("pair", "agree", "κ")
-        self.query_one("#splits", DataTable).add_columns("split", "yes", "no", "decided")
+        self.query_one("#splits", DataTable).add_columns("split", "decided", "yes", "no")
         self.refresh_rounds()
 
     def on_screen_resume(self) -> None:
@@ -116,6 +122,7 @@ class AgreementScreen(WorkbenchScreen):
     @on(Select.Changed, "#agree-round")
     def _round_changed(self) -> None:
         self.session = None
+        self.chosen = None
         self.open_round()
 
     def open_round(self, override: str | None = None) -> None:
@@ -150,9 +157,10 @@ class AgreementScreen(WorkbenchScreen):
         self._mode()
 
     def _mode(self) -> None:
-        self.query_one("#agree-mode", Static).update(
-            f"{self.subset} · policy {self.policy}"
-            + (f" · ties {self.tie}" if self.policy == "majority" else ""))
+        who = "all annotators" if self.chosen is None else f"only {', '.join(self.chosen)}"
+        self.query_one("#agree-mode", Static).update(plain(
+            f"{self.subset} · {who} · policy {self.policy}"
+            + (f" · ties {self.tie}" if self.policy == "majority" else "")))
 
     # ---------------------------------------------------------------- display
 
@@ -164,7 +172,12 @@ class AgreementScreen(WorkbenchScreen):
         subset = self.subset
         if subset == "writes" and not any(f.kind == "write" for f in s.functions()):
             subset = "all"
-        report = s.agreement(subset)
+        try:
+            report = s.agreement(subset, self.chosen)
+        except AnnotationError as e:  # a chosen annotator left the roster
+            self.chosen = None
+            self.notify(str(e), severity="warning")
+            report = s.agreement(subset)
         summary = Text(f"{len(report.functions)} functions ({subset}) · "
                        f"{len(report.annotators)} annotators", style="bold")
         if s.overridden:
@@ -188,13 +201,13 @@ class AgreementScreen(WorkbenchScreen):
         table = self.query_one("#splits", DataTable)
         cursor = table.cursor_row
         table.clear()
-        splits = self.session.splits("all")
+        splits = self.session.splits("all", self.chosen)
         self.split_names = [sp.function for sp in splits]
         for sp in splits:
             d = decided.get(sp.function)
-            table.add_row(literal(sp.function), literal(",".join(sp.yes)), literal(",".join(sp.no)),
-                          yes_no(d.destructive) if d else Text("", style="dim"),
-                          key=sp.function)
+            table.add_row(literal(sp.function),  # decided before the names: always on view
+                          yes_no(d.destructive) if d else Text("–", style="dim"),
+                          literal(",".join(sp.yes)), literal(",".join(sp.no)), key=sp.function)
         if splits:
             table.move_cursor(row=min(cursor, len(splits) - 1))
             self._detail(splits[min(cursor, len(splits) - 1)].function)
@@ -210,14 +223,16 @@ class AgreementScreen(WorkbenchScreen):
     def _detail(self, function: str) -> None:
         """Each annotator's label and reason on one split function, side by side."""
         labels = self.session.labels()
+        if self.chosen is not None:
+            labels = {a: v for a, v in labels.items() if a in self.chosen}
         table = Table(title=literal(f"{function}: labels and reasons"), title_justify="left",
                       expand=True, show_lines=False)
-        names = [a for a in labels if function in labels[a]]
-        for a in names:
+        who = [a for a in labels if function in labels[a]]
+        for a in who:
             table.add_column(literal(a), ratio=1)
-        table.add_row(*(yes_no(labels[a][function].destructive) for a in names))
+        table.add_row(*(yes_no(labels[a][function].destructive) for a in who))
         table.add_row(*(literal(labels[a][function].reason or "–", keep_newlines=True)
-                        for a in names))
+                        for a in who))
         for d in self.session.decisions():
             if d.function == function:
                 table.caption = literal(f"decision by {d.author}: " + (
@@ -229,7 +244,8 @@ class AgreementScreen(WorkbenchScreen):
 
         out = self.query_one("#adjudication", Static)
         try:
-            self.result = self.session.adjudicate(self.policy, tie=self.tie)
+            self.result = self.session.adjudicate(self.policy, tie=self.tie,
+                                                  annotators=self.chosen)
         except AnnotationError as e:
             self.result = None
             out.update(plain(f"policy {self.policy}: {e}", style="red"))
@@ -245,7 +261,7 @@ class AgreementScreen(WorkbenchScreen):
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action in ("decide", "write_boundary", "toggle_subset", "cycle_policy",
-                      "cycle_tie"):
+                      "cycle_tie", "choose_annotators"):
             return self.session is not None or None
         if action == "override":
             return True
@@ -257,7 +273,8 @@ class AgreementScreen(WorkbenchScreen):
 
     def action_cycle_policy(self) -> None:
         policies = ["any", "majority", "unanimous"] + [
-            f"annotator:{a.name}" for a in self.session.annotators()]
+            f"annotator:{a.name}" for a in self.session.annotators()
+            if self.chosen is None or a.name in self.chosen]
         i = policies.index(self.policy) if self.policy in policies else -1
         self.policy = policies[(i + 1) % len(policies)]
         self._mode()
@@ -267,6 +284,33 @@ class AgreementScreen(WorkbenchScreen):
         self.tie = TIES[(TIES.index(self.tie) + 1) % len(TIES)]
         self._mode()
         self._adjudicate()
+
+    def action_choose_annotators(self) -> None:
+        """Agreement and adjudication on some of the round's annotators (as ``careful agree
+        -a A1,A2``); an empty answer counts them all again."""
+        roster = [a.name for a in self.session.annotators()]
+
+        def chosen(answer: str | None) -> None:
+            if answer is None:
+                return
+            picked = names(answer)
+            unknown = [a for a in picked if a not in roster]
+            if unknown:
+                self.notify(f"not annotators of round {self.session.round_name}: "
+                            f"{', '.join(unknown)} (the roster: {', '.join(roster)})",
+                            severity="error", timeout=8)
+                return
+            self.chosen = picked if picked and set(picked) != set(roster) else None
+            if self.policy.startswith("annotator:") and self.chosen is not None \
+                    and self.policy.partition(":")[2] not in self.chosen:
+                self.policy = "any"
+            self.show()
+
+        self.app.push_screen(TextDialog(
+            "Annotators counted", f"Agreement and adjudication on these annotators of "
+            f"{self.session.round_name} (names separated by spaces or commas; empty: all of "
+            f"{', '.join(roster)}):", value=" ".join(self.chosen or roster), allow_empty=True),
+            chosen)
 
     def action_override(self) -> None:
         if self.session is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -9,7 +11,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
-from ..widgets.shared import plain
+from ..widgets.picker import Picker
+from ..widgets.shared import names, plain
 
 
 class TextDialog(ModalScreen[str | None]):
@@ -18,10 +21,11 @@ class TextDialog(ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, title: str, prompt: str, *, value: str = "",
-                 placeholder: str = "") -> None:
+                 placeholder: str = "", allow_empty: bool = False) -> None:
         super().__init__()
         self._title, self._prompt = title, prompt
         self._value, self._placeholder = value, placeholder
+        self._allow_empty = allow_empty
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog") as box:
@@ -32,7 +36,7 @@ class TextDialog(ModalScreen[str | None]):
 
     @on(Input.Submitted)
     def _accept(self, event: Input.Submitted) -> None:
-        if event.value.strip():
+        if event.value.strip() or self._allow_empty:
             self.dismiss(event.value.strip())
 
     def action_cancel(self) -> None:
@@ -107,9 +111,32 @@ class ConfirmDialog(ModalScreen[bool]):
         self.dismiss(yes)
 
 
-class NewRoundDialog(ModalScreen[tuple[str, list[str], str] | None]):
-    """A new blind round: its name, its roster (fixed from now on, but for its creator) and
-    which functions it covers; Enter in a field accepts, Escape cancels."""
+@dataclass(frozen=True)
+class NewRound:
+    """What the new-round dialog asks: the round's name, its roster (people, and language
+    models as NAME=MODEL, as ``careful round new --llm`` takes them) and its functions."""
+
+    name: str
+    annotators: tuple[str, ...]
+    llms: dict[str, str] = field(default_factory=dict)
+    scope: str = "writes"  # "writes" or "all"
+
+
+def llm_pairs(raw: str) -> dict[str, str]:
+    """``NAME=MODEL`` pairs separated by spaces or commas (ValueError names a bad one)."""
+    out: dict[str, str] = {}
+    for item in names(raw):
+        who, sep, model = item.partition("=")
+        if not sep or not who or not model:
+            raise ValueError(f"expected NAME=MODEL, got {item!r}")
+        out[who] = model
+    return out
+
+
+class NewRoundDialog(ModalScreen[NewRound | None]):
+    """A new blind round: its name, its roster (fixed from now on, but for its creator:
+    people and language-model annotators) and which functions it covers; Enter in a field
+    accepts, Escape cancels."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
@@ -118,34 +145,37 @@ class NewRoundDialog(ModalScreen[tuple[str, list[str], str] | None]):
         self._default = default
 
     def compose(self) -> ComposeResult:
-        from textual.widgets import Select
-
         with Vertical(classes="dialog") as box:
             box.border_title = "New round"
-            yield Static("Name:", classes="dialog-prompt")
-            yield Input(self._default, id="round-name")
-            yield Static("Annotators (the roster; names separated by spaces or commas):",
-                         classes="dialog-prompt")
-            yield Input(placeholder="e.g. alice bob", id="round-annotators")
-            yield Select([("the writes (what the boundary decides)", "writes"),
+            yield Static("Name:")
+            yield Input(self._default, compact=True, id="round-name")
+            yield Static("Annotators (the roster; names separated by spaces or commas):")
+            yield Input(placeholder="e.g. alice bob", compact=True, id="round-annotators")
+            yield Static("Language-model annotators, as NAME=MODEL (optional):")
+            yield Input(placeholder="e.g. g4=gpt-4o-2024-11-20", compact=True, id="round-llms")
+            yield Static("Functions:")
+            yield Picker([("the writes (what the boundary decides)", "writes"),
                           ("every function of the declarations", "all")], value="writes",
                          allow_blank=False, compact=True, id="round-scope")
-            yield Label("Enter to create · Escape to cancel", classes="dialog-keys")
+            yield Label("Tab moves · Enter to create · Escape to cancel", classes="dialog-keys")
 
     def on_mount(self) -> None:
         self.query_one("#round-annotators", Input).focus()
 
     @on(Input.Submitted)
     def _accept(self) -> None:
-        from textual.widgets import Select
-
         name = self.query_one("#round-name", Input).value.strip()
-        raw = self.query_one("#round-annotators", Input).value.replace(",", " ")
-        annotators = list(dict.fromkeys(raw.split()))
-        if not name or not annotators:
+        annotators = names(self.query_one("#round-annotators", Input).value)
+        try:
+            llms = llm_pairs(self.query_one("#round-llms", Input).value)
+        except ValueError as e:
+            self.notify(f"language-model annotators: {e}", severity="warning")
+            return
+        if not name or not (annotators or llms):
             self.notify("a round needs a name and at least one annotator", severity="warning")
             return
-        self.dismiss((name, annotators, str(self.query_one("#round-scope", Select).value)))
+        scope = str(self.query_one("#round-scope", Picker).value)
+        self.dismiss(NewRound(name, tuple(annotators), llms, scope))
 
     def action_cancel(self) -> None:
         self.dismiss(None)

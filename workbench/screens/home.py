@@ -46,6 +46,8 @@ def declarations_text(wb) -> Text:
 class HomeScreen(WorkbenchScreen):
     """The runs, the declarations and the labelling rounds."""
 
+    MAIN = ("#runs",)
+
     HELP = ("Home lists the runs the workbench found (one row per model folder), whether "
             "`careful score` lines exist for them, the effect declarations and the scoring "
             "boundary, and the labelling rounds in the annotation database with each "
@@ -101,7 +103,9 @@ class HomeScreen(WorkbenchScreen):
         for ref in wb.refs:
             browser = wb.browser(ref)
             convs = len(browser.rows())
-            state = "stale" if browser.stale else "✓" if browser.scored else "–"
+            state = ("stale" if browser.stale else "✓" if browser.scored else
+                     "unreadable" if any(p.message.startswith("cannot read")
+                                         for p in browser.score_problems) else "–")
             name = f"{ref.label} (SYNTHETIC)" if wb.synthetic(ref) else ref.label
             # what is wrong first; then the ids absent from the files (scored as failed)
             found = [str(p) for p in sorted(browser.problems(),
@@ -118,6 +122,8 @@ class HomeScreen(WorkbenchScreen):
     def _fill_runs(self, rows: list[tuple]) -> None:
         table = self.query_one("#runs", DataTable)
         table.loading = False
+        if self.focused is None or self.focused.id == "home":  # it could not while loading
+            table.focus()
         table.clear()
         for label, name, cats, convs, state, problems, decoder in rows:
             table.add_row(literal(name), str(cats), str(convs), state,
@@ -130,7 +136,8 @@ class HomeScreen(WorkbenchScreen):
             note += ": no multi-turn result files (try `careful demo`)"
         else:
             note += ("; scores: ✓ from `careful score` or the workbench, stale: made with other "
-                     "settings or older than the results, – none yet (s in Replay); p lists "
+                     "settings or older than the results, unreadable: see p, – none yet (s in "
+                     "Replay); p lists "
                      "the selected run's problems")
         if any(ref.run.name == "reference" and ref.model == "reference" for ref in wb.refs):
             note += ("; reference is the embedded default: the reference trajectories as a "

@@ -20,7 +20,7 @@ from careful_engine.annotation.names import check_name, confusable
 from careful_engine.browse import function_review
 from careful_engine.core.safe_text import literal, visible
 
-from ..widgets import NavBar, ReviewCard
+from ..widgets import NavBar, Picker, ReviewCard
 from ..widgets.shared import plain, round_progress
 from .base import WorkbenchScreen
 from .dialogs import ConfirmDialog, TextDialog
@@ -41,9 +41,11 @@ def mark(label) -> Text:
 class LabelScreen(WorkbenchScreen):
     """Choose a round and who you are, then label function after function."""
 
-    HELP = (INTRO + "\n\nPick a round and type your annotator name (one of the round's "
-            "roster: any other name is refused, so a typo cannot join a blind round), Enter to "
-            "start; you resume at your first unlabelled function. y or n "
+    MAIN = ("#functions", "#round-select")  # labelling, else choosing the round
+
+    HELP = (INTRO + "\n\nPick a round, Tab to your annotator name (remembered), type it "
+            "(one of the round's roster: any other name is refused, so a typo cannot join a "
+            "blind round), Enter to start; you resume at your first unlabelled function. y or n "
             "opens the reason (required for 'destructive' and when you depart from the "
             "signals' proposal); Enter saves it at once. ] and [ move, u jumps to the next "
             "unlabelled function, s shows the simulator source, Ctrl+S submits the set (final). "
@@ -77,14 +79,14 @@ class LabelScreen(WorkbenchScreen):
         with Vertical(id="label-setup"):
             yield Static(INTRO, classes="note")
             yield Static("Round", classes="section")
-            yield Select([], prompt="no round yet: Ctrl+N creates one", compact=True,
+            yield Picker([], prompt="no round yet: Ctrl+N creates one", compact=True,
                          id="round-select")
             yield Static(id="round-info", classes="note")
             yield Static("Your annotator name", classes="section")
             yield Input(placeholder="e.g. A1 (letters, digits, . _ -)", compact=True,
                         id="annotator")
-            yield Static("Enter: start labelling · Ctrl+N: new round over the declarations",
-                         classes="note")
+            yield Static("Tab: to your name (remembered) · Enter in it: start labelling · "
+                         "Ctrl+N: new round over the declarations", classes="note")
         with Vertical(id="label-work"):
             with Horizontal(id="label-main"):
                 yield OptionList(id="functions")
@@ -100,8 +102,8 @@ class LabelScreen(WorkbenchScreen):
     def on_mount(self) -> None:
         self.sub_title = "Label (blind)"
         self.query_one("#label-work").display = False
+        self.query_one("#annotator", Input).value = self.app.context.remembered.annotator
         self.refresh_rounds()
-        self.query_one("#annotator", Input).focus()
 
     def refresh_rounds(self) -> None:
         try:
@@ -114,6 +116,7 @@ class LabelScreen(WorkbenchScreen):
         kept = select.value  # the round chosen before, while it still exists
         select.prompt = "choose a round" if rounds else "no round yet: Ctrl+N creates one"
         select.set_options([(plain(r.name), r.name) for r in rounds])
+        select.prompt = "choose a round" if rounds else "no round yet: Ctrl+N creates one"
         open_rounds = [r.name for r in rounds if not store.is_closed(r.name)]
         if kept in {r.name for r in rounds}:
             select.value = kept
@@ -182,6 +185,7 @@ class LabelScreen(WorkbenchScreen):
         except AnnotationError as e:
             self.notify(str(e), severity="error")
             return
+        self.app.context.remembered.remember_annotator(name)
         self.query_one("#label-setup").display = False
         self.query_one("#label-work").display = True
         self._fill_functions()
@@ -192,33 +196,34 @@ class LabelScreen(WorkbenchScreen):
         self.refresh_bindings()
 
     def action_new_round(self) -> None:
-        from .dialogs import NewRoundDialog
+        """A new blind round over the declarations (its roster: people and language models;
+        the writes or every function)."""
+        from .dialogs import NewRound, NewRoundDialog
 
         existing = {r.name for r in self.app.context.store.rounds()}
         default = next(f"r{i}" for i in range(1, 1000) if f"r{i}" not in existing)
 
-        def create(answer: tuple[str, list[str], str] | None) -> None:
+        def create(answer: NewRound | None) -> None:
             if not answer:
                 return
-            name, annotators, scope = answer
             from careful_engine.annotation.signals import load_inputs
 
             store = self.app.context.store
             try:
-                inputs = load_inputs(self.app.context.settings.declarations)
-                if scope == "writes":
-                    inputs = inputs.select("writes")
-                for who in annotators:
+                inputs = load_inputs(self.app.context.settings.declarations).select(answer.scope)
+                for who in answer.annotators:
                     if store.annotator(who) is None:
                         store.add_annotator(who, "human")
-                store.new_round(name, inputs, annotators, blind=True,
-                                created_by=self.app.context.settings.user)
+                for who, model in answer.llms.items():
+                    store.add_annotator(who, "llm", model)
+                store.new_round(answer.name, inputs, [*answer.annotators, *answer.llms],
+                                blind=True, created_by=self.app.context.settings.user)
             except AnnotationError as e:
                 self.notify(str(e), severity="error", timeout=8)
                 return
             self.refresh_rounds()
-            self.query_one("#round-select", Select).value = name
-            self.query_one("#annotator", Input).focus()
+            self.query_one("#round-select", Select).value = answer.name
+            self.query_one("#annotator", Input).focus()  # the next step: who you are
 
         self.app.push_screen(NewRoundDialog(default), create)
 
@@ -486,3 +491,4 @@ class LabelScreen(WorkbenchScreen):
             self.query_one("#label-setup").display = True
             self._round_info()
             self.refresh_bindings()
+            self.focus_main()

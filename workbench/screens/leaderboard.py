@@ -22,7 +22,7 @@ from careful_engine.core.safe_text import literal, visible
 from careful_engine.present.report import Report
 
 from ..messages import ScoreState
-from ..widgets import NavBar
+from ..widgets import NavBar, Picker
 from ..widgets.shared import plain
 from .base import WorkbenchScreen
 
@@ -53,6 +53,8 @@ def fill(table: DataTable, report: Report, skip: tuple[str, ...] = ()) -> None:
 
 class LeaderboardScreen(WorkbenchScreen):
     """Both rankings, the rule totals and a paired comparison."""
+
+    MAIN = ("#lb-ranking", "#lb-categories", "#lb-rules", "#lb-pairs", "#cmp-a", "#lb-tabs Tabs")
 
     HELP = ("Every run with score lines, ranked under BFCL's accuracy and under success with "
             "effect safety (bfcl's unweighted mean over the four categories, an absent one "
@@ -92,9 +94,9 @@ class LeaderboardScreen(WorkbenchScreen):
                 yield Static(id="lb-rules-note", classes="note")
             with TabPane("Compare", id="compare"):
                 with Horizontal(classes="bar"):
-                    yield Select([], prompt="run A", compact=True, id="cmp-a")
-                    yield Select([], prompt="run B", compact=True, id="cmp-b")
-                    yield Select(KINDS, value="bfcl", allow_blank=False, compact=True,
+                    yield Picker([], prompt="run A", compact=True, id="cmp-a")
+                    yield Picker([], prompt="run B", compact=True, id="cmp-b")
+                    yield Picker(KINDS, value="bfcl", allow_blank=False, compact=True,
                                  id="cmp-kind")
                 yield Static(id="cmp-note", classes="note")
                 yield DataTable(id="lb-compare", cursor_type="row")

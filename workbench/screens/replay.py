@@ -8,6 +8,7 @@ conversation is replayed only when it is opened.
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 
 from rich.text import Text
 from textual import on
@@ -29,7 +30,7 @@ from careful_engine.scoring.rules import RULE_REGISTRY, RULES, rule_legend
 from careful_engine.scoring.score import error_word
 
 from ..messages import ScoreState
-from ..widgets import SYNTHETIC, NavBar
+from ..widgets import SYNTHETIC, NavBar, Picker
 from ..widgets.calls import legend, ok, rule_counts, shown_rules, tag
 from ..widgets.shared import plain, shown
 from .base import WorkbenchScreen
@@ -71,6 +72,7 @@ def sort_rows(rows: list[ConversationRow], by: str | None, reverse: bool = False
     descending = SORTS[by][1] != reverse
     ordered = sorted(rows, key=lambda r: natural(r.id))
     return sorted(ordered, key=key, reverse=descending)  # stable: ties keep the id order
+NARROW = ("conv", "t", "st", "BFCL", "safe", "error", "rule hits")  # under 100 columns
 
 
 def short_id(entry_id: str) -> str:
@@ -79,6 +81,8 @@ def short_id(entry_id: str) -> str:
 
 class ReplayScreen(WorkbenchScreen):
     """The conversations of a run, filtered; Enter replays one in the stepper."""
+
+    MAIN = ("#conversations",)
 
     HELP = ("Choose a run and a category; narrow the list to failed conversations (x), to one "
             "error type (e) or to conversations with a given rule hit (h). The verdict columns "
@@ -116,13 +120,13 @@ class ReplayScreen(WorkbenchScreen):
         with Horizontal(classes="bar"):
             labels = [(plain(r.label), r.label) for r in self.app.context.refs]
             wanted = self.app.replay_run or (labels[0][1] if labels else Select.NULL)
-            yield Select(labels, prompt="no run", allow_blank=not labels, value=wanted,
+            yield Picker(labels, prompt="no run", allow_blank=not labels, value=wanted,
                          compact=True, id="run")
-            yield Select([], prompt="all categories", compact=True, id="category")
+            yield Picker([], prompt="all categories", compact=True, id="category")
         with Horizontal(classes="bar"):
             yield Checkbox("failed only", compact=True, id="failed")
-            yield Select([], prompt="any error type", compact=True, id="error")
-            yield Select([], prompt="any rule hit", compact=True, id="rule")
+            yield Picker([], prompt="any error type", compact=True, id="error")
+            yield Picker([], prompt="any rule hit", compact=True, id="rule")
         yield Static(id="replay-status", classes="note")
         yield ProgressBar(show_eta=False, id="score-progress")
         yield DataTable(id="conversations", cursor_type="row", zebra_stripes=True)
@@ -182,8 +186,7 @@ class ReplayScreen(WorkbenchScreen):
             [(error_word(e), e) for e in self.values["error"]])
         self.query_one("#rule", Select).set_options(
             [(f"{tag(r)}  {r}", r) for r in self.values["rule"]])
-        self.query_one("#failed", Checkbox).value = False
-        self.filter = Filter()
+        self._restore_filter(label)
         table = self.query_one("#conversations", DataTable)
         table.loading = False
         self.refill()
@@ -198,20 +201,23 @@ class ReplayScreen(WorkbenchScreen):
         self.shown_rows = sort_rows(self.filter.apply(self.rows), self.sort, self.reverse)
         table = self.query_one("#conversations", DataTable)
         table.clear(columns=True)  # widths follow the content (scores arrive later)
-        table.add_columns(*self._headers())
+        narrow = self.app.size.width < 100  # 80 columns: the rule hits still fit
+        table.add_columns(*self._headers(narrow))
         for r in self.shown_rows:
             table.add_row(short_id(r.id), str(r.turns), str(r.steps), ok(r.official_valid),
                           ok(r.safe_valid), error_word(r.error_type) if r.scored else "",
-                          _hits(r), key=r.id)
+                          _hits(r, " " if narrow else " · "), key=r.id)
         self._status()
 
-    def _headers(self) -> list[str]:
-        """The column names, the sorted one with its arrow (▲ ascending, ▼ descending)."""
+    def _headers(self, narrow: bool = False) -> list[str]:
+        """The column names (short ones under 100 columns), the sorted one with its arrow
+        (▲ ascending, ▼ descending)."""
+        names = NARROW if narrow else COLUMNS
         if self.sort is None:
-            return list(COLUMNS)
+            return list(names)
         column, descending = SORTS[self.sort]
         arrow = "▼" if descending != self.reverse else "▲"
-        return [f"{c} {arrow}" if c == column else c for c in COLUMNS]
+        return [f"{n} {arrow}" if c == column else n for c, n in zip(COLUMNS, names, strict=True)]
 
     def action_sort(self) -> None:
         """The next order: conversation, verdict, rule hits, steps, then the files' again."""
@@ -286,6 +292,10 @@ class ReplayScreen(WorkbenchScreen):
         else:
             text.append(" · not scored yet: s scores the run in the background",
                         style="yellow")
+        if browser.score_problems:  # unreadable files, broken lines: never a silent "–"
+            first = browser.score_problems[0]
+            text.append(f" · score file problems: {len(browser.score_problems)} ("
+                        f"{visible(first.message)}; Home, p lists them)", style="yellow")
         for flag in browser.decode_flags()[:1]:  # as `careful score` warns
             text.append(f" · decode audit: {visible(flag)}", style="bold red")
         self.query_one("#replay-status", Static).update(text)
@@ -311,6 +321,28 @@ class ReplayScreen(WorkbenchScreen):
         if wanted != self.filter and self.ref is not None:
             self.filter = wanted
             self.refill()
+        if self.ref is not None:
+            self.app.context.remembered.remember_filter(self.ref.label, asdict(wanted))
+
+    def _restore_filter(self, label: str) -> None:
+        """The filters remembered for this run, else the ones in use: switching runs (or
+        restarting) never resets them; a value this run does not have is dropped."""
+        saved = self.app.context.remembered.filters.get(label) or asdict(self.filter)
+
+        def kept(key: str, values: str) -> str | None:
+            return saved.get(key) if saved.get(key) in self.values[values] else None
+
+        wanted = Filter(kept("category", "category"), saved.get("failed_only") is True,
+                        kept("error_type", "error"), kept("rule", "rule"))
+        for selector, value in (("#category", wanted.category), ("#error", wanted.error_type),
+                                ("#rule", wanted.rule)):
+            select = self.query_one(selector, Select)
+            if value is None:
+                select.clear()
+            else:
+                select.value = value
+        self.query_one("#failed", Checkbox).value = wanted.failed_only
+        self.filter = wanted
 
     def action_next_run(self) -> None:
         if self._no_run():
@@ -419,7 +451,7 @@ class ReplayScreen(WorkbenchScreen):
                 self._status()
 
 
-def _hits(row: ConversationRow) -> Text:
+def _hits(row: ConversationRow, sep: str = " · ") -> Text:
     if not row.scored:
         return Text("")
-    return rule_counts(row.rules) if row.rules else Text("")
+    return rule_counts(row.rules, sep) if row.rules else Text("")

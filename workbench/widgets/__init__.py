@@ -3,7 +3,8 @@
 from .calls import CallDetail, CallList, VerdictBar
 from .diff import DiffView, diff_text
 from .nav import SYNTHETIC, NavBar
+from .picker import Picker
 from .review import ReviewCard
 
-__all__ = ["CallDetail", "CallList", "DiffView", "NavBar", "ReviewCard", "SYNTHETIC", "VerdictBar",
+__all__ = ["CallDetail", "CallList", "DiffView", "NavBar", "Picker", "ReviewCard", "SYNTHETIC", "VerdictBar",
            "diff_text"]

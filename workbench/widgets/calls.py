@@ -71,12 +71,13 @@ def rule_tags(rules: Iterable[str] | Mapping[str, int], *, quiet: bool = False) 
     return out
 
 
-def rule_counts(counts: Mapping[str, int]) -> Text:
-    """``coll 1 · +W 2`` in the registry's order and styles (``no rule hit`` for none)."""
+def rule_counts(counts: Mapping[str, int], sep: str = " · ") -> Text:
+    """``coll 1 · +W 2`` in the registry's order and styles (``no rule hit`` for none;
+    ``sep`` between)."""
     out = Text()
     for rule in shown_rules(counts):
         if out:
-            out.append(" · ", style="dim")
+            out.append(sep, style="dim")
         out.append(f"{tag(rule)} {counts[rule]}", style=rule_style(rule))
     return out or Text("no rule hit", style="dim")
 
