@@ -349,6 +349,7 @@ def test_the_workbench_refuses_bad_and_foreign_names(tmp_path, decl, monkeypatch
             await pilot.pause()
             screen = app.screen
             assert isinstance(screen, LabelScreen)
+            screen.query_one("#annotator").focus()  # the name field takes keys once focused
             for name, message in (("a:b", "invalid annotator name"),
                                   ("Bob", "confused with the existing annotator 'bob'"),
                                   ("bob", "blind and still open")):
