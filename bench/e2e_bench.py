@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -218,10 +219,14 @@ def main() -> None:
             s = _report("leaderboard --jobs 1", *rows["leaderboard --jobs 1"])
             p = _report("leaderboard --jobs 2", *rows["leaderboard --jobs 2"])
             print(f"  speed-up --jobs 2 over --jobs 1: {s[0] / p[0]:.2f}x "
-                  f"(median {s[1] / p[1]:.2f}x; goal >= 1.7x)")
+                  f"(median {s[1] / p[1]:.2f}x; goal >= 1.7x); CPU --jobs 2 / --jobs 1: "
+                  f"{p[2] / s[2]:.2f}x (what the workers repeat or pass back)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"\nafter: {load_note()}")
+    spent = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(f"\nCPU of every process this benchmark ran (RUSAGE_CHILDREN): user "
+          f"{spent.ru_utime:.1f} s + system {spent.ru_stime:.1f} s")
+    print(f"after: {load_note()}")
 
 
 if __name__ == "__main__":
