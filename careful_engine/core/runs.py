@@ -59,15 +59,17 @@ def read_regular(path: Path) -> bytes:
 def depth_over(value: object, limit: int = MAX_DEPTH) -> bool:
     """Whether ``value`` nests lists and objects deeper than ``limit`` (walked without
     recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict):
-            v = list(v.values())
-        if isinstance(v, list):
-            if d > limit:
-                return True
-            stack.extend((x, d + 1) for x in v if isinstance(x, (list, dict)))
+    level = [value] if isinstance(value, (list, dict)) else []
+    depth = 0
+    while level:  # the lists and objects at one depth, one depth at a time
+        depth += 1
+        if depth > limit:
+            return True
+        inner: list = []
+        for v in level:
+            inner += [x for x in (v.values() if isinstance(v, dict) else v)
+                      if isinstance(x, (list, dict))]
+        level = inner
     return False
 
 
