@@ -1,11 +1,13 @@
 """``careful round|label|agree|adjudicate|labels|annotate-llm``: blind annotation, headless.
 
 The commands are thin: every rule (blindness, reasons, what a session may read) is enforced
-by :mod:`careful_engine.annotation`, which they import on demand.
+by :mod:`careful_engine.annotation`; its store, sessions, release and llm modules (sqlite-utils
+with pandas, anthropic) are imported on demand, when a command runs.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import math
 import sqlite3
@@ -30,10 +32,17 @@ from careful_cli.common import (
     console,
     err,
 )
+from careful_engine.annotation.adjudication import TIES, parse_policy
+from careful_engine.annotation.agreement import AgreementReport
+from careful_engine.annotation.errors import AnnotationError, LabelError
+from careful_engine.annotation.names import check_name
+from careful_engine.annotation.signals import load_inputs
+from careful_engine.core import bfcl
 from careful_engine.core.safe_text import literal
+from careful_engine.core.safe_write import UnsafeWrite
+from careful_engine.effects.boundary import BoundaryError
 
 if TYPE_CHECKING:
-    from careful_engine.annotation.agreement import AgreementReport
     from careful_engine.annotation.sessions import AnnotatorSession
     from careful_engine.annotation.store import Store
 
@@ -48,6 +57,7 @@ labels_app = typer.Typer(
     help="Label sets in the release format (one JSON file per annotator): export, import.",
     no_args_is_help=True,
 )
+
 app.add_typer(round_app, name="round")
 app.add_typer(labels_app, name="labels")
 
@@ -75,10 +85,6 @@ def _lit(value: object) -> str:
 def _guard() -> Iterator[None]:
     """Engine, boundary and database errors become a clear message and exit code 2; anything
     unexpected a short message, a log holding the traceback, and exit code 3."""
-    from careful_engine.annotation.errors import AnnotationError
-    from careful_engine.core.safe_write import UnsafeWrite
-    from careful_engine.effects.boundary import BoundaryError
-
     try:
         yield
     except (AnnotationError, BoundaryError, UnsafeWrite) as e:
@@ -191,9 +197,6 @@ def round_new(
     """
     models = _llm_pairs(llm)
     with _guard():
-        from careful_engine.annotation.names import check_name
-        from careful_engine.annotation.signals import load_inputs
-
         humans = [check_name(a) for a in _names(annotator) or []]
         models = {check_name(k): v for k, v in models.items()}
         inputs = load_inputs(declarations)
@@ -343,8 +346,6 @@ def _say(text: str) -> None:
 
 def _describe(session: AnnotatorSession, name: str, index: int, count: int,
               show_source: bool) -> None:
-    from careful_engine.core import bfcl
-
     fn = session.function(name)
     facts = [fn.kind if fn.kind != "unknown" else "kind unknown"]
     if fn.proposed is not None:
@@ -377,8 +378,6 @@ def _show_source(session: AnnotatorSession, name: str) -> None:
 
 def _label_loop(session: AnnotatorSession, names: list[str], show_source: bool) -> str:
     """Ask for each function in turn; returns 'done', 'quit' or 'eof'."""
-    from careful_engine.annotation.errors import LabelError
-
     total = len(session.functions())
     for i, name in enumerate(names, 1):
         _describe(session, name, i, len(names), show_source)
@@ -598,14 +597,11 @@ def adjudicate(
 ) -> None:
     """Adjudicate a closed round and write the boundary file the scorer's --boundary reads."""
     if created is not None:
-        import datetime as _dt
-
         try:
             created = _dt.date.fromisoformat(created).isoformat()
         except ValueError:
             raise typer.BadParameter(f"{created!r} is not a date YYYY-MM-DD",
                                      param_hint="--created") from None
-    from careful_engine.annotation.adjudication import TIES, parse_policy
 
     decisions = [_parse_decision(d) for d in decide or []]
     if tie not in TIES:
@@ -681,7 +677,6 @@ def labels_import(
     and imported in one transaction: a bad file creates nothing, and the other files go on.
     Exit code 0 when every file was imported, 1 when some were, 2 when none was.
     """
-    from careful_engine.annotation.errors import AnnotationError
     from careful_engine.annotation.release import import_label_set, load_label_set
 
     failed = 0

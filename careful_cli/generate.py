@@ -22,6 +22,7 @@ from careful_cli.common import (
     literal,
     progress_bar,
 )
+from careful_engine.core import bfcl
 
 EXIT_STOPPED = EXIT_PROBLEMS  # stopped early, resumable
 
@@ -121,7 +122,6 @@ def generate(
     unavailable, interrupted), resumable; 2 bad input, or the run failed: the endpoint
     failed every attempt and nothing was written.
     """
-    from careful_engine.core import bfcl
     from careful_engine.generation import GenerationError, RunOptions, StopRun, results
     from careful_engine.generation import generate as run_gen
     from careful_engine.generation.bounded import Limits
@@ -224,7 +224,6 @@ def generate(
 
 def _anthropic(model: str, options, folder: Path, *, budget, max_tokens, api_model, base_url,
                prices, policy, limits):
-    from careful_engine.core import bfcl
     from careful_engine.generation import GenerationError, anthropic_backend, results
     from careful_engine.generation.spend import SpendGuard, load_prices
 
