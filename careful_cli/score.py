@@ -83,8 +83,9 @@ def score(
                                    "verdict counts: all (the paper's) or visible (hidden-only "
                                    "writes such as cd left out)."),
     max_seconds: float = typer.Option(DEFAULT_BUDGET.seconds, "--max-seconds-per-conversation",
-                                      help="Time budget for replaying one conversation; one "
-                                      "that exceeds it is marked careful:budget_exceeded."),
+                                      help="Time budget (CPU seconds) for replaying one "
+                                      "conversation; one that exceeds it is marked "
+                                      "careful:budget_exceeded."),
     max_mb: float = typer.Option(DEFAULT_BUDGET.megabytes, "--max-mb-per-conversation",
                                  help="Memory budget (growth in MB) for replaying one "
                                  "conversation; see careful_engine/core/budget.py."),

@@ -7,7 +7,8 @@ are cheap one at a time (``cp`` of a directory, which shares its children) can b
 whose unfolded size doubles with every call. The engine therefore gives each conversation a
 :class:`Budget`:
 
-* **time** (``seconds``): wall-clock time of the replay, checked before every call;
+* **time** (``seconds``): CPU time of the thread replaying the conversation, checked before
+  every few calls (CPU time, not wall-clock: a busy machine does not change a verdict);
 * **memory** (``megabytes``): growth of the process's resident memory since the replay
   started, checked every few calls;
 * **state size**: the file system's tree, unfolded as bfcl's comparisons and walks see it, may
@@ -90,7 +91,7 @@ class Meter:
 
     def __init__(self, budget: Budget | None = None) -> None:
         self.budget = budget or DEFAULT_BUDGET
-        self._deadline = time.monotonic() + self.budget.seconds
+        self._deadline = time.thread_time() + self.budget.seconds
         self._rss0 = _rss_bytes()
         self._calls = 0
         self.calls = 0  # counted by the caller; :meth:`check` runs every EVERY calls
@@ -103,9 +104,10 @@ class Meter:
 
     def check(self) -> None:
         """Raise :class:`BudgetExceeded` when the time or memory budget is spent."""
-        if time.monotonic() > self._deadline:
+        if time.thread_time() > self._deadline:
             raise BudgetExceeded(
-                f"replay took longer than {self.budget.seconds:g} s (time budget per conversation)")
+                f"replay took more than {self.budget.seconds:g} s of CPU time (time budget per "
+                "conversation)")
         self._calls += self.EVERY
         if self._calls % self.MEMORY_EVERY == 0 and self._rss0 is not None:
             now = _rss_bytes()
