@@ -143,27 +143,36 @@ def conversation_key(conv: bfcl.Conversation) -> str:
     return f"{conv.id}|{conv.long_context}"
 
 
-def plain_templates(conv: bfcl.Conversation) -> dict[str, tuple[bytes, Any]]:
-    """The plain-data templates (marshal blob, random state) of ``conv``'s classes made so
-    far, by class name (what the reference cache keeps, so that a later process clones the
-    model side's instances instead of loading them)."""
+def held_templates(conv: bfcl.Conversation) -> dict[str, tuple]:
+    """The templates of ``conv``'s classes made so far in this process, by class name."""
     out = {}
     for c in conv.involved_classes:
         if c == "TravelAPI" and conv.long_context:
             continue  # never cloned (see Environment._create)
         t = _TEMPLATES.get(_config_key(conversation_key(conv), c, conv.long_context,
                                        conv.initial_config))
-        if t is not None and t[0] == "m":
-            out[c] = (t[2], t[3])
+        if t is not None:
+            out[c] = t
     return out
 
 
+def plain_templates(conv: bfcl.Conversation) -> dict[str, tuple[bytes, Any]]:
+    """The plain-data templates (marshal blob, random state) of ``conv``'s classes made so
+    far, by class name (what the reference cache keeps, so that a later process clones the
+    model side's instances instead of loading them)."""
+    return {c: (t[2], t[3]) for c, t in held_templates(conv).items() if t[0] == "m"}
+
+
 def adopt(conv: bfcl.Conversation, templates: dict[str, tuple[bytes, Any]],
-          initial: State) -> None:
-    """Clone ``conv``'s instances from ``templates`` (from :func:`plain_templates`) and take
-    ``initial`` as their initial state, as if this process had loaded them (the reference
-    cache's entry was recorded from such a load)."""
+          initial: State, held: dict[str, tuple] | None = None) -> None:
+    """Clone ``conv``'s instances from ``templates`` (from :func:`plain_templates`) and from
+    ``held`` (from :func:`held_templates`, earlier in this process), and take ``initial`` as
+    their initial state, as if this process had loaded them (the reference cache's entry was
+    recorded from such a load)."""
     key = conversation_key(conv)
+    for c, template in (held or {}).items():
+        _TEMPLATES.setdefault(_config_key(key, c, conv.long_context, conv.initial_config),
+                              template)
     for c, (blob, rng_state) in templates.items():
         tk = _config_key(key, c, conv.long_context, conv.initial_config)
         if tk not in _TEMPLATES:

@@ -425,9 +425,11 @@ class CachedSide:
     results and states as a live replay, turn by turn (the meter still counts every call and
     looks at the clock as often as the live side does)."""
 
-    def __init__(self, decoded: _Decoded, meter: Meter | None) -> None:
+    def __init__(self, decoded: _Decoded, meter: Meter | None,
+                 conv: bfcl.Conversation | None = None, cat: _Category | None = None) -> None:
         self._d = decoded
         self._meter = meter
+        self._conv, self._cat = conv, cat
         self.env = _Env(decoded)
         self.turns: list[list[CallRecord]] = []
         self.ends: list[State] = []
@@ -448,6 +450,8 @@ class CachedSide:
         return out
 
     def trace(self) -> SideTrace:
+        if self._cat is not None and self._conv is not None:
+            _hold(self._cat, self._conv)
         return SideTrace(self.turns, self._d.initial, self.ends)
 
 
@@ -457,6 +461,15 @@ class _Category:
     entries: dict[str, dict | None]  # id -> entry (None: not cacheable); absent: not yet seen
     decoded: dict[str, _Decoded]
     new: set[str] = field(default_factory=set)  # recorded here, not yet on disk
+    # id -> every instance template this process made for it (pickled file systems too):
+    # the model side of a later replay in this process clones them (never written to disk)
+    held: dict[str, dict[str, tuple]] = field(default_factory=dict)
+
+
+def _hold(cat: _Category, conv: bfcl.Conversation) -> None:
+    """Keep the templates this process made for ``conv`` with its category."""
+    if len(cat.held.get(conv.id, ())) < len(conv.involved_classes):
+        cat.held[conv.id] = environment.held_templates(conv)
 
 
 _MEMORY: dict[tuple[str, str, str], _Category] = {}
@@ -616,6 +629,7 @@ class RecordingSide:
             self._cat.entries[conv.id] = entry
             self._cat.new.add(conv.id)
             STATS["recorded"] += 1
+            _hold(self._cat, conv)
         return SideTrace(self.turns, self.env.initial_state, self.ends)
 
 
@@ -638,8 +652,8 @@ def reference_side(conv: bfcl.Conversation, model_name: str, snapshots: bool,
         if decoded is None:
             return None
     # the model side clones its instances from the templates the reference was loaded from
-    environment.adopt(conv, decoded.templates, decoded.initial)
-    return CachedSide(decoded, meter)
+    environment.adopt(conv, decoded.templates, decoded.initial, cat.held.get(conv.id))
+    return CachedSide(decoded, meter, conv, cat)
 
 
 def _decoded(cat: _Category, conv_id: str) -> _Decoded | None:

@@ -778,9 +778,12 @@ def blame(trace: ConversationTrace, effects: Effects | None = None) -> Blame | N
         for rec, paths in changed:  # a change to a parent that made the difference
             if paths and _made_by_parent(rec, differing, paths):
                 return Blame(t, rec.text, rec.step, attributes)
-        missing = [rec for rec in ref_turns[t]
-                   if any(_inside(p, differing) for p in _changed_paths(rec))
-                   or _made_by_parent(rec, differing)]
+        missing = []
+        for rec in ref_turns[t]:
+            paths = _changed_paths(rec)
+            if any(_inside(p, differing) for p in paths) or _made_by_parent(rec, differing,
+                                                                           paths):
+                missing.append(rec)
         if missing:
             return _missing_blame(t, "state", trace, missing, effects, attributes)
         # the difference predates the turn in hidden state: the turn's unmatched calls
