@@ -322,13 +322,26 @@ def test_step_summary_never_follows_a_symlink(runs: dict[str, Path], tmp_path: P
     link = tmp_path / "summary.md"
     os.symlink(target, link)
     out = tmp_path / "out.json"
-    os.symlink(target, out)  # --output replaces a planted link, never writes through it
     res = _invoke("score", runs["reference"], "--out", tmp_path / "s", "-q", "--format", "json",
                   "--output", out, env={"GITHUB_STEP_SUMMARY": str(link)})
     assert res.exit_code == EXIT_OK
     assert target.read_text() == "keep\n"
     assert "warning: GITHUB_STEP_SUMMARY" in res.stderr
-    assert not out.is_symlink() and json.loads(out.read_text())["schema"] == SCHEMA
+    assert json.loads(out.read_text())["schema"] == SCHEMA
+
+
+def test_output_refuses_a_planted_link(runs: dict[str, Path], tmp_path: Path) -> None:
+    """--output is written as every output is: a link planted at it is refused (exit 2), and
+    neither it nor what it points to changes."""
+    target = tmp_path / "precious"
+    target.write_text("keep\n")
+    out = tmp_path / "out.json"
+    os.symlink(target, out)
+    res = _invoke("score", runs["reference"], "--out", tmp_path / "s", "-q", "--format", "json",
+                  "--output", out)
+    assert res.exit_code == EXIT_UNUSABLE
+    assert "symbolic link" in res.stderr and "Traceback" not in res.stderr + res.stdout
+    assert out.is_symlink() and target.read_text() == "keep\n"
 
 
 SCHEMA = "careful.result.v1"

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import stat
-import tempfile
 import xml.etree.ElementTree as ET
 from collections import Counter
 from importlib.metadata import PackageNotFoundError, version
@@ -25,6 +24,7 @@ from careful_engine.analysis.gates import Gate, rule_counts
 from careful_engine.analysis.leaderboard import Comparison, Entry
 from careful_engine.core import bfcl
 from careful_engine.core.safe_text import visible
+from careful_engine.core.safe_write import write_text
 from careful_engine.scoring.rules import RULES
 from careful_engine.scoring.score import CategoryScore, ModelScore
 from careful_engine.scoring.stats import Paired
@@ -247,20 +247,12 @@ def append_summary(path: str, text: str) -> None:
 
 
 def write_output(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename: a symlink planted at
-    ``path`` is replaced, not followed. Raises OSError."""
+    """Write ``text`` to ``path`` as every output is written (:mod:`careful_engine.core.safe_write`:
+    a temporary file and a rename; a link or a non-file at ``path`` is refused). Raises OSError."""
     path = Path(path)
     if path.is_dir() and not path.is_symlink():
         raise IsADirectoryError(f"{path} is a folder")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text(path, text)
 
 
 def render(doc: dict[str, Any], fmt: str) -> str:
