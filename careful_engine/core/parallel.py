@@ -15,6 +15,7 @@ same wrapping in this process, in order: a serial run computes exactly what a pa
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import os
 import queue as queue_mod
@@ -137,29 +138,36 @@ def _pool_pass(fn: Task, tasks: Sequence[Any], indices: list[int], workers: int,
             tick()
 
     unfinished: list[int] = []
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init,
-                             initargs=(shared, ticks)) as pool:
-        futures: dict[Future, int] = {pool.submit(_work, fn, tasks[i]): i for i in indices}
-        pending = set(futures)
-        if meanwhile is not None:  # the workers are started (forked) by the first submit
-            try:
-                meanwhile()
-            except Exception:  # noqa: BLE001, S110 - see run_ordered
-                pass
-        while pending:
-            done, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
-            drain()
-            for f in sorted(done, key=futures.__getitem__):
-                i = futures[f]
+    # the heap the workers inherit (loaded files, bfcl's data) is frozen: the cyclic collector
+    # neither walks it again in the parent while results arrive nor, in each worker, walks
+    # (and so copies) every inherited page; it goes back to the collector afterwards
+    gc.freeze()
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init,
+                                 initargs=(shared, ticks)) as pool:
+            futures: dict[Future, int] = {pool.submit(_work, fn, tasks[i]): i for i in indices}
+            pending = set(futures)
+            if meanwhile is not None:  # the workers are started (forked) by the first submit
                 try:
-                    results[i] = f.result()
-                except BrokenProcessPool:
-                    unfinished.append(i)
-                    continue
-                except Exception as e:  # a result that could not be sent back
-                    results[i] = Failed(f"internal error: {_reason(e)}")
-                if on_done:
-                    on_done(i, results[i])
+                    meanwhile()
+                except Exception:  # noqa: BLE001, S110 - see run_ordered
+                    pass
+            while pending:
+                done, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+                drain()
+                for f in sorted(done, key=futures.__getitem__):
+                    i = futures[f]
+                    try:
+                        results[i] = f.result()
+                    except BrokenProcessPool:
+                        unfinished.append(i)
+                        continue
+                    except Exception as e:  # a result that could not be sent back
+                        results[i] = Failed(f"internal error: {_reason(e)}")
+                    if on_done:
+                        on_done(i, results[i])
+    finally:
+        gc.unfreeze()
     drain()
     ticks.close()
     return sorted(unfinished)
