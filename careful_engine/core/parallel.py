@@ -19,6 +19,7 @@ import gc
 import multiprocessing as mp
 import os
 import queue as queue_mod
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -74,12 +75,29 @@ def _init(shared: Any, ticks: Any) -> None:
     _SHARED, _TICKS = shared, ticks
 
 
+_UNSENT = [0, 0.0]  # ticks not sent to the parent yet, and when ticks were last sent
+TICK_INTERVAL = 0.05  # seconds: progress reaches the parent 20 times a second at most
+
+
 def _tick() -> None:
-    _TICKS.put(1)
+    _UNSENT[0] += 1
+    now = time.monotonic()
+    if now - _UNSENT[1] >= TICK_INTERVAL:
+        _send_ticks(now)
+
+
+def _send_ticks(now: float) -> None:
+    if _UNSENT[0]:
+        _TICKS.put(_UNSENT[0])  # one message for many conversations
+        _UNSENT[0] = 0
+    _UNSENT[1] = now
 
 
 def _work(fn: Task, task: Any) -> Any:
-    return _guarded(fn, task, _SHARED, _tick)
+    try:
+        return _guarded(fn, task, _SHARED, _tick)
+    finally:
+        _send_ticks(time.monotonic())
 
 
 # ------------------------------------------------------------------------- in the parent
@@ -132,10 +150,11 @@ def _pool_pass(fn: Task, tasks: Sequence[Any], indices: list[int], workers: int,
     def drain() -> None:
         while True:
             try:
-                ticks.get_nowait()
+                n = ticks.get_nowait()
             except (queue_mod.Empty, OSError, EOFError, ValueError):
                 return
-            tick()
+            for _ in range(n):
+                tick()
 
     unfinished: list[int] = []
     # the heap the workers inherit (loaded files, bfcl's data) is frozen: the cyclic collector
