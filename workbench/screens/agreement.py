@@ -179,7 +179,8 @@ class AgreementScreen(WorkbenchScreen):
             self.notify(str(e), severity="warning")
             report = s.agreement(subset)
         summary = Text(f"{len(report.functions)} functions ({subset}) · "
-                       f"{len(report.annotators)} annotators", style="bold")
+                       f"{len(report.annotators)} annotator"
+                       f"{'' if len(report.annotators) == 1 else 's'}", style="bold")
         if s.overridden:
             summary.append(" · opened with an override (recorded)", style="yellow")
         summary.append(f"\nFleiss' κ {num(report.fleiss)} · Krippendorff's α "

@@ -113,6 +113,7 @@ class ReplayScreen(WorkbenchScreen):
         self.shown_rows: list[ConversationRow] = []
         self.values: dict[str, list[str]] = {"category": [], "error": [], "rule": []}
         self.sort: str | None = None  # None: the files' order
+        self._narrow = False  # the list was filled for under 100 columns
         self.reverse = False
 
     def compose(self) -> ComposeResult:
@@ -140,6 +141,11 @@ class ReplayScreen(WorkbenchScreen):
         refs = self.app.context.refs
         self.watch(self.app, "score_state", self._scoring, init=False)
         self._use(self.app.replay_run or (refs[0].label if refs else None))
+
+    def on_resize(self) -> None:
+        """The short headers and tight rule hits under 100 columns, the full ones above."""
+        if self.ref is not None and (self.app.size.width < 100) != self._narrow:
+            self.refill()
 
     def on_screen_resume(self) -> None:
         wanted = self.app.replay_run
@@ -201,12 +207,12 @@ class ReplayScreen(WorkbenchScreen):
         self.shown_rows = sort_rows(self.filter.apply(self.rows), self.sort, self.reverse)
         table = self.query_one("#conversations", DataTable)
         table.clear(columns=True)  # widths follow the content (scores arrive later)
-        narrow = self.app.size.width < 100  # 80 columns: the rule hits still fit
+        narrow = self._narrow = self.app.size.width < 100  # 80 columns: the hits still fit
         table.add_columns(*self._headers(narrow))
         for r in self.shown_rows:
             table.add_row(short_id(r.id), str(r.turns), str(r.steps), ok(r.official_valid),
                           ok(r.safe_valid), error_word(r.error_type) if r.scored else "",
-                          _hits(r, " " if narrow else " · "), key=r.id)
+                          _hits(r, narrow), key=r.id)
         self._status()
 
     def _headers(self, narrow: bool = False) -> list[str]:
@@ -451,7 +457,10 @@ class ReplayScreen(WorkbenchScreen):
                 self._status()
 
 
-def _hits(row: ConversationRow, sep: str = " · ") -> Text:
+def _hits(row: ConversationRow, narrow: bool = False) -> Text:
+    """The row's rule hits (``coll1 +W2 unconf3`` under 100 columns: six tags still fit)."""
     if not row.scored:
         return Text("")
-    return rule_counts(row.rules, sep) if row.rules else Text("")
+    if not row.rules:
+        return Text("")
+    return rule_counts(row.rules, " ", "") if narrow else rule_counts(row.rules)

@@ -71,14 +71,14 @@ def rule_tags(rules: Iterable[str] | Mapping[str, int], *, quiet: bool = False) 
     return out
 
 
-def rule_counts(counts: Mapping[str, int], sep: str = " · ") -> Text:
+def rule_counts(counts: Mapping[str, int], sep: str = " · ", gap: str = " ") -> Text:
     """``coll 1 · +W 2`` in the registry's order and styles (``no rule hit`` for none;
-    ``sep`` between)."""
+    ``sep`` between hits, ``gap`` between a tag and its count: ``coll1 +W2`` when narrow)."""
     out = Text()
     for rule in shown_rules(counts):
         if out:
             out.append(sep, style="dim")
-        out.append(f"{tag(rule)} {counts[rule]}", style=rule_style(rule))
+        out.append(f"{tag(rule)}{gap}{counts[rule]}", style=rule_style(rule))
     return out or Text("no rule hit", style="dim")
 
 
