@@ -138,6 +138,11 @@ def test_compare_drill_down_shows_both_runs_whole(workdir) -> None:
             assert isinstance(pair, PairScreen) and [v.id for v in pair.views] == [IDS[0]] * 2
             titles = [str(box.border_title) for box in pair.query(".pair-side")]
             assert titles == ["A: alpha", "B: beta"]
+            for side in "ab":  # each line cut to its half of the screen, not to the screen's
+                calls = pair.query_one(f"#pair-calls-{side}")
+                widest = max(calls.get_option_at_index(i).prompt.cell_len
+                             for i in range(calls.option_count))
+                assert widest <= calls.size.width, (side, widest, calls.size.width)
             await settle(pilot, "tab", "v")
             assert isinstance(app.screen, LinesScreen)
             assert app.screen._title.startswith("B: beta")

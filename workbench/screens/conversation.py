@@ -108,7 +108,7 @@ class ConversationScreen(WorkbenchScreen):
         model, reference = self._diff_rows(ln.call, ln.turn)
         if ln.call is not None:
             cv = self.view.calls[ln.call]
-            detail.show_call(cv)
+            detail.show_call(cv, confirm=self.view.confirm)
             ref_title = (f"reference: {cv.reference.text}" if cv.reference is not None
                          else "reference: no matching call")
             self.query_one("#model-diff", DiffView).show(model, title=f"model: {cv.record.text}")

@@ -121,14 +121,16 @@ def turn_heading(turn: TurnView, view: ConversationView) -> Text:
 def line_text(line: Line, view: ConversationView, width: int = 200) -> Text:
     """One stepper line as styled text (a call clipped to ``width`` with its tags)."""
     if line.kind == "turn":
-        return turn_heading(view.turns[line.turn], view)
+        heading = turn_heading(view.turns[line.turn], view)
+        heading.truncate(max(width, 20), overflow="ellipsis")
+        return heading
     if line.kind == "call":
         cv = view.calls[line.call]
         out = Text("  ")
         out.append("▶ " if cv.divergence else "  ", style="bold magenta")
         out.append("✗ " if cv.errored else "✓ ", style="red" if cv.errored else "green")
         tags = rule_tags(cv.rules, quiet=not view.confirm)
-        out.append(_clip(cv.record.text, max(width - 6 - tags.cell_len, 20)),
+        out.append(_clip(cv.record.text, max(width - 6 - tags.cell_len, 8)),
                    style="bold magenta" if cv.divergence else "")
         out.append_text(tags)
         return out
@@ -147,11 +149,28 @@ class CallList(OptionList):
     CallList:focus { border: round $accent; }
     """
 
+    _view: ConversationView | None = None
+    _shown_width = 0
+
     def show(self, view: ConversationView) -> None:
-        width = (self.size.width or self.app.size.width) - 6  # borders and the scrollbar
+        """The view's lines, each cut to the list's width (laid out again on a resize)."""
+        self._view = view
+        self._shown_width = self.size.width
+        # the content's width less a margin (before the layout: the screen's less the borders)
+        width = self.size.width - 2 if self.size.width else self.app.size.width - 6
         self.clear_options()
         self.add_options([Option(line_text(ln, view, width), id=f"line-{i}")
                           for i, ln in enumerate(view.lines)])
+
+    def on_resize(self) -> None:
+        """Shown before its width was known (or resized): cut the lines to the new width,
+        the selected line staying selected."""
+        if self._view is None or self.size.width == self._shown_width:
+            return
+        selected = self.highlighted
+        self.show(self._view)
+        if selected is not None:
+            self.highlighted = selected
 
 
 class VerdictBar(Static):
@@ -202,7 +221,9 @@ class CallDetail(Static):
     def _width(self) -> int:
         return max((self.size.width or self.app.size.width) - 2, 40)
 
-    def show_call(self, cv: CallView) -> None:
+    def show_call(self, cv: CallView, *, confirm: bool = True) -> None:
+        """``confirm``: the run used the confirmation protocol (else its confirm-only tags,
+        every destructive call 'unconfirmed', are left out, as in the list)."""
         rec = cv.record
         w = self._width
         head = f"t{rec.turn} s{rec.step} "
@@ -210,7 +231,7 @@ class CallDetail(Static):
         out.append(self._clip(rec.text, w - len(head)), style="bold")
         status = Text("\n")
         status.append("✗ error" if cv.errored else "✓ ok", style="red" if cv.errored else "green")
-        status.append_text(rule_tags(cv.rules))
+        status.append_text(rule_tags(cv.rules, quiet=not confirm))
         if cv.divergence:
             status.append(" ▶ first divergence", style="bold magenta")
         status.append(" · result: ", style="dim")
