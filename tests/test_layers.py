@@ -123,3 +123,18 @@ def test_a_command_module_that_fails_to_import_is_an_error(monkeypatch) -> None:
     names = {c.name or c.callback.__name__ for g in careful_cli.app.registered_groups
              for c in g.typer_instance.registered_commands}
     assert names == {"score", "doctor", "compare"}
+
+
+@pytest.mark.parametrize("package", ["core", "scoring", "analysis", "present", "demo"])
+def test_layer_packages_list_their_modules(package):
+    """Each layer package's public ``__all__`` names exactly its modules and subpackages, so the
+    folder list and the package's stated contents cannot drift apart."""
+    import ast
+
+    folder = ROOT / "careful_engine" / package
+    tree = ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))
+    listed = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                  and getattr(n.targets[0], "id", None) == "__all__")
+    modules = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+    modules |= {p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
+    assert sorted(listed) == sorted(modules)

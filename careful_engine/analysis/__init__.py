@@ -1,5 +1,5 @@
 """Analyses over scored runs, as data (no rendering): leaderboard, sensitivity, re-examined
 user answers, CI gates and result documents, score and decode audits, provenance."""
 
-__all__ = ["ci_report", "decode_audit", "gates", "leaderboard", "provenance", "reexamine",
-           "score_audit", "sensitivity"]
+__all__ = ["ci_report", "compare", "decode_audit", "gates", "leaderboard", "provenance",
+           "reexamine", "score_audit", "sensitivity"]

@@ -2,4 +2,4 @@
 question detector, destructive boundaries, per-run scoring, what a score was made with, and
 the paired statistics."""
 
-__all__ = ["batch", "detector", "rules", "score", "settings", "stats"]
+__all__ = ["batch", "decoders", "detector", "result", "rules", "score", "settings", "stats"]
