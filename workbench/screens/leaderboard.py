@@ -37,6 +37,8 @@ def scatter_widget():
     return PlotextPlot(id="lb-plot")
 
 
+PAIRED_NOTE = ("paired by conversation; Enter on a changed conversation replays it in A and B "
+               "side by side")
 KINDS = [("BFCL verdict", "bfcl"), ("effect-safe", "safe"), ("strict", "strict")]
 TABS = ("ranking", "plot", "categories", "rules", "compare")
 
@@ -210,8 +212,7 @@ class LeaderboardScreen(WorkbenchScreen):
                         if len(self.entries) > 1 else
                         "a paired comparison needs two scored runs (s scores the others)")
             return
-        note.update("paired by conversation; Enter on a changed conversation replays it in A "
-                    "and B side by side")
+        note.update(PAIRED_NOTE)
         cmp = compare(by_label[a].score, by_label[b].score, kind)
         fill(table, compare_report(cmp, str(a), str(b)))
         fill(pairs, pairs_report([cmp], str(a), str(b)))
@@ -223,7 +224,7 @@ class LeaderboardScreen(WorkbenchScreen):
         entry_id = str(event.data_table.get_row(event.row_key)[2])
         if a is Select.NULL or b is Select.NULL:
             return
-        self.query_one("#cmp-note", Static).update(f"replaying {entry_id} in {a} and {b} …")
+        self.query_one("#cmp-note", Static).update(plain(f"replaying {entry_id} in {a} and {b} …"))
         self.run_worker(lambda: self._pair(str(a), str(b), entry_id), thread=True,
                         exclusive=True, group="pair")
 
@@ -236,8 +237,10 @@ class LeaderboardScreen(WorkbenchScreen):
         except Exception as e:  # noqa: BLE001  (a decoder that does not import, a bad entry)
             self.app.call_from_thread(self.notify, f"{entry_id}: {e}", severity="error",
                                       markup=False)
-            return
-        self.app.call_from_thread(self.app.push_screen, PairScreen((a, b), views))
+        else:
+            self.app.call_from_thread(self.app.push_screen, PairScreen((a, b), views))
+        # back on Compare, the note says what Enter does again (not "replaying …")
+        self.app.call_from_thread(self.query_one("#cmp-note", Static).update, PAIRED_NOTE)
 
     def action_whole(self) -> None:
         """The selected row of the focused table whole, one column per line."""

@@ -255,13 +255,13 @@ class ReplayScreen(WorkbenchScreen):
         self._resort()
 
     def _resort(self) -> None:
-        """Sort the list again, the selected conversation staying selected."""
+        """Sort the list again and show its top: what the order puts first (keeping the
+        selection would scroll to wherever it landed, the order's head out of sight)."""
         table = self.query_one("#conversations", DataTable)
-        current = (str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
-                   if table.row_count else None)
         self.refill()
-        if current is not None:
-            table.move_cursor(row=table.get_row_index(current))
+        if table.row_count:
+            table.move_cursor(row=0)
+            table.scroll_home(animate=False)
 
     def _no_run(self) -> bool:
         """True (and said) when no run is loaded: the keys that need one do nothing."""

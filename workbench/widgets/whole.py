@@ -29,9 +29,8 @@ ADDED = "bold black on green"  # the model's characters the reference's value la
 
 
 def whole(value: Any) -> str:
-    """A state value as text, uncut (JSON where it is JSON, else its repr)."""
-    if isinstance(value, str):
-        return value
+    """A state value as text, uncut, as the diff panes show it (JSON where it is JSON: a
+    string quoted, so that spaces at its ends show; else its repr)."""
     try:
         return json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
     except (TypeError, ValueError):  # mixed or non-JSON keys: keep the (deterministic) order
