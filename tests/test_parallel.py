@@ -226,3 +226,27 @@ def test_compare_scores_both_runs_in_one_pool(shared_runs: Path, tmp_path: Path,
         outs[jobs] = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
     assert outs["1"] == outs["2"] and outs["1"]
     assert len(pools) == 2 and pools[1] > 8  # --jobs 2: one pool for the files of both runs
+
+
+def _child_memory() -> tuple[int, int]:
+    from careful_engine.core import budget
+
+    ballast = bytearray(64 * 2**20)  # touched: resident in this child only
+    ballast[::4096] = b"x" * len(ballast[::4096])
+    with open("/proc/self/statm") as f:
+        own = int(f.read().split()[1]) * budget._PAGE
+    return budget._rss_bytes() or 0, own
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="Linux /proc only")
+def test_a_worker_measures_its_own_memory() -> None:
+    """The memory budget's reader, opened in the parent, is not inherited by a forked worker
+    (it would read the parent's /proc/<pid>/statm: a worker's replay could grow unseen)."""
+    import multiprocessing as mp
+
+    from careful_engine.core import budget
+
+    assert budget._rss_bytes()  # the parent's reader is open
+    with mp.get_context("fork").Pool(1) as pool:
+        seen, own = pool.apply(_child_memory)
+    assert abs(seen - own) < 8 * 2**20, (seen, own)

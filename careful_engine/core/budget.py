@@ -76,6 +76,19 @@ def _rss_bytes() -> int | None:
         return None
 
 
+def _forget_statm() -> None:
+    """In a forked child: the inherited descriptor reads the parent's /proc/<pid>/statm, so
+    it is closed and the child opens its own (a worker's memory budget measured the parent)."""
+    while _STATM:
+        try:
+            os.close(_STATM.pop())
+        except OSError:
+            pass
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_forget_statm)
+
 try:
     _PAGE = os.sysconf("SC_PAGE_SIZE")
 except (ValueError, OSError, AttributeError):  # pragma: no cover - not Linux
