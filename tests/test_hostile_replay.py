@@ -21,6 +21,7 @@ from careful_engine.core.budget import BUDGET_EXCEEDED, DEFAULT_BUDGET, Budget, 
 from careful_engine.demo import reference as demo
 
 from .bfcl_oracle import error_type, evaluate_entries, official_handler
+from .hostile_corpus import run_cli
 
 _load()
 runner = CliRunner()
@@ -143,13 +144,21 @@ def test_verdict_reached_before_the_budget_stands(tmp_path: Path) -> None:
 
 def test_time_and_memory_budgets_between_calls(tmp_path: Path) -> None:
     slow = _entry(MATH, [("logarithm", {"value": 10, "base": 3, "precision": 9_000})] * 50)
-    grow = _entry(FS, _echo(200, 300_000))
-    code, output, lines = _score(_write_run(tmp_path, [slow, grow]),
-                                 "--max-seconds-per-conversation", "0.3",
-                                 "--max-mb-per-conversation", "8")
+    code, output, lines = _score(_write_run(tmp_path / "time", [slow]),
+                                 "--max-seconds-per-conversation", "0.3")
     assert code == 0 and "Traceback" not in output
     assert lines[MATH]["official_error_type"] == BUDGET_EXCEEDED
     assert "time budget" in lines[MATH]["official_error_message"]
+    # resident memory grows only past the heap the process already holds free, and a long
+    # test session holds much: the memory case runs in a fresh interpreter
+    grow = _entry(FS, _echo(200, 300_000))
+    run = _write_run(tmp_path / "memory", [grow])
+    done = run_cli("score", str(run), "--decoder", demo.DECODER, "--out", str(run / "out"),
+                   "-q", "--jobs", "1", "--max-seconds-per-conversation", "60",
+                   "--max-mb-per-conversation", "8")
+    assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr
+    lines = {r["id"]: r for r in map(json.loads, (run / "out" / "conversations.jsonl")
+                                     .read_text().splitlines())}
     assert lines[FS]["official_error_type"] == BUDGET_EXCEEDED
     assert "memory budget" in lines[FS]["official_error_message"]
 
