@@ -125,7 +125,7 @@ def test_a_command_module_that_fails_to_import_is_an_error(monkeypatch) -> None:
     assert names == {"score", "doctor", "compare"}
 
 
-@pytest.mark.parametrize("package", ["core", "scoring", "analysis", "present", "demo"])
+@pytest.mark.parametrize("package", ["core", "scoring", "effects", "analysis", "present", "demo"])
 def test_layer_packages_list_their_modules(package):
     """Each layer package's public ``__all__`` names exactly its modules and subpackages, so the
     folder list and the package's stated contents cannot drift apart."""

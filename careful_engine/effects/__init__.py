@@ -10,3 +10,6 @@
 * :mod:`.audit` — the reference-trajectory counts of §3;
 * :mod:`.mcp` — MCP tool definitions with annotations.
 """
+
+__all__ = ["audit", "boundary", "declarations", "infer", "mcp", "observe", "probes", "review",
+           "signals"]
