@@ -97,7 +97,7 @@ class WorkbenchApp(App[None]):
             if replay is None:
                 return
             if self.replay_run and (replay.ref is None or replay.ref.label != self.replay_run):
-                replay._use(self.replay_run)
+                replay.show_run(self.replay_run)
             replay.open(entry_id)
 
         self.call_after_refresh(go)

@@ -140,7 +140,7 @@ class ReplayScreen(WorkbenchScreen):
         table.add_columns(*COLUMNS)
         refs = self.app.context.refs
         self.watch(self.app, "score_state", self._scoring, init=False)
-        self._use(self.app.replay_run or (refs[0].label if refs else None))
+        self.show_run(self.app.replay_run or (refs[0].label if refs else None))
 
     def on_resize(self) -> None:
         """The short headers and tight rule hits under 100 columns, the full ones above."""
@@ -150,11 +150,12 @@ class ReplayScreen(WorkbenchScreen):
     def on_screen_resume(self) -> None:
         wanted = self.app.replay_run
         if wanted and self.ref is not None and wanted != self.ref.label:
-            self._use(wanted)
+            self.show_run(wanted)
 
     # ---------------------------------------------------------------- loading
 
-    def _use(self, label: str | None) -> None:
+    def show_run(self, label: str | None) -> None:
+        """List the run named ``label`` (a note instead when there is none)."""
         if label is None:
             self.query_one("#replay-status", Static).update(
                 "no run found: give run folders to `careful workbench`, or run `careful demo`")
@@ -311,7 +312,7 @@ class ReplayScreen(WorkbenchScreen):
     @on(Select.Changed, "#run")
     def _run_changed(self, event: Select.Changed) -> None:
         if event.value is not Select.NULL and (self.ref is None or event.value != self.ref.label):
-            self._use(str(event.value))
+            self.show_run(str(event.value))
 
     @on(Select.Changed, "#category")
     @on(Select.Changed, "#error")
@@ -355,7 +356,7 @@ class ReplayScreen(WorkbenchScreen):
             return
         labels = [r.label for r in self.app.context.refs]
         if self.ref is not None and len(labels) > 1:
-            self._use(labels[(labels.index(self.ref.label) + 1) % len(labels)])
+            self.show_run(labels[(labels.index(self.ref.label) + 1) % len(labels)])
 
     def action_toggle_failed(self) -> None:
         if self._no_run():
@@ -452,7 +453,7 @@ class ReplayScreen(WorkbenchScreen):
         else:
             bar.display = False
             if state == "done":
-                self._use(label)
+                self.show_run(label)
             else:
                 self._status()
 
