@@ -22,6 +22,7 @@ from careful_cli.common import EXIT_GATE, EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE,
 from careful_engine.analysis import ci_report
 from careful_engine.analysis import gates as gates_mod
 from careful_engine.core.safe_text import visible
+from careful_engine.core.safe_write import write_text
 
 
 def check_format(fmt: str) -> str:
@@ -90,7 +91,7 @@ def finish(gate: gates_mod.Gate, problems: bool, fmt: str, output: Path | None,
             sys.stdout.flush()
         else:
             try:
-                ci_report.write_output(output, text)
+                write_text(output, text)  # a link or a folder at it is refused
             except OSError as e:
                 err.print(f"error: --output {visible(output)}: {visible(e)}", markup=False,
                           style="red")

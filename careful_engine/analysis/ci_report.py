@@ -17,14 +17,12 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from importlib.metadata import PackageNotFoundError, version
 from importlib.resources import files
-from pathlib import Path
 from typing import Any
 
 from careful_engine.analysis.gates import Gate, rule_counts
 from careful_engine.analysis.leaderboard import Comparison, Entry
 from careful_engine.core import bfcl
 from careful_engine.core.safe_text import visible
-from careful_engine.core.safe_write import write_text
 from careful_engine.scoring.rules import RULES
 from careful_engine.scoring.score import CategoryScore, ModelScore
 from careful_engine.scoring.stats import Paired
@@ -244,15 +242,6 @@ def append_summary(path: str, text: str) -> None:
             data = data[os.write(fd, data):]
     finally:
         os.close(fd)
-
-
-def write_output(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` as every output is written (:mod:`careful_engine.core.safe_write`:
-    a temporary file and a rename; a link or a non-file at ``path`` is refused). Raises OSError."""
-    path = Path(path)
-    if path.is_dir() and not path.is_symlink():
-        raise IsADirectoryError(f"{path} is a folder")
-    write_text(path, text)
 
 
 def render(doc: dict[str, Any], fmt: str) -> str:
