@@ -73,6 +73,8 @@ def test_parse_decoders() -> None:
     assert d.for_model(Path("/a/run"), "openai_gpt-oss-120b") == "other-key"
     assert d.for_model(Path("/a/x"), "m") == "k2"  # a run folder's name
     assert d.for_model(Path("/a/y"), "m") == FC
+    # a registered model keeps its own decoder: the default is for unregistered ones only
+    assert d.for_model(Path("/a/y"), "Salesforce_Llama-xLAM-2-8b-fc-r") is None
     assert parse_decoders(None).for_model(Path("r"), "m") is None
     with pytest.raises(ValueError):
         parse_decoders(["a", "b"])

@@ -65,7 +65,9 @@ def test_bad_input_is_reported_and_the_rest_scored(tmp_path: Path) -> None:
     _write(run / "Salesforce_Llama-xLAM-2-8b-fc-r" / "multi_turn" /
            f"BFCL_v4_{CATEGORY}_result.json", bad)
     out = tmp_path / "out"
-    res = _run("score", str(run), "--out", str(out), "--decoder", demo.DECODER)
+    # the folder's model is registered: FOLDER=KEY forces the reference run's decoder on it
+    res = _run("score", str(run), "--out", str(out), "--decoder",
+               f"Salesforce_Llama-xLAM-2-8b-fc-r={demo.DECODER}")
     assert res.exit_code == 1, res.output
     text = res.output
     f = f"BFCL_v4_{CATEGORY}_result.json"

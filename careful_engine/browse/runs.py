@@ -68,30 +68,19 @@ def find_runs(paths: Sequence[Path], decoders: DecoderChoice | None = None) -> l
         by_model, _ = discover(path)
         found += [(path, model, files) for model, files in by_model.items() if files]
     labels = label_entries([(run, model) for run, model, _ in found])
-    registered = bfcl.registry() if decoders is not None and decoders.default else {}
     return [
-        RunRef(run, model, tuple(files), decoder_for(run, model, files, decoders, registered),
-               label)
+        RunRef(run, model, tuple(files), decoder_for(run, model, files, decoders), label)
         for (run, model, files), label in zip(found, labels, strict=True)
     ]
 
 
 def decoder_for(run: Path, model: str, files: Sequence[ResultFile],
-                decoders: DecoderChoice | None, registered: dict) -> str:
-    """A model folder's decoder key: ``FOLDER=KEY`` forces one; else the manifest's; else the
-    folder's registry key when bfcl registers it; else ``--decoder KEY`` (which is for models
-    bfcl does not register), else the registry key (which fails, with a message, on use)."""
-    if decoders is not None:
-        for name in (model, run.name, str(run)):
-            if name in decoders.by_folder:
-                return decoders.by_folder[name]
-    own = _manifest(files[0]) if files else None
-    if own:
-        return own
-    key = bfcl.registry_key_for_dir(model)
-    if decoders is not None and decoders.default and key not in registered:
-        return decoders.default
-    return key
+                decoders: DecoderChoice | None) -> str:
+    """A model folder's decoder key, by the CLI's rule (:meth:`DecoderChoice.for_model`), then
+    the manifest's, then the registry key (which fails, with a message, on use)."""
+    chosen = decoders.for_model(run, model) if decoders is not None else None
+    return (chosen or (_manifest(files[0]) if files else None)
+            or bfcl.registry_key_for_dir(model))
 
 
 def _manifest(rf: ResultFile) -> str | None:
