@@ -244,6 +244,48 @@ def test_a_temp_name_planted_as_a_link_is_not_followed(tmp_path, victim, monkeyp
     assert (d / f".f.txt.{os.getpid()}.aaaa.tmp").is_symlink()
 
 
+def test_write_bytes_keeps_a_cache_private_and_replaces_only_its_own_link(tmp_path,
+                                                                          victim) -> None:
+    d = tmp_path / "d"
+    d.mkdir()
+    path = d / "entry.bin"
+    safe_write.write_bytes(path, b"\x00one", mode=0o600, fsync=False)
+    assert path.read_bytes() == b"\x00one" and path.stat().st_mode & 0o777 == 0o600
+    path.unlink()
+    path.symlink_to(victim)
+    with pytest.raises(UnsafeWrite, match="symbolic link"):  # by default: refused
+        safe_write.write_bytes(path, b"two")
+    assert path.is_symlink()
+    safe_write.write_bytes(path, b"two", replace_link=True)  # a cache's own name: replaced
+    assert not path.is_symlink() and path.read_bytes() == b"two"
+    assert victim.read_text() == "precious\n"
+    (d / "sub").mkdir()
+    with pytest.raises(UnsafeWrite, match="not a regular file"):  # never a folder
+        safe_write.write_bytes(d / "sub", b"x", replace_link=True)
+    (tmp_path / "linked").symlink_to(d, target_is_directory=True)
+    with pytest.raises(UnsafeWrite, match="symbolic link"):  # nor through a linked folder
+        safe_write.write_bytes(tmp_path / "linked" / "x.bin", b"x", replace_link=True,
+                               root=tmp_path)
+    assert sorted(p.name for p in d.iterdir()) == ["entry.bin", "sub"]  # no temp left
+
+
+def test_no_other_temp_and_rename_writer() -> None:
+    """Every replace-by-rename in the engine, the CLI and the workbench is safe_write's."""
+    import careful_engine
+
+    repo = Path(careful_engine.__file__).parent.parent
+    offenders = []
+    for package in ("careful_engine", "careful_cli", "workbench"):
+        for path in (repo / package).rglob("*.py"):
+            if path.name == "safe_write.py":
+                continue
+            text = path.read_text()
+            for needle in ("os.replace(", "os.rename(", ".replace(tmp", ".rename("):
+                if needle in text:
+                    offenders.append(f"{path.relative_to(repo)}: {needle}")
+    assert offenders == [], offenders
+
+
 # ---------------------------------------------------------------- kill -9
 
 
@@ -340,7 +382,7 @@ def test_safe_write_is_what_every_writer_uses() -> None:
         rel = path.relative_to(root).as_posix()
         if rel in allowed or rel.startswith(("generation/", "annotation/", "browse/")):
             continue  # other writers: the generator's own files, the annotation store
-        text = path.read_text()
+        text = path.read_text().replace("safe_write.write_", "safe_write.")  # its own are fine
         for needle in ('open(path, "w"', ".write_text(", ".write_bytes(", 'open(out'):
             if needle in text:
                 offenders.append(f"{rel}: {needle}")

@@ -16,10 +16,7 @@ from the labels, which they never change. The result is written with
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from careful_engine.annotation.errors import AnnotationError
+from careful_engine.core import safe_write
 from careful_engine.effects.boundary import Boundary, boundary_dir
 
 if TYPE_CHECKING:
@@ -234,20 +232,8 @@ def save_boundary(
 
 
 def _write_atomically(path: Path, text: str) -> Path:
-    """Write ``text`` to a new file beside ``path``, then rename it over ``path``: a killed
-    process leaves the old file or the new one, never half of one, and a symbolic link
-    planted at ``path`` is replaced, not followed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return path
+    """Write ``text`` to a new file beside ``path``, then rename it over ``path``
+    (:func:`careful_engine.core.safe_write.write_bytes`): a killed process leaves the old file
+    or the new one, never half of one, and a symbolic link planted at ``path`` is replaced,
+    not followed."""
+    return safe_write.write_bytes(path, text.encode("utf-8"), replace_link=True)

@@ -45,7 +45,6 @@ import re
 import secrets
 import stat
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -53,7 +52,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from careful_engine.core import bfcl, environment
+from careful_engine.core import bfcl, environment, safe_write
 from careful_engine.core.budget import DEFAULT_BUDGET, Budget, BudgetExceeded, Meter
 from careful_engine.core.calls import Call, ParseFailure
 from careful_engine.core.environment import Environment
@@ -563,20 +562,12 @@ def _read(path: Path, key: bytes, category: str) -> dict[str, dict | None] | Non
 def _write(path: Path, key: bytes, category: str, entries: dict[str, dict | None]) -> None:
     payload = marshal.dumps({"header": _header(category), "entries": entries})
     mac = hmac.new(key, MAGIC + payload, hashlib.sha256).digest()
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".bin")
+    try:  # private; a planted link at the name is replaced itself, never its target
+        safe_write.write_bytes(path, MAGIC + mac + payload, mode=0o600, fsync=False,
+                               replace_link=True)
     except OSError:
         return
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(MAGIC + mac + payload)
-        os.replace(tmp, path)  # replaces a planted link itself, never its target
-        STATS["written"] += 1
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+    STATS["written"] += 1
 
 
 def _disk() -> tuple[Path, bytes] | None:

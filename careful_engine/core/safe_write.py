@@ -1,11 +1,12 @@
 """Writing outputs without following planted symbolic links, and never half a file.
 
-Every output goes through :func:`writer` (or :func:`write_text`): every folder below the
-output root is checked not to be a link (``lstat``; a link where a folder should be is
-refused), the text is written to a fresh temporary file (``O_CREAT | O_EXCL | O_NOFOLLOW``)
+Every output goes through :func:`writer` (or :func:`write_text`, :func:`write_bytes`): every
+folder below the output root is checked not to be a link (``lstat``; a link where a folder
+should be is refused), the text is written to a fresh temporary file (``O_CREAT | O_EXCL | O_NOFOLLOW``)
 beside the target and renamed over it only once complete, so an interrupted writer
 (``kill -9``) leaves the previous file as it was. A target that is a link, a folder or
-anything but a regular file is refused with :class:`UnsafeWrite`. Paths are absolute (no
+anything but a regular file is refused with :class:`UnsafeWrite` (a cache's own file may
+instead have a link at its name replaced: :func:`write_bytes`). Paths are absolute (no
 ``dir_fd``), so an audit hook (tests/guard.py) sees where each write goes.
 
 The output folder given by a person (``--out``) may itself sit under links (``/tmp`` on some
@@ -22,7 +23,7 @@ import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 _TMP_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
               | getattr(os, "O_CLOEXEC", 0))
@@ -61,23 +62,25 @@ def _require_folder(path: Path, st: os.stat_result) -> None:
         raise UnsafeWrite(f"{path} exists and is not a folder")
 
 
-def _check_target(path: Path) -> None:
+def _check_target(path: Path, replace_link: bool = False) -> None:
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return
     if stat.S_ISLNK(st.st_mode):
+        if replace_link:  # the rename replaces the link itself, never what it points to
+            return
         raise UnsafeWrite(f"{path} is a symbolic link; refusing to write through it")
     if not stat.S_ISREG(st.st_mode):
         raise UnsafeWrite(f"{path} exists and is not a regular file; refusing to replace it")
 
 
-def _temp(folder: Path, name: str) -> tuple[int, Path]:
+def _temp(folder: Path, name: str, mode: int = 0o644) -> tuple[int, Path]:
     """A new file beside the target: never an existing path, never through a link."""
     for _ in range(100):
         tmp = folder / f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         try:
-            return os.open(tmp, _TMP_FLAGS, 0o644), tmp
+            return os.open(tmp, _TMP_FLAGS, mode), tmp
         except FileExistsError:
             continue
         except OSError as e:
@@ -86,11 +89,9 @@ def _temp(folder: Path, name: str) -> tuple[int, Path]:
 
 
 @contextlib.contextmanager
-def writer(root: Path, relative: str | Path = "", *, encoding: str = "utf-8",
-           errors: str = "strict") -> Iterator[IO[str]]:
-    """A text file to write ``root/relative`` through; it replaces the target only when the
-    ``with`` block ends without an exception. Folders below ``root`` are created as needed;
-    ``root`` and every folder below it must not be links, nor the target."""
+def _replacing(root: Path, relative: str | Path, *, binary: bool, encoding: str, errors: str,
+               mode: int, fsync: bool, replace_link: bool) -> Iterator[IO[Any]]:
+    """The one implementation behind :func:`writer` and :func:`write_bytes`."""
     root, parts = Path(os.path.abspath(root)), Path(relative).parts
     if not parts:  # root is the file itself
         root, parts = root.parent, (root.name,)
@@ -102,21 +103,33 @@ def writer(root: Path, relative: str | Path = "", *, encoding: str = "utf-8",
         folder = folder / part
         _folder(folder, create=True)
     target = folder / parts[-1]
-    _check_target(target)
-    fd, tmp = _temp(folder, parts[-1])
+    _check_target(target, replace_link)
+    fd, tmp = _temp(folder, parts[-1], mode)
     ok = False
     try:
-        with os.fdopen(fd, "w", encoding=encoding, errors=errors, newline="") as f:
+        opened = (os.fdopen(fd, "wb") if binary else
+                  os.fdopen(fd, "w", encoding=encoding, errors=errors, newline=""))
+        with opened as f:
             yield f
             f.flush()
-            os.fsync(f.fileno())
-        _check_target(target)  # planted while we wrote
+            if fsync:
+                os.fsync(f.fileno())
+        _check_target(target, replace_link)  # planted while we wrote
         os.replace(tmp, target)  # rename replaces a name; it never follows a link
         ok = True
     finally:
         if not ok:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def writer(root: Path, relative: str | Path = "", *, encoding: str = "utf-8",
+           errors: str = "strict") -> contextlib.AbstractContextManager[IO[str]]:
+    """A text file to write ``root/relative`` through; it replaces the target only when the
+    ``with`` block ends without an exception. Folders below ``root`` are created as needed;
+    ``root`` and every folder below it must not be links, nor the target."""
+    return _replacing(root, relative, binary=False, encoding=encoding, errors=errors,
+                      mode=0o644, fsync=True, replace_link=False)
 
 
 def write_text(path: Path, text: str, *, root: Path | None = None, encoding: str = "utf-8",
@@ -127,6 +140,21 @@ def write_text(path: Path, text: str, *, root: Path | None = None, encoding: str
     root = Path(root) if root is not None else path.parent
     with writer(root, path.relative_to(root), encoding=encoding, errors=errors) as f:
         f.write(text)
+    return path
+
+
+def write_bytes(path: Path, data: bytes, *, root: Path | None = None, mode: int = 0o644,
+                fsync: bool = True, replace_link: bool = False) -> Path:
+    """Write ``data`` to ``path`` as :func:`writer` does, with the new file's permission
+    ``mode`` (0o600: private to this user). ``fsync=False`` skips forcing it to disk (a
+    cache that checks what it reads back); ``replace_link=True`` renames over a link at
+    ``path`` itself (a file this program owns, such as a cache entry) instead of refusing
+    it; what the link points to is never written either way."""
+    path = Path(path)
+    root = Path(root) if root is not None else path.parent
+    with _replacing(root, path.relative_to(root), binary=True, encoding="", errors="",
+                    mode=mode, fsync=fsync, replace_link=replace_link) as f:
+        f.write(data)
     return path
 
 
@@ -176,4 +204,5 @@ def _probe(folder: Path, out: Path) -> None:
         raise UnsafeWrite(f"{out}: not writable ({e.strerror or e})") from None
 
 
-__all__ = ["UnsafeWrite", "check_out_dir", "check_out_file", "write_text", "writer"]
+__all__ = ["UnsafeWrite", "check_out_dir", "check_out_file", "write_bytes", "write_text",
+           "writer"]

@@ -5,21 +5,20 @@ Below the runs folder, every directory the run creates or enters and every file 
 appends to or replaces must be what it seems: a symbolic link, a FIFO or any other special
 file there is refused with :class:`UnsafePath` (a :class:`~.errors.GenerationError`) before
 anything is written. Files are opened with ``O_NOFOLLOW`` (and ``O_NONBLOCK`` until checked to
-be regular), and replaced through a fresh temporary file created with ``O_EXCL``.
+be regular), and replaced through :mod:`careful_engine.core.safe_write` (a fresh temporary
+file created with ``O_EXCL``, renamed over the target).
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import stat
-import threading
 from pathlib import Path
 from typing import IO
 
+from careful_engine.core import safe_write
 from careful_engine.generation.errors import GenerationError
 
-_tmp_ids = itertools.count()
 MAX_NAME_BYTES = 255
 
 
@@ -115,18 +114,10 @@ def read_bytes(path: Path) -> bytes | None:
 
 
 def atomic_write(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` (fsynced): a new file created exclusively, then renamed;
-    a link at ``path`` is refused."""
-    check(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}."
-                         f"{next(_tmp_ids)}.tmp")
-    fd = _open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    """Replace ``path`` with ``text`` (fsynced) through
+    :func:`careful_engine.core.safe_write.write_text`: a new file created exclusively, then
+    renamed; a link or a special file at ``path`` (or as its folder) is refused."""
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        safe_write.write_text(path, text)
+    except safe_write.UnsafeWrite as e:
+        raise UnsafePath(str(e)) from e
