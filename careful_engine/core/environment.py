@@ -35,12 +35,17 @@ TravelExtensions = BfclProcess
 
 def _json_text(value: dict) -> str:
     """``json.dumps(value)`` with its defaults, through the C encoder it uses, without the
-    three Python calls around it (the same text; checked at import, else json.dumps)."""
-    return "".join(_c_encoder({}, _JSON_DEFAULT, encode_basestring_ascii, None, ": ", ", ",
-                              False, False, True)(value, 0))
+    three Python calls around it (the same text; checked at import, else json.dumps).
+
+    The encoder is made once, without json's circular-reference markers: a value that
+    contains itself then raises RecursionError instead of ValueError, and either way
+    :func:`serialise` falls back to ``str`` as bfcl does."""
+    return "".join(_ENCODE(value, 0))
 
 
 _JSON_DEFAULT = json.JSONEncoder().default
+_ENCODE: Any = (_c_encoder(None, _JSON_DEFAULT, encode_basestring_ascii, None, ": ", ", ",
+                           False, False, True) if _c_encoder is not None else None)
 _dumps: Any = json.dumps
 if _c_encoder is not None:
     try:
@@ -164,11 +169,11 @@ def plain_templates(conv: bfcl.Conversation) -> dict[str, tuple[bytes, Any]]:
 
 
 def adopt(conv: bfcl.Conversation, templates: dict[str, tuple[bytes, Any]],
-          initial: State, held: dict[str, tuple] | None = None) -> None:
+          initial: State | None, held: dict[str, tuple] | None = None) -> None:
     """Clone ``conv``'s instances from ``templates`` (from :func:`plain_templates`) and from
-    ``held`` (from :func:`held_templates`, earlier in this process), and take ``initial`` as
-    their initial state, as if this process had loaded them (the reference cache's entry was
-    recorded from such a load)."""
+    ``held`` (from :func:`held_templates`, earlier in this process), and take ``initial`` (if
+    given) as their initial state, as if this process had loaded them (the reference cache's
+    entry was recorded from such a load)."""
     key = conversation_key(conv)
     for c, template in (held or {}).items():
         _TEMPLATES.setdefault(_config_key(key, c, conv.long_context, conv.initial_config),
@@ -177,8 +182,8 @@ def adopt(conv: bfcl.Conversation, templates: dict[str, tuple[bytes, Any]],
         tk = _config_key(key, c, conv.long_context, conv.initial_config)
         if tk not in _TEMPLATES:
             _TEMPLATES[tk] = ("m", bfcl.simulator_class(c), blob, rng_state)
-    if key not in _INITIAL_STATES and not (conv.long_context
-                                           and "TravelAPI" in conv.involved_classes):
+    if initial is not None and key not in _INITIAL_STATES and not (
+            conv.long_context and "TravelAPI" in conv.involved_classes):
         _INITIAL_STATES[key] = initial
 
 

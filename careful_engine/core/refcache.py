@@ -137,26 +137,57 @@ def _process_bound() -> tuple[frozenset[str], frozenset[str]]:
     return _PROCESS_BOUND[0]
 
 
+_REACH: dict[tuple[tuple[str, ...], bool], tuple[str, ...]] = {}
+
+
+def process_classes(conv: bfcl.Conversation) -> tuple[str, ...]:
+    """The involved classes whose process-global objects this conversation can reach: those
+    with shared mutable defaults always, those with shared module data in long context only
+    (bfcl's simulators read and merge that data only when loaded with ``long_context``)."""
+    key = (conv.involved_classes, bool(conv.long_context))
+    got = _REACH.get(key)
+    if got is None:
+        always, long_only = _process_bound()
+        got = _REACH[key] = tuple(c for c in conv.involved_classes
+                                  if c in always or (key[1] and c in long_only))
+    return got
+
+
 def depends_on_process(conv: bfcl.Conversation) -> bool:
     """Whether what the reference computes can depend on what ran before it in the process."""
-    always, long_only = _process_bound()
-    classes = set(conv.involved_classes)
-    return bool(classes & always) or (conv.long_context and bool(classes & long_only))
+    return bool(process_classes(conv))
+
+
+_PLAIN_NAMES: dict[tuple[str, str, str], bool] = {}
+_DEFAULT_LIMITS: dict[Budget, bool] = {}
 
 
 def usable_for(conv: bfcl.Conversation, model_name: str, snapshots: bool,
-               budget: Budget | None) -> bool:
-    if not snapshots or depends_on_process(conv):
+               budget: Budget | None, process_bound: bool = False) -> bool:
+    """Whether the cache holds ``conv``'s reference for this replay (``process_bound``: the
+    same, except for the classes that reach bfcl's process-global objects)."""
+    if not snapshots or (depends_on_process(conv) and not process_bound):
         return False
     if bfcl.conversation_index().get(conv.id) is not conv:
         return False  # not the dataset's own conversation (a probe, a test's variant): live
-    if not _IDENTIFIER.fullmatch(bfcl.instance_name(f"{model_name}_ground_truth_eval", conv.id,
-                                                    conv.involved_classes[0] if
-                                                    conv.involved_classes else "X")):
+    key = (model_name, conv.id, conv.involved_classes[0] if conv.involved_classes else "X")
+    plain = _PLAIN_NAMES.get(key)
+    if plain is None:
+        plain = bool(_IDENTIFIER.fullmatch(bfcl.instance_name(f"{model_name}_ground_truth_eval",
+                                                              key[1], key[2])))
+        if len(_PLAIN_NAMES) < 100_000:
+            _PLAIN_NAMES[key] = plain
+    if not plain:
         return False
-    if budget is not None and replace(budget, seconds=DEFAULT_BUDGET.seconds,
-                                      megabytes=DEFAULT_BUDGET.megabytes) != DEFAULT_BUDGET:
-        return False
+    if budget is not None:
+        default = _DEFAULT_LIMITS.get(budget)
+        if default is None:
+            default = replace(budget, seconds=DEFAULT_BUDGET.seconds,
+                              megabytes=DEFAULT_BUDGET.megabytes) == DEFAULT_BUDGET
+            if len(_DEFAULT_LIMITS) < 1_000:
+                _DEFAULT_LIMITS[budget] = default
+        if not default:
+            return False
     return True
 
 
@@ -463,6 +494,8 @@ class _Category:
     # id -> every instance template this process made for it (pickled file systems too):
     # the model side of a later replay in this process clones them (never written to disk)
     held: dict[str, dict[str, tuple]] = field(default_factory=dict)
+    # id -> the checked plain-data templates of a "loads" entry (see LoadedSide)
+    loads: dict[str, dict[str, tuple]] = field(default_factory=dict)
 
 
 def _hold(cat: _Category, conv: bfcl.Conversation) -> None:
@@ -624,13 +657,63 @@ class RecordingSide:
         return SideTrace(self.turns, self.env.initial_state, self.ends)
 
 
+class LoadedSide(RecordingSide):
+    """A reference the cache cannot hold (its classes reach bfcl's process-global objects),
+    replayed live as usual. Only the instances as loaded are process-independent (loading
+    reads the conversation's initial config alone), so their plain-data templates are kept
+    (an entry ``{"loads": templates}``, and in memory every template this process made):
+    a later replay clones both sides' instances from them instead of loading them."""
+
+    def __init__(self, conv: bfcl.Conversation, model_name: str, env: Environment,
+                 cat: _Category) -> None:
+        self.env = env
+        self.turns = []
+        self.ends = []
+        self._conv, self._model, self._cat = conv, model_name, cat
+        self._rec = None
+
+    def trace(self) -> SideTrace:
+        conv, cat = self._conv, self._cat
+        _hold(cat, conv)
+        if conv.id not in cat.entries:
+            cat.entries[conv.id] = {"loads": environment.plain_templates(conv)}
+            cat.new.add(conv.id)
+        return SideTrace(self.turns, self.env.initial_state, self.ends)
+
+
+def _loaded_side(conv: bfcl.Conversation, model_name: str, snapshots: bool,
+                 meter: Meter | None, env_kw: dict) -> LoadedSide:
+    cat = _category(conv.category)
+    loads = cat.loads.get(conv.id)
+    if loads is None:
+        entry = cat.entries.get(conv.id)
+        loads = {}
+        if type(entry) is dict and "loads" in entry:
+            try:
+                loads = _templates(entry["loads"])
+            except (KeyError, IndexError, TypeError, ValueError, EOFError):
+                cat.entries.pop(conv.id, None)  # malformed: made again
+        cat.loads[conv.id] = loads
+    held = cat.held.get(conv.id)
+    if loads or held:
+        environment.adopt(conv, loads, None, held)
+    env = Environment.for_conversation(conv, "reference", model_name=model_name,
+                                       snapshots=snapshots, meter=meter, **env_kw)
+    return LoadedSide(conv, model_name, env, cat)
+
+
 def reference_side(conv: bfcl.Conversation, model_name: str, snapshots: bool,
                    budget: Budget | None, meter: Meter | None,
                    **env_kw: Any) -> CachedSide | RecordingSide | None:
     """The reference side of ``conv`` for this replay: from the cache; or live and recorded
-    for it (``env_kw``: how replay makes the environment); or None (replay it live as
-    usual)."""
-    if not enabled() or not usable_for(conv, model_name, snapshots, budget):
+    for it (``env_kw``: how replay makes the environment); or live with its instances cloned
+    from kept templates (:class:`LoadedSide`); or None (replay it live as usual)."""
+    if not enabled():
+        return None
+    if not usable_for(conv, model_name, snapshots, budget):
+        if depends_on_process(conv) and usable_for(conv, model_name, snapshots, budget,
+                                                   process_bound=True):
+            return _loaded_side(conv, model_name, snapshots, meter, env_kw)
         return None
     cat = _category(conv.category)
     decoded = cat.decoded.get(conv.id)
@@ -667,8 +750,8 @@ def preload(categories: Iterable[str]) -> None:
         return
     for category in categories:
         cat = _category(category)
-        for conv_id in list(cat.entries):
-            if conv_id not in cat.decoded:
+        for conv_id, entry in list(cat.entries.items()):
+            if conv_id not in cat.decoded and not (type(entry) is dict and "loads" in entry):
                 _decoded(cat, conv_id)
 
 

@@ -75,8 +75,10 @@ def replay(
     ``careful:budget_exceeded`` with the reason (see :mod:`careful_engine.core.budget`).
     """
     process = process or extensions or BfclProcess()
-    classes = conv.involved_classes
-    shares = process.touches(classes)
+    # the classes whose process-global objects the conversation can reach (the others' are
+    # never read or changed by it: see refcache.process_classes)
+    classes = refcache.process_classes(conv)
+    shares = bool(classes)
     start = process.checkpoint(classes) if shares else None
     kw = dict(model_name=model_name, snapshots=snapshots, meter=Meter(budget))
     # the reference side from careful_engine.core.refcache where it cannot depend on the process
@@ -138,7 +140,7 @@ class _Progress:
 def _turns(conv: bfcl.Conversation, trajectory: Trajectory | None, model: _Side | None,
            ref: _Side, progress: _Progress, process: BfclProcess, shares: bool) -> None:
     """Run every turn of both sides; bfcl's verdict and its shared objects where it stopped."""
-    classes = conv.involved_classes
+    classes = refcache.process_classes(conv)
     gt = conv.ground_truth
     all_model_results: list[str] = []
     n_turns = max(len(gt), len(trajectory.turns) if model and trajectory else 0)

@@ -21,6 +21,7 @@ from careful_engine.core.fs_capture import MISSING, TreeVersion, cwd_path
 
 ARTEFACTS = frozenset({"_random", "_api_description", "_flight_cost_lookup", "_last_modified"})
 
+_ARTEFACT_LIST = tuple(ARTEFACTS)
 _PLAIN = (str, int, float, bool, type(None))
 
 
@@ -211,7 +212,10 @@ def capture(instance: Any) -> bytes:
     (``t``); anything else through pickle with plain forms for files and directories
     (``p``); what none of them can hold is kept as its reason (``x``).
     """
-    attrs = {k: v for k, v in vars(instance).items() if k not in ARTEFACTS}
+    attrs = vars(instance).copy()  # the artefacts left out, the order kept
+    for k in _ARTEFACT_LIST:
+        if k in attrs:
+            del attrs[k]
     name = type(instance).__name__
     if name not in _PICKLED:
         try:

@@ -1,0 +1,238 @@
+"""The scoring fast paths give exactly what the slow paths give, on real runs and edge cases.
+
+Each fast path is checked against the computation it replaces: bfcl's result serialisation
+(``json.dumps`` with a ``str`` fallback), the blame's differing public attributes (the full
+diff of the public states), the rules' shortcuts (a finder that cannot count anything, a call
+that cannot have errored), the process-global objects a conversation can reach, and the
+instance templates kept for references the cache cannot hold.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+
+from careful_engine.core import bfcl, calls, environment, process, refcache
+from careful_engine.core.decode import decode_entry, reference_trajectory
+from careful_engine.core.environment import serialise
+from careful_engine.core.process import BfclProcess
+from careful_engine.core.replay import replay
+from careful_engine.core.runs import load_result_file
+from careful_engine.core.state import State, capture, diff
+from careful_engine.scoring import rules
+from careful_engine.scoring.score import discover, load_effects
+
+CATEGORY = "multi_turn_base"
+
+
+def _bfcl_serialise(result: object) -> str:
+    """multi_turn_utils.py:85-94 as written there."""
+    if isinstance(result, str):
+        return result
+    if isinstance(result, dict):
+        try:
+            return json.dumps(result)
+        except Exception:
+            return str(result)
+    return str(result)
+
+
+def _outcome(fn, value):  # noqa: ANN001, ANN202
+    try:
+        return fn(value)
+    except Exception as e:  # the same exception type is part of the same behaviour
+        return type(e).__name__
+
+
+def test_serialise_is_bfcls() -> None:
+    circular: dict = {}
+    circular["self"] = circular
+    inner: list = []
+    through_list = {"l": inner}
+    inner.append(through_list)
+    deep = node = {}
+    for _ in range(5_000):
+        node["a"] = {}
+        node = node["a"]
+    nested = node = {}
+    for _ in range(500):
+        node["a"] = {}
+        node = node["a"]
+    values = [circular, through_list, deep, nested, {"n": float("nan"), "i": float("-inf")},
+              {1: 2, 2.5: 3, False: 1, None: 2}, {(1, 2): 3}, {"s": {1, 2}}, {"o": object()},
+              {"é": "ü\x00"}, {"k": [1, {"x": (1, 2)}]}, {"big": 10**30}, "text", 3, None,
+              [1, 2], {"nan": [float("nan")]}]
+    for value in values:
+        assert _outcome(serialise, value) == _outcome(_bfcl_serialise, value)
+
+
+@pytest.fixture(scope="module")
+def traces(shared_runs: Path) -> list:
+    by_model, _ = discover(shared_runs / "xlam-2-8b-fc-r")
+    model, files = next(iter(by_model.items()))
+    handler = bfcl.handler(bfcl.registry_key_for_dir(model))
+    out = []
+    for rf in files:
+        loaded = load_result_file(rf)
+        proc = BfclProcess()
+        out += [replay(bfcl.conversation(e["id"]), decode_entry(e, handler), model_name=model,
+                       process=proc) for e in loaded.entries.values()]
+    return out
+
+
+def _slow_differing(a: State, b: State) -> list[tuple]:
+    return [ch.path for ch in diff(rules._public(a), rules._public(b))]
+
+
+def test_differing_attributes_are_the_full_public_diff(traces: list) -> None:
+    compared = 0
+    for trace in traces:
+        if trace.model is None:
+            continue
+        for ref_end, model_end in zip(trace.reference.turn_end_states,
+                                      trace.model.turn_end_states, strict=False):
+            fresh = [State(dict(s._blobs)) for s in (ref_end, model_end)]  # nothing cached
+            assert rules._differing(*fresh) == _slow_differing(ref_end, model_end), trace.id
+            compared += 1
+    assert compared > 1_000
+
+
+def test_equal_captures_holding_a_nan_still_differ_as_bfcl_compares() -> None:
+    """Plain forms made twice from one capture with a NaN compare unequal (``nan != nan``):
+    the fast path may skip equal captures only where no NaN can be."""
+
+    class Sim:
+        pass
+
+    sim = Sim()
+    sim.balance, sim.name = float("nan"), "x"
+    a, b = State({"Sim": capture(sim)}), State({"Sim": capture(sim)})
+    assert a._blobs == b._blobs
+    slow = _slow_differing(a, b)
+    assert slow == [("Sim", "balance")]
+    assert rules._differing(State(dict(a._blobs)), State(dict(b._blobs))) == slow
+    sim.balance = 2.0  # no NaN: equal captures are skipped, as the slow path finds nothing
+    a, b = State({"Sim": capture(sim)}), State({"Sim": capture(sim)})
+    assert rules._differing(a, b) == _slow_differing(a, b) == []
+
+
+def test_rule_shortcuts_skip_only_what_counts_nothing(traces: list) -> None:
+    """A turn with fewer than two non-idempotent writes (reads) has no duplicate write
+    (redundant read); a successful parsed call whose result is no error message has not
+    errored."""
+    effects = rules._Kinds(load_effects())
+    turns = 0
+    for trace in traces:
+        for model in trace.model.turns if trace.model else []:
+            writes = sum(effects.non_idempotent_write(r.call.name) for r in model)
+            reads = sum(effects.pure_read(r.call.name) for r in model)
+            if writes < 2:
+                assert rules._duplicates(model, effects) == ({}, {})
+            if reads < 2:
+                assert rules._redundant(model, effects) == ({}, {})
+            for r in model:
+                if r.success and isinstance(r.call, calls.Call) \
+                        and not r.result.startswith("Error"):
+                    assert not rules.errored(r)
+            turns += 1
+    assert turns > 500
+
+
+def _long_only_objects() -> bytes:
+    long_only = refcache._process_bound()[1]
+    return pickle.dumps([live for c, _, live, _ in process.shared_objects() if c in long_only])
+
+
+def test_conversations_reach_only_their_process_objects(shared_runs: Path) -> None:
+    """Outside long context, TravelAPI and VehicleControlAPI never read or change bfcl's
+    long-context module data: every such reference, and the real run's model calls, leave it
+    as it was (replay checkpoints and restores only what a conversation can reach)."""
+    BfclProcess()
+    before = _long_only_objects()
+    long_only = refcache._process_bound()[1]
+    by_model, _ = discover(shared_runs / "xlam-2-8b-fc-r")
+    model, files = next(iter(by_model.items()))
+    handler = bfcl.handler(bfcl.registry_key_for_dir(model))
+    checked = 0
+    for rf in files:
+        if rf.category == "multi_turn_long_context":
+            continue
+        proc = BfclProcess(fresh=False)
+        for e in load_result_file(rf).entries.values():
+            conv = bfcl.conversation(e["id"])
+            if not set(conv.involved_classes) & long_only:
+                continue
+            assert not conv.long_context
+            assert not set(refcache.process_classes(conv)) & long_only
+            replay(conv, decode_entry(e, handler), model_name=model, process=proc)
+            replay(conv, reference_trajectory(conv.id, conv.ground_truth), process=proc)
+            checked += 1
+    assert checked > 100
+    assert _long_only_objects() == before
+    travel = next(c for c in bfcl.conversations("multi_turn_long_context")
+                  if "TravelAPI" in c.involved_classes)
+    assert "TravelAPI" in refcache.process_classes(travel)
+
+
+def _fingerprint(trace) -> str:  # noqa: ANN001
+    sides = [s for s in (trace.model, trace.reference) if s is not None]
+    recs = [[(c.text, c.result, c.success, c.changed, [ch.dotted() for ch in c.diff()])
+             for c in t] for s in sides for t in s.turns]
+    ends = [[s.plain() for s in side.turn_end_states] for side in sides]
+    return json.dumps([trace.verdict.to_json(), recs, ends], default=str, sort_keys=True)
+
+
+def test_process_bound_references_clone_kept_templates(monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    """A reference the cache cannot hold is replayed live; after its first load its
+    instances are cloned from the kept templates (in memory, then from the disk entry), and
+    the replay is the same as a fresh load's. A malformed kept entry is made again."""
+    monkeypatch.setenv("CAREFUL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CAREFUL_REFCACHE", "on")
+    convs = [c for c in bfcl.conversations(CATEGORY) if refcache.depends_on_process(c)][:6]
+    assert convs
+    loads = []
+    real_load = environment.Environment._load
+
+    def counting(self, class_name, initial_config):  # noqa: ANN001, ANN202
+        loads.append(class_name)
+        return real_load(self, class_name, initial_config)
+
+    monkeypatch.setattr(environment.Environment, "_load", counting)
+
+    def run() -> list[str]:
+        environment.clear_caches()
+        calls.clear_caches()
+        proc = BfclProcess()
+        return [_fingerprint(replay(c, reference_trajectory(c.id, c.ground_truth),
+                                    model_name="m", process=proc)) for c in convs]
+
+    refcache.clear_memory()
+    monkeypatch.setenv("CAREFUL_REFCACHE", "off")
+    live = run()
+    assert loads
+    monkeypatch.setenv("CAREFUL_REFCACHE", "on")
+    first = run()
+    loads.clear()
+    again = run()  # in memory
+    kept = [c for c in loads if c != "GorillaFileSystem"]  # pickled trees: memory only
+    assert not loads, loads
+    refcache.flush()
+    refcache.clear_memory()
+    loads.clear()
+    disk = run()
+    assert not [c for c in loads if c != "GorillaFileSystem"], kept
+    assert live == first == again == disk
+    # a malformed entry: dropped, loaded again, the same replay
+    cat = refcache._category(CATEGORY)
+    cat.loads.clear()
+    cat.held.clear()
+    cat.entries[convs[0].id] = {"loads": {"TwitterAPI": (b"not marshal", None)}}
+    loads.clear()
+    assert run() == live
+    assert loads and cat.entries[convs[0].id] != {"loads": {"TwitterAPI": (b"not marshal",
+                                                                          None)}}
+    refcache.clear_memory()
