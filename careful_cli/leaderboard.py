@@ -76,7 +76,7 @@ def leaderboard(
     jobs = resolve_jobs(jobs)
     with scoring_progress() as cb:
         scored = score_runs(runs, decoders=choice, effects=effects, detector=detector,
-                            jobs=jobs, **cb)
+                            jobs=jobs, keep_entries=False, **cb)  # ranks need no entries
     report_problems(scored, quiet)
     if not scored.entries:
         raise fail("nothing to rank")

@@ -250,3 +250,152 @@ def test_a_worker_measures_its_own_memory() -> None:
     with mp.get_context("fork").Pool(1) as pool:
         seen, own = pool.apply(_child_memory)
     assert abs(seen - own) < 8 * 2**20, (seen, own)
+
+
+# ---------------------------------------------------------------- start methods, cancel, progress
+def _sleeps(task: float, shared: None, tick) -> float:
+    import time
+
+    time.sleep(task)
+    tick()
+    return task
+
+
+def test_cancel_kills_the_workers_promptly() -> None:
+    """A cancel Event set while the workers are busy: Cancelled is raised within a fraction
+    of the tasks' time, and no worker process is left."""
+    import multiprocessing as mp
+    import threading
+    import time
+
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    t = time.monotonic()
+    with pytest.raises(parallel.Cancelled):
+        parallel.run_ordered(_sleeps, [30.0] * 4, jobs=2, cancel=stop)
+    assert time.monotonic() - t < 10
+    deadline = time.monotonic() + 5
+    while mp.active_children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not mp.active_children()
+
+
+def test_cancel_in_a_serial_run_stops_between_conversations() -> None:
+    seen: list[int] = []
+    with pytest.raises(parallel.Cancelled):
+        parallel.run_ordered(_square, [3, 3, 3], jobs=1, shared=0,
+                             on_tick=lambda: seen.append(1), cancel=lambda: len(seen) >= 4)
+    assert len(seen) == 4  # stopped inside the second task, not at its end
+
+
+def test_the_start_method_is_safe_off_the_main_thread() -> None:
+    import threading
+
+    assert parallel.context("spawn").get_start_method() == "spawn"
+    if "fork" in parallel.mp.get_all_start_methods():
+        assert parallel.context().get_start_method() == "fork"
+    got: list[str] = []
+    th = threading.Thread(target=lambda: got.append(parallel.context().get_start_method()))
+    th.start()
+    th.join()
+    assert got and got[0] in ("forkserver", "spawn")
+
+
+def test_score_in_fresh_workers_equals_serial(shared_runs: Path) -> None:
+    """Workers that are not forked (forkserver: the workbench scores from a thread) load
+    the files and build the decoders themselves: the serial result, with progress."""
+    progress: list[tuple[int, int]] = []
+    two = score_run(shared_runs / XLAM, jobs=2, mp_context="forkserver",
+                    on_progress=lambda d, t: progress.append((d, t)))
+    assert _results(two) == _results(score_run(shared_runs / XLAM, jobs=1))
+    assert progress[0] == (0, 600) and progress[-1] == (600, 600)
+    assert [d for d, _ in progress] == list(range(601))
+
+
+def _two_runs(shared_runs: Path, tmp_path: Path) -> list[Path]:
+    """Two copies of the xLAM run (six files), one file of the second with a bad line, a
+    duplicate id and a truncated last line; the first also has a model folder no decoder is
+    registered for (unusable as a whole)."""
+    src = shared_runs / XLAM / "result" / "Salesforce_Llama-xLAM-2-8b-fc-r"
+    runs = []
+    for name in ("a", "b"):
+        folder = tmp_path / name / "result" / src.name
+        folder.mkdir(parents=True)
+        for f in sorted(src.iterdir()):
+            (folder / f.name).write_bytes(f.read_bytes())
+        runs.append(tmp_path / name)
+    nobody = tmp_path / "a" / "result" / "nobody_unregistered-model"
+    nobody.mkdir()
+    (nobody / "BFCL_v3_multi_turn_base_result.json").write_bytes(
+        (src / "BFCL_v3_multi_turn_base_result.json").read_bytes())
+    bad = runs[1] / "result" / src.name / "BFCL_v3_multi_turn_base_result.json"
+    lines = bad.read_text().splitlines()
+    bad.write_text("\n".join([lines[0], "not json", *lines[1:50], lines[3],
+                              *lines[50:-1], lines[-1][:40]]) + "\n")
+    return runs
+
+
+def test_leaderboard_workers_load_their_own_files(shared_runs: Path, tmp_path: Path) -> None:
+    """Many files per worker and no entries wanted: each worker loads and scores whole files,
+    and the entries, results, problems (in order) and unusable folders are the serial ones."""
+    from careful_engine.analysis import leaderboard as lb
+    from careful_engine.scoring.score import load_effects
+
+    runs = _two_runs(shared_runs, tmp_path)
+    effects = load_effects()
+    own: list[int] = []
+    real = batch._score_own
+
+    def spy(*a, **kw):
+        own.append(1)
+        return real(*a, **kw)
+
+    def flat(scored) -> list:
+        return ([(e.label, e.decoder, [(cs.category, [r.to_json() for r in cs.results],
+                                        [str(p) for p in cs.problems])
+                                       for cs in e.score.categories.values()])
+                 for e in scored.entries], [str(p) for p in scored.problems], scored.unusable)
+
+    serial = lb.score_runs(runs, effects=effects, jobs=1)
+    batch._score_own = spy
+    try:
+        progress: list[tuple[int, int]] = []
+        two = lb.score_runs(runs, effects=effects, jobs=2, keep_entries=False,
+                            on_progress=lambda d, t: progress.append((d, t)))
+        spawned = lb.score_runs(runs, effects=effects, jobs=2, keep_entries=False,
+                                mp_context="spawn")
+    finally:
+        batch._score_own = real
+    assert own == [1, 1]
+    assert flat(two) == flat(serial) == flat(spawned)
+    assert any("not JSON" in p for p in flat(serial)[1])
+    assert any("nobody_unregistered-model" in u for u in flat(serial)[2])
+    assert progress[-1] == (1400, 1400) and len(progress) == 1401
+    # the entries stay with the workers; what loading found comes back
+    for _, run in two.runs:
+        for lf, _ in run.files:
+            assert not lf.entries and lf.lines
+
+
+def test_a_file_a_worker_cannot_score_is_one_problem(shared_runs: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers loading their own files: one file whose scoring raises is reported as the
+    serial run reports it, and every other file is scored."""
+    from careful_engine.analysis import leaderboard as lb
+
+    runs = _two_runs(shared_runs, tmp_path)
+    real = batch.score_file
+
+    def flaky(loaded, *a, **kw):
+        if loaded.file.category == "multi_turn_miss_func" and "/b/" in str(loaded.file.path):
+            raise RuntimeError("simulated crash")
+        return real(loaded, *a, **kw)
+
+    monkeypatch.setattr(batch, "score_file", flaky)  # inherited by the forked workers
+    got = {jobs: lb.score_runs(runs, jobs=jobs, keep_entries=False) for jobs in (1, 2)}
+    assert [str(p) for p in got[1].problems] == [str(p) for p in got[2].problems]
+    assert sum("not scored: internal error: RuntimeError: simulated crash" in str(p)
+               for p in got[2].problems) == 1
+    assert [sorted(e.score.categories) for e in got[2].entries] == \
+        [["multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param"],
+         ["multi_turn_base", "multi_turn_miss_param"]]

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from careful_engine.core import bfcl
+from careful_engine.core.parallel import Cancel, MpContext
 from careful_engine.core.runs import Problem
-from careful_engine.scoring.batch import RunPlan, plan_run, score_plans
+from careful_engine.scoring.batch import RunPlan, counting, plan_run, score_plans
 from careful_engine.scoring.decoders import DecoderChoice
 from careful_engine.scoring.rules import Effects
 from careful_engine.scoring.score import (
@@ -111,16 +112,25 @@ def score_runs(
     on_entry: Callable[[], None] | None = None,
     on_run: Callable[[Path, RunScore], None] | None = None,
     jobs: int = 1,
+    keep_entries: bool = True,
+    mp_context: MpContext = None,
+    cancel: Cancel = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> Scored:
     """Score every model folder (or those in ``models``) of every run folder, with one
     :func:`score_run` per decoder used.
 
     ``on_run`` sees each run's score as soon as it is done (the sensitivity analysis uses it
-    to re-evaluate traces run by run and drop them, which bounds memory).
+    to re-evaluate traces run by run and drop them, which bounds memory). ``keep_entries``,
+    ``mp_context``, ``cancel`` and ``on_progress``: see
+    :func:`careful_engine.scoring.batch.score_plans` (a cancelled call raises
+    :class:`careful_engine.core.parallel.Cancelled`).
     """
     return score_run_groups([(runs, models)], decoders=decoders, effects=effects,
                             detector=detector, keep_traces=keep_traces, on_start=on_start,
-                            on_file=on_file, on_entry=on_entry, on_run=on_run, jobs=jobs)[0]
+                            on_file=on_file, on_entry=on_entry, on_run=on_run, jobs=jobs,
+                            keep_entries=keep_entries, mp_context=mp_context, cancel=cancel,
+                            on_progress=on_progress)[0]
 
 
 def score_run_groups(
@@ -135,6 +145,10 @@ def score_run_groups(
     on_entry: Callable[[], None] | None = None,
     on_run: Callable[[Path, RunScore], None] | None = None,
     jobs: int = 1,
+    keep_entries: bool = True,
+    mp_context: MpContext = None,
+    cancel: Cancel = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> list[Scored]:
     """:func:`score_runs` of several (runs, models) groups with every file in one pool of
     workers (``compare`` scores its two runs so): one :class:`Scored` per group, each what
@@ -160,8 +174,14 @@ def score_run_groups(
             for key, folders in by_key.items():
                 plans.append(plan_run(run_dir, key, folders))
                 owner.append(g)
+    if on_progress is not None:  # one count over every plan (scored together or one by one)
+        total = sum(len(bfcl.conversations(rf.category))
+                    for p in plans for files in p.files.values() for rf in files)
+        on_entry = counting(on_entry, on_progress, total)
+        on_progress(0, total)
     kw = dict(effects=effects, detector=detector, keep_traces=keep_traces, jobs=jobs,
               on_start=on_start, on_file=on_file, on_entry=on_entry,
+              keep_entries=keep_entries, mp_context=mp_context, cancel=cancel,
               meanwhile=prefetch)  # the rankings' statistics, while the workers score
     # every file of every run across the workers at once; with traces kept, run by run
     # (memory stays bounded by one run's traces)

@@ -7,6 +7,12 @@ reports one unit of progress (a conversation) to the parent, which passes it to 
 ``shared`` (the loaded files, the effects) reaches each worker once: inherited by ``fork`` where
 the platform has it (no copy), pickled once per worker elsewhere.
 
+The start method (``mp_context``: a name or a multiprocessing context) defaults to ``fork``
+when called on the main thread, and to ``forkserver`` (else ``spawn``) off it: forking a
+process whose other threads hold locks (a Textual worker thread) is unsafe. ``cancel`` (a
+``threading.Event`` or a callable) is checked between tasks and while waiting for workers;
+once set, the workers are killed and :class:`Cancelled` is raised.
+
 A task that raises gives a :class:`Failed` in its place; a worker that dies (killed, out of
 memory) breaks the pool, and every task not finished then is run again alone in a fresh
 one-worker pool, so that only the task that kills its worker fails. ``jobs <= 1`` runs the
@@ -19,14 +25,55 @@ import gc
 import multiprocessing as mp
 import os
 import queue as queue_mod
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from multiprocessing.context import BaseContext
 from typing import Any
 
 Task = Callable[[Any, Any, Callable[[], None]], Any]
+Cancel = threading.Event | Callable[[], bool] | None  # set (or true): stop as soon as possible
+MpContext = str | BaseContext | None  # a start method ("fork", "spawn", "forkserver"), a context
+
+
+class Cancelled(Exception):  # noqa: N818 - what the caller asked for, not an error
+    """Raised by :func:`run_ordered` (and the scoring built on it) once ``cancel`` is set; the
+    workers are gone by then."""
+
+
+def cancelled(cancel: Cancel) -> bool:
+    """Whether ``cancel`` (an Event, a callable or None) asks to stop."""
+    if cancel is None:
+        return False
+    return cancel.is_set() if isinstance(cancel, threading.Event) else bool(cancel())
+
+
+def context(method: MpContext = None, preload: Sequence[str] = ()) -> BaseContext:
+    """The multiprocessing context for ``method``: by default ``fork`` on the main thread (the
+    workers inherit the parent's loaded state) and, off it, ``forkserver`` (else ``spawn``),
+    since forking while other threads run is unsafe. ``preload``: modules a forkserver
+    imports once, before it forks the workers (when this process starts it)."""
+    if isinstance(method, BaseContext):
+        return method
+    methods = mp.get_all_start_methods()
+    if method is None:
+        if "fork" in methods and threading.current_thread() is threading.main_thread():
+            method = "fork"
+        else:
+            method = "forkserver" if "forkserver" in methods else "spawn"
+    ctx = mp.get_context(method)
+    if preload and method == "forkserver":
+        ctx.set_forkserver_preload(list(preload))
+    return ctx
+
+
+def inherits(ctx: BaseContext) -> bool:
+    """Whether workers of ``ctx`` inherit the parent's memory (``fork``) rather than start
+    fresh and receive ``shared`` pickled."""
+    return ctx.get_start_method() == "fork"
 
 
 @dataclass
@@ -58,11 +105,18 @@ def _reason(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}"[:500] if text else type(e).__name__
 
 
+def guarded_reason(e: BaseException) -> str:
+    """What a task that raised ``e`` gives as its :class:`Failed` reason."""
+    return f"internal error: {_reason(e)}"
+
+
 def _guarded(fn: Task, task: Any, shared: Any, tick: Callable[[], None]) -> Any:
     try:
         return fn(task, shared, tick)
+    except Cancelled:
+        raise
     except (Exception, RecursionError, MemoryError) as e:  # one task, not the run
-        return Failed(f"internal error: {_reason(e)}")
+        return Failed(guarded_reason(e))
 
 
 # ------------------------------------------------------------------------- in the worker
@@ -101,27 +155,34 @@ def _work(fn: Task, task: Any) -> Any:
 
 
 # ------------------------------------------------------------------------- in the parent
-def _context() -> Any:
-    methods = mp.get_all_start_methods()
-    return mp.get_context("fork" if "fork" in methods else "spawn")
-
-
 def run_ordered(fn: Task, tasks: Sequence[Any], *, jobs: int = 1, shared: Any = None,
                 on_tick: Callable[[], None] | None = None,
                 on_done: Callable[[int, Any], None] | None = None,
                 cost: Sequence[float] | None = None,
-                meanwhile: Callable[[], None] | None = None) -> list[Any]:
+                meanwhile: Callable[[], None] | None = None,
+                mp_context: MpContext = None, cancel: Cancel = None) -> list[Any]:
     """``fn(task, shared, tick)`` for every task, in up to ``jobs`` worker processes; the
     results (or :class:`Failed`) in task order. ``on_done(index, result)`` sees each result
     as it arrives (in the parent). With ``cost`` (an estimate per task), workers take the
     costliest tasks first, which shortens the tail; the results keep the task order.
     ``meanwhile()`` is run once in the parent while the workers work (work the caller needs
     next, such as an import; not run when the tasks run in this process, and an exception in
-    it is ignored: the caller meets it again where it does that work itself)."""
+    it is ignored: the caller meets it again where it does that work itself).
+    ``mp_context`` and ``cancel``: see the module's docstring (``fn``, ``tasks`` and ``shared``
+    must pickle where the context does not fork)."""
     tick = on_tick or (lambda: None)
     if jobs <= 1 or len(tasks) <= 1:
+        if cancel is not None:  # checked at every conversation too: a file can take seconds
+            inner = tick
+
+            def tick() -> None:
+                if cancelled(cancel):
+                    raise Cancelled
+                inner()
         out = []
         for i, task in enumerate(tasks):
+            if cancelled(cancel):
+                raise Cancelled
             out.append(_guarded(fn, task, shared, tick))
             if on_done:
                 on_done(i, out[-1])
@@ -130,21 +191,25 @@ def run_ordered(fn: Task, tasks: Sequence[Any], *, jobs: int = 1, shared: Any = 
     order = list(range(len(tasks)))
     if cost is not None:
         order.sort(key=lambda i: -cost[i])
-    broken = _pool_pass(fn, tasks, order, min(jobs, len(tasks)), shared, tick, on_done,
-                        results, meanwhile)
+    ctx = context(mp_context)
+    broken = _pool_pass(ctx, fn, tasks, order, min(jobs, len(tasks)), shared, tick, on_done,
+                        results, meanwhile, cancel)
     for i in broken:  # a worker died: each unfinished task alone, so only its killer fails
-        if _pool_pass(fn, tasks, [i], 1, shared, tick, on_done, results):
+        if _pool_pass(ctx, fn, tasks, [i], 1, shared, tick, on_done, results, None, cancel):
             results[i] = Failed("worker process died (killed or out of memory)")
             if on_done:
                 on_done(i, results[i])
     return [results[i] for i in range(len(tasks))]
 
 
-def _pool_pass(fn: Task, tasks: Sequence[Any], indices: list[int], workers: int, shared: Any,
-               tick: Callable[[], None], on_done: Callable[[int, Any], None] | None,
-               results: dict[int, Any], meanwhile: Callable[[], None] | None = None) -> list[int]:
+def _pool_pass(ctx: BaseContext, fn: Task, tasks: Sequence[Any], indices: list[int],
+               workers: int, shared: Any, tick: Callable[[], None],
+               on_done: Callable[[int, Any], None] | None, results: dict[int, Any],
+               meanwhile: Callable[[], None] | None = None,
+               cancel: Cancel = None) -> list[int]:
     """Run ``indices`` in one pool; the indices left unfinished by a broken pool."""
-    ctx = _context()
+    if cancelled(cancel):
+        raise Cancelled
     ticks = ctx.Queue()
 
     def drain() -> None:
@@ -173,6 +238,9 @@ def _pool_pass(fn: Task, tasks: Sequence[Any], indices: list[int], workers: int,
                     pass
             while pending:
                 done, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+                if cancelled(cancel):
+                    _stop(pool)
+                    raise Cancelled
                 drain()
                 for f in sorted(done, key=futures.__getitem__):
                     i = futures[f]
@@ -190,3 +258,13 @@ def _pool_pass(fn: Task, tasks: Sequence[Any], indices: list[int], workers: int,
     drain()
     ticks.close()
     return sorted(unfinished)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Kill the pool's workers now (a cancelled run: nothing they compute is wanted)."""
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        try:
+            proc.kill()
+        except (OSError, ValueError, AttributeError):
+            pass
+    pool.shutdown(wait=False, cancel_futures=True)

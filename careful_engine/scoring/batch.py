@@ -19,6 +19,14 @@ always has: a folder one of whose files needs a decoder that cannot be had is un
 whole (its other files are dropped), and problems are listed in the serial order (discovery,
 loading, scoring). A file whose scoring fails (or kills its worker) becomes one problem line for
 that file; the rest is scored.
+
+Where the parent does not need the files' entries afterwards (``keep_entries=False``: the
+leaderboard) and there are many files per worker, the parent loads nothing: each file is one
+task, given to the workers longest first, and a worker loads, decodes and scores it and sends
+back only its results and problems (the parent's serial work before the pool is then only
+finding the files). Workers that are not forked (``spawn``/``forkserver``: called off the main
+thread) load the files they score themselves in either case; nothing they need comes from the
+parent's memory.
 """
 
 from __future__ import annotations
@@ -26,8 +34,9 @@ from __future__ import annotations
 import math
 import multiprocessing.util as mp_util
 import os
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -85,14 +94,30 @@ def plan_run(run_dir: Path, decoder: str | None | Callable[[str], str | None] = 
 
 @dataclass
 class _Job:
-    """What every worker shares (inherited, not copied, where processes fork)."""
+    """What every worker shares (inherited, not copied, where processes fork; pickled once
+    per worker elsewhere, then without ``loaded`` and ``handlers``: the worker loads the files
+    and builds the decoders itself from ``sources``)."""
 
-    loaded: list[LoadedFile]
-    handlers: list[Any]
+    sources: list[tuple[ResultFile, str | None]]  # each file and its folder's decoder key
+    loaded: list[LoadedFile] | None
+    handlers: list[Any] | None
     effects: Any
     detector: str
     budget: Budget | None
     keep_traces: bool
+
+
+@dataclass
+class _Own:
+    """A file a worker loaded and scored itself (``keep_entries=False``): what the parent
+    needs of it, without its entries."""
+
+    problems: list[Problem]  # from loading
+    lines: dict[str, int]
+    needed: bool
+    decoder_error: str | None
+    part: _Part | None = field(default=None)  # None: not scored (unreadable, no decoder)
+    failed: str | None = None  # scoring it raised (as a part's Failed says)
 
 
 @dataclass
@@ -124,15 +149,74 @@ class _Part:
 Task = tuple[int, frozenset[str] | None]  # (file index, its conversations; None: all of them)
 
 
+_OWN_FILES: OrderedDict[int, tuple[LoadedFile, Any]] = OrderedDict()  # a worker's own loads
+_OWN_MAX = 3  # files a worker keeps loaded at once (memory stays bounded)
+
+
+def _file_of(job: _Job, index: int) -> tuple[LoadedFile, Any]:
+    """The loaded file and its decoder: the parent's (inherited by fork), else loaded here
+    (the few most recent kept, as parts of one file tend to follow each other)."""
+    if job.loaded is not None and job.handlers is not None:
+        return job.loaded[index], job.handlers[index]
+    if index in _OWN_FILES:
+        _OWN_FILES.move_to_end(index)
+        return _OWN_FILES[index]
+    rf, key = job.sources[index]
+    lf = load_result_file(rf)
+    got = (lf, bfcl.handler(key) if key is not None and needs_decoder(lf) else None)
+    _OWN_FILES[index] = got
+    while len(_OWN_FILES) > _OWN_MAX:
+        _OWN_FILES.popitem(last=False)
+    return got
+
+
 def _score_task(task: Task, job: _Job, tick: Callable[[], None]) -> _Part:
     index, only = task
-    lf = job.loaded[index]
+    lf, handler = _file_of(job, index)
     known = len(lf.problems)
-    cs = score_file(lf, job.handlers[index], keep_traces=job.keep_traces, on_entry=tick,
-                    effects=job.effects, detector=job.detector, budget=job.budget, only=only)
-    problems = lf.problems[known:]
-    del lf.problems[known:]  # the parent adds them back once, merged in order
-    return _Part(cs.results, problems)
+    try:
+        cs = score_file(lf, handler, keep_traces=job.keep_traces, on_entry=tick,
+                        effects=job.effects, detector=job.detector, budget=job.budget,
+                        only=only)
+        return _Part(cs.results, lf.problems[known:])
+    finally:
+        del lf.problems[known:]  # the parent adds them back once, merged in order
+
+
+def _load_and_score(index: int, job: _Job, tick: Callable[[], None]) -> _Own:
+    """One whole file loaded, decoded and scored in this process; no entries sent back."""
+    rf, key = job.sources[index]
+    lf = load_result_file(rf)
+    own = _Own(list(lf.problems), lf.lines, False, "")
+    if not lf.unreadable and key is not None:
+        own.decoder_error = None
+        own.needed = needs_decoder(lf)
+        handler = None
+        if own.needed:
+            try:
+                handler = bfcl.handler(key)
+            except (bfcl.UnknownModel, RuntimeError) as e:
+                own.decoder_error = e.args[0] if e.args else str(e)
+        if own.decoder_error is None:
+            try:
+                cs = score_file(lf, handler, keep_traces=job.keep_traces, on_entry=tick,
+                                effects=job.effects, detector=job.detector, budget=job.budget)
+            except parallel.Cancelled:
+                raise
+            except (Exception, RecursionError, MemoryError) as e:  # this file, not the run
+                own.failed = parallel.guarded_reason(e)
+                return own
+            own.part = _Part(cs.results, lf.problems[len(own.problems):])
+            return own
+    for _ in bfcl.conversations(rf.category):  # nothing is scored
+        tick()
+    return own
+
+
+def _own_in_worker(i: int, job: _Job, tick: Callable[[], None]) -> _Own:
+    """:func:`_load_and_score` in a worker (see :func:`_task_in_worker` for the cache)."""
+    _flush_at_exit()
+    return _load_and_score(i, job, tick)
 
 
 def _score_here(task: Task, job: _Job, tick: Callable[[], None]) -> _Part:
@@ -147,13 +231,18 @@ def _score_here(task: Task, job: _Job, tick: Callable[[], None]) -> _Part:
 _FLUSH_AT_EXIT: list[int] = []  # the worker process that will write its records on exit
 
 
-def _task_in_worker(i: int, shared: tuple[list[Task], _Job], tick: Callable[[], None]) -> _Part:
-    """A part scored in a worker, which writes the references it recorded once, when it
-    exits (multiprocessing runs the finalizer; writing after every part re-read and
-    re-wrote the category's cache file each time)."""
+def _flush_at_exit() -> None:
+    """A worker writes the references it recorded once, when it exits (multiprocessing runs
+    the finalizer; writing after every part re-read and re-wrote the category's cache file
+    each time)."""
     if _FLUSH_AT_EXIT != [os.getpid()]:
         _FLUSH_AT_EXIT[:] = [os.getpid()]
         mp_util.Finalize(None, refcache.flush, exitpriority=10)
+
+
+def _task_in_worker(i: int, shared: tuple[list[Task], _Job], tick: Callable[[], None]) -> _Part:
+    """A part scored in a worker."""
+    _flush_at_exit()
     tasks, job = shared
     return _score_task(tasks[i], job, tick)
 
@@ -214,6 +303,10 @@ def _warm(files: list[_File]) -> None:
     refcache.preload(sorted({f.loaded.file.category for f in files if f.scorable}))
 
 
+_PRELOAD = ("careful_engine.scoring.batch",)  # what a forkserver imports once for its workers
+OWN_LOADS_PER_WORKER = 3  # files per worker from which workers load whole files themselves
+
+
 def score_plans(
     plans: list[RunPlan],
     *,
@@ -226,14 +319,37 @@ def score_plans(
     on_file: Callable[[str, str], None] | None = None,
     on_entry: Callable[[], None] | None = None,
     meanwhile: Callable[[], None] | None = None,
+    keep_entries: bool = True,
+    mp_context: parallel.MpContext = None,
+    cancel: parallel.Cancel = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> list[RunScore]:
     """Load and score every file of ``plans`` with up to ``jobs`` worker processes; one
-    :class:`RunScore` per plan, in order (the same result for any ``jobs``). ``meanwhile``:
-    work the parent does while the workers score (see parallel.run_ordered)."""
+    :class:`RunScore` per plan, in order (the same result for any ``jobs`` and start method).
+
+    ``meanwhile``: work the parent does while the workers score (see parallel.run_ordered).
+    ``keep_entries=False``: the caller does not need the files' entries (``RunScore.files``
+    then holds each :class:`LoadedFile` with no entries), which lets workers load whole files
+    themselves when there are many. ``mp_context``: the start method or context of the
+    workers (default: fork on the main thread, forkserver off it). ``cancel``: an Event or
+    callable, checked between parts and while waiting; once set, the workers are killed and
+    :class:`careful_engine.core.parallel.Cancelled` raised. ``on_progress(done, total)``:
+    conversations scored so far (in the calling thread), alongside ``on_start``/``on_entry``.
+    """
     named = [(n, m, rf) for n, p in enumerate(plans) for m, files in p.files.items()
              for rf in files]
+    total = sum(len(bfcl.conversations(rf.category)) for *_, rf in named)
+    if on_progress is not None:
+        on_entry = counting(on_entry, on_progress, total)
+        on_progress(0, total)
     if on_start:
-        on_start(sum(len(bfcl.conversations(rf.category)) for *_, rf in named))
+        on_start(total)
+    jobs = max(1, jobs)
+    sources = [(rf, plans[n].keys[m]) for n, m, rf in named]
+    if not keep_entries and jobs > 1 and len(named) >= OWN_LOADS_PER_WORKER * jobs:
+        files = _score_own(named, sources, jobs, effects, detector, keep_traces, budget,
+                           on_file, on_entry, meanwhile, mp_context, cancel)
+        return [_assemble(n, plan, named, files) for n, plan in enumerate(plans)]
     files = _load(plans, named)
     for f in files:
         if not f.scorable and on_entry:
@@ -241,9 +357,12 @@ def score_plans(
                 on_entry()
     tasks = _split(files, jobs)
     serial = jobs <= 1 or len(tasks) <= 1
-    if not serial:
+    ctx = None if serial else parallel.context(mp_context, _PRELOAD)
+    inherit = serial or parallel.inherits(ctx)
+    if not serial and inherit:
         _warm(files)
-    job = _Job([f.loaded for f in files], [f.handler for f in files], effects, detector,
+    job = _Job(sources, [f.loaded for f in files] if inherit else None,
+               [f.handler for f in files] if inherit else None, effects, detector,
                budget, keep_traces)
 
     def label(i: int) -> None:
@@ -265,12 +384,78 @@ def score_plans(
                                  list(range(len(tasks))), jobs=jobs, shared=(tasks, job),
                                  on_tick=on_entry, on_done=done,
                                  cost=None if serial else [_cost(files, t) for t in tasks],
-                                 meanwhile=meanwhile)
-    _merge(files, tasks, parts, job)
+                                 meanwhile=meanwhile, mp_context=ctx, cancel=cancel)
+    _merge(files, tasks, parts, job, cancel)
     return [_assemble(n, plan, named, files) for n, plan in enumerate(plans)]
 
 
-def _merge(files: list[_File], tasks: list[Task], parts: list[Any], job: _Job) -> None:
+def counting(on_entry: Callable[[], None] | None, on_progress: Callable[[int, int], None],
+              total: int) -> Callable[[], None]:
+    """``on_entry`` that also reports (conversations done, ``total``) to ``on_progress``."""
+    done = [0]
+
+    def entry() -> None:
+        done[0] += 1
+        if on_entry:
+            on_entry()
+        on_progress(done[0], total)
+    return entry
+
+
+def _score_own(named: list, sources: list[tuple[ResultFile, str | None]], jobs: int,
+               effects: Any, detector: str, keep_traces: bool, budget: Budget | None,
+               on_file: Callable[[str, str], None] | None,
+               on_entry: Callable[[], None] | None, meanwhile: Callable[[], None] | None,
+               mp_context: parallel.MpContext, cancel: parallel.Cancel) -> list[_File]:
+    """Every file one task, loaded and scored by a worker, the largest first; the parent
+    loads nothing (``keep_entries=False`` with many files per worker)."""
+    ctx = parallel.context(mp_context, _PRELOAD)
+    if parallel.inherits(ctx):  # set up once here rather than in each worker
+        shared_objects()
+        refcache.preload(sorted({rf.category for rf, _ in sources}))
+        for key in sorted({k for _, k in sources if k is not None}):
+            try:
+                bfcl.handler(key)  # cached: workers that need it inherit it
+            except (bfcl.UnknownModel, RuntimeError):
+                pass  # the worker that needs it says why
+    job = _Job(sources, None, None, effects, detector, budget, keep_traces)
+
+    def done(i: int, result: Any) -> None:
+        if on_file:
+            on_file(named[i][1], named[i][2].category)
+        if on_entry and isinstance(result, parallel.Failed):
+            for _ in bfcl.conversations(named[i][2].category):
+                on_entry()  # nothing was scored
+
+    owns = parallel.run_ordered(_own_in_worker, list(range(len(named))), jobs=jobs, shared=job,
+                                on_tick=on_entry, on_done=done, cost=[_size(rf) for rf, _ in
+                                                                      sources],
+                                meanwhile=meanwhile, mp_context=ctx, cancel=cancel)
+    files = []
+    for (rf, _), own in zip(sources, owns, strict=True):
+        if isinstance(own, parallel.Failed):  # as the parent's own load would report it
+            lf = LoadedFile(rf)
+            f = _File(lf, 0, failed=own.reason)
+            files.append(f)
+            continue
+        lf = LoadedFile(rf, lines=own.lines, problems=list(own.problems))
+        f = _File(lf, len(own.problems), own.needed, None, own.decoder_error, failed=own.failed)
+        if own.part is not None:
+            _merge_file(f, [((-1, None), own.part)])
+        files.append(f)
+    return files
+
+
+def _size(rf: ResultFile) -> float:
+    """A guess at what loading and scoring a whole file costs: its size."""
+    try:
+        return float(rf.path.stat().st_size)
+    except OSError:
+        return 0.0
+
+
+def _merge(files: list[_File], tasks: list[Task], parts: list[Any], job: _Job,
+           cancel: parallel.Cancel = None) -> None:
     """Each file's parts as one score, in bfcl's order, as the serial run gives it."""
     mine: dict[int, list[tuple[Task, Any]]] = {}
     for task, part in zip(tasks, parts, strict=True):
@@ -284,22 +469,38 @@ def _merge(files: list[_File], tasks: list[Task], parts: list[Any], job: _Job) -
         if any(p.problems for t, p in got if t[1] is not None and not _shares(t, f)):
             # an independent entry could not be scored: the serial run restarted bfcl's
             # process state there, which the shared part did not see; score it whole
-            whole = parallel.run_ordered(_score_here, [(index, None)], jobs=1, shared=job)[0]
+            whole = parallel.run_ordered(_score_here, [(index, None)], jobs=1,
+                                         shared=_whole_job(job, f), cancel=cancel)[0]
             if isinstance(whole, parallel.Failed):
                 f.failed = whole.reason
                 continue
             got = [((index, None), whole)]
-        rf = f.loaded.file
-        order = {c.id: k for k, c in enumerate(sorted(bfcl.conversations(rf.category),
-                                                      key=lambda c: bfcl.sort_key(c.id)))}
-        results = sorted((r for _, p in got for r in p.results), key=lambda r: order[r.id])
-        problems = sorted((q for _, p in got for q in p.problems),
-                          key=lambda q: order.get(q.id, -1))
-        if any(r.confirm for r in results):  # the file is a confirm run: missing entries too
-            for r in results:
-                r.confirm = True
-        f.loaded.problems.extend(problems)
-        f.score = CategoryScore(rf.model, rf.category, results, rf, list(f.loaded.problems))
+        _merge_file(f, got)
+
+
+def _whole_job(job: _Job, f: _File) -> _Job:
+    """``job`` with the parent's loaded files, to score one of them here."""
+    if job.loaded is not None:
+        return job
+    mine = [src[0] is f.loaded.file for src in job.sources]
+    return _Job(job.sources, [f.loaded if m else None for m in mine],
+                [f.handler if m else None for m in mine],
+                job.effects, job.detector, job.budget, job.keep_traces)
+
+
+def _merge_file(f: _File, got: list[tuple[Task, _Part]]) -> None:
+    """A file's score from its parts' results and problems, in bfcl's order."""
+    rf = f.loaded.file
+    order = {c.id: k for k, c in enumerate(sorted(bfcl.conversations(rf.category),
+                                                  key=lambda c: bfcl.sort_key(c.id)))}
+    results = sorted((r for _, p in got for r in p.results), key=lambda r: order[r.id])
+    problems = sorted((q for _, p in got for q in p.problems),
+                      key=lambda q: order.get(q.id, -1))
+    if any(r.confirm for r in results):  # the file is a confirm run: missing entries too
+        for r in results:
+            r.confirm = True
+    f.loaded.problems.extend(problems)
+    f.score = CategoryScore(rf.model, rf.category, results, rf, list(f.loaded.problems))
 
 
 def _shares(task: Task, f: _File) -> bool:

@@ -329,16 +329,21 @@ def score_run(
     on_entry: Callable[[], None] | None = None,
     budget: Budget | None = None,
     jobs: int = 1,
+    mp_context: Any = None,
+    cancel: Any = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> RunScore:
     """Find, load, decode, replay and score every multi-turn result file under ``run_dir``
     (``decoder``: a key, or a function of the model folder's name; see
     :func:`careful_engine.scoring.batch.plan_run`), with up to ``jobs`` worker processes (the
-    same result for any number; see careful_engine.scoring.batch)."""
+    same result for any number; see careful_engine.scoring.batch, also for ``mp_context``,
+    ``cancel`` and ``on_progress``)."""
     from careful_engine.scoring.batch import plan_run, score_plans
 
     return score_plans([plan_run(run_dir, decoder, models)], effects=effects, detector=detector,
                        keep_traces=keep_traces, budget=budget, jobs=jobs, on_start=on_start,
-                       on_file=on_file, on_entry=on_entry)[0]
+                       on_file=on_file, on_entry=on_entry, mp_context=mp_context,
+                       cancel=cancel, on_progress=on_progress)[0]
 
 
 def score_to_file(run: Path, model: str, out: Path, *, decoder: str | None,
