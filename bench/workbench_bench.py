@@ -53,7 +53,8 @@ def make_app(run: Path, decoder: str | None, cache: Path):
 
     return WorkbenchApp(Settings(runs=[run], db=cache / "bench.db", cache_dir=cache,
                                  decoders=parse_decoders([decoder] if decoder else []),
-                                 boundary_dir=cache / "boundary", user="bench"))
+                                 boundary_dir=cache / "boundary", user="bench",
+                                 config=None))  # never the person's remembered filters
 
 
 async def until(predicate, timeout: float = 30.0) -> float:

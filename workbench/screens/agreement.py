@@ -15,13 +15,13 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import DataTable, Footer, Select, Static
+from textual.widgets import DataTable, Select, Static
 
 from careful_engine.annotation.errors import AnnotationError, BlindnessError
 from careful_engine.core.safe_text import literal, visible
 from careful_engine.effects.boundary import BoundaryError
 
-from ..widgets import NavBar, Picker
+from ..widgets import KeyFooter, NavBar, Picker
 from ..widgets.shared import names, num, plain, shown, yes_no
 from .base import WorkbenchScreen
 from .dialogs import ConfirmDialog, DecisionDialog, TextDialog
@@ -90,7 +90,7 @@ class AgreementScreen(WorkbenchScreen):
                 yield DataTable(id="splits", cursor_type="row")
             yield Static(id="split-detail")
             yield Static(id="adjudication")
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = "Agreement"

@@ -43,9 +43,11 @@ class WorkbenchScreen(Screen[ResultType]):
 
     def focus_main(self) -> None:
         """Give the main widget the focus (when the screen has one on view)."""
+        if not self.is_current:
+            return  # left the view meanwhile: coming back focuses it
         widget = self.main_widget()
-        if widget is not None:
-            widget.focus()
+        if widget is not None and widget is not self.focused:
+            self.set_focus(widget)
 
     def on_screen_suspend(self) -> None:
         self._under_dialog = isinstance(self.app.screen, ModalScreen)

@@ -8,12 +8,12 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.widgets import Footer, OptionList
+from textual.widgets import OptionList
 
 from careful_engine.browse import ConversationView, change_rows
 from careful_engine.scoring.rules import RULES, rule_legend
 
-from ..widgets import SYNTHETIC, CallDetail, CallList, DiffView, NavBar, VerdictBar
+from ..widgets import SYNTHETIC, CallDetail, CallList, DiffView, KeyFooter, NavBar, VerdictBar
 from .base import WorkbenchScreen
 
 
@@ -69,7 +69,7 @@ class ConversationScreen(WorkbenchScreen):
         with Horizontal(id="diffs"):
             yield DiffView("model", id="model-diff")
             yield DiffView("reference", id="ref-diff")
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = f"Replay · {self.view.id}"

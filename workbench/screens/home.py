@@ -7,12 +7,12 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.core.safe_text import literal, visible
 
-from ..widgets import NavBar
+from ..widgets import KeyFooter, NavBar
 from ..widgets.shared import plain, round_progress, shown
 from .base import WorkbenchScreen
 
@@ -74,7 +74,7 @@ class HomeScreen(WorkbenchScreen):
             yield Static("Labelling rounds", classes="section")
             yield DataTable(id="rounds", cursor_type="row")
             yield Static(id="db", classes="note")
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = "Home"
@@ -122,8 +122,8 @@ class HomeScreen(WorkbenchScreen):
     def _fill_runs(self, rows: list[tuple]) -> None:
         table = self.query_one("#runs", DataTable)
         table.loading = False
-        if self.focused is None or self.focused.id == "home":  # it could not while loading
-            table.focus()
+        if self.is_current and (self.focused is None or self.focused.id == "home"):
+            self.set_focus(table)  # it could not while loading; on view again: focus_main
         table.clear()
         for label, name, cats, convs, state, problems, decoder in rows:
             table.add_row(literal(name), str(cats), str(convs), state,

@@ -12,7 +12,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, Input, OptionList, ProgressBar, Select, Static
+from textual.widgets import Input, OptionList, ProgressBar, Select, Static
 from textual.widgets.option_list import Option
 
 from careful_engine.annotation.errors import AnnotationError
@@ -20,7 +20,7 @@ from careful_engine.annotation.names import check_name, confusable
 from careful_engine.browse import function_review
 from careful_engine.core.safe_text import literal, visible
 
-from ..widgets import NavBar, Picker, ReviewCard
+from ..widgets import KeyFooter, NavBar, Picker, ReviewCard
 from ..widgets.shared import plain, round_progress
 from .base import WorkbenchScreen
 from .dialogs import ConfirmDialog, TextDialog
@@ -97,7 +97,7 @@ class LabelScreen(WorkbenchScreen):
             with Horizontal(id="label-progress-bar"):
                 yield ProgressBar(show_eta=False, show_percentage=False, id="label-progress")
                 yield Static(id="label-count")
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = "Label (blind)"

@@ -10,7 +10,6 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import (
     DataTable,
-    Footer,
     Select,
     Static,
     TabbedContent,
@@ -22,7 +21,7 @@ from careful_engine.core.safe_text import literal, visible
 from careful_engine.present.report import Report
 
 from ..messages import ScoreState
-from ..widgets import NavBar, Picker
+from ..widgets import KeyFooter, NavBar, Picker
 from ..widgets.shared import plain
 from .base import WorkbenchScreen
 
@@ -103,7 +102,7 @@ class LeaderboardScreen(WorkbenchScreen):
                 yield Static(id="cmp-note", classes="note")
                 yield DataTable(id="lb-compare", cursor_type="row")
                 yield DataTable(id="lb-pairs", cursor_type="row")
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = "Leaderboard"

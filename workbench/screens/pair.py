@@ -6,12 +6,12 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, OptionList
+from textual.widgets import OptionList
 
 from careful_engine.browse import ConversationView
 from careful_engine.core.safe_text import visible
 
-from ..widgets import CallList, NavBar, VerdictBar
+from ..widgets import CallList, KeyFooter, NavBar, VerdictBar
 from .base import WorkbenchScreen
 
 
@@ -43,7 +43,7 @@ class PairScreen(WorkbenchScreen):
                     box.border_title = f"{side.upper()}: {visible(run)}"
                     yield VerdictBar(id=f"pair-verdict-{side}")
                     yield CallList(id=f"pair-calls-{side}")
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = f"Compare · {self.views[0].id}"

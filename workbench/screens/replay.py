@@ -15,7 +15,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.widgets import Checkbox, DataTable, Footer, ProgressBar, Select, Static
+from textual.widgets import Checkbox, DataTable, ProgressBar, Select, Static
 
 from careful_engine.browse import (
     ConversationRow,
@@ -30,7 +30,7 @@ from careful_engine.scoring.rules import RULE_REGISTRY, RULES, rule_legend
 from careful_engine.scoring.score import error_word
 
 from ..messages import ScoreState
-from ..widgets import SYNTHETIC, NavBar, Picker
+from ..widgets import SYNTHETIC, KeyFooter, NavBar, Picker
 from ..widgets.calls import legend, ok, rule_counts, shown_rules, tag
 from ..widgets.shared import plain, shown
 from .base import WorkbenchScreen
@@ -131,7 +131,7 @@ class ReplayScreen(WorkbenchScreen):
         yield Static(id="replay-status", classes="note")
         yield ProgressBar(show_eta=False, id="score-progress")
         yield DataTable(id="conversations", cursor_type="row", zebra_stripes=True)
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = "Replay"
@@ -144,8 +144,8 @@ class ReplayScreen(WorkbenchScreen):
 
     def on_resize(self) -> None:
         """The short headers and tight rule hits under 100 columns, the full ones above."""
-        if self.ref is not None and (self.app.size.width < 100) != self._narrow:
-            self.refill()
+        if self.rows and (self.app.size.width < 100) != self._narrow:
+            self.refill()  # (a list still loading is filled for the width it meets)
 
     def on_screen_resume(self) -> None:
         wanted = self.app.replay_run

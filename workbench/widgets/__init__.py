@@ -2,9 +2,10 @@
 
 from .calls import CallDetail, CallList, VerdictBar
 from .diff import DiffView, diff_text
+from .footer import KeyFooter
 from .nav import SYNTHETIC, NavBar
 from .picker import Picker
 from .review import ReviewCard
 
-__all__ = ["CallDetail", "CallList", "DiffView", "NavBar", "Picker", "ReviewCard", "SYNTHETIC", "VerdictBar",
-           "diff_text"]
+__all__ = ["CallDetail", "CallList", "DiffView", "KeyFooter", "NavBar", "Picker", "ReviewCard",
+           "SYNTHETIC", "VerdictBar", "diff_text"]

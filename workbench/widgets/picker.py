@@ -29,8 +29,11 @@ class Picker(Select):
     }
     """
 
+    _cut = False  # the label on view is cut (Select shows a new value whole)
+
     def _watch_value(self, value) -> None:
         super()._watch_value(value)
+        self._cut = False
         self.call_after_refresh(self._fit)
 
     def on_resize(self) -> None:
@@ -45,7 +48,12 @@ class Picker(Select):
         if label is Select.NULL:
             return
         text = label.plain if isinstance(label, Text) else str(label)
-        width = current.query_one("#label", Static).content_size.width
-        if width > 0:
-            current.query_one("#label", Static).update(
-                Text(middle(text, width), style=label.style if isinstance(label, Text) else ""))
+        static = current.query_one("#label", Static)
+        width = static.content_size.width
+        if width <= 0:
+            return
+        fitted = middle(text, width)
+        if fitted == text and not self._cut:
+            return  # shown whole already: no update, no new layout
+        static.update(Text(fitted, style=label.style if isinstance(label, Text) else ""))
+        self._cut = fitted != text
