@@ -3,6 +3,11 @@
 Each command module holds its own commands on a typer app of its own (``module.app``);
 :data:`COMMAND_MODULES` lists them, and :func:`_load` adds them to :data:`app` in that order
 (the order of ``careful --help``). An import that fails is an error, never a missing command.
+
+``careful CMD ...`` imports only the module that holds CMD (:data:`COMMANDS`; a test checks it
+against the modules): each module brings its engine modules, and the others' cost about a
+tenth of a second that the command never uses. ``careful --help``, an unknown command or no
+command at all loads every module.
 """
 
 from __future__ import annotations
@@ -31,22 +36,48 @@ COMMAND_MODULES = (
     "score", "demo", "leaderboard", "compare", "sensitivity", "declare", "audits",
     "provenance", "annotation", "generate", "workbench",
 )
-_loaded = False
+# The top-level commands and command groups of each module (tests/test_cli_lazy.py).
+COMMANDS = {
+    "score": ("score", "doctor"), "demo": ("demo",), "leaderboard": ("leaderboard",),
+    "compare": ("compare",), "sensitivity": ("sensitivity",),
+    "declare": ("declare", "review-sheet", "export"), "audits": ("audit",),
+    "provenance": ("provenance",),
+    "annotation": ("label", "agree", "adjudicate", "annotate-llm", "round", "labels"),
+    "generate": ("generate", "cost"), "workbench": ("workbench",),
+}
+_added: list[str] = []  # the modules on `app` now, in the order added
+_TOP_REFLOWED: list[bool] = []
 
 
-def _load() -> None:
-    """Add every command module's commands to :data:`app` (once), with help reflowed. Called
-    inside :func:`main`'s error handling, so that a module failing to import exits 3 with a
-    log rather than a traceback."""
-    global _loaded
-    if _loaded:
-        return
-    from careful_cli.common import reflow_help
+def _load(only: str | None = None) -> None:
+    """Add every command module's commands to :data:`app` (once), with help reflowed; with
+    ``only`` (a module of :data:`COMMAND_MODULES`), just that one. Called inside
+    :func:`main`'s error handling, so that a module failing to import exits 3 with a log
+    rather than a traceback."""
+    from careful_cli.common import reflow, reflow_help
 
-    for name in COMMAND_MODULES:
-        app.add_typer(importlib.import_module(f"careful_cli.{name}").app)
-    reflow_help(app)
-    _loaded = True
+    wanted = [only] if only else list(COMMAND_MODULES)
+    if not only and _added != wanted[:len(_added)]:  # after a single one: redo, in help order
+        app.registered_groups.clear()
+        _added.clear()
+    if not _TOP_REFLOWED:
+        app.info.help = reflow(app.info.help)
+        _TOP_REFLOWED.append(True)
+    for name in wanted:
+        if name not in _added:
+            sub = importlib.import_module(f"careful_cli.{name}").app
+            if not getattr(sub, "_careful_reflowed", False):
+                reflow_help(sub)
+                sub._careful_reflowed = True
+            app.add_typer(sub)
+            _added.append(name)
+
+
+def _module_of(args: list[str]) -> str | None:
+    """The module holding the command ``args`` name first, if that is all they need."""
+    if not args:
+        return None
+    return next((m for m, names in COMMANDS.items() if args[0] in names), None)
 
 
 def main() -> None:
@@ -55,7 +86,7 @@ def main() -> None:
     from careful_cli.common import internal_error
 
     try:
-        _load()
+        _load(_module_of(sys.argv[1:]))
         app()
     except SystemExit:
         raise

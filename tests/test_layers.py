@@ -114,7 +114,7 @@ def test_a_command_module_that_fails_to_import_is_an_error(monkeypatch) -> None:
     import careful_cli
 
     monkeypatch.setattr(careful_cli, "app", typer.Typer())
-    monkeypatch.setattr(careful_cli, "_loaded", False)
+    monkeypatch.setattr(careful_cli, "_added", [])
     monkeypatch.setattr(careful_cli, "COMMAND_MODULES", ("score", "no_such_commands"))
     with pytest.raises(ModuleNotFoundError):
         careful_cli._load()
