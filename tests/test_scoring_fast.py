@@ -236,3 +236,70 @@ def test_process_bound_references_clone_kept_templates(monkeypatch: pytest.Monke
     assert loads and cat.entries[convs[0].id] != {"loads": {"TwitterAPI": (b"not marshal",
                                                                           None)}}
     refcache.clear_memory()
+
+
+def test_state_check_skips_only_classes_bfcl_finds_equal(shared_runs: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the states given, bfcl's state check skips classes whose captures are equal
+    and hold no NaN: its verdict is the full check's at every checkpoint of a real run."""
+    from careful_engine.core import checker
+
+    full = checker.state_check
+    seen = {"checks": 0, "mismatches": 0}
+
+    def both(model, reference, turn, same=None):  # noqa: ANN001, ANN202
+        fast = full(model, reference, turn, same)
+        slow = full(model, reference, turn)
+        assert (fast.to_json() if fast else None) == (slow.to_json() if slow else None)
+        seen["checks"] += 1
+        seen["mismatches"] += slow is not None
+        return fast
+
+    monkeypatch.setattr(checker, "state_check", both)
+    for run in ("xlam-2-8b-fc-r", "gpt-oss-120b-vllm-v0.11.0"):
+        by_model, _ = discover(shared_runs / run)
+        model, files = next(iter(by_model.items()))
+        handler = bfcl.handler(bfcl.registry_key_for_dir(model) if run.startswith("xlam")
+                               else "gpt-4o-2024-11-20-FC")
+        for rf in files:
+            proc = BfclProcess()
+            for e in load_result_file(rf).entries.values():
+                replay(bfcl.conversation(e["id"]), decode_entry(e, handler), model_name=model,
+                       process=proc)
+    assert seen["checks"] > 2_000 and seen["mismatches"] > 100
+
+
+_BUFFERS = (bytes, bytearray, memoryview)
+
+
+def _buffers(root: object) -> list[str]:
+    """Bytes-like values anywhere in a simulator's state (marshal writes any as bytes)."""
+    found, seen, work = [], set(), [root]
+    while work:
+        value = work.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, _BUFFERS) or type(value).__name__ == "array":
+            found.append(type(value).__name__)
+        elif isinstance(value, dict):
+            work.extend(value)
+            work.extend(value.values())
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            work.extend(value)
+        elif hasattr(value, "__dict__"):
+            work.extend(vars(value).values())
+    return found
+
+
+def test_simulators_hold_no_bytes_like_values() -> None:
+    """What the state check's shortcut relies on: after every reference call of every
+    category, no simulator instance holds a bytes-like value."""
+    for category in bfcl.CATEGORIES:
+        for conv in bfcl.conversations(category):
+            env = environment.Environment.for_conversation(conv, "reference")
+            for t, texts in enumerate(conv.ground_truth):
+                for text in texts:
+                    env.execute(text, t, -1)
+                for name, instance in env.instances.items():
+                    assert not _buffers(vars(instance)), (conv.id, name)

@@ -148,6 +148,17 @@ _ARG = re.compile(rf"([A-Za-z][A-Za-z0-9_]*)[ \t]*=[ \t]*({_VALUE})[ \t]*(,[ \t]
 _CONSTANTS = {"True": True, "False": False, "None": None}
 
 
+def _new_call(name: str, args: tuple, kwargs: dict[str, Any], text: str) -> Call:
+    """``Call(name, args, kwargs, text)``, without the frozen dataclass's four
+    ``object.__setattr__`` calls (the same instance dict)."""
+    call = _object_new(Call)
+    call.__dict__.update(name=name, args=args, kwargs=kwargs, text=text)
+    return call
+
+
+_object_new = object.__new__
+
+
 def _scalar(token: str) -> Any:
     c = token[0]
     if c == "'" or c == '"':
@@ -157,8 +168,9 @@ def _scalar(token: str) -> Any:
     return float(token) if "." in token else int(token)
 
 
-def _fast(text: str) -> tuple[str, dict[str, Any]] | None:
-    """``(name, kwargs)`` of a call string of the common shape; None for anything else."""
+def _fast(text: str) -> tuple[str, dict[str, Any], bool] | None:
+    """``(name, kwargs, whether a value is a list)`` of a call string of the common shape;
+    None for anything else."""
     if text.count("(") != 1:
         return None
     source = text.strip(" \t")
@@ -168,6 +180,7 @@ def _fast(text: str) -> tuple[str, dict[str, Any]] | None:
         return None
     kwargs: dict[str, Any] = {}
     pos = m.end()
+    lists = False
     while pos < end:
         a = _ARG.match(source, pos)
         if a is None:
@@ -175,12 +188,15 @@ def _fast(text: str) -> tuple[str, dict[str, Any]] | None:
         key, value = a.group(1), a.group(2)
         if key in kwargs or iskeyword(key):
             return None
-        kwargs[key] = ([_scalar(i.group()) for i in _ITEM.finditer(value)] if value[0] == "["
-                       else _scalar(value))
+        if value[0] == "[":
+            kwargs[key] = [_scalar(i.group()) for i in _ITEM.finditer(value)]
+            lists = True
+        else:
+            kwargs[key] = _scalar(value)
         pos = a.end()
         if a.group(3) is None:
             break
-    return (m.group(1), kwargs) if pos == end else None
+    return (m.group(1), kwargs, lists) if pos == end else None
 
 
 def parse_call(
@@ -205,10 +221,9 @@ def parse_call(
         fast = _fast(text)
         if fast is not None and fast[0] in mapping and fast[0] not in BLOCKED_NAMES \
                 and not fast[0].startswith("_"):
-            name, kwargs = fast
-            call = Call(name=name, args=(), kwargs=kwargs, text=text)
-            if len(_CALLS) < _PLAN_CACHE_SIZE and all(type(v) in _IMMUTABLE
-                                                      for v in kwargs.values()):
+            name, kwargs = fast[0], fast[1]
+            call = _new_call(name, (), kwargs, text)
+            if not fast[2] and len(_CALLS) < _PLAN_CACHE_SIZE:  # only immutable values
                 _CALLS[text] = call
             return call
         plan = _plan(text)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from careful_engine.core.budget import BUDGET_EXCEEDED
-from careful_engine.core.state import TooLarge, to_plain
+from careful_engine.core.state import State, TooLarge, may_hold_nan, to_plain
 from careful_engine.core.trajectory import Verdict
 
 INFERENCE_ERROR = "multi_turn:inference_error"
@@ -98,9 +98,23 @@ def _shown(value: Any) -> Any:
     return plain
 
 
-def state_check(model: dict[str, Any], reference: dict[str, Any], turn: int) -> Verdict | None:
-    """bfcl's ``state_checker``: the first class (in involved order) whose state differs."""
+def state_check(model: dict[str, Any], reference: dict[str, Any], turn: int,
+                same: tuple[State, State, tuple[str, ...]] | None = None) -> Verdict | None:
+    """bfcl's ``state_checker``: the first class (in involved order) whose state differs.
+
+    ``same``: the two sides' current states and the classes whose captures may be stale
+    (those reaching bfcl's process-global objects). A class whose captures are equal marshal
+    bytes holding no NaN has equal public attributes, so bfcl's ``!=`` finds nothing there
+    (bfcl's simulators hold only built-in values: equal marshal bytes mean equal values of
+    equal types; a NaN, unequal to itself, and bytes-like values are the exceptions, and
+    bfcl's simulators never hold a bytes-like value: tests/test_scoring_fast.py checks).
+    """
     for class_name, ref_instance in reference.items():
+        if same is not None and class_name not in same[2]:
+            a = same[0]._blobs.get(class_name)
+            if type(a) is bytes and a[:1] == b"m" and a == same[1]._blobs.get(class_name) \
+                    and not may_hold_nan(a):
+                continue
         differences = compare_instances(model[class_name], ref_instance)
         if differences:
             return Verdict(

@@ -68,8 +68,26 @@ def odd_shape(turn: Any, steps: list[Step] | None = None) -> str | None:
 
 
 def _per_step(counts: Any, turn: int, step: int) -> int | None:
+    return _cell(_row(counts, turn), step)
+
+
+_NO_ROW = object()
+
+
+def _row(counts: Any, turn: int) -> Any:
+    """``counts[turn]``, or a marker where it cannot be read."""
     try:
-        value = counts[turn][step]
+        return counts[turn]
+    except (TypeError, IndexError, KeyError):
+        return _NO_ROW
+
+
+def _cell(row: Any, step: int) -> int | None:
+    """``row[step]`` where it is a number (not a bool), else None."""
+    if row is _NO_ROW:
+        return None
+    try:
+        value = row[step]
     except (TypeError, IndexError, KeyError):
         return None
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
@@ -94,12 +112,13 @@ def decode_entry(entry: dict, handler: Any | None) -> Trajectory:
             problems.append(f"turn {t}: {odd_shape(turn)}")
             turns.append(steps)
             continue
+        if turn and handler is None:
+            raise RuntimeError("a decoder is needed for this run: name one with --decoder")
+        in_row, out_row = _row(in_counts, t), _row(out_counts, t)
         for s, item in enumerate(turn):
-            if handler is None:
-                raise RuntimeError("a decoder is needed for this run: name one with --decoder")
             step = decode_step(handler, item)
-            step.input_tokens = _per_step(in_counts, t, s)
-            step.output_tokens = _per_step(out_counts, t, s)
+            step.input_tokens = _cell(in_row, s)
+            step.output_tokens = _cell(out_row, s)
             steps.append(step)
         shape = odd_shape(turn, steps)
         if shape:

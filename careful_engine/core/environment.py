@@ -21,7 +21,7 @@ from typing import Any
 
 from careful_engine.core import bfcl
 from careful_engine.core.budget import DEFAULT_BUDGET, GUARDED, Budget, BudgetExceeded, Meter, guard
-from careful_engine.core.calls import ParseFailure, parse_call
+from careful_engine.core.calls import Call, ParseFailure, parse_call
 from careful_engine.core.fs_capture import CLASS as FILE_SYSTEM
 from careful_engine.core.fs_capture import READS as FS_READS
 from careful_engine.core.fs_capture import TreeTracker
@@ -315,33 +315,38 @@ class Environment:
         ran) when the state it left exceeds the budget's tree limits.
         """
         call = parse_call(text, self.mapping)
-        if isinstance(call, ParseFailure):
-            return CallRecord(turn, step, text, call, call.result, False, None, self.state,
-                              self.state)
-        if call.name in GUARDED:
-            reason = guard(call.name, call.args, call.kwargs, self.budget)
+        if type(call) is not Call:
+            if isinstance(call, ParseFailure):
+                return CallRecord(turn, step, text, call, call.result, False, None, self.state,
+                                  self.state)
+        name = call.name
+        if name in GUARDED:
+            reason = guard(name, call.args, call.kwargs, self.budget)
             if reason is not None:
-                raise BudgetExceeded(f"{call.name}: {reason}")
+                raise BudgetExceeded(f"{name}: {reason}")
         meter = self.meter
         if meter is not None:
             meter.calls += 1
             if meter.calls % meter.EVERY == 0:  # Meter.tick, inlined: this runs on every call
                 meter.check()
-        class_name = _METHOD_CLASS[call.name]
+        class_name = _METHOD_CLASS[name]
         tracked = None
-        if self.snapshots and class_name == FILE_SYSTEM and call.name in FS_READS:
-            tracked = _READ  # reads change nothing (tests/test_snapshot_incremental.py checks)
-        elif self.snapshots and class_name == FILE_SYSTEM and not self._untracked:
-            try:
-                tracker = self._tree_tracker()
-                paths = tracker.plan(call.name, call.args, call.kwargs)
-                tracked = tracker.before(paths) if paths is not None else None
-            except BudgetExceeded:
-                if meter is not None:
-                    raise
-                self._untracked, self._tracker = True, None  # unmetered: capture in full
+        snapshots = self.snapshots
+        if class_name == FILE_SYSTEM and snapshots:
+            if name in FS_READS:
+                tracked = _READ  # reads change nothing (tests/test_snapshot_incremental.py)
+            elif not self._untracked:
+                try:
+                    tracker = self._tree_tracker()
+                    paths = tracker.plan(name, call.args, call.kwargs)
+                    tracked = tracker.before(paths) if paths is not None else None
+                except BudgetExceeded:
+                    if meter is not None:
+                        raise
+                    self._untracked, self._tracker = True, None  # unmetered: capture in full
         before = self.state
-        method = getattr(self.instances[class_name], call.name)
+        instance = self.instances[class_name]
+        method = getattr(instance, name)
         raised = False
         try:
             raw = method(*call.args, **call.kwargs)
@@ -349,7 +354,7 @@ class Environment:
         except Exception as e:  # the simulators raise on bad input; bfcl records the message
             raw, raised = None, True
             result = f"Error during execution: {e}"
-        if self.snapshots and tracked is not _READ:
+        if snapshots and tracked is not _READ:
             new = None
             if tracked is not None:
                 try:
@@ -360,12 +365,11 @@ class Environment:
                     if meter is not None:
                         raise
                     self._untracked, self._tracker = True, None
-            if new is not None:
-                self.state = self.state.replace(class_name, new)
-            else:
+            if new is None:
                 self._tracker = None
-                self.state = self.state.replace(class_name, capture(self.instances[class_name]))
-        return CallRecord(turn, step, text, call, result, call_succeeded(call.name, raw, raised),
+                new = capture(instance)
+            self.state = before.replace(class_name, new)
+        return CallRecord(turn, step, text, call, result, call_succeeded(name, raw, raised),
                           class_name, before, self.state)
 
     def execute_all(self, texts: list[str]) -> list[Execution]:

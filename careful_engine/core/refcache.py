@@ -342,12 +342,14 @@ class _Recorder:
         """The finished entry; Uncacheable where it holds an instance name of ``model_name``
         (bfcl's rewrite put it into an argument: another model would see its own name)."""
         entry = {"states": self.states, "logs": self.logs.encode(), "initial": self.initial,
-                 "turns": self.turns, "ends": self.ends, "views": self.views,
-                 "templates": self.templates}
+                 "turns": self.turns, "ends": self.ends, "views": self.views}
         try:
+            # the templates are marshal blobs and random states made from the loaded
+            # instances alone (no call reached them): what the replay recorded is checked
             data = marshal.dumps(entry)
         except ValueError:
             raise Uncacheable("not plain data") from None
+        entry["templates"] = self.templates
         prefix = f"{model_name}_ground_truth_eval"
         if any(bfcl.instance_name(prefix, conv.id, c).encode() in data
                for c in conv.involved_classes):

@@ -164,7 +164,8 @@ def _turns(conv: bfcl.Conversation, trajectory: Trajectory | None, model: _Side 
         if gt[t]:
             progress.verdict = (
                 (checker.empty_turn(t) if decoded_steps == 0 else None)
-                or checker.state_check(model.env.instances, ref.env.instances, t)
+                or checker.state_check(model.env.instances, ref.env.instances, t,
+                                       (model.env.state, ref.env.state, classes))
                 or checker.response_check(all_model_results, [r.result for r in ref_turn], t)
             )
         if progress.verdict is not None and shares:

@@ -204,6 +204,18 @@ def _untree(flat: list) -> dict:
     return {"__dir__": top}
 
 
+def may_hold_nan(blob: bytes) -> bool:
+    """Whether marshal data may hold a NaN float: a binary double (little-endian) whose
+    exponent is all ones ends in a byte 0xf0-0xff then 0x7f or 0xff (infinities too)."""
+    for byte in (0x7F, 0xFF):
+        i = blob.find(byte, 1)
+        while i != -1:
+            if blob[i - 1] >= 0xF0:
+                return True
+            i = blob.find(byte, i + 1)
+    return False
+
+
 def capture(instance: Any) -> bytes:
     """A compact copy of an instance's state (artefacts excluded), taken at C speed.
 
@@ -219,9 +231,14 @@ def capture(instance: Any) -> bytes:
     name = type(instance).__name__
     if name not in _PICKLED:
         try:
-            return b"m" + marshal.dumps(attrs)
+            blob = marshal.dumps(attrs, 2)
         except ValueError:
             _PICKLED.add(name)
+        else:
+            if not may_hold_nan(blob):
+                return b"m" + blob
+            # version 4 as it always was (its back-references follow reference counts)
+            return b"m" + marshal.dumps(attrs)
     current = attrs.get("_current_dir")
     if current is not None and type(current).__name__ == "Directory":
         attrs["_current_dir"] = _file_system_path(current)

@@ -208,12 +208,14 @@ def _beyond_named(model: list[CallRecord], mnames: list, reference: list[CallRec
 
 
 class _Kinds:
-    """An :class:`Effects`' answers per function name, asked once per conversation."""
+    """An :class:`Effects`' answers per function name, asked once (see :func:`_kinds_of`)."""
 
-    __slots__ = ("_effects", "_bucket", "_write", "_hidden", "_read")
+    __slots__ = ("_effects", "_bucket", "_write", "_hidden", "_read", "info")
 
     def __init__(self, effects: Effects) -> None:
         self._effects = effects
+        # name -> (bucket, non-idempotent write, pure read), as evaluate reads them
+        self.info: dict[str | None, tuple[str, bool, bool]] = {}
         self._bucket: dict[str | None, str] = {}
         self._write: dict[str | None, bool] = {}
         self._hidden: dict[str | None, bool] = {}
@@ -246,6 +248,20 @@ class _Kinds:
         except KeyError:
             got = self._read[name] = self._effects.pure_read(name)
             return got
+
+
+def _kinds_of(effects: Effects) -> _Kinds:
+    """The answers of ``effects``, kept with it while it holds the same declarations and
+    boundary objects (an Effects is read-only once made: nothing changes one in place)."""
+    token = (getattr(effects, "functions", None), getattr(effects, "boundary", None))
+    got = getattr(effects, "_kinds_memo", None)
+    if type(got) is not tuple or got[0][0] is not token[0] or got[0][1] is not token[1]:
+        got = (token, _Kinds(effects))
+        try:
+            effects._kinds_memo = got  # type: ignore[attr-defined]
+        except AttributeError:  # an object that takes no attributes: asked per conversation
+            pass
+    return got[1]
 
 
 def _hit(rule: str, turn: int, records: list[CallRecord], pos: dict[int, int]) -> Hit:
@@ -479,9 +495,9 @@ def evaluate(trace: ConversationTrace, effects: Effects, detector_name: str = "s
     in_total = out_total = in_surplus = out_surplus = 0
     n_steps = surplus_steps = surplus_calls = reference_destructive = 0
     tokens_known = True
-    effects = _Kinds(effects)  # type: ignore[assignment]  # the same answers, asked once
+    effects = _kinds_of(effects)  # type: ignore[assignment]  # the same answers, asked once
     bucket_of = effects.bucket
-    info: dict[str | None, tuple[str, bool, bool]] = {}  # name -> bucket, non-idempotent, read
+    info = effects.info  # name -> bucket, non-idempotent write, pure read
     traj_turns = traj.turns if traj and traj.turns else []
     user_answers = traj.user_answers if traj else None
     for t, ref_turn in enumerate(trace.reference.turns):
