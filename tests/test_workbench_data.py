@@ -215,31 +215,44 @@ def test_function_review_is_blind_and_complete() -> None:
     assert dict(bare.facts)["kind"] == "write" and not bare.examples
 
 
-def test_scoring_in_a_separate_process(tmp_path, runs_template) -> None:
-    (ref,) = browse.find_runs([runs_template / "alpha"])
-    browser = browse.RunBrowser(ref, cache_dir=tmp_path)
-    cmd, out = browser.score_command()
-    done = subprocess.run(cmd, capture_output=True, text=True, env=browse.score_env(),
-                          timeout=120)
-    assert done.returncode == 0, done.stderr
-    events = list(browse.read_events(done.stdout.splitlines()))
-    assert len(events) == len(done.stdout.splitlines())  # stdout carries only the events
-    assert events[0] == browse.ScoreEvent("start", total=200)
-    assert [e.kind for e in events[1:]] == ["entry"] * 200 + ["done"]
-    assert events[-1].out == str(out)
-    assert out.is_relative_to(tmp_path) and len(out.read_text().splitlines()) == 200
+def test_scoring_from_a_thread_never_replays_in_this_process(tmp_path, runs_template,
+                                                             monkeypatch) -> None:
+    """What the workbench's scoring worker calls: from a thread, with ``in_process=False``
+    and a forkserver, every conversation is replayed in worker processes (scoring here is
+    made to fail, and nothing fails), progress arrives in the calling thread, and the lines
+    are byte for byte those of scoring in this process."""
+    import threading
 
+    from careful_engine.scoring import batch
 
-def test_score_events_from_hostile_lines() -> None:
-    """A line that is not an event (a stray print, broken JSON, a wrong type) is skipped."""
-    lines = ['total 200', '{"event": "start", "total": 3}', '{"event": "rm -rf"}', '[1]',
-             '{"event": "start", "total": "9"}', '{"event": "entry"}', '{', '',
-             json.dumps({"event": "error", "message": "bad\x1b[31m"})]
-    events = list(browse.read_events(lines))
-    assert [(e.kind, e.total) for e in events] == [("start", 3), ("start", 0), ("entry", 0),
-                                                   ("error", 0)]
-    assert events[-1].message == "bad\x1b[31m"  # shown later through visible()
-    assert browse.ScoreEvent.from_line(browse.ScoreEvent("done", out="x").to_line()).out == "x"
+    (ref,) = browse.find_runs([runs_template / "beta"])
+    here = tmp_path / "here" / browse.SCORES_NAME
+    serial = browse.score_to_file(ref.run, ref.model, here, decoder=ref.decoder)
+
+    def no_replay_here(*a, **k):
+        raise AssertionError("a conversation was replayed in the app's process")
+
+    monkeypatch.setattr(batch, "score_file", no_replay_here)
+    out = tmp_path / "workers" / browse.SCORES_NAME
+    seen: list[tuple[int, int, str]] = []
+    got: dict = {}
+
+    def work() -> None:
+        got["run"] = browse.score_to_file(
+            ref.run, ref.model, out, decoder=ref.decoder, jobs=1, mp_context="forkserver",
+            in_process=False, on_progress=lambda d, t: seen.append(
+                (d, t, threading.current_thread().name)))
+
+    thread = threading.Thread(target=work, name="scoring")
+    thread.start()
+    thread.join(180)
+    assert not thread.is_alive()
+    assert [str(p) for p in got["run"].problems] == [str(p) for p in serial.problems]
+    assert not any("not scored" in str(p) for p in serial.problems)
+    assert out.read_bytes() == here.read_bytes()
+    assert seen[0][:2] == (0, 200) and seen[-1][:2] == (200, 200)
+    assert [d for d, *_ in seen] == sorted(d for d, *_ in seen)
+    assert {name for *_, name in seen} == {"scoring"}
 
 
 def test_the_engine_imports_no_textual() -> None:

@@ -8,17 +8,20 @@ Ctrl+P the command palette.
 from __future__ import annotations
 
 import gc
-import subprocess
+import threading
+import time
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual.app import App
 from textual.binding import Binding
 from textual.reactive import var
-from textual.worker import get_current_worker
 
+from careful_engine.browse.runs import cache_scores_path
 from careful_engine.core.safe_text import visible
 
+from . import workers
 from .commands import WorkbenchCommands
 from .context import Settings, Workbench
 from .messages import ScoreState, ScoringDone, ScoringFailed, ScoringFinished, ScoringProgress
@@ -34,6 +37,9 @@ from .screens import (
 
 if TYPE_CHECKING:
     from careful_engine.browse import RunRef
+
+PROGRESS_INTERVAL = 0.1  # seconds between two progress messages
+SHUTDOWN_WAIT = 10.0  # seconds quitting waits for the scoring workers to be killed
 
 
 class WorkbenchApp(App[None]):
@@ -68,7 +74,15 @@ class WorkbenchApp(App[None]):
         self.context = Workbench(settings)
         self.replay_run: str | None = None
         self.scoring: str | None = None  # the run being scored
-        self._proc: subprocess.Popen | None = None
+        # what scoring could not score, by run (file:line [id]: reason)
+        self.scoring_problems: dict[str, list[str]] = {}
+        self._stop_scoring = threading.Event()
+        self._scoring_over = threading.Event()
+        self._scoring_over.set()
+        # multiprocessing's resource tracker, which scoring's worker processes need, is
+        # started with this process's stderr: once the app runs, that is Textual's capture,
+        # which has no file descriptor, and starting it then fails
+        resource_tracker.ensure_running()
 
     def notify(self, message: str, *, markup: bool = False, **kwargs: Any) -> None:
         """Messages quote names and errors from files and people: shown literally."""
@@ -126,59 +140,72 @@ class WorkbenchApp(App[None]):
         if not refs:
             return
         self.scoring = refs[0].label
-        self.run_worker(lambda: self._score(refs), thread=True, exclusive=True, group="score")
+        stop = self._stop_scoring = threading.Event()
+        self._scoring_over.clear()
+        self.run_worker(lambda: self._score(refs, stop), thread=True, exclusive=True,
+                        group="score")
 
-    def _score(self, refs: list[RunRef]) -> None:
-        """The worker: each run in a separate process (bfcl's executor keeps state in
-        module globals; the stepper replays in this one), which reports
-        :class:`~careful_engine.browse.ScoreEvent` JSON lines; cancelling kills it."""
-        from careful_engine.browse import read_events, score_env
-
-        worker = get_current_worker()
-        settings = self.context.settings
-        for ref in refs:
-            if worker.is_cancelled:
-                break
-            cmd, _ = self.context.browser(ref).score_command(
-                boundary=settings.boundary, declarations=settings.declarations)
-            self.post_message(ScoringProgress(ref.label, 0, 0))
-            self._proc = proc = subprocess.Popen(
-                cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=score_env())
-            done = total = 0
-            failed = ""
-            assert proc.stdout is not None and proc.stderr is not None
-            for event in read_events(proc.stdout):
-                if worker.is_cancelled:
-                    proc.kill()
+    def _score(self, refs: list[RunRef], stop: threading.Event) -> None:
+        """The worker (a thread): the engine scores each run as ``careful score`` does, with
+        the replays in worker processes started by a forkserver (:mod:`.workers`; never in
+        this process: the stepper replays here, over bfcl's shared module objects, and the
+        interpreter lock would stall the screen). ``stop`` cancels: the engine kills its
+        workers."""
+        try:
+            for ref in refs:
+                if stop.is_set():
                     break
-                if event.kind == "start":
-                    total = event.total
-                elif event.kind == "entry":
-                    done += 1
-                    if done % 20 == 0 or done == total:
-                        self.post_message(ScoringProgress(ref.label, done, total))
-                elif event.kind == "error":
-                    failed = event.message
-            rc = proc.wait()
-            errors = proc.stderr.read()
-            if worker.is_cancelled:
-                self.post_message(ScoringFailed(ref.label, "cancelled"))
-            elif rc != 0 or failed:
-                lines = (errors or "").strip().splitlines()
-                self.post_message(ScoringFailed(
-                    ref.label, failed or (lines[-1] if lines else f"exit code {rc}")))
-            else:
-                self.post_message(ScoringDone(ref.label, total))
-        self._proc = None
-        self.post_message(ScoringFinished())
+                self._score_one(ref, stop)
+        finally:
+            self._scoring_over.set()
+            self.post_message(ScoringFinished())
 
-    def cancel_scoring(self) -> None:
-        """Stop background scoring (the run being scored keeps its old scores)."""
+    def _score_one(self, ref: RunRef, stop: threading.Event) -> None:
+        from careful_engine.core.parallel import Cancelled
+        from careful_engine.scoring.score import score_to_file
+
+        settings = self.context.settings
+        sent = [0.0]
+
+        def progress(done: int, total: int) -> None:  # every conversation: a few per second
+            now = time.monotonic()
+            if done in (0, total) or now - sent[0] >= PROGRESS_INTERVAL:
+                sent[0] = now
+                self.post_message(ScoringProgress(ref.label, done, total))
+
+        self.post_message(ScoringProgress(ref.label, 0, 0))
+        try:
+            scored = score_to_file(
+                ref.run, ref.model, cache_scores_path(ref, settings.cache_dir),
+                decoder=ref.decoder, boundary=settings.boundary,
+                declarations=settings.declarations, detector=settings.detector,
+                jobs=settings.scoring_jobs(), mp_context=workers.context(), in_process=False,
+                cancel=stop, on_progress=progress)
+        except Cancelled:
+            self.post_message(ScoringFailed(ref.label, "cancelled"))
+        except (ValueError, OSError) as e:  # nothing usable, or the file cannot be written
+            self.post_message(ScoringFailed(ref.label, str(e)))
+        except Exception as e:  # noqa: BLE001  (one run's failure, said in one line)
+            self.post_message(ScoringFailed(ref.label, f"internal error: {type(e).__name__}: "
+                                            f"{e}"))
+        else:
+            total = sum(len(cs.results) for _, cs in scored.files)
+            self.post_message(ScoringDone(ref.label, total,
+                                          [str(p) for p in scored.problems]))
+
+    @property
+    def scoring_over(self) -> bool:
+        """No scoring thread is running (none started, or it has ended)."""
+        return self._scoring_over.is_set()
+
+    def cancel_scoring(self, wait: float = 0.0) -> bool:
+        """Stop background scoring (the run being scored keeps its old scores): the engine
+        kills its worker processes. ``wait``: seconds to wait for that; whether it is over."""
+        self._stop_scoring.set()
         for worker in self.workers:
             if worker.group == "score":
                 worker.cancel()
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
+        return self._scoring_over.wait(wait) if wait else self.scoring_over
 
     def on_scoring_progress(self, message: ScoringProgress) -> None:
         self.scoring = message.label
@@ -186,7 +213,13 @@ class WorkbenchApp(App[None]):
 
     def on_scoring_done(self, message: ScoringDone) -> None:
         self.context.browser(self.context.ref(message.label)).reload()
-        self.notify(f"scored {message.label}: {message.total} conversations")
+        self.scoring_problems[message.label] = message.problems
+        if message.problems:  # a file that could not be scored: the rest is
+            self.notify(f"scored {message.label}: {message.total} conversations; "
+                        f"{len(message.problems)} problem(s), first: {message.problems[0]}",
+                        severity="warning", timeout=10)
+        else:
+            self.notify(f"scored {message.label}: {message.total} conversations")
         self.score_state = ScoreState(message.label, message.total, message.total, "done")
 
     def on_scoring_failed(self, message: ScoringFailed) -> None:
@@ -198,8 +231,7 @@ class WorkbenchApp(App[None]):
         self.score_state = ScoreState()
 
     def on_unmount(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
+        self.cancel_scoring(wait=SHUTDOWN_WAIT)  # no worker process outlives the app
         self.context.close()
 
 

@@ -43,6 +43,16 @@ class Settings:
     cache_dir: Path | None = None  # where the workbench keeps scores it made itself
     # what it remembers across sessions (annotator name, filters); None: nothing
     config: Path | None = field(default_factory=default_path)
+    jobs: int | None = None  # worker processes for background scoring (None: cores - 1)
+
+    def scoring_jobs(self) -> int:
+        """Worker processes for background scoring: ``jobs``, else one core fewer than this
+        process may use (the screen keeps one), at least one."""
+        if self.jobs is not None:
+            return max(1, self.jobs)
+        from careful_engine.core.parallel import default_jobs
+
+        return max(1, default_jobs() - 1)
 
 
 def default_runs(root: Path = Path("runs"), *, write_reference: bool = True) -> list[Path]:

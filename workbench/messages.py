@@ -21,11 +21,13 @@ class ScoringProgress(Message):
 
 
 class ScoringDone(Message):
-    """Run ``label`` is scored: its score lines are written."""
+    """Run ``label`` is scored: its score lines are written (``total`` conversations).
+    ``problems``: what could not be scored (``file:line [id]: reason``; a file that failed
+    whole is one line), the rest being scored."""
 
-    def __init__(self, label: str, total: int) -> None:
+    def __init__(self, label: str, total: int, problems: list[str] | None = None) -> None:
         super().__init__()
-        self.label, self.total = label, total
+        self.label, self.total, self.problems = label, total, list(problems or [])
 
 
 class ScoringFailed(Message):

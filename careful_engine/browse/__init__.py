@@ -9,9 +9,8 @@ on demand into a per-call view model, and read scores without re-scoring.
 * :mod:`.view`: that view model (turns, calls matched to the reference, rule hits on the calls
   that caused them, the first diverging call, stepping) and :func:`change_rows`;
 * :mod:`.score`: :func:`model_score` rebuilds a :class:`~careful_engine.scoring.score.ModelScore`
-  from score lines, so the leaderboard and the paired comparison need no second scoring;
-  ``python -m careful_engine.browse score ...`` scores one model folder in a separate process,
-  reporting its progress as :class:`ScoreEvent` JSON lines (one per conversation);
+  from score lines, so the leaderboard and the paired comparison need no second scoring
+  (:func:`score_to_file`, the engine's, makes them);
 * :mod:`.review`: :func:`function_review`, one function's review-sheet entry (blind).
 """
 
@@ -31,10 +30,9 @@ from careful_engine.browse.runs import (
     hit_rules,
     label_entries,
     read_scores,
-    score_env,
     score_paths,
 )
-from careful_engine.browse.score import ScoreEvent, model_score, read_events, score_to_file
+from careful_engine.browse.score import model_score
 from careful_engine.browse.view import (
     CallView,
     ConversationView,
@@ -43,11 +41,12 @@ from careful_engine.browse.view import (
     build_view,
     change_rows,
 )
+from careful_engine.scoring.score import score_to_file
 
 __all__ = [
     "REPLAY_LOCK", "SCORES_NAME", "SCORE_DIR", "CallView", "ConversationRow", "ConversationView",
     "Filter", "FunctionReview", "Line", "ReviewExample", "RunBrowser", "RunRef", "TurnView",
     "build_view", "cache_scores_path", "change_rows", "default_cache_dir", "error_types",
     "find_runs", "function_review", "hit_rules", "label_entries", "model_score", "read_scores",
-    "ScoreEvent", "read_events", "score_env", "score_paths", "score_to_file",
+    "score_paths", "score_to_file",
 ]

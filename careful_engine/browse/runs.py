@@ -7,7 +7,6 @@ import hashlib
 import json
 import os
 import stat
-import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -413,24 +412,3 @@ class RunBrowser:
         while len(self._views) > self._keep:
             self._views.popitem(last=False)
         return view
-
-    # scoring ---------------------------------------------------------
-
-    def score_command(self, *, boundary: str = "paper-final",
-                      declarations: Path | None = None) -> tuple[list[str], Path]:
-        """The command that scores this model folder in a separate process, and its output."""
-        out = cache_scores_path(self.ref, self.cache_dir)
-        cmd = [sys.executable, "-m", "careful_engine.browse", "score", str(self.ref.run),
-               "--model", self.ref.model, "--decoder", self.ref.decoder, "--boundary", boundary,
-               "--detector", self.detector, "--out", str(out)]
-        if declarations is not None:
-            cmd += ["--declarations", str(declarations)]
-        return cmd, out
-
-
-def score_env() -> dict[str, str]:
-    """The environment for :meth:`RunBrowser.score_command` (this package importable)."""
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    return env

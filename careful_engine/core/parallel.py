@@ -160,7 +160,8 @@ def run_ordered(fn: Task, tasks: Sequence[Any], *, jobs: int = 1, shared: Any = 
                 on_done: Callable[[int, Any], None] | None = None,
                 cost: Sequence[float] | None = None,
                 meanwhile: Callable[[], None] | None = None,
-                mp_context: MpContext = None, cancel: Cancel = None) -> list[Any]:
+                mp_context: MpContext = None, cancel: Cancel = None,
+                in_process: bool = True) -> list[Any]:
     """``fn(task, shared, tick)`` for every task, in up to ``jobs`` worker processes; the
     results (or :class:`Failed`) in task order. ``on_done(index, result)`` sees each result
     as it arrives (in the parent). With ``cost`` (an estimate per task), workers take the
@@ -169,9 +170,11 @@ def run_ordered(fn: Task, tasks: Sequence[Any], *, jobs: int = 1, shared: Any = 
     next, such as an import; not run when the tasks run in this process, and an exception in
     it is ignored: the caller meets it again where it does that work itself).
     ``mp_context`` and ``cancel``: see the module's docstring (``fn``, ``tasks`` and ``shared``
-    must pickle where the context does not fork)."""
+    must pickle where the context does not fork). ``in_process=False``: never run a task in
+    this process, even one task or ``jobs=1`` (a pool of one worker then; for a caller whose
+    own process must not replay, such as the workbench)."""
     tick = on_tick or (lambda: None)
-    if jobs <= 1 or len(tasks) <= 1:
+    if not tasks or (in_process and (jobs <= 1 or len(tasks) <= 1)):
         if cancel is not None:  # checked at every conversation too: a file can take seconds
             inner = tick
 
@@ -192,8 +195,8 @@ def run_ordered(fn: Task, tasks: Sequence[Any], *, jobs: int = 1, shared: Any = 
     if cost is not None:
         order.sort(key=lambda i: -cost[i])
     ctx = context(mp_context)
-    broken = _pool_pass(ctx, fn, tasks, order, min(jobs, len(tasks)), shared, tick, on_done,
-                        results, meanwhile, cancel)
+    broken = _pool_pass(ctx, fn, tasks, order, max(1, min(jobs, len(tasks))), shared, tick,
+                        on_done, results, meanwhile, cancel)
     for i in broken:  # a worker died: each unfinished task alone, so only its killer fails
         if _pool_pass(ctx, fn, tasks, [i], 1, shared, tick, on_done, results, None, cancel):
             results[i] = Failed("worker process died (killed or out of memory)")

@@ -323,6 +323,7 @@ def score_plans(
     mp_context: parallel.MpContext = None,
     cancel: parallel.Cancel = None,
     on_progress: Callable[[int, int], None] | None = None,
+    in_process: bool = True,
 ) -> list[RunScore]:
     """Load and score every file of ``plans`` with up to ``jobs`` worker processes; one
     :class:`RunScore` per plan, in order (the same result for any ``jobs`` and start method).
@@ -335,6 +336,8 @@ def score_plans(
     callable, checked between parts and while waiting; once set, the workers are killed and
     :class:`careful_engine.core.parallel.Cancelled` raised. ``on_progress(done, total)``:
     conversations scored so far (in the calling thread), alongside ``on_start``/``on_entry``.
+    ``in_process=False``: no conversation is replayed in this process, even with ``jobs=1``
+    (see :func:`careful_engine.core.parallel.run_ordered`).
     """
     named = [(n, m, rf) for n, p in enumerate(plans) for m, files in p.files.items()
              for rf in files]
@@ -356,7 +359,7 @@ def score_plans(
             for _ in bfcl.conversations(f.loaded.file.category):  # nothing is scored
                 on_entry()
     tasks = _split(files, jobs)
-    serial = jobs <= 1 or len(tasks) <= 1
+    serial = in_process and (jobs <= 1 or len(tasks) <= 1)
     ctx = None if serial else parallel.context(mp_context, _PRELOAD)
     inherit = serial or parallel.inherits(ctx)
     if not serial and inherit:
@@ -384,8 +387,9 @@ def score_plans(
                                  list(range(len(tasks))), jobs=jobs, shared=(tasks, job),
                                  on_tick=on_entry, on_done=done,
                                  cost=None if serial else [_cost(files, t) for t in tasks],
-                                 meanwhile=meanwhile, mp_context=ctx, cancel=cancel)
-    _merge(files, tasks, parts, job, cancel)
+                                 meanwhile=meanwhile, mp_context=ctx, cancel=cancel,
+                                 in_process=in_process)
+    _merge(files, tasks, parts, job, cancel, None if serial else ctx)
     return [_assemble(n, plan, named, files) for n, plan in enumerate(plans)]
 
 
@@ -458,8 +462,9 @@ def _file_cost(rf: ResultFile) -> float:
 
 
 def _merge(files: list[_File], tasks: list[Task], parts: list[Any], job: _Job,
-           cancel: parallel.Cancel = None) -> None:
-    """Each file's parts as one score, in bfcl's order, as the serial run gives it."""
+           cancel: parallel.Cancel = None, ctx: Any = None) -> None:
+    """Each file's parts as one score, in bfcl's order, as the serial run gives it (a file
+    scored again whole: in a worker of ``ctx`` when given, else here)."""
     mine: dict[int, list[tuple[Task, Any]]] = {}
     for task, part in zip(tasks, parts, strict=True):
         mine.setdefault(task[0], []).append((task, part))
@@ -473,7 +478,9 @@ def _merge(files: list[_File], tasks: list[Task], parts: list[Any], job: _Job,
             # an independent entry could not be scored: the serial run restarted bfcl's
             # process state there, which the shared part did not see; score it whole
             whole = parallel.run_ordered(_score_here, [(index, None)], jobs=1,
-                                         shared=_whole_job(job, f), cancel=cancel)[0]
+                                         shared=_whole_job(job, f) if ctx is None
+                                         or job.loaded is not None else job, cancel=cancel,
+                                         mp_context=ctx, in_process=ctx is None)[0]
             if isinstance(whole, parallel.Failed):
                 f.failed = whole.reason
                 continue

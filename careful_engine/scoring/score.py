@@ -332,6 +332,7 @@ def score_run(
     mp_context: Any = None,
     cancel: Any = None,
     on_progress: Callable[[int, int], None] | None = None,
+    in_process: bool = True,
 ) -> RunScore:
     """Find, load, decode, replay and score every multi-turn result file under ``run_dir``
     (``decoder``: a key, or a function of the model folder's name; see
@@ -343,21 +344,24 @@ def score_run(
     return score_plans([plan_run(run_dir, decoder, models)], effects=effects, detector=detector,
                        keep_traces=keep_traces, budget=budget, jobs=jobs, on_start=on_start,
                        on_file=on_file, on_entry=on_entry, mp_context=mp_context,
-                       cancel=cancel, on_progress=on_progress)[0]
+                       cancel=cancel, on_progress=on_progress, in_process=in_process)[0]
 
 
 def score_to_file(run: Path, model: str, out: Path, *, decoder: str | None,
                   boundary: str = DEFAULT_BOUNDARY, declarations: Path | None = None,
-                  detector: str = "strict", on_start: Callable[[int], None] | None = None,
-                  on_entry: Callable[[], None] | None = None) -> Path:
+                  detector: str = "strict", **options: Any) -> RunScore:
     """Score one model folder of ``run`` and write its ``conversations.jsonl`` lines to
     ``out`` (a file; as ``careful score`` writes them, each with what it was scored with).
-    Raises ValueError when nothing could be scored, OSError when ``out`` cannot be written."""
+    ``options`` go to :func:`score_run` (``jobs``, ``mp_context``, ``cancel``,
+    ``on_progress``, ``in_process``, ...). Returns the scored run (its ``problems``: what could
+    not be scored). Raises ValueError when nothing could be scored, OSError when ``out``
+    cannot be written (and ``Cancelled`` when cancelled)."""
     effects = load_effects(boundary, declarations)
     scored = score_run(run, decoder=decoder, models=[model], effects=effects, detector=detector,
-                       on_start=on_start, on_entry=on_entry)
+                       **options)
     if not scored.usable:
         raise ValueError("; ".join(scored.unusable) or f"nothing to score in {run}")
     used = scored_with(effects, detector, scored.scores[0].decoder)
-    return write_conversations(out.parent, (r for _, cs in scored.files for r in cs.results),
-                               lambda _: {KEY: used}, name=out.name)
+    write_conversations(out.parent, (r for _, cs in scored.files for r in cs.results),
+                        lambda _: {KEY: used}, name=out.name)
+    return scored
