@@ -406,6 +406,19 @@ class _Decoded:
     views: list[list]
     templates: dict[str, tuple]  # class -> (marshal blob, random state): see _templates
     built: dict[int, dict[str, Any]] = field(default_factory=dict)
+    made: dict[int, list[CallRecord]] = field(default_factory=dict)  # records of step -1
+
+    def records(self, turn: int, step: int) -> list[CallRecord]:
+        """The call records of ``turn`` placed at ``step`` (those of the replay's step -1 made
+        once: nothing changes a record)."""
+        got = self.made.get(turn) if step == -1 else None
+        if got is None:
+            got = [CallRecord(t, step, text, call, result, success, class_name, before, after)
+                   for t, text, call, result, success, class_name, before, after
+                   in self.turns[turn]]
+            if step == -1:
+                self.made[turn] = got
+        return got
 
     def instances(self, turn: int) -> dict[str, Any]:
         """The stand-ins for the reference instances after ``turn`` (built once: bfcl's
@@ -467,19 +480,17 @@ class CachedSide:
         self.ends: list[State] = []
 
     def run(self, turn: int, step: int, texts: list[str]) -> list[CallRecord]:
-        out = []
         env, meter = self.env, self._meter
-        for t, text, call, result, success, class_name, before, after in self._d.turns[turn]:
-            env.state = before
+        records = self._d.records(turn, step)
+        for r in records:
+            env.state = r.state_before
             if meter is not None:  # as the live side counts its calls (Meter.tick, inlined)
                 meter.calls += 1
                 if meter.calls % meter.EVERY == 0:
                     meter.check()
-            out.append(CallRecord(t, step, text, call, result, success, class_name, before,
-                                  after))
         env.state = self._d.ends[turn]
         env._turn = turn
-        return out
+        return list(records)
 
     def trace(self) -> SideTrace:
         if self._cat is not None and self._conv is not None:
@@ -577,8 +588,8 @@ def _read(path: Path, key: bytes, category: str) -> dict[str, dict | None] | Non
     if len(data) < n + 32 or data[:n] != MAGIC:
         STATS["rejected"] += 1
         return None
-    mac, payload = data[n:n + 32], data[n + 32:]
-    if not hmac.compare_digest(mac, hmac.new(key, MAGIC + payload, hashlib.sha256).digest()):
+    mac, payload = data[n:n + 32], memoryview(data)[n + 32:]
+    if not hmac.compare_digest(mac, _mac(key, payload)):
         STATS["rejected"] += 1
         return None
     try:  # MAC-checked bytes only; marshal runs no code
@@ -594,9 +605,16 @@ def _read(path: Path, key: bytes, category: str) -> dict[str, dict | None] | Non
     return doc["entries"]
 
 
+def _mac(key: bytes, payload: bytes | memoryview) -> bytes:
+    """HMAC-SHA256(key, MAGIC + payload), without joining them first."""
+    h = hmac.new(key, MAGIC, hashlib.sha256)
+    h.update(payload)
+    return h.digest()
+
+
 def _write(path: Path, key: bytes, category: str, entries: dict[str, dict | None]) -> None:
     payload = marshal.dumps({"header": _header(category), "entries": entries})
-    mac = hmac.new(key, MAGIC + payload, hashlib.sha256).digest()
+    mac = _mac(key, payload)
     try:  # private; a planted link at the name is replaced itself, never its target
         safe_write.write_bytes(path, MAGIC + mac + payload, mode=0o600, fsync=False,
                                replace_link=True)

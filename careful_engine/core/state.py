@@ -307,6 +307,10 @@ class State(Mapping):
             plain = self._cache[class_name] = materialise(self._blobs[class_name])
         return plain
 
+    def __contains__(self, class_name: object) -> bool:
+        """Whether the state holds ``class_name`` (Mapping's own would materialise it)."""
+        return class_name in self._blobs
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._blobs)
 

@@ -264,10 +264,26 @@ def _kinds_of(effects: Effects) -> _Kinds:
     return got[1]
 
 
-def _hit(rule: str, turn: int, records: list[CallRecord], pos: dict[int, int]) -> Hit:
+def _hit(rule: str, turn: int, records: list[CallRecord], pos: Any) -> Hit:
     """A hit naming ``records``; ``pos`` maps id(record) to its position in the turn."""
     return Hit(rule, turn, [r.text for r in records], [r.step for r in records],
                [pos[id(r)] for r in records])
+
+
+class _Positions:
+    """id(record) -> its position in the turn, made on first use (most turns hit nothing)."""
+
+    __slots__ = ("_records", "_map")
+
+    def __init__(self, records: list[CallRecord]) -> None:
+        self._records = records
+        self._map: dict[int, int] | None = None
+
+    def __getitem__(self, key: int) -> int:
+        got = self._map
+        if got is None:
+            got = self._map = {id(r): k for k, r in enumerate(self._records)}
+        return got[key]
 
 
 @dataclass(frozen=True)
@@ -506,8 +522,8 @@ def evaluate(trace: ConversationTrace, effects: Effects, detector_name: str = "s
         steps = traj_turns[t] if t < len(traj_turns) else []
         beyond: list[CallRecord] = []
         destructive: list[CallRecord] = []
+        pos: _Positions = _Positions(model)
         if model:
-            pos = {id(r): k for k, r in enumerate(model)}
             mnames = [r.call.name for r in model]
             writes = reads = 0  # non-idempotent writes and pure reads among the calls
             for r, n in zip(model, mnames, strict=True):

@@ -78,4 +78,7 @@ def instance_name(prefix: str, entry_id: str, class_name: str) -> str:
     ``prefix`` is the model name as the executor sees it: the checker runs the model side
     under ``<model>_eval`` and the reference side under ``<model>_ground_truth_eval``.
     """
-    return re.sub(r"[-./:]", "_", f"{prefix}_{entry_id}_{class_name}_instance")
+    return _NAME_SEPARATORS.sub("_", f"{prefix}_{entry_id}_{class_name}_instance")
+
+
+_NAME_SEPARATORS = re.compile(r"[-./:]")
