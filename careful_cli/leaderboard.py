@@ -31,7 +31,6 @@ from careful_cli.common import (
 )
 from careful_cli.scored import decode_warnings, exit_on_problems, report_problems
 from careful_engine.analysis.leaderboard import score_runs
-from careful_engine.present import plot as plots
 from careful_engine.present.leaderboard import leaderboard_reports, leaderboard_terminal
 
 app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
@@ -89,6 +88,8 @@ def leaderboard(
         console.print(f"(boundary {literal(boundary)}, detector {detector})")
     print_written(reports, out, quiet)
     if plot is not None:
+        from careful_engine.present import plot as plots  # deferred: xml/urllib, ~10 ms
+
         try:
             plots.write_svg(plots.points(scored.entries), plot,
                             f"BFCL vs effect-safe accuracy (boundary {boundary})")

@@ -30,10 +30,8 @@ from careful_cli.common import (
     resolve_jobs,
     visible,
 )
-from careful_cli.provenance import drift_table
 from careful_engine.analysis import ci_report, gates
 from careful_engine.analysis.decode_audit import flags
-from careful_engine.analysis.provenance import drift_split
 from careful_engine.core import bfcl
 from careful_engine.core import doctor as doc
 from careful_engine.core.budget import DEFAULT_BUDGET
@@ -168,6 +166,8 @@ def score(
             console.print("strict success: not applicable (no confirmation protocol in this "
                           "run; printed as –, null in conversations.jsonl)")
     if exclude_drifted:
+        from careful_cli.provenance import drift_table  # deferred: the provenance stack
+
         console.print(drift_table(splits))
     if not quiet:
         what = (f"boundary {boundary}, detector {detector}, safe: {rule.label}" if effects
@@ -196,6 +196,8 @@ def write_outputs(run: RunScore, out: Path, effects: Effects | None,
     used = {ms.model: scored_with(effects, detector, ms.decoder) for ms in run.scores}
     splits: list = []  # --exclude-drifted: accuracy with and without drifted conversations
     drift: dict[tuple[str, str, str], str] = {}
+    if exclude_drifted:  # deferred: the provenance stack costs ~25 ms to import, rarely used
+        from careful_engine.analysis.provenance import drift_split
     for lf, cs in run.files:
         write_score_file(cs, lf, out)
         split = drift_split(lf, cs) if exclude_drifted else None
