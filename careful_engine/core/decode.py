@@ -28,21 +28,37 @@ def is_empty_execute_response(decoded: Any) -> bool:
     return len(decoded) == 1 and len(decoded[0]) == 0
 
 
-def decode_step(handler: Any, item: Any) -> Step:
-    """Decode one logged step."""
+def decode_step(handler: Any, item: Any, input_tokens: int | None = None,
+                output_tokens: int | None = None) -> Step:
+    """Decode one logged step (with its token counts, if known)."""
     try:
         decoded = handler.decode_execute(item, has_tool_call_tag=False)
     except Refused as e:  # model text the safe evaluator would not compute: named as such
-        return Step(raw=item, outcome=Outcome.DECODE_ERROR, error=str(e))
+        return _step(item, _ERROR, [], str(e), input_tokens, output_tokens)
     except Exception as e:  # bfcl drops these steps; the message is kept here
-        return Step(raw=item, outcome=Outcome.DECODE_ERROR, error=f"{type(e).__name__}: {e}")
+        return _step(item, _ERROR, [], f"{type(e).__name__}: {e}", input_tokens,
+                     output_tokens)
     try:
         empty = is_empty_execute_response(decoded)
     except TypeError as e:
-        return Step(raw=item, outcome=Outcome.DECODE_ERROR, error=f"TypeError: {e}")
+        return _step(item, _ERROR, [], f"TypeError: {e}", input_tokens, output_tokens)
     if empty:
-        return Step(raw=item, outcome=Outcome.NO_CALL)
-    return Step(raw=item, outcome=Outcome.CALLS, calls=list(decoded))
+        return _step(item, Outcome.NO_CALL, [], None, input_tokens, output_tokens)
+    return _step(item, Outcome.CALLS, list(decoded), None, input_tokens, output_tokens)
+
+
+_ERROR = Outcome.DECODE_ERROR
+_new_object = object.__new__
+
+
+def _step(raw: Any, outcome: Outcome, calls: list, error: str | None, input_tokens: Any,
+          output_tokens: Any) -> Step:
+    """``Step(raw, outcome, calls, error, input_tokens, output_tokens)`` without the
+    dataclass's keyword handling (the same instance dict, in field order)."""
+    step = _new_object(Step)
+    step.__dict__.update(raw=raw, outcome=outcome, calls=calls, error=error,
+                         input_tokens=input_tokens, output_tokens=output_tokens)
+    return step
 
 
 ITERATED = (list, str, dict, tuple)  # what bfcl's evaluator iterates as a turn's steps
@@ -116,10 +132,7 @@ def decode_entry(entry: dict, handler: Any | None) -> Trajectory:
             raise RuntimeError("a decoder is needed for this run: name one with --decoder")
         in_row, out_row = _row(in_counts, t), _row(out_counts, t)
         for s, item in enumerate(turn):
-            step = decode_step(handler, item)
-            step.input_tokens = _cell(in_row, s)
-            step.output_tokens = _cell(out_row, s)
-            steps.append(step)
+            steps.append(decode_step(handler, item, _cell(in_row, s), _cell(out_row, s)))
         shape = odd_shape(turn, steps)
         if shape:
             problems.append(f"turn {t}: {shape}")
