@@ -414,14 +414,10 @@ def _score_own(named: list, sources: list[tuple[ResultFile, str | None]], jobs: 
     """Every file one task, loaded and scored by a worker, the largest first; the parent
     loads nothing (``keep_entries=False`` with many files per worker)."""
     ctx = parallel.context(mp_context, _PRELOAD)
-    if parallel.inherits(ctx):  # set up once here rather than in each worker
+    if parallel.inherits(ctx):  # set up once here rather than in each worker (the decoders
+        # are built by the workers that need one, as a serial run builds only those)
         shared_objects()
         refcache.preload(sorted({rf.category for rf, _ in sources}))
-        for key in sorted({k for _, k in sources if k is not None}):
-            try:
-                bfcl.handler(key)  # cached: workers that need it inherit it
-            except (bfcl.UnknownModel, RuntimeError):
-                pass  # the worker that needs it says why
     job = _Job(sources, None, None, effects, detector, budget, keep_traces)
 
     def done(i: int, result: Any) -> None:
