@@ -399,3 +399,22 @@ def test_a_file_a_worker_cannot_score_is_one_problem(shared_runs: Path, tmp_path
     assert [sorted(e.score.categories) for e in got[2].entries] == \
         [["multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param"],
          ["multi_turn_base", "multi_turn_miss_param"]]
+
+
+def _collector_on(task: int, shared: None, tick) -> bool:
+    import gc
+
+    return gc.isenabled()
+
+
+def test_the_collector_is_paused_only_in_the_parent_while_the_pool_runs() -> None:
+    """The parent pauses its collector while results arrive; workers collect as usual, and
+    the parent's collector is back (and nothing left frozen) once the pool is done."""
+    import gc
+
+    seen: list[bool] = []
+    assert gc.isenabled()
+    got = parallel.run_ordered(_collector_on, [0, 1, 2], jobs=2,
+                               meanwhile=lambda: seen.append(gc.isenabled()))
+    assert got == [True, True, True] and seen == [False]
+    assert gc.isenabled() and gc.get_freeze_count() == 0
