@@ -117,11 +117,14 @@ class WorkbenchApp(App[None]):
         self.call_after_refresh(go)
 
     @staticmethod
-    def settle_memory() -> None:
+    def settle_memory(collect: bool = True) -> None:
         """Move what is loaded so far out of the cyclic collector's way (``gc.freeze``): a
-        full collection over bfcl's data and replayed states would pause a keypress for a
-        tenth of a second or more. Refcounting still frees what is dropped."""
-        gc.collect()
+        full collection over bfcl's data, a run's result files and replayed states would
+        pause a keypress for a tenth of a second or more. Refcounting still frees what is
+        dropped. ``collect=False``: without the full collection first (it walks everything
+        once: for a run's files just read, which hold no garbage to speak of)."""
+        if collect:
+            gc.collect()
         gc.freeze()
 
     def _replay_screen(self) -> ReplayScreen | None:
@@ -233,6 +236,7 @@ class WorkbenchApp(App[None]):
     def on_unmount(self) -> None:
         self.cancel_scoring(wait=SHUTDOWN_WAIT)  # no worker process outlives the app
         self.context.close()
+        gc.unfreeze()  # what settle_memory froze may be collected again once the app is gone
 
 
 def run(settings: Settings) -> bool:

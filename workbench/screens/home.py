@@ -117,6 +117,7 @@ class HomeScreen(WorkbenchScreen):
             rows.append((ref.label, name, len(ref.categories), convs, state, len(found),
                          ref.decoder))
         self.problems = problems
+        self.app.settle_memory(collect=False)  # the runs' files, read: kept while the app runs
         self.app.call_from_thread(self._fill_runs, rows)
 
     def _fill_runs(self, rows: list[tuple]) -> None:

@@ -172,6 +172,7 @@ class ReplayScreen(WorkbenchScreen):
     def _load(self) -> None:
         browser = self.app.context.browser(self.ref)
         rows = browser.rows()
+        self.app.settle_memory(collect=False)  # a run's files, read (see Home)
         self.app.call_from_thread(self._loaded, self.ref.label, rows)
 
     def _warm(self) -> None:
