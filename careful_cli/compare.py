@@ -112,7 +112,7 @@ def compare(
         with scoring_progress() as cb:
             scored = cmp.score_pair(run_a, run_b, model_a=model_a, model_b=model_b,
                                     decoders=choice, effects=effects, detector=detector,
-                                    jobs=jobs, **cb)
+                                    jobs=jobs, keep_entries=False, **cb)  # pairs need no entries
         report_problems(scored, quiet)
         decode_warnings(scored)
         pairing = cmp.pair(scored, kinds)
