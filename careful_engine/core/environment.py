@@ -25,8 +25,9 @@ from careful_engine.core.calls import Call, ParseFailure, parse_call
 from careful_engine.core.fs_capture import CLASS as FILE_SYSTEM
 from careful_engine.core.fs_capture import READS as FS_READS
 from careful_engine.core.fs_capture import TreeTracker
-from careful_engine.core.process import BfclProcess
-from careful_engine.core.state import State, capture
+from careful_engine.core.process import BfclProcess, shared_objects
+from careful_engine.core.purity import pure_methods
+from careful_engine.core.state import State, capture, may_hold_nan
 from careful_engine.core.trajectory import CallRecord
 
 # The run-wide shared state now lives in careful_engine.core.process; this name is kept for callers.
@@ -90,6 +91,51 @@ def call_succeeded(name: str | None, raw: Any, raised: bool) -> bool:
     if isinstance(raw, str) and raw.startswith("Error"):
         return False
     return True
+
+
+_PROCESS_BOUND: list[tuple[frozenset[str], frozenset[str]]] = []
+
+
+def process_bound() -> tuple[frozenset[str], frozenset[str]]:
+    """(classes whose shared state always carries over, classes whose shared state carries
+    over in long context only: the module-level data of long_context.py)."""
+    if not _PROCESS_BOUND:
+        always, long_only = set(), set()
+        for class_name, label, _, _ in shared_objects():
+            (always if ".__defaults__" in label or ".__kwdefaults__" in label
+             else long_only).add(class_name)
+        _PROCESS_BOUND.append((frozenset(always), frozenset(long_only)))
+    return _PROCESS_BOUND[0]
+
+
+_REACH: dict[tuple[tuple[str, ...], bool], tuple[str, ...]] = {}
+
+
+def process_classes(classes: tuple[str, ...], long_context: bool) -> tuple[str, ...]:
+    """The classes among ``classes`` whose process-global objects a conversation can reach
+    (careful_engine.core.process): those with shared mutable defaults always, those with
+    shared module data in long context only (bfcl's simulators read and merge that data only
+    when loaded with ``long_context``)."""
+    key = (tuple(classes), bool(long_context))
+    got = _REACH.get(key)
+    if got is None:
+        always, long_only = process_bound()
+        got = _REACH[key] = tuple(c for c in key[0]
+                                  if c in always or (key[1] and c in long_only))
+    return got
+
+
+_PURE: dict[str, frozenset[str]] = {}
+
+
+def _pure(class_name: str) -> frozenset[str]:
+    """The methods of a simulator class proven never to change an instance
+    (careful_engine.core.purity); none for the file system, which has its own tracking."""
+    got = _PURE.get(class_name)
+    if got is None:
+        got = _PURE[class_name] = (frozenset() if class_name == FILE_SYSTEM else
+                                   pure_methods(bfcl.simulator_class(class_name)))
+    return got
 
 
 # The outcome of one executed call: what ``Environment.execute`` returns (turn and step are
@@ -225,6 +271,9 @@ class Environment:
         self._untracked = False  # a tree beyond the limits outside a replay: full captures
         self.long_context = long_context
         self.snapshots = snapshots
+        # classes whose state other code can change through process-global objects: their
+        # captures are always taken again
+        self._process_bound = process_classes(self.involved_classes, long_context)
         self.instances: dict[str, Any] = {}
         self.mapping: dict[str, str] = {}  # method -> instance name (bfcl's naming)
         for class_name in self.involved_classes:
@@ -367,7 +416,14 @@ class Environment:
                     self._untracked, self._tracker = True, None
             if new is None:
                 self._tracker = None
-                new = capture(instance)
+                if name in _pure(class_name) and class_name not in self._process_bound:
+                    # a method that never changes its instance: the capture would be the
+                    # same bytes (marshal version 2 of built-in values without a NaN)
+                    blob = before._blobs.get(class_name)
+                    if type(blob) is bytes and blob[:1] == b"m" and not may_hold_nan(blob):
+                        new = blob
+                if new is None:
+                    new = capture(instance)
             self.state = before.replace(class_name, new)
         return CallRecord(turn, step, text, call, result, call_succeeded(name, raw, raised),
                           class_name, before, self.state)

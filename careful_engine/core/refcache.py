@@ -57,7 +57,6 @@ from careful_engine.core.budget import DEFAULT_BUDGET, Budget, BudgetExceeded, M
 from careful_engine.core.calls import Call, ParseFailure
 from careful_engine.core.environment import Environment
 from careful_engine.core.fs_capture import MISSING, TreeLog, TreeVersion
-from careful_engine.core.process import shared_objects
 from careful_engine.core.state import State
 from careful_engine.core.trajectory import CallRecord, SideTrace
 
@@ -122,35 +121,17 @@ def dataset_version(category: str) -> str:
 
 
 # ---------------------------------------------------------------- which references
-_PROCESS_BOUND: list[tuple[frozenset[str], frozenset[str]]] = []
-
-
 def _process_bound() -> tuple[frozenset[str], frozenset[str]]:
     """(classes whose shared state always carries over, classes whose shared state carries
     over in long context only: the module-level data of long_context.py)."""
-    if not _PROCESS_BOUND:
-        always, long_only = set(), set()
-        for class_name, label, _, _ in shared_objects():
-            (always if ".__defaults__" in label or ".__kwdefaults__" in label
-             else long_only).add(class_name)
-        _PROCESS_BOUND.append((frozenset(always), frozenset(long_only)))
-    return _PROCESS_BOUND[0]
-
-
-_REACH: dict[tuple[tuple[str, ...], bool], tuple[str, ...]] = {}
+    return environment.process_bound()
 
 
 def process_classes(conv: bfcl.Conversation) -> tuple[str, ...]:
     """The involved classes whose process-global objects this conversation can reach: those
     with shared mutable defaults always, those with shared module data in long context only
     (bfcl's simulators read and merge that data only when loaded with ``long_context``)."""
-    key = (conv.involved_classes, bool(conv.long_context))
-    got = _REACH.get(key)
-    if got is None:
-        always, long_only = _process_bound()
-        got = _REACH[key] = tuple(c for c in conv.involved_classes
-                                  if c in always or (key[1] and c in long_only))
-    return got
+    return environment.process_classes(conv.involved_classes, bool(conv.long_context))
 
 
 def depends_on_process(conv: bfcl.Conversation) -> bool:
