@@ -99,6 +99,16 @@ def test_the_workbench_scores_as_careful_score_does(tmp_path, runs_template) -> 
     assert not any(isinstance(m, ScoringFailed) for m in app.seen)
 
 
+def test_a_real_run_scored_in_the_workbench_is_careful_scores(tmp_path, shared_runs) -> None:
+    """Every line of a real run (600 conversations, three categories), byte for byte."""
+    run = tmp_path / "xlam"
+    shutil.copytree(shared_runs / "xlam-2-8b-fc-r" / "result", run / "result")
+    app = app_for(run, tmp_path)
+    out = score_in_app(app)
+    assert len(out.read_text().splitlines()) == 600
+    assert out.read_bytes() == careful_score(run, tmp_path / "cli")
+
+
 def test_a_file_that_cannot_be_scored_is_a_problem_and_the_rest_is_scored(
         tmp_path, runs_template) -> None:
     """A FIFO in place of one result file and a broken line in another: one problem line
