@@ -5,6 +5,6 @@ worker pool. Nothing here imports scoring, analysis, presentation or a front end
 
 __all__ = [
     "bfcl", "budget", "calls", "checker", "decode", "doctor", "environment", "executor",
-    "fs_capture", "literal_expr", "parallel", "perf", "process", "refcache", "replay", "runs",
-    "safe_text", "safe_write", "state", "trajectory",
+    "fs_capture", "literal_expr", "parallel", "perf", "process", "purity", "refcache", "replay",
+    "runs", "safe_text", "safe_write", "state", "trajectory",
 ]
