@@ -11,6 +11,9 @@
 
 Wall time (and the peak resident memory of the process tree, from ``wait4``) of each process,
 repeated ``--repeat`` times in alternation; the fastest of each is compared (median shown too).
+On a shared or virtual machine the parallel wall figures follow the other processes' load:
+``bench/pool_path.py`` gives the CPU critical path of one command and the wall it implies on
+idle cores.
 
 ``bfcl evaluate`` needs more than careful's lean environment may hold (every vendor SDK its CLI
 imports). If ``bfcl`` in this environment cannot start, the benchmark builds its own environment
