@@ -162,13 +162,20 @@ def plain_path(names: tuple) -> tuple:
     return tuple(out)
 
 
+# The versions' keys come from hash(), which differs between processes (PYTHONHASHSEED):
+# keys are comparable only between logs made under the same salt. A log read back from the
+# reference cache keeps the salt of the process that recorded it (None: unknown).
+SALT = hash(("careful_engine.core.fs_capture", "key salt"))
+
+
 class TreeLog:
     """The groups of changes made to one file system since a full capture (``base``)."""
 
-    __slots__ = ("base", "groups", "_base_plain", "_last", "__weakref__")
+    __slots__ = ("base", "groups", "salt", "_base_plain", "_last", "__weakref__")
 
-    def __init__(self, base: bytes) -> None:
+    def __init__(self, base: bytes, salt: int | None = SALT) -> None:
         self.base = base
+        self.salt = salt  # whose hash() made its versions' keys (see TreeVersion.same)
         self.groups: list[tuple] = []  # per call: ((names, old plain, new plain), ...)
         self._base_plain: dict | None = None
         self._last: tuple[int, dict] | None = None
@@ -224,11 +231,13 @@ class TreeVersion:
         return self.log.materialise(self.index, self.cwd)
 
     def same(self, other: TreeVersion) -> bool:
-        """Equal content (hash first, then the plain forms)."""
+        """Equal content (hash first where both keys come from one process's hash(), then
+        the plain forms)."""
         if self is other or (self.log is other.log and self.index == other.index
                              and self.cwd == other.cwd):
             return True
-        if self.key != other.key:
+        if self.key != other.key and self.log.salt == other.log.salt \
+                and self.log.salt is not None:
             return False
         return self.materialise() == other.materialise()
 

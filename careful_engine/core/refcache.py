@@ -269,14 +269,14 @@ class _Logs:
     def encode(self) -> list:
         return [(log.base, [[(names, old is MISSING, None if old is MISSING else old,
                               new is MISSING, None if new is MISSING else new)
-                             for names, old, new in group] for group in log.groups])
+                             for names, old, new in group] for group in log.groups], log.salt)
                 for log in self.logs]
 
 
 def _decode_logs(encoded: list) -> list[TreeLog]:
     logs = []
-    for base, groups in encoded:
-        log = TreeLog(base)
+    for base, groups, *salt in encoded:  # the salt of the recording process's keys
+        log = TreeLog(base, salt[0] if len(salt) == 1 and type(salt[0]) is int else None)
         log.groups = [tuple((tuple(names), MISSING if gone else old, MISSING if absent else new)
                             for names, gone, old, absent, new in group) for group in groups]
         logs.append(log)
