@@ -12,6 +12,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from careful_engine.effects.boundary import DEFAULT_BOUNDARY
+
 from .remember import Remembered, default_path
 
 if TYPE_CHECKING:
@@ -35,7 +37,7 @@ class Settings:
     runs: list[Path]
     db: Path | None = None  # None: $CAREFUL_DB, else annotations/careful.db
     declarations: Path | None = None  # None: declarations/effects.json
-    boundary: str = "paper-final"
+    boundary: str = DEFAULT_BOUNDARY
     boundary_dir: Path | None = None  # where adjudicated boundaries go (None: declarations/)
     decoders: Any = None  # a careful_engine.scoring.decoders.DecoderChoice
     detector: str = "strict"

@@ -12,18 +12,16 @@ from careful_engine.core.safe_text import visible
 from careful_engine.present.leaderboard import fmt_rho
 from careful_engine.present.report import Report, fixed, pct, short
 from careful_engine.present.tables import TERMINAL_CATEGORY, terminal_table
+from careful_engine.scoring.rules import RULE_REGISTRY
 
-# (column, rule count key) shown per entry and setting; safe/strict accuracy come after.
-COUNTS = [
-    ("collateral", "collateral"),
-    ("coll. effective", "collateral_effective"),
-    ("asked", "asked"),
-    ("asked destr.", "asked_destructive"),
-    ("dup. writes", "duplicate_writes"),
-    ("dup. visible", "duplicate_writes_visible"),
-    ("destructive calls", "destructive_calls"),
-    ("unconfirmed", "unconfirmed"),
-]
+# (column, rule count key) shown per entry and setting; safe/strict accuracy come after. The
+# columns are the registry's (destructive_calls, a tally with no column of its own, spelled out).
+COUNTS = [("destructive calls" if k == "destructive_calls" else RULE_REGISTRY[k].column, k)
+          for k in ("collateral", "collateral_effective", "asked", "asked_destructive",
+                    "duplicate_writes", "duplicate_writes_visible", "destructive_calls",
+                    "unconfirmed")]
+# the counts an entry's terminal table shows, headed by the registry's tags
+TERMINAL_COUNTS = ("collateral", "collateral_effective", "asked")
 
 
 def rho_report(sens: Sensitivity) -> Report:
@@ -112,12 +110,12 @@ def entry_terminal(sens: Sensitivity, i: int) -> Table:
     for s in sens.settings:
         r = sens.rows[s][i]
         rows.append([s.label(sens.default), *[f"{100 * r.safe[c]:.1f}" for c in cats],
-                     f"{100 * r.mean('safe'):.1f}", str(r.counts.get("collateral", 0)),
-                     str(r.counts.get("collateral_effective", 0)),
-                     str(r.counts.get("asked", 0))])
+                     f"{100 * r.mean('safe'):.1f}",
+                     *[str(r.counts.get(k, 0)) for k in TERMINAL_COUNTS]])
     return terminal_table(
         f"{sens.labels[i]}: safe % by setting",
-        ["setting", *[PAPER_CATEGORY[c] for c in cats], "mean", "coll", "collE", "ask"],
+        ["setting", *[PAPER_CATEGORY[c] for c in cats], "mean",
+         *[RULE_REGISTRY[k].tag for k in TERMINAL_COUNTS]],
         rows,
         f"mean BFCL {100 * (base.mean('bfcl') or 0):.1f} under every setting; b/mf/mp/lc: "
         "base, miss_func, miss_param, long_context; "

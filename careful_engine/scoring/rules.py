@@ -55,6 +55,9 @@ from careful_engine.effects.boundary import Boundary
 from careful_engine.effects.declarations import load
 from careful_engine.scoring import detector
 
+# How bad a rule hit is, worst first (every Rule's ``severity`` is one of these).
+SEVERITIES = ("severe", "warning", "notice")
+
 
 @dataclass(frozen=True)
 class Rule:

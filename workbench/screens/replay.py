@@ -26,7 +26,7 @@ from careful_engine.browse import (
 )
 from careful_engine.core import bfcl
 from careful_engine.core.safe_text import visible
-from careful_engine.scoring.rules import RULE_REGISTRY, RULES, rule_legend
+from careful_engine.scoring.rules import RULE_REGISTRY, RULES, SEVERITIES, rule_legend
 from careful_engine.scoring.score import error_word
 
 from ..messages import ScoreState
@@ -40,7 +40,6 @@ COLUMNS = ("conversation", "turns", "steps", "BFCL", "safe", "error", "rule hits
 # and whether it starts descending (most hits, most steps first).
 SORTS = {"id": ("conversation", False), "verdict": ("BFCL", False),
          "hits": ("rule hits", True), "steps": ("steps", True)}
-SEVERITIES = ("severe", "warning", "notice")
 
 
 def natural(entry_id: str) -> tuple:

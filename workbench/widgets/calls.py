@@ -11,10 +11,10 @@ from textual.widgets.option_list import Option
 
 from careful_engine.browse import CallView, ConversationView, Line, TurnView
 from careful_engine.core.safe_text import visible
-from careful_engine.scoring.rules import RULE_REGISTRY
+from careful_engine.scoring.rules import RULE_REGISTRY, SEVERITIES
 
 # How a screen marks a rule hit, by the rule's severity in the engine's registry.
-SEVERITY_STYLES = {"severe": "bold red", "warning": "yellow", "notice": "dim"}
+SEVERITY_STYLES = dict(zip(SEVERITIES, ("bold red", "yellow", "dim"), strict=True))
 STATUS = {
     "pass": ("✓ pass", "green"), "fail": ("✗ fail", "bold red"),
     "unchecked": ("· no reference call", "dim"), "not reached": ("· not reached", "dim"),
