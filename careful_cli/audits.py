@@ -14,15 +14,15 @@ from careful_cli.common import (
     Decoders,
     Quiet,
     Runs,
-    check_runs,
     console,
     decoder_choice,
     err,
     fail,
     literal,
+    out_folder,
     print_written,
-    refuse_out,
     scoring_progress,
+    tables_out,
     visible,
     write_reports,
 )
@@ -38,6 +38,7 @@ audit_app = typer.Typer(
     "single-turn score folders.", no_args_is_help=True, add_completion=False)
 app.add_typer(audit_app, name="audit")
 audit_app.command("references")(declare.audit_references)
+DecodeOut, ScoresOut = tables_out("decode-audit"), tables_out("score-audit")
 
 
 @audit_app.command("decode")
@@ -46,9 +47,7 @@ def decode_cmd(
     decoder: Decoders = None,
     top: Annotated[int, typer.Option(
         "--top", help="Failure messages shown per entry (the files keep 5).")] = 3,
-    out: Annotated[Path | None, typer.Option(
-        "--out", "-o", help="Folder for the Markdown, CSV and JSON tables. Default: "
-        "./careful-decode-audit.")] = None,
+    out: DecodeOut = None,
     quiet: Quiet = False,
 ) -> None:
     """What the decoder made of each run's logged steps: calls, no call, or a
@@ -66,9 +65,7 @@ def decode_cmd(
     Exit code: 0 nothing flagged; 1 a run flagged or input problems; 2 nothing
     usable.
     """
-    check_runs(runs)
-    out = out or Path("careful-decode-audit")
-    refuse_out(out)
+    out = out_folder(runs, out, "decode-audit")
     choice = decoder_choice(decoder)
     audits = []
     with scoring_progress("decoding") as cb:
@@ -105,9 +102,7 @@ def scores_cmd(
     near: Annotated[float, typer.Option(
         "--near", help="Irrelevance accuracy counted as 'near 1' for the "
         "signature.")] = sa.NEAR_ONE,
-    out: Annotated[Path | None, typer.Option(
-        "--out", "-o", help="Folder for the Markdown, CSV and JSON tables. Default: "
-        "./careful-score-audit.")] = None,
+    out: ScoresOut = None,
     quiet: Quiet = False,
 ) -> None:
     """Audit bfcl score files: the irrelevance decode-failure signature and
@@ -139,8 +134,7 @@ def scores_cmd(
         raise fail(f"{directory} does not exist")
     if results is not None and not results.is_dir():
         raise fail(f"--results {results} is not a folder")
-    out = out or Path("careful-score-audit")
-    refuse_out(out)
+    out = out_folder([], out, "score-audit")
     audits, result_dir, problems = sa.audit(directory, results, near)
     if not audits:
         raise fail(f"no BFCL_v*_<category>_score.json files under {directory}")

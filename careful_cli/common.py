@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import typer
 from rich.console import Console
@@ -102,9 +102,10 @@ def internal_error() -> int:
 __all__ = [
     "DEFAULT_BOUNDARY", "EXIT_GATE", "EXIT_INTERNAL", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_UNUSABLE",
     "Annotators", "Boundary", "Declarations", "Decoders", "Detector", "Format", "Jobs", "Output",
-    "Quiet", "Runs", "check_detector", "check_runs", "console", "decoder_choice",
-    "effects_or_fail", "err", "fail", "internal_error", "literal", "log_dir", "print_written",
-    "progress_bar", "refuse_out", "resolve_jobs", "scoring_progress", "visible", "write_reports",
+    "Quiet", "Runs", "ScoringInputs", "check_detector", "check_runs", "console", "decoder_choice",
+    "effects_or_fail", "err", "fail", "internal_error", "literal", "log_dir", "out_folder",
+    "print_written", "progress_bar", "refuse_out", "resolve_jobs", "scoring_inputs",
+    "scoring_progress", "tables_out", "visible", "write_reports",
 ]
 
 # ---------------------------------------------------------------- options shared by commands
@@ -140,6 +141,43 @@ Output = Annotated[Path | None, typer.Option(
 Annotators = Annotated[list[str] | None, typer.Option(
     "--annotator", "-a", "--annotators", help="Only these annotators (repeatable, or "
     "comma-separated: -a A1 -a A2 or -a A1,A2). Default: all.")]
+
+
+def tables_out(command: str) -> Any:
+    """The ``--out`` option of a command that writes its tables to a folder, by default
+    ``./careful-<command>`` (give the same name to :func:`out_folder`)."""
+    return Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Folder for the Markdown, CSV and JSON tables. Default: "
+        f"./careful-{command}.")]
+
+
+def out_folder(runs: list[Path], out: Path | None, command: str) -> Path:
+    """Before any work: exit 2 when a run folder does not exist or ``--out`` (default
+    ``./careful-<command>``) is unusable; the folder the tables go to."""
+    check_runs(runs)
+    out = out or Path(f"careful-{command}")
+    refuse_out(out)
+    return out
+
+
+class ScoringInputs(NamedTuple):
+    """What the commands that score runs read from their shared options, checked."""
+
+    detector: str
+    decoders: DecoderChoice
+    effects: Effects
+    jobs: int
+
+
+def scoring_inputs(detector: str, decoder: list[str] | None, boundary: str,
+                   declarations: Path | None, jobs: int) -> ScoringInputs:
+    """``--detector``, ``--decoder``, ``--boundary``/``--declarations`` and ``--jobs`` checked
+    in that order (a usage error exits 2; declarations that cannot be read exit 2)."""
+    detector = check_detector(detector)
+    decoders = decoder_choice(decoder)
+    return ScoringInputs(detector, decoders, effects_or_fail(boundary, declarations),
+                         resolve_jobs(jobs))
+
 
 def decoder_choice(values: list[str] | None) -> DecoderChoice:
     """``--decoder`` values parsed; a malformed one is a usage error (exit 2)."""

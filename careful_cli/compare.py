@@ -19,18 +19,15 @@ from careful_cli.common import (
     Jobs,
     Output,
     Quiet,
-    check_detector,
-    check_runs,
     console,
-    decoder_choice,
-    effects_or_fail,
     err,
     fail,
     literal,
+    out_folder,
     print_written,
-    refuse_out,
-    resolve_jobs,
+    scoring_inputs,
     scoring_progress,
+    tables_out,
     visible,
     write_reports,
 )
@@ -40,6 +37,7 @@ from careful_engine.analysis import compare as cmp
 from careful_engine.present.compare import compare_report, compare_terminal, pairs_report
 
 app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
+Out = tables_out("compare")
 
 
 @app.command()
@@ -59,9 +57,7 @@ def compare(
     detector: Detector = "strict",
     decoder: Decoders = None,
     declarations: Declarations = None,
-    out: Annotated[Path | None, typer.Option(
-        "--out", "-o", help="Folder for the Markdown, CSV and JSON tables. Default: "
-        "./careful-compare.")] = None,
+    out: Out = None,
     quiet: Quiet = False,
     fail_on_regression: Annotated[bool, typer.Option(
         "--fail-on-regression", help="Gate: exit 4 when B is significantly worse than A "
@@ -97,17 +93,13 @@ def compare(
         raise typer.BadParameter(f"{alpha}: must be between 0 and 1", param_hint="--alpha")
     limits = ci.parse_all(max_increase, gates.parse_increase, "--max-increase")
     ci.route_tables(console, fmt, output)
-    check_runs([run_a, run_b])
-    out = out or Path("careful-compare")
-    refuse_out(out)
+    out = out_folder([run_a, run_b], out, "compare")
     try:
         kinds = cmp.parse_scores(score)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--score") from None
-    detector = check_detector(detector)
-    choice = decoder_choice(decoder)
-    effects = effects_or_fail(boundary, declarations)
-    jobs = resolve_jobs(jobs)
+    detector, choice, effects, jobs = scoring_inputs(detector, decoder, boundary, declarations,
+                                                     jobs)
     try:
         with scoring_progress() as cb:
             scored = cmp.score_pair(run_a, run_b, model_a=model_a, model_b=model_b,

@@ -16,17 +16,14 @@ from careful_cli.common import (
     Jobs,
     Quiet,
     Runs,
-    check_detector,
-    check_runs,
     console,
-    decoder_choice,
-    effects_or_fail,
     fail,
     literal,
+    out_folder,
     print_written,
-    refuse_out,
-    resolve_jobs,
+    scoring_inputs,
     scoring_progress,
+    tables_out,
     write_reports,
 )
 from careful_cli.scored import decode_warnings, exit_on_problems, report_problems
@@ -34,6 +31,7 @@ from careful_engine.analysis.leaderboard import score_runs
 from careful_engine.present.leaderboard import leaderboard_reports, leaderboard_terminal
 
 app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
+Out = tables_out("leaderboard")
 
 
 @app.command()
@@ -43,9 +41,7 @@ def leaderboard(
     detector: Detector = "strict",
     decoder: Decoders = None,
     declarations: Declarations = None,
-    out: Annotated[Path | None, typer.Option(
-        "--out", "-o", help="Folder for the Markdown, CSV and JSON tables. Default: "
-        "./careful-leaderboard.")] = None,
+    out: Out = None,
     quiet: Quiet = False,
     jobs: Jobs = 0,
     plot: Annotated[Path | None, typer.Option(
@@ -63,16 +59,12 @@ def leaderboard(
     Exit code: 0 all input usable; 1 ranked, but some input had problems; 2
     nothing usable.
     """
-    check_runs(runs)
-    out = out or Path("careful-leaderboard")
-    refuse_out(out)
+    out = out_folder(runs, out, "leaderboard")
     if plot is not None and plot.suffix.lower() != ".svg":
         raise typer.BadParameter(f"{plot}: only SVG is written (name it *.svg)",
                                  param_hint="--plot")
-    detector = check_detector(detector)
-    choice = decoder_choice(decoder)
-    effects = effects_or_fail(boundary, declarations)
-    jobs = resolve_jobs(jobs)
+    detector, choice, effects, jobs = scoring_inputs(detector, decoder, boundary, declarations,
+                                                     jobs)
     with scoring_progress() as cb:
         scored = score_runs(runs, decoders=choice, effects=effects, detector=detector,
                             jobs=jobs, keep_entries=False, **cb)  # ranks need no entries

@@ -3,7 +3,6 @@ rule (§7 Sensitivity)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -15,17 +14,17 @@ from careful_cli.common import (
     Quiet,
     Runs,
     check_detector,
-    check_runs,
     console,
     decoder_choice,
     effects_or_fail,
     err,
     fail,
     literal,
+    out_folder,
     print_written,
-    refuse_out,
     resolve_jobs,
     scoring_progress,
+    tables_out,
     write_reports,
 )
 from careful_cli.scored import decode_warnings, exit_on_problems, report_problems
@@ -33,6 +32,7 @@ from careful_engine.analysis import sensitivity as sens
 from careful_engine.present import sensitivity as show
 
 app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
+Out = tables_out("sensitivity")
 
 
 @app.command()
@@ -49,9 +49,7 @@ def sensitivity(
         "time.")] = False,
     decoder: Decoders = None,
     declarations: Declarations = None,
-    out: Annotated[Path | None, typer.Option(
-        "--out", "-o", help="Folder for the Markdown, CSV and JSON tables. Default: "
-        "./careful-sensitivity.")] = None,
+    out: Out = None,
     quiet: Quiet = False,
     jobs: Jobs = 0,
 ) -> None:
@@ -74,9 +72,7 @@ def sensitivity(
     Exit code: 0 all input usable; 1 done, but some input had problems; 2
     nothing usable.
     """
-    check_runs(runs)
-    out = out or Path("careful-sensitivity")
-    refuse_out(out)
+    out = out_folder(runs, out, "sensitivity")
     for d in detector or []:
         check_detector(d)
     choice = decoder_choice(decoder)
