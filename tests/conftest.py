@@ -4,6 +4,7 @@ import atexit
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,33 @@ def shared_runs() -> Path:
     if not SHARED_RUNS.is_dir():
         pytest.skip(f"{SHARED_RUNS} is not present")
     return SHARED_RUNS
+
+
+# ---------------------------------------------------------------- the workbench's tests
+
+
+@pytest.fixture(scope="session")
+def runs_template(tmp_path_factory) -> Path:
+    """Two small runs, scored (tests/workbench_support.py: ``build_runs``); copy before writing."""
+    from tests.workbench_support import build_runs
+
+    return build_runs(tmp_path_factory.mktemp("workbench"))
+
+
+@pytest.fixture
+def workdir(tmp_path, runs_template, monkeypatch) -> Iterator[Path]:
+    """A working folder with the runs and a fresh annotation database; the current directory."""
+    from tests.workbench_support import build_db
+
+    shutil.copytree(runs_template, tmp_path / "runs")
+    build_db(tmp_path / "careful.db").close()
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+
+
+@pytest.fixture
+def no_blink(monkeypatch) -> None:
+    """No blinking cursor in Textual inputs (screenshots and key timing stay stable)."""
+    from textual.widgets import Input
+
+    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)

@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -39,6 +41,19 @@ def db(tmp_path):
     return path
 
 
+@contextmanager
+def sigkilled(proc: subprocess.Popen) -> Iterator[subprocess.Popen]:
+    """Drive ``proc`` in the block, then kill it without warning (SIGKILL) and reap it; it is
+    killed too when the block fails."""
+    try:
+        yield proc
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def _count(db: Path, annotator: str) -> int:
     with Store(db) as store:
         return len(store.annotator_session("r", annotator).labels())
@@ -60,7 +75,7 @@ def test_sigkill_of_the_label_command_keeps_exactly_n_labels(db):
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         text=True, cwd=REPO, env=_env(),
     )
-    try:
+    with sigkilled(proc):
         _read_until(proc, "to go")
         for i in range(1, n + 1):
             answer = f"y reason {i}" if i % 2 else "n"
@@ -68,11 +83,6 @@ def test_sigkill_of_the_label_command_keeps_exactly_n_labels(db):
             proc.stdin.flush()
             assert f"({i}/128)" in _read_until(proc, "saved ")
         # the process now waits for answer n+1; kill it without warning
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == -signal.SIGKILL
     assert _count(db, "A1") == n
     with Store(db) as store:
@@ -105,17 +115,12 @@ def test_sigkill_mid_stream_loses_nothing_committed(db):
         stderr=subprocess.DEVNULL, text=True, cwd=REPO, env=_env(),
     )
     acked = 0
-    try:
+    with sigkilled(proc):  # then killed while it labels as fast as it can
         assert proc.stdout.readline().strip() == "ready"
         while acked < 40:
             line = proc.stdout.readline()
             assert line, "labelling loop ended early"
             acked = int(line)
-        proc.send_signal(signal.SIGKILL)  # while it labels as fast as it can
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     # every acknowledged label is there; at most the one in flight (and any whose
     # acknowledgement was still in the pipe) beyond it, all complete rows
     count = _count(db, "A2")
@@ -192,16 +197,11 @@ def test_sigkill_of_the_import_command_keeps_whole_label_sets(tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO, env=env,
     )
     acked = 0
-    try:
+    with sigkilled(proc):  # then killed while it imports the next files
         while acked < 8:
             line = proc.stdout.readline()
             assert line, f"import ended early: rc={proc.poll()}"
             acked += "-> round imp: 128 labels" in line
-        proc.send_signal(signal.SIGKILL)  # while it imports the next files
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == -signal.SIGKILL
     with Store(db) as store:
         assert store.integrity_check() == "ok"
@@ -256,7 +256,7 @@ def test_sigkill_while_adjudicating_loses_no_decision_and_no_boundary(db, tmp_pa
         stderr=subprocess.DEVNULL, text=True, cwd=REPO, env=_env(),
     )
     decided = wrote = -1
-    try:
+    with sigkilled(proc):  # then killed mid-stream: deciding or writing the boundary
         assert proc.stdout.readline().strip() == "ready"
         while wrote < 30:
             line = proc.stdout.readline()
@@ -266,11 +266,6 @@ def test_sigkill_while_adjudicating_loses_no_decision_and_no_boundary(db, tmp_pa
                 decided = int(i)
             else:
                 wrote = int(i)
-        proc.send_signal(signal.SIGKILL)  # mid-stream: deciding or writing the boundary
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == -signal.SIGKILL
     with Store(db) as store:
         assert store.integrity_check() == "ok"

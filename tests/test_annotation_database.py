@@ -41,6 +41,15 @@ def _sql(path, *statements):
     conn.close()
 
 
+# a good database altered by one statement: (case, statement, what the error says)
+ALTERED = [
+    ("missing table", "drop table labels", "table 'labels' is missing"),
+    ("version", "update meta set value = '99' where key = 'schema'", "schema version '99'"),
+    ("no version", "delete from meta", "schema version 'none'"),
+    ("missing column", "alter table decisions drop column reason", "lacks columns reason"),
+]
+
+
 def _damaged(tmp_path, decl) -> dict:
     cases = {}
     p = tmp_path / "text.db"
@@ -58,18 +67,10 @@ def _damaged(tmp_path, decl) -> dict:
     p = tmp_path / "foreign.db"
     _sql(p, "create table foo (x)", "insert into foo values (1)")
     cases["foreign"] = (p, "not a careful annotation database")
-    p = _good(tmp_path / "missing.db", decl)
-    _sql(p, "drop table labels")
-    cases["missing table"] = (p, "table 'labels' is missing")
-    p = _good(tmp_path / "version.db", decl)
-    _sql(p, "update meta set value = '99' where key = 'schema'")
-    cases["version"] = (p, "schema version '99'")
-    p = _good(tmp_path / "noversion.db", decl)
-    _sql(p, "delete from meta")
-    cases["no version"] = (p, "schema version 'none'")
-    p = _good(tmp_path / "columns.db", decl)
-    _sql(p, "alter table decisions drop column reason")
-    cases["missing column"] = (p, "lacks columns reason")
+    for case, statement, says in ALTERED:
+        p = _good(tmp_path / f"{case.replace(' ', '-')}.db", decl)
+        _sql(p, statement)
+        cases[case] = (p, says)
     cases["folder"] = (tmp_path, "not a regular file")
     return cases
 
@@ -135,6 +136,7 @@ def test_a_version_1_database_is_upgraded(tmp_path, decl):
 def test_the_workbench_says_so_and_goes_on(tmp_path):
     import asyncio
 
+    from tests.workbench_support import open_label
     from workbench.app import WorkbenchApp, demo_settings
     from workbench.screens.agreement import AgreementScreen
     from workbench.screens.label import LabelScreen
@@ -145,11 +147,7 @@ def test_the_workbench_says_so_and_goes_on(tmp_path):
     async def go():
         app = WorkbenchApp(demo_settings(tmp_path))
         async with app.run_test(size=(100, 30)) as pilot:
-            await pilot.pause()
-            await app.workers.wait_for_complete()
-            await pilot.press("2")
-            await pilot.pause()
-            assert isinstance(app.screen, LabelScreen)
+            await open_label(pilot)
             assert "not an SQLite database" in str(
                 app.screen.query_one("#round-info").render())
             await pilot.press("ctrl+n")  # no new round over a database it cannot use

@@ -330,8 +330,8 @@ def test_sessions_do_not_reach_into_the_store():
 def test_the_workbench_refuses_bad_and_foreign_names(tmp_path, decl, monkeypatch):
     import asyncio
 
+    from tests.workbench_support import open_label
     from workbench.app import WorkbenchApp, demo_settings
-    from workbench.screens.label import LabelScreen
 
     (tmp_path / "runs").mkdir()
     with Store(tmp_path / "careful.db") as store:
@@ -343,12 +343,7 @@ def test_the_workbench_refuses_bad_and_foreign_names(tmp_path, decl, monkeypatch
     async def go():
         app = WorkbenchApp(demo_settings(tmp_path))
         async with app.run_test(size=(100, 30)) as pilot:
-            await pilot.pause()
-            await app.workers.wait_for_complete()
-            await pilot.press("2")
-            await pilot.pause()
-            screen = app.screen
-            assert isinstance(screen, LabelScreen)
+            screen = await open_label(pilot)
             screen.query_one("#annotator").focus()  # the name field takes keys once focused
             for name, message in (("a:b", "invalid annotator name"),
                                   ("Bob", "confused with the existing annotator 'bob'"),

@@ -5,20 +5,25 @@ and the boundary written, scores made in the background, the leaderboard's compa
 from __future__ import annotations
 
 import asyncio
-import html
 import json
-import re
 from pathlib import Path
 
 import pytest
-from textual.widgets import DataTable, Input
+from textual.widgets import DataTable
 
 from careful_engine.annotation.store import Store
-from tests import test_workbench_data as data
-from tests.workbench_support import settle
+from tests.workbench_support import (
+    IDS,
+    SECRET,
+    open_agreement,
+    open_replay,
+    screen_text,
+    settings,
+    settle,
+    start_labelling,
+)
 from workbench.app import WorkbenchApp
 from workbench.screens import (
-    AgreementScreen,
     ConversationScreen,
     HelpScreen,
     LabelScreen,
@@ -26,13 +31,7 @@ from workbench.screens import (
     ReplayScreen,
 )
 
-IDS, SECRET, settings = data.IDS, data.SECRET, data.settings
-runs_template, workdir = data.runs_template, data.workdir  # the fixtures
-
-
-@pytest.fixture(autouse=True)
-def _no_blink(monkeypatch):
-    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
+pytestmark = pytest.mark.usefixtures("no_blink")
 
 
 def run(coro):
@@ -43,21 +42,6 @@ def run(coro):
 
 def app_for(root: Path, **kw) -> WorkbenchApp:
     return WorkbenchApp(settings(root, **kw))
-
-
-async def start_labelling(pilot, who: str = "A1") -> LabelScreen:
-    await settle(pilot, "2")
-    screen = pilot.app.screen
-    assert isinstance(screen, LabelScreen)
-    await settle(pilot, "tab", *who, "enter")  # Tab: to the name field
-    assert screen.session is not None and screen.session.annotator == who
-    return screen
-
-
-def screen_text(app: WorkbenchApp) -> str:
-    """What the terminal shows, as plain text (from the SVG screenshot)."""
-    svg = app.export_screenshot()
-    return html.unescape(re.sub(r"<[^>]+>", "", svg.split("</style>")[-1])).replace("\xa0", " ")
 
 
 # ---------------------------------------------------------------- home
@@ -165,9 +149,7 @@ def test_agreement_decision_and_boundary(workdir) -> None:
     async def go():
         app = app_for(workdir)
         async with app.run_test(size=(80, 24)) as pilot:
-            await settle(pilot, "3")
-            screen = app.screen
-            assert isinstance(screen, AgreementScreen)
+            screen = await open_agreement(pilot)
             assert screen.session.round_name == "r2"  # the closed round
             pairs = screen.query_one("#pairs", DataTable)
             assert pairs.get_row_at(0)[:2] == ["A1–A2", "3/5"]  # all five are writes
@@ -195,10 +177,7 @@ def test_a_blind_open_round_needs_a_recorded_override(workdir) -> None:
     async def go():
         app = app_for(workdir)
         async with app.run_test(size=(80, 24)) as pilot:
-            await settle(pilot, "3")
-            screen = app.screen
-            screen.query_one("#agree-round").value = "r1"
-            await settle(pilot)
+            screen = await open_agreement(pilot, "r1")
             assert screen.session is None
             assert "blind and still open" in str(screen.query_one("#agree-summary").render())
             await settle(pilot, "o", *"pilot check", "enter")
@@ -210,16 +189,6 @@ def test_a_blind_open_round_needs_a_recorded_override(workdir) -> None:
 
 
 # ---------------------------------------------------------------- replay and the stepper
-
-
-async def open_replay(pilot, run_label: str = "beta") -> ReplayScreen:
-    await settle(pilot, "4")
-    screen = pilot.app.screen
-    assert isinstance(screen, ReplayScreen)
-    if screen.ref.label != run_label:
-        await settle(pilot, "r")
-    assert screen.ref.label == run_label
-    return screen
 
 
 def test_filters_narrow_the_list(workdir) -> None:

@@ -15,21 +15,16 @@ from textual.widgets import Input, Select
 
 from careful_engine import browse
 from careful_engine.scoring.settings import KEY
-from tests import test_workbench_data as data
-from tests.workbench_support import settle
+from tests.workbench_support import IDS, open_agreement, settings, settle, start_labelling
 from workbench.app import WorkbenchApp
 from workbench.screens import (
     ReplayScreen,
 )
 
-IDS, settings = data.IDS, data.settings
-runs_template, workdir = data.runs_template, data.workdir  # the fixtures
 MODES = ("home", "label", "agreement", "replay", "leaderboard")
 
 
-@pytest.fixture(autouse=True)
-def _no_blink(monkeypatch):
-    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
+pytestmark = pytest.mark.usefixtures("no_blink")
 
 
 
@@ -335,8 +330,6 @@ def test_a_new_round_has_a_roster(workdir) -> None:
 def test_a_stray_key_after_a_refused_save_is_not_a_reason(workdir) -> None:
     """'n' on a proposed candidate needs a reason: Enter is refused; the next n is a choice,
     not the reason "n" (before: it was saved as the reason)."""
-    from tests.test_workbench_app import start_labelling
-
     async def go():
         app = WorkbenchApp(settings(workdir))
         async with app.run_test(size=(80, 24)) as pilot:
@@ -356,8 +349,6 @@ def test_a_stray_key_after_a_refused_save_is_not_a_reason(workdir) -> None:
 
 def test_a_short_reason_needs_a_deliberate_yes(workdir) -> None:
     """A reason of one or two words opens a question; Enter does not answer it, y does."""
-    from tests.test_workbench_app import start_labelling
-
     async def go():
         app = WorkbenchApp(settings(workdir))
         async with app.run_test(size=(80, 24)) as pilot:
@@ -505,10 +496,7 @@ def test_an_override_once_recorded_is_remembered(workdir) -> None:
     async def go():
         app = WorkbenchApp(settings(workdir))
         async with app.run_test(size=(80, 24)) as pilot:
-            await settle(pilot, "3")
-            screen = app.screen
-            screen.query_one("#agree-round").value = "r1"
-            await settle(pilot)
+            screen = await open_agreement(pilot, "r1")
             assert screen.session is None
             await settle(pilot, "o", *"pilot check of r1", "enter")
             assert screen.session is not None and screen.session.round_name == "r1"

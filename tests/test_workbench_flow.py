@@ -11,8 +11,7 @@ import pytest
 from textual.widgets import Checkbox, DataTable, Input, Select
 
 from careful_engine.annotation.store import Store
-from tests import test_workbench_data as data
-from tests.workbench_support import settle
+from tests.workbench_support import open_agreement, settings, settle
 from workbench.app import WorkbenchApp
 from workbench.screens import (
     AgreementScreen,
@@ -24,18 +23,13 @@ from workbench.screens import (
     ReplayScreen,
 )
 
-settings = data.settings
-runs_template, workdir = data.runs_template, data.workdir  # the fixtures
-
 SCREENS = {"1": HomeScreen, "2": LabelScreen, "3": AgreementScreen, "4": ReplayScreen,
            "5": LeaderboardScreen}
 MAIN = {"1": "runs", "2": "round-select", "3": "splits", "4": "conversations",
         "5": "lb-ranking"}
 
 
-@pytest.fixture(autouse=True)
-def _no_blink(monkeypatch):
-    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
+pytestmark = pytest.mark.usefixtures("no_blink")
 
 
 def run(coro) -> None:
@@ -231,8 +225,7 @@ def test_agreement_and_adjudication_on_some_annotators(workdir) -> None:
         app = WorkbenchApp(settings(workdir))
         shown: list[str] = []
         async with app.run_test(size=(120, 40)) as pilot:
-            await settle(pilot, "3")
-            screen = app.screen
+            screen = await open_agreement(pilot)
             assert str(screen.query_one("#agree-round", Select).value) == "r2"
             assert sorted(screen.result.destructive) == want_all
             app.notify = lambda message, **kw: shown.append(str(message))  # type: ignore

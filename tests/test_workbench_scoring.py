@@ -16,12 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from careful_engine import browse
-from tests import test_workbench_data as data
 from workbench.app import WorkbenchApp
 from workbench.context import Settings
 from workbench.messages import ScoringDone, ScoringFailed, ScoringFinished, ScoringProgress
-
-runs_template = data.runs_template  # the fixture
 
 
 class Recording(WorkbenchApp):

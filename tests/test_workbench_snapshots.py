@@ -5,18 +5,11 @@ folder, no clock on screen, no cursor blink. Refresh with ``pytest --snapshot-up
 from __future__ import annotations
 
 import pytest
-from textual.widgets import Input
 
-from tests import test_workbench_data as data
-from tests.workbench_support import settle
+from tests.workbench_support import settings, settle
 from workbench.app import WorkbenchApp
 
-runs_template, workdir = data.runs_template, data.workdir  # the fixtures
-
-
-@pytest.fixture(autouse=True)
-def _no_blink(monkeypatch):
-    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
+pytestmark = pytest.mark.usefixtures("no_blink")
 
 
 def steps(*keys: str):
@@ -32,7 +25,7 @@ def steps(*keys: str):
 
 
 def app(root) -> WorkbenchApp:
-    return WorkbenchApp(data.settings(root))
+    return WorkbenchApp(settings(root))
 
 
 def test_home(snap_compare, workdir) -> None:

@@ -7,35 +7,19 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from textual.widgets import DataTable, Input
+from textual.widgets import DataTable
 
 from careful_engine.scoring.rules import RULE_REGISTRY
-from tests import test_workbench_data as data
-from tests.workbench_support import settle
+from tests.workbench_support import IDS, open_replay, screen_text, settings, settle
 from workbench.app import WorkbenchApp
-from workbench.screens import ConversationScreen, LeaderboardScreen, ReplayScreen
+from workbench.screens import ConversationScreen, LeaderboardScreen
 from workbench.screens.problems import LinesScreen
 
-IDS, settings = data.IDS, data.settings
-runs_template, workdir = data.runs_template, data.workdir  # the fixtures
-
-
-@pytest.fixture(autouse=True)
-def _no_blink(monkeypatch):
-    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
+pytestmark = pytest.mark.usefixtures("no_blink")
 
 
 def notes(app: WorkbenchApp) -> list[str]:
     return [n.message for n in app._notifications]
-
-
-async def replay(pilot, run: str = "beta") -> ReplayScreen:
-    await settle(pilot, "4")
-    screen = pilot.app.screen
-    assert isinstance(screen, ReplayScreen)
-    if screen.ref.label != run:
-        await settle(pilot, "r")
-    return screen
 
 
 # ---------------------------------------------------------------- defect 7: see everything
@@ -104,7 +88,7 @@ def test_table_rows_open_whole(workdir) -> None:
     async def go():
         app = WorkbenchApp(settings(workdir))
         async with app.run_test(size=(80, 24)) as pilot:
-            screen = await replay(pilot)
+            screen = await open_replay(pilot)
             await settle(pilot, "v")
             text = "\n".join(t.plain for t in app.screen._lines)
             assert f"conversation: {IDS[0]}" in text
@@ -256,12 +240,10 @@ def test_label_counts_and_rounds_refresh_on_return(workdir) -> None:
 
 
 def test_the_list_sorts_with_a_visible_indicator(workdir) -> None:
-    from tests.test_workbench_app import screen_text
-
     async def go():
         app = WorkbenchApp(settings(workdir))
         async with app.run_test(size=(100, 24)) as pilot:
-            screen = await replay(pilot)
+            screen = await open_replay(pilot)
             table = screen.query_one(DataTable)
 
             def ids() -> list[str]:
@@ -338,7 +320,7 @@ def test_tags_severities_and_error_words_come_from_the_engine(workdir, monkeypat
     async def go():
         app = WorkbenchApp(settings(workdir))
         async with app.run_test(size=(100, 24)) as pilot:
-            screen = await replay(pilot)
+            screen = await open_replay(pilot)
             table = screen.query_one(DataTable)
             cells = table.get_row(IDS[0])
             assert "state differs" in str(cells[5])
