@@ -22,8 +22,8 @@ from careful_engine.core.runs import (
     LoadedFile,
     Problem,
     ResultFile,
+    decoder_key,
     load_result_file,
-    manifest_decoder,
     needs_decoder,
 )
 from careful_engine.scoring.decoders import DecoderChoice
@@ -78,17 +78,10 @@ def decoder_for(run: Path, model: str, files: Sequence[ResultFile],
     """A model folder's decoder key, by the CLI's rule (:meth:`DecoderChoice.for_model`), then
     the manifest's, then the registry key (which fails, with a message, on use)."""
     chosen = decoders.for_model(run, model) if decoders is not None else None
-    return (chosen or (_manifest(files[0]) if files else None)
-            or bfcl.registry_key_for_dir(model))
-
-
-def _manifest(rf: ResultFile) -> str | None:
-    """The manifest's decoder; a bad manifest falls back to the registry key (and fails there,
-    with a message, when the run is scored)."""
     try:
-        return manifest_decoder(rf)
-    except DecoderUnavailable:
-        return None
+        return decoder_key(model, files[0] if files else None, chosen)
+    except DecoderUnavailable:  # a bad manifest: the registry key (which fails, with a
+        return bfcl.registry_key_for_dir(model)  # message, when the run is scored)
 
 
 def default_cache_dir() -> Path:

@@ -257,6 +257,15 @@ def needs_decoder(loaded: LoadedFile) -> bool:
     )
 
 
+def decoder_key(model_dir: str, first: ResultFile | None, chosen: str | None = None) -> str:
+    """A model folder's decoder key: ``chosen`` (``--decoder``) if given, else the one its
+    ``careful_run.json`` names (read next to ``first``, one of its result files), else its
+    registry key (the folder name with ``_`` as ``/``, as bfcl evaluate maps it). Raises
+    :class:`DecoderUnavailable` for a manifest that names no usable key."""
+    return (chosen or (manifest_decoder(first) if first is not None else None)
+            or bfcl.registry_key_for_dir(model_dir))
+
+
 def manifest_decoder(rf: ResultFile) -> str | None:
     """The decoder named by a ``careful_run.json`` in the model folder, if any.
 

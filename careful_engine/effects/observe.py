@@ -43,9 +43,9 @@ from careful_engine.core.runs import (
     DecoderUnavailable,
     LoadedFile,
     ResultFile,
+    decoder_key,
     find_result_files,
     load_result_file,
-    manifest_decoder,
     needs_decoder,
 )
 from careful_engine.core.state import Change, State, diff
@@ -313,8 +313,7 @@ def find_runs(roots: Sequence[Path], decoders: dict[str, str]) -> tuple[list[Run
                                 f"e.g. {problems[0]}")
             if needs_decoder(run.loaded):
                 try:
-                    key = (decoders.get(rf.model) or manifest_decoder(rf)
-                           or bfcl.registry_key_for_dir(rf.model))
+                    key = decoder_key(rf.model, rf, decoders.get(rf.model))
                     run.handler = bfcl.handler(key)
                     run.decoder = key
                 except (bfcl.UnknownModel, RuntimeError, DecoderUnavailable) as e:

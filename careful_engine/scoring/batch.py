@@ -48,8 +48,8 @@ from careful_engine.core.runs import (
     LoadedFile,
     Problem,
     ResultFile,
+    decoder_key,
     load_result_file,
-    manifest_decoder,
     needs_decoder,
 )
 from careful_engine.scoring.score import (
@@ -86,7 +86,7 @@ def plan_run(run_dir: Path, decoder: str | None | Callable[[str], str | None] = 
     for m, files in by_model.items():
         try:
             chosen = decoder(m) if callable(decoder) else decoder
-            keys[m] = chosen or manifest_decoder(files[0]) or bfcl.registry_key_for_dir(m)
+            keys[m] = decoder_key(m, files[0], chosen)
         except DecoderUnavailable as e:  # its files are still loaded, for their problems
             keys[m], unusable[m] = None, str(e)
     return RunPlan(run_dir, by_model, problems, keys, unusable)

@@ -27,9 +27,9 @@ from careful_engine.core.runs import (
     LoadedFile,
     Problem,
     ResultFile,
+    decoder_key,
     find_result_files,
     load_result_file,
-    manifest_decoder,
     needs_decoder,
 )
 from careful_engine.core.safe_write import writer
@@ -306,7 +306,7 @@ def folder_decoder(model_dir: str, files: list[LoadedFile],
     else its registry key (the folder name with ``_`` as ``/``, as bfcl evaluate maps it).
     Raises :class:`DecoderUnavailable` with a message naming the folder.
     """
-    key = decoder or manifest_decoder(files[0].file) or bfcl.registry_key_for_dir(model_dir)
+    key = decoder_key(model_dir, files[0].file, decoder)
     if not any(needs_decoder(lf) for lf in files):
         return key, None
     try:
