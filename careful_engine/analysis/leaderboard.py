@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from careful_engine.core import bfcl
 from careful_engine.core.parallel import Cancel, MpContext
@@ -99,38 +100,20 @@ def label_entries(pairs: list[tuple[Path, str]]) -> list[str]:
     return labels
 
 
-def score_runs(
-    runs: list[Path],
-    *,
-    decoders: DecoderChoice | None = None,
-    models: list[str] | None = None,
-    effects: Effects | None = None,
-    detector: str = "strict",
-    keep_traces: bool = False,
-    on_start: Callable[[int], None] | None = None,
-    on_file: Callable[[str, str], None] | None = None,
-    on_entry: Callable[[], None] | None = None,
-    on_run: Callable[[Path, RunScore], None] | None = None,
-    jobs: int = 1,
-    keep_entries: bool = True,
-    mp_context: MpContext = None,
-    cancel: Cancel = None,
-    on_progress: Callable[[int, int], None] | None = None,
-) -> Scored:
+def score_runs(runs: list[Path], *, models: list[str] | None = None,
+               **options: Any) -> Scored:
     """Score every model folder (or those in ``models``) of every run folder, with one
     :func:`score_run` per decoder used.
 
-    ``on_run`` sees each run's score as soon as it is done (the sensitivity analysis uses it
-    to re-evaluate traces run by run and drop them, which bounds memory). ``keep_entries``,
-    ``mp_context``, ``cancel`` and ``on_progress``: see
+    ``options`` are :func:`score_run_groups`'s (``decoders``, ``effects``, ``detector``,
+    ``keep_traces``, the ``on_*`` callbacks, ``jobs``, ``keep_entries``, ``mp_context``,
+    ``cancel``). ``on_run`` sees each run's score as soon as it is done (the sensitivity
+    analysis uses it to re-evaluate traces run by run and drop them, which bounds memory);
+    ``keep_entries``, ``mp_context``, ``cancel`` and ``on_progress``: see
     :func:`careful_engine.scoring.batch.score_plans` (a cancelled call raises
     :class:`careful_engine.core.parallel.Cancelled`).
     """
-    return score_run_groups([(runs, models)], decoders=decoders, effects=effects,
-                            detector=detector, keep_traces=keep_traces, on_start=on_start,
-                            on_file=on_file, on_entry=on_entry, on_run=on_run, jobs=jobs,
-                            keep_entries=keep_entries, mp_context=mp_context, cancel=cancel,
-                            on_progress=on_progress)[0]
+    return score_run_groups([(runs, models)], **options)[0]
 
 
 def score_run_groups(
