@@ -138,3 +138,17 @@ def test_layer_packages_list_their_modules(package):
     modules = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
     modules |= {p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
     assert sorted(listed) == sorted(modules)
+
+
+def test_the_readme_layout_names_every_module():
+    """README's Layout names every module and package of the engine and both front ends (a
+    new module that the folder list does not show fails here)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    layout = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    words = set(re.findall(r"[A-Za-z_]+", layout))
+    missing = sorted(
+        str(p.relative_to(ROOT)) for top in ("careful_engine", "careful_cli", "workbench")
+        for p in (ROOT / top).rglob("*.py")
+        if p.stem != "__init__" and p.stem not in words
+        or p.stem == "__init__" and p.parent.name not in words)
+    assert not missing
