@@ -349,24 +349,24 @@ def read_text(path: str | Path, limit: int = MAX_FILE_BYTES) -> str:
     return text
 
 
-def read_label_set(path: str | Path) -> dict:
-    """A label-set file, parsed and checked whole (see :func:`check_label_set`)."""
-    text = read_text(path)
+def _parse(path: str | Path) -> Any:
+    """A label-set file's JSON (with line numbers for the checks), not yet checked."""
     try:
-        doc = loads_with_lines(text)
+        return loads_with_lines(read_text(path))
     except JSONFileError as e:
         raise LabelSetError([f"{path}:{e.line or 1} [file]: {e}"]) from None
+
+
+def read_label_set(path: str | Path) -> dict:
+    """A label-set file, parsed and checked whole (see :func:`check_label_set`)."""
+    doc = _parse(path)
     check_label_set(doc, str(path))
     return doc
 
 
 def load_label_set(path: str | Path) -> LabelSet:
-    text = read_text(path)
-    try:
-        doc = loads_with_lines(text)
-    except JSONFileError as e:
-        raise LabelSetError([f"{path}:{e.line or 1} [file]: {e}"]) from None
-    return check_label_set(doc, str(path))
+    """A label-set file, parsed and checked whole, as a :class:`LabelSet`."""
+    return check_label_set(_parse(path), str(path))
 
 
 def import_label_set(
