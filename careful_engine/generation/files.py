@@ -11,6 +11,7 @@ file created with ``O_EXCL``, renamed over the target).
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -111,6 +112,24 @@ def read_bytes(path: Path) -> bytes | None:
     fd = _open(path, os.O_RDONLY)
     with os.fdopen(fd, "rb") as f:
         return f.read()
+
+
+def read_records(path: Path) -> list[dict]:
+    """The JSON objects of a JSON-lines file, in order (none if it is missing); a line that does
+    not parse (one cut by a kill) or holds no object is skipped. A link or special file raises
+    :class:`UnsafePath` (:func:`read_bytes`)."""
+    raw = read_bytes(path)
+    if raw is None:
+        return []
+    out = []
+    for line in raw.decode("utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            out.append(record)
+    return out
 
 
 def atomic_write(path: Path, text: str) -> None:

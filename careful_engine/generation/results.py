@@ -49,20 +49,10 @@ def read_entries(path: Path) -> list[dict]:
     """The complete entries of a result file (unparseable lines skipped; a link or special
     file reads as empty)."""
     try:
-        raw = files.read_bytes(path)
+        records = files.read_records(path)
     except files.UnsafePath:
         return []
-    if raw is None:
-        return []
-    out = []
-    for line in raw.decode("utf-8", errors="replace").splitlines():
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
-            out.append(entry)
-    return out
+    return [e for e in records if isinstance(e.get("id"), str)]
 
 
 def repair(path: Path, drop_errors: bool = False) -> tuple[set[str], list[str]]:

@@ -304,18 +304,7 @@ class SpendGuard:
 
 def read_ledger(ledger: Path) -> list[dict[str, Any]]:
     """The ledger's records; a line cut by a kill is skipped."""
-    raw = files.read_bytes(ledger)
-    if raw is None:
-        return []
-    out = []
-    for line in raw.decode("utf-8", errors="replace").splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out
+    return files.read_records(ledger)
 
 
 def _usd(value: Any) -> float:
