@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,16 @@ def conversations(out: Path) -> list[dict]:
 
 def assert_no_traceback(text: str) -> None:
     assert "Traceback" not in text and 'File "' not in text, text
+
+
+def breaks_on(victim: str, real: Callable) -> Callable:
+    """``real`` (called with a conversation first), failing with a RecursionError, as a hostile
+    trajectory can cause, on conversation ``victim`` only."""
+    def broken(conv, *a, **k):
+        if conv.id == victim:
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(conv, *a, **k)
+    return broken
 
 
 @pytest.fixture
@@ -76,14 +87,8 @@ def test_an_entry_that_breaks_the_engine_is_one_problem(tmp_path, monkeypatch) -
     trajectory can cause) marks that conversation unscorable and scores the others."""
     from careful_engine.scoring import score as scoring
 
-    real, victim = scoring.replay, hc.ids()[1]
-
-    def replay(conv, *a, **k):
-        if conv.id == victim:
-            raise RecursionError("maximum recursion depth exceeded")
-        return real(conv, *a, **k)
-
-    monkeypatch.setattr(scoring, "replay", replay)
+    victim = hc.ids()[1]
+    monkeypatch.setattr(scoring, "replay", breaks_on(victim, scoring.replay))
     run, out = tmp_path / "run", tmp_path / "out"
     path = hc.write_model(run, "m")
     res = careful("score", run, "--out", out)
@@ -338,14 +343,8 @@ def test_internal_error_is_a_message_and_a_log(tmp_path, good_run) -> None:
 def test_provenance_check_that_breaks_on_one_entry_is_one_problem(tmp_path, monkeypatch) -> None:
     from careful_engine.analysis.provenance import check
 
-    real, victim = check.check_conversation, hc.ids()[2]
-
-    def broken(conv, *a, **k):
-        if conv.id == victim:
-            raise RecursionError("maximum recursion depth exceeded")
-        return real(conv, *a, **k)
-
-    monkeypatch.setattr(check, "check_conversation", broken)
+    victim = hc.ids()[2]
+    monkeypatch.setattr(check, "check_conversation", breaks_on(victim, check.check_conversation))
     run = tmp_path / "run"
     hc.write_model(run, "m")
     res = careful("provenance", run, "--out", tmp_path / "p.json")
