@@ -7,6 +7,8 @@ reach it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -240,6 +242,17 @@ class LabelScreen(WorkbenchScreen):
         rnd = self.app.context.store.round(round_name)
         return not rnd.created_by or rnd.created_by == self.app.context.settings.user
 
+    def _change_round(self, change: Callable[[], object], done: str) -> None:
+        """Make a change to a round: say why it was refused, or what was done and show the
+        round again."""
+        try:
+            change()
+        except AnnotationError as e:
+            self.notify(str(e), severity="error", timeout=8)
+            return
+        self.notify(done)
+        self._round_info()
+
     def action_roster_add(self) -> None:
         """Add an annotator to the chosen round (its creator only)."""
         round_name = self._chosen_round()
@@ -254,15 +267,13 @@ class LabelScreen(WorkbenchScreen):
             if not name:
                 return
             store = self.app.context.store
-            try:
+
+            def change() -> None:
                 if store.annotator(name) is None:
                     store.add_annotator(name, "human")
                 store.add_to_round(round_name, name)
-            except AnnotationError as e:
-                self.notify(str(e), severity="error", timeout=8)
-                return
-            self.notify(f"{literal(name)} added to round {round_name}")
-            self._round_info()
+
+            self._change_round(change, f"{literal(name)} added to round {round_name}")
 
         self.app.push_screen(TextDialog(f"Add to {round_name}", "Annotator name to add:"), add)
 
@@ -273,16 +284,10 @@ class LabelScreen(WorkbenchScreen):
             return
 
         def remove(name: str | None) -> None:
-            if not name:
-                return
-            try:
-                self.app.context.store.remove_from_round(round_name, name,
-                                                    by=self.app.context.settings.user)
-            except AnnotationError as e:
-                self.notify(str(e), severity="error", timeout=8)
-                return
-            self.notify(f"{literal(name)} removed from round {round_name}")
-            self._round_info()
+            if name:
+                self._change_round(lambda: self.app.context.store.remove_from_round(
+                    round_name, name, by=self.app.context.settings.user),
+                    f"{literal(name)} removed from round {round_name}")
 
         roster = ", ".join(self.app.context.store.round_annotators(round_name)) or "nobody"
         self.app.push_screen(TextDialog(f"Remove from {round_name}",
@@ -296,15 +301,9 @@ class LabelScreen(WorkbenchScreen):
             return
 
         def close(yes: bool | None) -> None:
-            if not yes:
-                return
-            try:
-                self.app.context.store.close_round(round_name, by=self.app.context.settings.user)
-            except AnnotationError as e:
-                self.notify(str(e), severity="error", timeout=8)
-                return
-            self.notify(f"round {round_name} closed")
-            self._round_info()
+            if yes:
+                self._change_round(lambda: self.app.context.store.close_round(
+                    round_name, by=self.app.context.settings.user), f"round {round_name} closed")
 
         self.app.push_screen(ConfirmDialog(
             f"Close {round_name}", f"Close round {round_name}? Labelling stops; adjudication "
