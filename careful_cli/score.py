@@ -34,7 +34,7 @@ from careful_engine.analysis import ci_report, gates
 from careful_engine.analysis.decode_audit import flags
 from careful_engine.core import bfcl
 from careful_engine.core import doctor as doc
-from careful_engine.core.budget import DEFAULT_BUDGET
+from careful_engine.core.budget import BUDGET_EXCEEDED, DEFAULT_BUDGET
 from careful_engine.core.safe_write import UnsafeWrite
 from careful_engine.present.tables import (
     accuracy_table,
@@ -83,7 +83,7 @@ def score(
     max_seconds: float = typer.Option(DEFAULT_BUDGET.seconds, "--max-seconds-per-conversation",
                                       help="Time budget (CPU seconds) for replaying one "
                                       "conversation; one that exceeds it is marked "
-                                      "careful:budget_exceeded."),
+                                      f"{BUDGET_EXCEEDED}."),
     max_mb: float = typer.Option(DEFAULT_BUDGET.megabytes, "--max-mb-per-conversation",
                                  help="Memory budget (growth in MB) for replaying one "
                                  "conversation; see careful_engine/core/budget.py."),

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from careful_engine.analysis.leaderboard import label_entries
 from careful_engine.core import bfcl
+from careful_engine.core.checker import INFERENCE_ERROR
 from careful_engine.core.decode import decode_entry
 from careful_engine.core.runs import Problem
 from careful_engine.core.trajectory import Outcome, Trajectory
@@ -35,7 +36,6 @@ from careful_engine.scoring.score import (
 MISMATCH_MAX_CALLS = 0.05  # flag when fewer than 5% of steps decode to calls ...
 MISMATCH_MIN_FAILED = 0.5  # ... while at least half fail to decode
 MIN_STEPS = 10  # too few steps to judge a decoder
-INFERENCE_ERROR = "multi_turn:inference_error"
 
 _QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
 _NUMBER = re.compile(r"(?<![A-Za-z_])[-+]?\d+(?:\.\d+)?")

@@ -326,7 +326,8 @@ class RunBrowser:
     def decode_flags(self) -> list[str]:
         """The decode audit's warnings (``careful score`` prints them) from the score lines:
         a decoder that (almost) never decodes is not model behaviour."""
-        from careful_engine.analysis.decode_audit import INFERENCE_ERROR, DecodeStats
+        from careful_engine.analysis.decode_audit import DecodeStats
+        from careful_engine.core.checker import INFERENCE_ERROR
         from careful_engine.core.trajectory import Outcome
         from careful_engine.scoring.score import MISSING
 
