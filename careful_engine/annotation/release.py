@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -183,31 +183,18 @@ def write_label_sets(
 def _formats() -> dict[str, Any]:
     classes = bfcl.function_class()
 
-    def named(what: str):
-        def check(value: str) -> str | None:
+    def refusal(check: Callable[[str], object]) -> Callable[[str], str | None]:
+        """A format from an annotation check: its refusal's message, or None."""
+        def message(value: str) -> str | None:
             try:
-                check_name(value, what)
+                check(value)
             except AnnotationError as e:
                 return str(e)
             return None
-        return check
+        return message
 
     def function(value: str) -> str | None:
         return None if value in classes else f"{_short(value)} is not a multi-turn function"
-
-    def reason(value: str) -> str | None:
-        try:
-            check_reason(value)
-        except AnnotationError as e:
-            return str(e)
-        return None
-
-    def model(value: str) -> str | None:
-        try:
-            check_model(value)
-        except AnnotationError as e:
-            return str(e)
-        return None
 
     def timestamp(value: str) -> str | None:
         try:
@@ -223,9 +210,10 @@ def _formats() -> dict[str, Any]:
     def text(value: str) -> str | None:
         return None if value.isprintable() else "holds control characters"
 
-    return {"round": named("round"), "annotator": named("annotator"), "function": function,
-            "reason": reason, "model": model, "timestamp": timestamp, "sha256": sha256,
-            "text": text}
+    return {"round": refusal(lambda v: check_name(v, "round")),
+            "annotator": refusal(lambda v: check_name(v, "annotator")), "function": function,
+            "reason": refusal(check_reason), "model": refusal(check_model),
+            "timestamp": timestamp, "sha256": sha256, "text": text}
 
 
 def _short(value: object) -> str:
