@@ -303,3 +303,56 @@ def test_simulators_hold_no_bytes_like_values() -> None:
                     env.execute(text, t, -1)
                 for name, instance in env.instances.items():
                     assert not _buffers(vars(instance)), (conv.id, name)
+
+
+def test_scenario_loader_loads_as_bfcls_own() -> None:
+    """bfcl's ``_load_scenario`` with its deepcopy of plain data done by marshal gives every
+    instance of every category what bfcl's own method gives (values, types, random state,
+    attribute order); bfcl's module keeps copy.deepcopy."""
+    import copy
+    import sys
+
+    n = 0
+    for category in bfcl.CATEGORIES:
+        for conv in bfcl.conversations(category):
+            for c in conv.involved_classes:
+                load = bfcl.scenario_loader(c)
+                if load is None:
+                    continue
+                cls = bfcl.simulator_class(c)
+                assert sys.modules[cls.__module__].deepcopy is copy.deepcopy
+                own, fast = cls(), cls()
+                config = conv.initial_config.get(c, {})
+                own._load_scenario(copy.deepcopy(config), long_context=conv.long_context)
+                load(fast, copy.deepcopy(config), long_context=conv.long_context)
+                assert list(vars(own)) == list(vars(fast))
+                assert capture(own) == capture(fast), (conv.id, c)
+                if c != "GorillaFileSystem":  # (its files carry wall-clock stamps)
+                    a, b = dict(vars(own)), dict(vars(fast))
+                    ra, rb = a.pop("_random", None), b.pop("_random", None)
+                    assert pickle.dumps(a, 4) == pickle.dumps(b, 4), (conv.id, c)
+                    assert (ra is None) == (rb is None)
+                    assert ra is None or ra.getstate() == rb.getstate()
+                n += 1
+    assert n > 1000
+
+
+def test_plain_deepcopy_is_deepcopy() -> None:
+    """The same values, types and sharing as copy.deepcopy; what is not plain data (a
+    subclass, bytes-like values, objects) is copy.deepcopy's own."""
+    import copy
+    from collections import OrderedDict
+
+    shared = [1, 2.5, float("nan"), -0.0]
+    plain = {"a": shared, "b": shared, "c": (shared, "x"), "d": {1: None, "e": True}}
+    got = bfcl.plain_deepcopy(plain)
+    assert got is not plain and got["a"] is got["b"] is got["c"][0] and got["a"] is not shared
+    assert pickle.dumps(got, 4) == pickle.dumps(copy.deepcopy(plain), 4)
+    for odd in ({"b": bytearray(b"x")}, OrderedDict(a=[1]), {"s": {1, 2}}, [Path("/x")],
+                {"m": memoryview(b"y")}):
+        got = _outcome(bfcl.plain_deepcopy, odd)
+        want = _outcome(copy.deepcopy, odd)
+        if type(want) is str:  # the same exception
+            assert got == want
+        else:
+            assert type(got) is type(odd) and pickle.dumps(got) == pickle.dumps(want)

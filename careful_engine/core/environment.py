@@ -333,7 +333,11 @@ class Environment:
             return instance
         # initial configs are JSON data: a pickle round trip is a deep copy at C speed
         config = pickle.loads(pickle.dumps(initial_config.get(class_name, {}), -1))
-        instance._load_scenario(config, long_context=self.long_context)
+        load = bfcl.scenario_loader(class_name)  # its deepcopy of plain data at C speed
+        if load is None:
+            instance._load_scenario(config, long_context=self.long_context)
+        else:
+            load(instance, config, long_context=self.long_context)
         return instance
 
     def _tree_tracker(self) -> TreeTracker:

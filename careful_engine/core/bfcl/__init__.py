@@ -56,7 +56,9 @@ from careful_engine.core.bfcl.simulators import (
     instance_name,
     is_stateless,
     method_signature,
+    plain_deepcopy,
     public_methods,
+    scenario_loader,
     simulator_class,
 )
 
@@ -65,10 +67,10 @@ __all__ = [
     "FUNC_DOC_DIR", "MAXIMUM_STEP_LIMIT", "PACKAGE_DIR", "SHORT_NAMES", "SIM_PACKAGE",
     "Conversation", "HandlerSends", "RegistryEntry", "UnknownModel", "all_func_docs",
     "base_handler_class", "bound_arguments", "category_of", "claude_handler_class",
-    "clear_executor_instances", "construct", "conversation", "conversation_index",
-    "conversations", "func_docs", "function_class", "handler", "installed_version",
-    "instance_name", "is_long_context", "is_stateless", "load_dataset_entry",
-    "make_json_serializable", "method_signature", "oss_handler_class", "public_methods",
-    "registry", "registry_key_for_dir", "secure_decoders", "short_name", "simulator_class",
+    "clear_executor_instances", "construct", "conversation", "conversation_index", "conversations",
+    "func_docs", "function_class", "handler", "installed_version", "instance_name",
+    "is_long_context", "is_stateless", "load_dataset_entry", "make_json_serializable",
+    "method_signature", "oss_handler_class", "plain_deepcopy", "public_methods", "registry",
+    "registry_key_for_dir", "scenario_loader", "secure_decoders", "short_name", "simulator_class",
     "sort_key",
 ]

@@ -3,11 +3,15 @@ gives instances, and the executor's instance cache."""
 
 from __future__ import annotations
 
+import copy
 import importlib
 import importlib.abc
 import importlib.util
 import inspect
+import marshal
 import re
+import types
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -57,6 +61,69 @@ def bound_arguments(name: str, args: tuple, kwargs: dict,
     except TypeError:
         return None
     return {k: v for k, v in bound.arguments.items() if k != "self"}
+
+
+_PLAIN_TYPES = (dict, list, tuple, str, int, float, bool, type(None))
+_VERIFIED: dict[bytes, bool] = {}  # marshal bytes -> whether they came from plain data alone
+
+
+def _plain_data(value: Any) -> bool:
+    """Whether ``value`` holds only dicts, lists, tuples, strings, numbers, booleans and None
+    (exact types: no subclass, no bytes-like value, which marshal would turn into bytes)."""
+    work = [value]
+    while work:
+        v = work.pop()
+        t = type(v)
+        if t not in _PLAIN_TYPES:
+            return False
+        if t is dict:
+            work.extend(v)
+            work.extend(v.values())
+        elif t is list or t is tuple:
+            work.extend(v)
+    return True
+
+
+def plain_deepcopy(value: Any, memo: dict | None = None) -> Any:
+    """``copy.deepcopy(value)`` at C speed where ``value`` is plain data: a marshal round trip
+    (a new object for every container, shared ones shared as deepcopy shares them: marshal
+    writes an object reached twice once and refers back to it; exact floats); anything else,
+    or with a memo, is copy.deepcopy's."""
+    if memo is None:
+        try:
+            data = marshal.dumps(value)
+        except ValueError:
+            data = None
+        if data is not None:
+            ok = _VERIFIED.get(data)
+            if ok is None:
+                ok = _plain_data(value)
+                if len(_VERIFIED) < 1_000:
+                    _VERIFIED[data] = ok
+            if ok:
+                return marshal.loads(data)
+    return copy.deepcopy(value, memo)
+
+
+@cache
+def scenario_loader(class_name: str) -> Callable[..., None] | None:
+    """The class's own ``_load_scenario`` (its code, defaults and closure as they are) whose
+    ``deepcopy`` is :func:`plain_deepcopy` (bfcl's simulators deep-copy their plain-data
+    ``DEFAULT_STATE`` on every load); None when the method reads no module-level
+    ``deepcopy``. Call it as ``loader(instance, scenario, long_context=...)``. bfcl's module
+    is not changed: its own code and every other caller still use copy.deepcopy."""
+    func = getattr(simulator_class(class_name), "_load_scenario", None)
+    if type(func) is not types.FunctionType or "deepcopy" not in func.__code__.co_names \
+            or func.__globals__.get("deepcopy") is not copy.deepcopy:
+        return None
+    # the module's names as they are (its module-level objects are the same objects; the
+    # simulator modules never rebind a name after import), deepcopy replaced
+    names = dict(func.__globals__)
+    names["deepcopy"] = plain_deepcopy
+    fast = types.FunctionType(func.__code__, names, func.__name__, func.__defaults__,
+                              func.__closure__)
+    fast.__kwdefaults__ = func.__kwdefaults__
+    return fast
 
 
 def is_stateless(class_name: str) -> bool:
