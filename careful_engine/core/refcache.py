@@ -309,15 +309,36 @@ class _Recorder:
         if n is None:
             n = self._index[id(state)] = len(self.states)
             self._keep.append(state)
-            self.states.append({c: self.logs.blob(state.blob(c)) for c in state})
+            blobs = state._blobs
+            encoded = dict(blobs)  # bytes as they are (the usual case), the others encoded
+            for c, blob in blobs.items():
+                if type(blob) is not bytes or blob[:1] == b"p":
+                    encoded[c] = self.logs.blob(blob)
+            self.states.append(encoded)
         return n
 
     def turn(self, records: list[CallRecord], end: State, instances: dict[str, Any]) -> None:
-        sid = self._id
-        self.turns.append([(r.text, _call(r.call), r.result, r.success, r.class_name,
-                            sid(r.state_before), sid(r.state_after)) for r in records])
+        index, sid = self._index, self._id
+        rows = []
+        for r in records:
+            before, after = r.state_before, r.state_after
+            b = index.get(id(before))
+            if b is None:
+                b = sid(before)
+            a = b if after is before else index.get(id(after))
+            if a is None:
+                a = sid(after)
+            call = r.call
+            if type(call) is Call and type(call.kwargs) is dict:
+                # (the dict itself: nothing changes a call's kwargs; a method gets a copy)
+                enc: tuple = ("c", call.name, call.args, call.kwargs, call.text)
+            else:
+                enc = _call(call)
+            rows.append((r.text, enc, r.result, r.success, r.class_name, b, a))
+        self.turns.append(rows)
         self.ends.append(sid(end))
-        self.views.append([(c, _view(inst, end.blob(c))) for c, inst in instances.items()])
+        blobs = end._blobs
+        self.views.append([(c, _view(inst, blobs[c])) for c, inst in instances.items()])
 
     def entry(self, conv: bfcl.Conversation, model_name: str) -> dict:
         """The finished entry; Uncacheable where it holds an instance name of ``model_name``
