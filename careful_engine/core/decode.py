@@ -56,8 +56,8 @@ def _step(raw: Any, outcome: Outcome, calls: list, error: str | None, input_toke
     """``Step(raw, outcome, calls, error, input_tokens, output_tokens)`` without the
     dataclass's keyword handling (the same instance dict, in field order)."""
     step = _new_object(Step)
-    step.__dict__.update(raw=raw, outcome=outcome, calls=calls, error=error,
-                         input_tokens=input_tokens, output_tokens=output_tokens)
+    step.__dict__ = {"raw": raw, "outcome": outcome, "calls": calls, "error": error,
+                     "input_tokens": input_tokens, "output_tokens": output_tokens}
     return step
 
 
@@ -109,6 +109,19 @@ def _cell(row: Any, step: int) -> int | None:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def _cells(row: Any, n: int) -> list:
+    """``[_cell(row, s) for s in range(n)]``, at once where the row is a list of numbers (as
+    bfcl writes them)."""
+    if type(row) is list and len(row) >= n:
+        cells = row[:n]
+        for value in cells:
+            if type(value) is not int and type(value) is not float:
+                break
+        else:
+            return cells
+    return [_cell(row, s) for s in range(n)]
+
+
 def decode_entry(entry: dict, handler: Any | None) -> Trajectory:
     """Decode a result entry. ``handler`` may be None only if nothing needs decoding."""
     result = entry.get("result")
@@ -130,9 +143,10 @@ def decode_entry(entry: dict, handler: Any | None) -> Trajectory:
             continue
         if turn and handler is None:
             raise RuntimeError("a decoder is needed for this run: name one with --decoder")
-        in_row, out_row = _row(in_counts, t), _row(out_counts, t)
+        n = len(turn)
+        ins, outs = _cells(_row(in_counts, t), n), _cells(_row(out_counts, t), n)
         for s, item in enumerate(turn):
-            steps.append(decode_step(handler, item, _cell(in_row, s), _cell(out_row, s)))
+            steps.append(decode_step(handler, item, ins[s], outs[s]))
         shape = odd_shape(turn, steps)
         if shape:
             problems.append(f"turn {t}: {shape}")

@@ -403,7 +403,7 @@ class Environment:
         raised = False
         try:
             raw = method(*call.args, **call.kwargs)
-            result = serialise(raw)
+            result = raw if type(raw) is str else serialise(raw)
         except Exception as e:  # the simulators raise on bad input; bfcl records the message
             raw, raised = None, True
             result = f"Error during execution: {e}"
@@ -420,7 +420,10 @@ class Environment:
                     self._untracked, self._tracker = True, None
             if new is None:
                 self._tracker = None
-                if name in _pure(class_name) and class_name not in self._process_bound:
+                pure = _PURE.get(class_name)
+                if pure is None:
+                    pure = _pure(class_name)
+                if name in pure and class_name not in self._process_bound:
                     # a method that never changes its instance: the capture would be the
                     # same bytes (marshal version 2 of built-in values without a NaN)
                     blob = before._blobs.get(class_name)
@@ -429,8 +432,11 @@ class Environment:
                 if new is None:
                     new = capture(instance)
             self.state = before.replace(class_name, new)
-        return CallRecord(turn, step, text, call, result, call_succeeded(name, raw, raised),
-                          class_name, before, self.state)
+        if type(raw) is str:  # call_succeeded's answer for a string, without the call
+            ok = not raised and not raw.startswith("Error")
+        else:
+            ok = call_succeeded(name, raw, raised)
+        return CallRecord(turn, step, text, call, result, ok, class_name, before, self.state)
 
     def execute_all(self, texts: list[str]) -> list[Execution]:
         return [self.execute(t) for t in texts]

@@ -320,14 +320,23 @@ class _Recorder:
     def turn(self, records: list[CallRecord], end: State, instances: dict[str, Any]) -> None:
         index, sid = self._index, self._id
         rows = []
+        last: Any = None  # the state after the previous call (the next one's before, mostly)
+        n = -1
         for r in records:
             before, after = r.state_before, r.state_after
-            b = index.get(id(before))
-            if b is None:
-                b = sid(before)
-            a = b if after is before else index.get(id(after))
-            if a is None:
-                a = sid(after)
+            if before is last:
+                b = n
+            else:
+                b = index.get(id(before))
+                if b is None:
+                    b = sid(before)
+            if after is before:
+                a = b
+            else:
+                a = index.get(id(after))
+                if a is None:
+                    a = sid(after)
+            last, n = after, a
             call = r.call
             if type(call) is Call and type(call.kwargs) is dict:
                 # (the dict itself: nothing changes a call's kwargs; a method gets a copy)
@@ -336,7 +345,7 @@ class _Recorder:
                 enc = _call(call)
             rows.append((r.text, enc, r.result, r.success, r.class_name, b, a))
         self.turns.append(rows)
-        self.ends.append(sid(end))
+        self.ends.append(n if end is last else sid(end))
         blobs = end._blobs
         self.views.append([(c, _view(inst, blobs[c])) for c, inst in instances.items()])
 

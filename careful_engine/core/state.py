@@ -298,8 +298,10 @@ class State(Mapping):
             return self
         blobs = dict(self._blobs)
         blobs[class_name] = blob
-        cache = {k: v for k, v in self._cache.items() if k != class_name}
-        return State(blobs, cache)
+        cache = self._cache
+        if cache:
+            cache = {k: v for k, v in cache.items() if k != class_name}
+        return State(blobs, cache if cache else {})
 
     def __getitem__(self, class_name: str) -> dict[str, Any]:
         plain = self._cache.get(class_name)
