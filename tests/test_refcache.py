@@ -123,6 +123,7 @@ def _live(conv: bfcl.Conversation, model: str):
 def test_every_cached_reference_equals_its_live_replay(category: str) -> None:
     model = "Some-Model_v1.5"
     refcache.warm((category,))
+    refcache.clear_memory()  # the entries as written and read back
     cached_n = 0
     for conv in bfcl.conversations(category):
         side = refcache.reference_side(conv, model, True, None, None)

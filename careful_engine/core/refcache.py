@@ -60,7 +60,7 @@ from careful_engine.core.fs_capture import MISSING, TreeLog, TreeVersion
 from careful_engine.core.state import State
 from careful_engine.core.trajectory import CallRecord, SideTrace
 
-FORMAT = 1
+FORMAT = 2  # 2: a recorded entry is kept as its marshal bytes and its templates
 MAGIC = b"CRFREF1\n"
 MAX_FILE_BYTES = 512 * 2**20
 SENTINEL = "carefulrefsentinel"
@@ -303,6 +303,7 @@ class _Recorder:
         self.turns: list[list] = []
         self.ends: list[int] = []
         self.views: list[list] = []
+        self.data: bytes | None = None  # the finished entry's marshal bytes (no templates)
 
     def _id(self, state: State) -> int:
         n = self._index.get(id(state))
@@ -365,11 +366,17 @@ class _Recorder:
         if any(bfcl.instance_name(prefix, conv.id, c).encode() in data
                for c in conv.involved_classes):
             raise Uncacheable("the model name reaches an argument (bfcl's rewrite)")
+        self.data = data
         return entry
 
 
 def build_entry(conv: bfcl.Conversation, model_name: str = SENTINEL) -> dict:
     """Replay one reference alone; raises Uncacheable."""
+    return _build(conv, model_name)[0]
+
+
+def _build(conv: bfcl.Conversation, model_name: str = SENTINEL) -> tuple[dict, bytes | None]:
+    """:func:`build_entry`, with the entry's marshal bytes (see _Category.encoded)."""
     if depends_on_process(conv):
         raise Uncacheable("process-global state")
     env = Environment.for_conversation(conv, "reference", model_name=model_name,
@@ -380,7 +387,7 @@ def build_entry(conv: bfcl.Conversation, model_name: str = SENTINEL) -> dict:
             rec.turn([env.execute(text, t, -1) for text in texts], env.state, env.instances)
     except (BudgetExceeded, RecursionError) as e:
         raise Uncacheable(f"budget: {e}") from None
-    return rec.entry(conv, model_name)
+    return rec.entry(conv, model_name), rec.data
 
 
 # ---------------------------------------------------------------- the cached side
@@ -443,6 +450,12 @@ class _Decoded:
 
 
 def _decode(entry: dict) -> _Decoded:
+    if "data" in entry:  # as written (see _write): the marshal bytes of the rest
+        body = marshal.loads(entry["data"])
+        if type(body) is not dict:
+            raise ValueError("not an entry")
+        body["templates"] = entry.get("templates", {})
+        entry = body
     logs = _decode_logs(entry["logs"])
     states = []
     for blobs in entry["states"]:
@@ -520,6 +533,9 @@ class _Category:
     held: dict[str, dict[str, tuple]] = field(default_factory=dict)
     # id -> the checked plain-data templates of a "loads" entry (see LoadedSide)
     loads: dict[str, dict[str, tuple]] = field(default_factory=dict)
+    # id -> (a recorded entry, its marshal bytes without the templates): written as
+    # {"data": bytes, "templates": ...} (not marshalled again) while it is that id's entry
+    encoded: dict[str, tuple[dict, bytes]] = field(default_factory=dict)
 
 
 def _hold(cat: _Category, conv: bfcl.Conversation) -> None:
@@ -623,7 +639,13 @@ def _mac(key: bytes, payload: bytes | memoryview) -> bytes:
     return h.digest()
 
 
-def _write(path: Path, key: bytes, category: str, entries: dict[str, dict | None]) -> None:
+def _write(path: Path, key: bytes, category: str, entries: dict[str, dict | None],
+           encoded: dict[str, tuple[dict, bytes]] | None = None) -> None:
+    if encoded:  # recorded entries as the bytes their check made (see _Category.encoded)
+        entries = dict(entries)
+        for i, (entry, data) in encoded.items():
+            if entries.get(i) is entry:
+                entries[i] = {"data": data, "templates": entry["templates"]}
     payload = marshal.dumps({"header": _header(category), "entries": entries})
     mac = _mac(key, payload)
     try:  # private; a planted link at the name is replaced itself, never its target
@@ -682,6 +704,8 @@ class RecordingSide:
             except Uncacheable:
                 entry = None
             self._cat.entries[conv.id] = entry
+            if entry is not None and rec.data is not None:
+                self._cat.encoded[conv.id] = (entry, rec.data)
             self._cat.new.add(conv.id)
             STATS["recorded"] += 1
             _hold(self._cat, conv)
@@ -795,13 +819,15 @@ def flush() -> None:
     for (category, *_), cat in dirty:
         if disk is None:
             cat.new.clear()
+            cat.encoded.clear()
             continue
         path = _path(disk[0], category)
         with _locked(disk[0]):  # workers flushing at once merge instead of overwriting
             entries = _read(path, disk[1], category) or {}
             entries.update({i: cat.entries[i] for i in cat.new})
-            _write(path, disk[1], category, entries)
+            _write(path, disk[1], category, entries, cat.encoded)
         cat.new.clear()
+        cat.encoded.clear()
 
 
 @contextmanager
@@ -842,9 +868,13 @@ def warm(categories: tuple[str, ...] = bfcl.CATEGORIES) -> None:
             if conv.id in cat.entries or depends_on_process(conv):
                 continue
             try:
-                cat.entries[conv.id] = build_entry(conv)
+                entry, data = _build(conv)
             except (Uncacheable, ValueError):
                 cat.entries[conv.id] = None
+            else:
+                cat.entries[conv.id] = entry
+                if data is not None:
+                    cat.encoded[conv.id] = (entry, data)
             cat.new.add(conv.id)
             STATS["recorded"] += 1
     flush()
