@@ -22,9 +22,24 @@ def fmt_rho(rho: float | None) -> str:
     return "–" if rho is None else f"{rho:.2f}"
 
 
+class _Ranked(Entry):
+    """An entry whose accuracies are computed once: each is a pass over the results of its
+    categories, and ranking and the tables read each one many times."""
+
+    def __init__(self, entry: Entry) -> None:
+        super().__init__(entry.label, entry.run, entry.score)
+        self._accuracy: dict[tuple[str | None, str], float | None] = {}
+
+    def accuracy(self, category: str | None = None, kind: str = "bfcl") -> float | None:
+        key = (category, kind)
+        if key not in self._accuracy:
+            self._accuracy[key] = super().accuracy(category, kind)
+        return self._accuracy[key]
+
+
 def leaderboard_reports(entries: list[Entry]) -> list[Report]:
     """The leaderboard's tables: ranks on the mean, per category, rho, and the rule totals."""
-    order = rank_order(entries)
+    order = rank_order([_Ranked(e) for e in entries])
     mean = ranking(order)
     main = Report(
         "Leaderboard: rank under BFCL's accuracy and under success with effect safety",
@@ -81,7 +96,7 @@ def leaderboard_reports(entries: list[Entry]) -> list[Report]:
 def leaderboard_terminal(entries: list[Entry]) -> list[Table]:
     """The leaderboard for an 80-column terminal: mean ranks, per-category ranks with rho,
     and the rule totals."""
-    order = rank_order(entries)
+    order = rank_order([_Ranked(e) for e in entries])
     mean = ranking(order)
     rows = [[e.label, one_decimal(pct(e.accuracy())), str(rb), one_decimal(pct(e.accuracy(None, "safe"))), str(rs),
              f"{rb - rs:+d}" if rb != rs else "0"]
@@ -120,7 +135,9 @@ def leaderboard_terminal(entries: list[Entry]) -> list[Table]:
     headers = [RULE_REGISTRY[k].tag for k in keys]
     if not any(cs.confirm for e in order for cs in e.score.categories.values()):
         keys, headers = keys[:-1], headers[:-1]  # every destructive call: no protocol
-    rows = [[e.label, *[str(e.rule_totals().get(k, 0)) for k in keys]] for e in order]
+    totals = [e.rule_totals() for e in order]  # once per entry: a pass over its results
+    rows = [[e.label, *[str(t.get(k, 0)) for k in keys]] for e, t in zip(order, totals,
+                                                                      strict=True)]
     third = terminal_table(
         "Rule totals over each entry's categories", ["entry", *headers], rows,
         rule_legend(keys),

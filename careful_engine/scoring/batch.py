@@ -448,13 +448,16 @@ def _score_own(named: list, sources: list[tuple[ResultFile, str | None]], jobs: 
 
 def _file_cost(rf: ResultFile) -> float:
     """A guess at what loading and scoring a whole file costs, in seconds of one core: a
-    share for its category's conversations (long context counting double) and one for its
-    size (measured on the shared runs: a 2.7 MB file about 0.25 s, a small file 0.1 s)."""
+    share for its category's conversations and one for its size. Measured on the shared runs
+    (warm cache): a 0.14 MB file 0.10-0.13 s, a 2.1-3.0 MB one 0.15-0.21 s, but a 0.14 MB
+    long-context file 0.36-0.40 s (its replay carries the large long-context states), so long
+    context costs 3.5 times a category's share: it is scored first, not last, and the two
+    workers end together."""
     try:
         size = rf.path.stat().st_size
     except OSError:
         size = 0
-    return 0.1 * (2 if bfcl.is_long_context(rf.category) else 1) + 0.055 * size / 2**20
+    return (0.35 if bfcl.is_long_context(rf.category) else 0.1) + 0.04 * size / 2**20
 
 
 def _merge(files: list[_File], tasks: list[Task], parts: list[Any], job: _Job,
