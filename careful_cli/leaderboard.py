@@ -67,7 +67,8 @@ def leaderboard(
                                                      jobs)
     with scoring_progress() as cb:
         scored = score_runs(runs, decoders=choice, effects=effects, detector=detector,
-                            jobs=jobs, keep_entries=False, **cb)  # ranks need no entries
+                            jobs=jobs, keep_entries=False, detail=False,
+                            **cb)  # ranks need no entries, nor a conversation's detail
     report_problems(scored, quiet)
     if not scored.entries:
         raise fail("nothing to rank")

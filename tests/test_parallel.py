@@ -419,3 +419,36 @@ def test_the_collector_is_paused_only_in_the_parent_while_the_pool_runs() -> Non
                                meanwhile=lambda: seen.append(gc.isenabled()))
     assert got == [True, True, True] and seen == [False]
     assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_results_without_detail_rank_as_the_detailed_ones(shared_runs: Path,
+                                                          tmp_path: Path) -> None:
+    """``detail=False`` (the leaderboard): serial or in workers loading their own files, every
+    result is the detailed one without_detail(), and the leaderboard's tables are the same."""
+    from careful_engine.analysis import leaderboard as lb
+    from careful_engine.present.leaderboard import leaderboard_reports, leaderboard_terminal
+    from careful_engine.scoring.score import load_effects
+
+    runs = _two_runs(shared_runs, tmp_path)
+    effects = load_effects()
+
+    def flat(scored, brief=lambda r: r) -> list:
+        return [(e.label, [(cs.category, [brief(r).to_json() for r in cs.results])
+                           for cs in e.score.categories.values()]) for e in scored.entries]
+
+    def tables(scored) -> list:
+        return ([(r.name, r.rows, r.caption) for r in leaderboard_reports(scored.entries)],
+                [(t.title, [c._cells for c in t.columns])
+                 for t in leaderboard_terminal(scored.entries)])
+
+    full = lb.score_runs(runs, effects=effects, jobs=1)
+    brief = [lb.score_runs(runs, effects=effects, jobs=j, keep_entries=False, detail=False)
+             for j in (1, 2)]
+    assert any(r.rules and r.rules.hits for e in full.entries for cs in e.score.categories.values()
+               for r in cs.results)
+    for got in brief:
+        assert flat(got) == flat(full, lambda r: r.without_detail())
+        assert tables(got) == tables(full)
+        assert not any((r.rules and r.rules.hits) or r.blame or r.verdict.error_message
+                       for e in got.entries for cs in e.score.categories.values()
+                       for r in cs.results)

@@ -85,3 +85,30 @@ def test_a_line_without_the_effect_rules_has_none() -> None:
     r = ConversationResult.from_json(line)
     assert r.rules is None and not r.safe_valid and r.strict_valid is None
     assert r.to_json() == line
+
+
+def test_a_result_without_detail_keeps_what_ranking_reads() -> None:
+    from collections import Counter
+
+    from careful_engine.core.trajectory import Outcome, Verdict
+    from careful_engine.scoring.result import ConversationResult
+    from careful_engine.scoring.rules import Blame, ConversationRules, Hit
+
+    rules = ConversationRules(Counter(collateral=1, unconfirmed=1),
+                              [Hit("collateral", 0, ["rm(file_name='a')"], [1], [0])],
+                              [Counter(collateral=1)], steps=3, reference_destructive=1,
+                              answers=Counter(yes=1))
+    full = ConversationResult("m", "multi_turn_base", "multi_turn_base_7",
+                              Verdict(False, "multi_turn:state", "differs", 1, {"a": 1}),
+                              Counter({Outcome.CALLS: 3}), 2, 1, None, rules,
+                              Blame(1, "rm(file_name='a')", 1, ["a"]), True, 1)
+    brief = full.without_detail()
+    assert brief.rules.hits == [] and brief.rules.per_turn == [] and brief.blame is None
+    assert (brief.verdict.error_message, brief.verdict.details) == (None, {})
+    v = brief.verdict
+    assert (v.valid, v.error_type, v.turn) == (False, "multi_turn:state", 1)
+    for attr in ("model", "category", "id", "decode", "calls", "failed_calls", "confirm",
+                 "reference_destructive", "safe_valid", "strict_valid"):
+        assert getattr(brief, attr) == getattr(full, attr), attr
+    assert brief.rules.counts == full.rules.counts and brief.rules.answers == full.rules.answers
+    assert full.rules.hits and full.blame is not None  # the original is untouched

@@ -132,10 +132,12 @@ def score_run_groups(
     mp_context: MpContext = None,
     cancel: Cancel = None,
     on_progress: Callable[[int, int], None] | None = None,
+    detail: bool = True,
 ) -> list[Scored]:
     """:func:`score_runs` of several (runs, models) groups with every file in one pool of
     workers (``compare`` scores its two runs so): one :class:`Scored` per group, each what
-    ``score_runs(runs, models=models)`` alone gives."""
+    ``score_runs(runs, models=models)`` alone gives. ``detail``: see
+    :func:`careful_engine.scoring.batch.score_plans`."""
     decoders = decoders or DecoderChoice()
     out = [Scored([], [], [], []) for _ in groups]
     plans: list[RunPlan] = []
@@ -165,7 +167,7 @@ def score_run_groups(
     kw = dict(effects=effects, detector=detector, keep_traces=keep_traces, jobs=jobs,
               on_start=on_start, on_file=on_file, on_entry=on_entry,
               keep_entries=keep_entries, mp_context=mp_context, cancel=cancel,
-              meanwhile=prefetch)  # the rankings' statistics, while the workers score
+              detail=detail, meanwhile=prefetch)  # the rankings' statistics, while the workers score
     # every file of every run across the workers at once; with traces kept, run by run
     # (memory stays bounded by one run's traces)
     done = ([r for p in plans for r in score_plans([p], **kw)] if keep_traces

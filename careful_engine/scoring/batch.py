@@ -105,6 +105,7 @@ class _Job:
     detector: str
     budget: Budget | None
     keep_traces: bool
+    detail: bool = True  # False: results without_detail()
 
 
 @dataclass
@@ -170,6 +171,11 @@ def _file_of(job: _Job, index: int) -> tuple[LoadedFile, Any]:
     return got
 
 
+def _detailed(results: list[ConversationResult], job: _Job) -> list[ConversationResult]:
+    """``results`` as the caller asked for them (with their detail or without)."""
+    return results if job.detail else [r.without_detail() for r in results]
+
+
 def _score_task(task: Task, job: _Job, tick: Callable[[], None]) -> _Part:
     index, only = task
     lf, handler = _file_of(job, index)
@@ -178,7 +184,7 @@ def _score_task(task: Task, job: _Job, tick: Callable[[], None]) -> _Part:
         cs = score_file(lf, handler, keep_traces=job.keep_traces, on_entry=tick,
                         effects=job.effects, detector=job.detector, budget=job.budget,
                         only=only)
-        return _Part(cs.results, lf.problems[known:])
+        return _Part(_detailed(cs.results, job), lf.problems[known:])
     finally:
         del lf.problems[known:]  # the parent adds them back once, merged in order
 
@@ -206,7 +212,7 @@ def _load_and_score(index: int, job: _Job, tick: Callable[[], None]) -> _Own:
             except (Exception, RecursionError, MemoryError) as e:  # this file, not the run
                 own.failed = parallel.guarded_reason(e)
                 return own
-            own.part = _Part(cs.results, lf.problems[len(own.problems):])
+            own.part = _Part(_detailed(cs.results, job), lf.problems[len(own.problems):])
             return own
     for _ in bfcl.conversations(rf.category):  # nothing is scored
         tick()
@@ -324,6 +330,7 @@ def score_plans(
     cancel: parallel.Cancel = None,
     on_progress: Callable[[int, int], None] | None = None,
     in_process: bool = True,
+    detail: bool = True,
 ) -> list[RunScore]:
     """Load and score every file of ``plans`` with up to ``jobs`` worker processes; one
     :class:`RunScore` per plan, in order (the same result for any ``jobs`` and start method).
@@ -337,7 +344,9 @@ def score_plans(
     :class:`careful_engine.core.parallel.Cancelled` raised. ``on_progress(done, total)``:
     conversations scored so far (in the calling thread), alongside ``on_start``/``on_entry``.
     ``in_process=False``: no conversation is replayed in this process, even with ``jobs=1``
-    (see :func:`careful_engine.core.parallel.run_ordered`).
+    (see :func:`careful_engine.core.parallel.run_ordered`). ``detail=False``: the results
+    are :meth:`~careful_engine.scoring.result.ConversationResult.without_detail` (ranking
+    and pairing runs read none of the rest; workers send back a fifth of the bytes).
     """
     named = [(n, m, rf) for n, p in enumerate(plans) for m, files in p.files.items()
              for rf in files]
@@ -351,7 +360,7 @@ def score_plans(
     sources = [(rf, plans[n].keys[m]) for n, m, rf in named]
     if not keep_entries and jobs > 1 and len(named) >= OWN_LOADS_PER_WORKER * jobs:
         files = _score_own(named, sources, jobs, effects, detector, keep_traces, budget,
-                           on_file, on_entry, meanwhile, mp_context, cancel)
+                           on_file, on_entry, meanwhile, mp_context, cancel, detail)
         return [_assemble(n, plan, named, files) for n, plan in enumerate(plans)]
     files = _load(plans, named)
     for f in files:
@@ -366,7 +375,7 @@ def score_plans(
         _warm(files)
     job = _Job(sources, [f.loaded for f in files] if inherit else None,
                [f.handler for f in files] if inherit else None, effects, detector,
-               budget, keep_traces)
+               budget, keep_traces, detail)
 
     def label(i: int) -> None:
         if on_file:
@@ -410,7 +419,8 @@ def _score_own(named: list, sources: list[tuple[ResultFile, str | None]], jobs: 
                effects: Any, detector: str, keep_traces: bool, budget: Budget | None,
                on_file: Callable[[str, str], None] | None,
                on_entry: Callable[[], None] | None, meanwhile: Callable[[], None] | None,
-               mp_context: parallel.MpContext, cancel: parallel.Cancel) -> list[_File]:
+               mp_context: parallel.MpContext, cancel: parallel.Cancel,
+               detail: bool = True) -> list[_File]:
     """Every file one task, loaded and scored by a worker, the largest first; the parent
     loads nothing (``keep_entries=False`` with many files per worker)."""
     ctx = parallel.context(mp_context, _PRELOAD)
@@ -418,7 +428,7 @@ def _score_own(named: list, sources: list[tuple[ResultFile, str | None]], jobs: 
         # are built by the workers that need one, as a serial run builds only those)
         shared_objects()
         refcache.preload(sorted({rf.category for rf, _ in sources}))
-    job = _Job(sources, None, None, effects, detector, budget, keep_traces)
+    job = _Job(sources, None, None, effects, detector, budget, keep_traces, detail)
 
     def done(i: int, result: Any) -> None:
         if on_file:
@@ -494,7 +504,7 @@ def _whole_job(job: _Job, f: _File) -> _Job:
     mine = [src[0] is f.loaded.file for src in job.sources]
     return _Job(job.sources, [f.loaded if m else None for m in mine],
                 [f.handler if m else None for m in mine],
-                job.effects, job.detector, job.budget, job.keep_traces)
+                job.effects, job.detector, job.budget, job.keep_traces, job.detail)
 
 
 def _merge_file(f: _File, got: list[tuple[Task, _Part]]) -> None:

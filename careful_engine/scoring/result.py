@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,16 @@ class ConversationResult:
         if not self.confirm:
             return None
         return self.rules is not None and strict_valid(self.verdict.valid, self.rules)
+
+    def without_detail(self) -> ConversationResult:
+        """This result as ranking and pairing runs read it: the verdict, error type, decode
+        and call counts, rule counts and the confirmation protocol, without what only the
+        conversation's own view reads (the rules' hits and per-turn counts, the blame, bfcl's
+        error message and details). A fifth of the size, for workers to send back."""
+        v, rules = self.verdict, self.rules
+        return replace(self, verdict=Verdict(v.valid, v.error_type, None, v.turn),
+                       rules=rules if rules is None else replace(rules, hits=[], per_turn=[]),
+                       blame=None)
 
     def to_json(self) -> dict[str, Any]:
         """The conversation's line in ``conversations.jsonl`` (the trace is not kept)."""
