@@ -93,6 +93,11 @@ class HomeScreen(WorkbenchScreen):
     def _load(self) -> None:
         """Read the store and list the runs off the main thread (imports, files)."""
         wb = self.app.context
+        # what the app holds by now (Textual, the engine's modules, the declarations) out of
+        # the collector's way first: the objects of a run's score lines, read below, set off
+        # a full collection, which walked all of it (0.1-0.2 s of Home's start); the files
+        # read are frozen in turn once listed
+        self.app.settle_memory(collect=False)
         try:
             wb.store  # noqa: B018  (opens the database: sqlite-utils takes a moment to import)
         except AnnotationError as e:  # a damaged or foreign database: say so, go on
