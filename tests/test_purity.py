@@ -138,3 +138,45 @@ def test_accepted_methods_leave_the_capture_as_it_was(shared_runs: Path,
         for conv in bfcl.conversations(category):
             checked += check(replay(conv, reference_trajectory(conv.id, conv.ground_truth)))
     assert checked > 3_000
+
+
+
+def _blank(node) -> str:  # noqa: ANN001
+    """A definition's dump with its strings blanked: dedenting a method's own source also
+    re-indents its multi-line strings (docstrings), and the proof reads no constant."""
+    import ast
+    import copy
+
+    node = copy.deepcopy(node)
+    for n in ast.walk(node):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str):
+            n.value = ""
+    return ast.dump(node)
+
+
+def test_a_definition_from_its_file_is_the_one_its_own_source_gives(monkeypatch) -> None:  # noqa: ANN001
+    """Every public function of every simulator class (and of the cases above): the definition
+    found in the parse of its whole file is the one parsed from its own source (but for the
+    indentation inside strings), and the proof's verdict is the same from either."""
+    import inspect
+
+    found = []
+    classes = [bfcl.simulator_class(c) for c in bfcl.CLASSES]
+    for cls in [*classes, *(_method(s) for s in PURE + CHANGING)]:
+        for name in dir(cls):
+            value = inspect.getattr_static(cls, name)
+            if name.startswith("_") or not isinstance(value, types.FunctionType):
+                continue
+            module_globals = value.__globals__  # vars() of the class's module
+            own = purity._own_definition(value)
+            assert _blank(purity._definition(value)) == _blank(own), (cls, name)
+            found.append((value, module_globals, purity.pure_function(value, module_globals)))
+    assert len(found) > 120 and any(v for *_, v in found) and not all(v for *_, v in found)
+    monkeypatch.setattr(purity, "_definition", lambda func: None)  # each one's own source
+    assert [purity.pure_function(f, g) for f, g, _ in found] == [v for *_, v in found]
+
+
+def test_a_function_made_by_exec_is_read_from_its_own_source() -> None:
+    namespace: dict = {}
+    exec("def g(self):\n    return 1\n", namespace)  # noqa: S102 - a test's own constant
+    assert purity._definition(namespace["g"]) is None

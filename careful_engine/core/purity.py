@@ -25,9 +25,11 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import linecache
 import sys
 import textwrap
 import types
+from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
@@ -104,17 +106,67 @@ def _loads(node: ast.AST) -> set[str]:
     return out
 
 
+_DEFS: dict[str, tuple[list[str], dict[int, list[ast.AST]]]] = {}  # file: its lines, defs
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement of ``body`` and of the blocks nested in it (not their expressions: a
+    definition is a statement)."""
+    for node in body:
+        yield node
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(node, name, None)
+            if isinstance(block, list):
+                yield from _statements(block)
+        for handler in getattr(node, "handlers", None) or ():
+            yield from _statements(handler.body)
+
+
+def _definition(func: Any) -> ast.AST | None:
+    """The definition of ``func`` in the parse of its whole source file, which is parsed once
+    for all its functions: the node :func:`_own_definition` gives, without reading each
+    function's block with ``tokenize`` (two thirds of the cost of a class's proof). None where
+    it cannot be found so (no file, or no single definition of that name at that line)."""
+    code = getattr(func, "__code__", None)
+    try:
+        filename = inspect.getsourcefile(func) if code is not None else None
+    except TypeError:
+        return None
+    if not filename:
+        return None
+    linecache.checkcache(filename)  # as inspect does: a file changed since is read again
+    lines = linecache.getlines(filename, getattr(func, "__globals__", None))
+    got = _DEFS.get(filename)
+    if got is None or got[0] is not lines:
+        try:
+            tree = ast.parse("".join(lines))
+        except (SyntaxError, ValueError):
+            return None
+        defs: dict[int, list[ast.AST]] = {}
+        for node in _statements(tree.body):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                defs.setdefault(first, []).append(node)  # where co_firstlineno points
+        got = _DEFS[filename] = (lines, defs)
+    found = [n for n in got[1].get(code.co_firstlineno, []) if n.name == func.__name__]
+    return found[0] if len(found) == 1 else None
+
+
+def _own_definition(func: Any) -> ast.AST | None:
+    """The definition of ``func`` parsed from its own source (``inspect.getsource``)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
+    return tree.body[0] if len(tree.body) == 1 else None
+
+
 def pure_function(func: Any, module_globals: dict[str, Any]) -> bool:
     """Whether ``func`` (a plain method) provably never changes its instance or anything
     reachable from it or from module-level objects."""
-    try:
-        source = textwrap.dedent(inspect.getsource(func))
-        tree = ast.parse(source)
-    except (OSError, TypeError, SyntaxError, IndentationError):
+    fn = _definition(func) or _own_definition(func)
+    if not isinstance(fn, ast.FunctionDef):
         return False
-    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
-        return False
-    fn = tree.body[0]
     if fn.decorator_list:
         return False
     params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
