@@ -293,6 +293,21 @@ def parse_call(
     return Call(name=name, args=args, kwargs=kwargs, text=text)
 
 
+def reusable(call: Call | ParseFailure) -> bool:
+    """Whether :func:`parse_call` may hand ``call`` out again for its text: a call string with
+    a single ``(`` (bfcl's rewrite touches only the function name, so the parse does not
+    depend on the instance names) whose arguments are all immutable."""
+    return (type(call) is Call and call.text.count("(") == 1 and type(call.kwargs) is dict
+            and all(type(v) in _IMMUTABLE for v in (*call.args, *call.kwargs.values())))
+
+
+def remember(known: dict[str, Call]) -> None:
+    """Take ``known`` (text -> a :func:`reusable` call parsed from that text, such as a
+    cached reference's calls) as parsed already."""
+    if len(_CALLS) < _PLAN_CACHE_SIZE:
+        _CALLS.update(known)
+
+
 def format_call(name: str, kwargs: Mapping[str, Any]) -> str:
     """Render a call as bfcl's FC decoders do: ``name(k=repr(v),...)``."""
     return f"{name}({','.join(f'{k}={v!r}' for k, v in kwargs.items())})"

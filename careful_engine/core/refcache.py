@@ -52,7 +52,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from careful_engine.core import bfcl, environment, safe_write
+from careful_engine.core import bfcl, calls, environment, safe_write
 from careful_engine.core.budget import DEFAULT_BUDGET, Budget, BudgetExceeded, Meter
 from careful_engine.core.calls import Call, ParseFailure
 from careful_engine.core.environment import Environment
@@ -425,6 +425,16 @@ class _Decoded:
     templates: dict[str, tuple]  # class -> (marshal blob, random state): see _templates
     built: dict[int, dict[str, Any]] = field(default_factory=dict)
     made: dict[int, list[CallRecord]] = field(default_factory=dict)  # records of step -1
+    parsed: dict[str, Call] | None = None  # text -> call, those parse_call may hand out
+
+    def reusable_calls(self) -> dict[str, Call]:
+        """The reference's calls that :func:`calls.reusable` accepts, by text (the model
+        side's identical call strings need not be parsed again)."""
+        got = self.parsed
+        if got is None:
+            got = self.parsed = {rec[2].text: rec[2] for turn in self.turns for rec in turn
+                                 if calls.reusable(rec[2]) and rec[2].text == rec[1]}
+        return got
 
     def records(self, turn: int, step: int) -> list[CallRecord]:
         """The call records of ``turn`` placed at ``step`` (those of the replay's step -1 made
@@ -782,6 +792,7 @@ def reference_side(conv: bfcl.Conversation, model_name: str, snapshots: bool,
             return None
     # the model side clones its instances from the templates the reference was loaded from
     environment.adopt(conv, decoded.templates, decoded.initial, cat.held.get(conv.id))
+    calls.remember(decoded.reusable_calls())  # and its call strings the reference makes, parsed
     return CachedSide(decoded, meter, conv, cat)
 
 
