@@ -243,7 +243,7 @@ def _clone(template: tuple) -> Any:
         rng = random.Random.__new__(random.Random)
         rng.setstate(rng_state)
         attrs["_random"] = rng
-    instance.__dict__.update(attrs)
+    instance.__dict__ = attrs  # a fresh dict of its own (the same items, in order)
     return instance
 
 

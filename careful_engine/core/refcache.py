@@ -692,8 +692,8 @@ class RecordingSide:
         self.turns: list[list[CallRecord]] = []
         self.ends: list[State] = []
         self._conv, self._model, self._cat = conv, model_name, cat
-        self._rec: _Recorder | None = _Recorder(env.initial_state,
-                                                environment.plain_templates(conv))
+        # (its templates are taken when the entry is made: see trace)
+        self._rec: _Recorder | None = _Recorder(env.initial_state)
 
     def run(self, turn: int, step: int, texts: list[str]) -> list[CallRecord]:
         execute = self.env.execute
@@ -709,6 +709,11 @@ class RecordingSide:
         rec, conv = self._rec, self._conv
         if rec is not None and len(rec.turns) == len(conv.ground_truth):
             self._rec = None
+            # the plain-data templates of the instances as loaded: made when the reference
+            # side was (the first of this conversation's environments); the model side's
+            # were cloned from them
+            held = environment.held_templates(conv)
+            rec.templates = {c: (t[2], t[3]) for c, t in held.items() if t[0] == "m"}
             try:
                 entry: dict | None = rec.entry(conv, self._model)
             except Uncacheable:
@@ -718,7 +723,9 @@ class RecordingSide:
                 self._cat.encoded[conv.id] = (entry, rec.data)
             self._cat.new.add(conv.id)
             STATS["recorded"] += 1
-            _hold(self._cat, conv)
+            cat = self._cat
+            if len(cat.held.get(conv.id, ())) < len(conv.involved_classes):  # _hold's
+                cat.held[conv.id] = held
         return SideTrace(self.turns, self.env.initial_state, self.ends)
 
 

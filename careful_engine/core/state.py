@@ -23,6 +23,7 @@ ARTEFACTS = frozenset({"_random", "_api_description", "_flight_cost_lookup", "_l
 
 _ARTEFACT_LIST = tuple(ARTEFACTS)
 _PLAIN = (str, int, float, bool, type(None))
+_PLAIN_TYPES = frozenset(_PLAIN)
 
 
 def _file_system_path(directory: Any) -> str:
@@ -47,14 +48,15 @@ def _build(kind: str, keys: Any, kids: list) -> Any:
 def _plain_fast(value: Any) -> Any:
     """:func:`to_plain` by recursion: faster on the shallow states simulators hold."""
     t = type(value)
-    if t in _PLAIN:
+    if t in _PLAIN_TYPES:
         return value
+    # (scalars are taken as they are without a call: most leaves are scalars)
     if t is dict:
-        return {k: _plain_fast(v) for k, v in value.items()}
+        return {k: v if type(v) in _PLAIN_TYPES else _plain_fast(v) for k, v in value.items()}
     if t is list:
-        return [_plain_fast(v) for v in value]
+        return [v if type(v) in _PLAIN_TYPES else _plain_fast(v) for v in value]
     if t is tuple:
-        return tuple(_plain_fast(v) for v in value)
+        return tuple([v if type(v) in _PLAIN_TYPES else _plain_fast(v) for v in value])
     if t is set or t is frozenset:
         return {"__set__": sorted((_plain_fast(v) for v in value), key=repr)}
     name = t.__name__
@@ -135,7 +137,9 @@ def _plain_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
     for key, value in attributes.items():
         if key in ARTEFACTS:
             continue
-        if key == "_current_dir" and type(value).__name__ == "Directory":
+        if type(value) in _PLAIN_TYPES:
+            out[key] = value
+        elif key == "_current_dir" and type(value).__name__ == "Directory":
             out[key] = _file_system_path(value)
         else:
             out[key] = to_plain(value)
