@@ -611,24 +611,33 @@ def evaluate(trace: ConversationTrace, effects: Effects, detector_name: str = "s
                 hits.append(_hit("unconfirmed", t, [r], pos))
         # surplus steps: steps whose calls are all beyond the reference (the same alignment)
         surplus_calls += len(beyond)
-        if beyond:
+        if not beyond:  # no surplus step: the tokens alone (the usual turn)
+            n_steps += len(steps)
+            for step in steps:
+                i, o = step.input_tokens, step.output_tokens
+                if i is None or o is None:
+                    tokens_known = False
+                    continue
+                in_total += i
+                out_total += o
+        else:
             beyond_ids = {id(r) for r in beyond}
             surplus_by_step: dict[int, bool] = {}
             for r in model:
                 surplus_by_step[r.step] = surplus_by_step.get(r.step, True) and (
                     id(r) in beyond_ids)
-        for s, step in enumerate(steps):
-            n_steps += 1
-            surplus = bool(beyond) and surplus_by_step.get(s, False)
-            surplus_steps += surplus
-            if step.input_tokens is None or step.output_tokens is None:
-                tokens_known = False
-                continue
-            in_total += step.input_tokens
-            out_total += step.output_tokens
-            if surplus:
-                in_surplus += step.input_tokens
-                out_surplus += step.output_tokens
+            for s, step in enumerate(steps):
+                n_steps += 1
+                surplus = surplus_by_step.get(s, False)
+                surplus_steps += surplus
+                if step.input_tokens is None or step.output_tokens is None:
+                    tokens_known = False
+                    continue
+                in_total += step.input_tokens
+                out_total += step.output_tokens
+                if surplus:
+                    in_surplus += step.input_tokens
+                    out_surplus += step.output_tokens
         if c:
             counts.update(c)
         per_turn.append(c)
