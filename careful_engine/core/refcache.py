@@ -348,7 +348,12 @@ class _Recorder:
         self.turns.append(rows)
         self.ends.append(n if end is last else sid(end))
         blobs = end._blobs
-        self.views.append([(c, _view(inst, blobs[c])) for c, inst in instances.items()])
+        views = []
+        for c, inst in instances.items():
+            blob = blobs[c]  # (a marshal capture holds the view: _view's None, without a call)
+            views.append((c, None if type(blob) is bytes and blob[:1] == b"m"
+                          else _view(inst, blob)))
+        self.views.append(views)
 
     def entry(self, conv: bfcl.Conversation, model_name: str) -> dict:
         """The finished entry; Uncacheable where it holds an instance name of ``model_name``
