@@ -27,7 +27,7 @@ from careful_engine.core.fs_capture import READS as FS_READS
 from careful_engine.core.fs_capture import TreeTracker
 from careful_engine.core.process import BfclProcess, shared_objects
 from careful_engine.core.purity import pure_methods
-from careful_engine.core.state import State, capture, may_hold_nan
+from careful_engine.core.state import State, capture, nan_free
 from careful_engine.core.trajectory import CallRecord
 
 # The run-wide shared state now lives in careful_engine.core.process; this name is kept for callers.
@@ -427,7 +427,7 @@ class Environment:
                     # a method that never changes its instance: the capture would be the
                     # same bytes (marshal version 2 of built-in values without a NaN)
                     blob = before._blobs.get(class_name)
-                    if type(blob) is bytes and blob[:1] == b"m" and not may_hold_nan(blob):
+                    if type(blob) is bytes and blob[:1] == b"m" and nan_free(blob):
                         new = blob
                 if new is None:
                     new = capture(instance)

@@ -144,14 +144,17 @@ def _turns(conv: bfcl.Conversation, trajectory: Trajectory | None, model: _Side 
     gt = conv.ground_truth
     all_model_results: list[str] = []
     n_turns = max(len(gt), len(trajectory.turns) if model and trajectory else 0)
+    execute = model.env.execute if model is not None else None  # (_Side.run, inlined)
     for t in range(n_turns):
         model_turn: list[CallRecord] = []
         decoded_steps = 0
         if model is not None and t < len(trajectory.turns):
             for s, step in enumerate(trajectory.turns[t]):
-                if step.calls:
+                texts = step.calls
+                if texts:
                     decoded_steps += 1
-                    model_turn.extend(model.run(t, s, step.calls))
+                    for text in texts:
+                        model_turn.append(execute(text, t, s))
             model.turns.append(model_turn)
             model.ends.append(model.env.state)
         ref_turn = ref.run(t, -1, gt[t]) if t < len(gt) else []
@@ -160,7 +163,7 @@ def _turns(conv: bfcl.Conversation, trajectory: Trajectory | None, model: _Side 
             ref.ends.append(ref.env.state)
         if progress.verdict is not None or model is None:
             continue
-        all_model_results.extend(r.result for r in model_turn)
+        all_model_results.extend([r.result for r in model_turn])
         if gt[t]:
             progress.verdict = (
                 (checker.empty_turn(t) if decoded_steps == 0 else None)

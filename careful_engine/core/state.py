@@ -220,6 +220,20 @@ def may_hold_nan(blob: bytes) -> bool:
     return False
 
 
+_NAN_FREE: dict[bytes, bool] = {}  # capture -> not may_hold_nan (captures recur unchanged)
+
+
+def nan_free(blob: bytes) -> bool:
+    """``not may_hold_nan(blob)``, remembered for the captures seen last (a capture left
+    unchanged by a call is the same object, checked again at every turn's end)."""
+    got = _NAN_FREE.get(blob)
+    if got is None:
+        if len(_NAN_FREE) >= 4096:
+            _NAN_FREE.clear()
+        got = _NAN_FREE[blob] = not may_hold_nan(blob)
+    return got
+
+
 def capture(instance: Any) -> bytes:
     """A compact copy of an instance's state (artefacts excluded), taken at C speed.
 
