@@ -268,13 +268,13 @@ def _kinds_of(effects: Effects) -> _Kinds:
 
 
 def _hit(rule: str, turn: int, records: list[CallRecord], pos: Any) -> Hit:
-    """A hit naming ``records``; ``pos`` maps id(record) to its position in the turn."""
+    """A hit naming ``records``; ``pos`` (:class:`_Positions`) gives their positions."""
     return Hit(rule, turn, [r.text for r in records], [r.step for r in records],
-               [pos[id(r)] for r in records])
+               pos.of(records))
 
 
 class _Positions:
-    """id(record) -> its position in the turn, made on first use (most turns hit nothing)."""
+    """The positions of records in the turn (most turns hit nothing)."""
 
     __slots__ = ("_records", "_map")
 
@@ -283,10 +283,31 @@ class _Positions:
         self._map: dict[int, int] | None = None
 
     def __getitem__(self, key: int) -> int:
+        """The position of the record whose id() is ``key`` (the map made on first use)."""
         got = self._map
         if got is None:
             got = self._map = {id(r): k for k, r in enumerate(self._records)}
         return got[key]
+
+    def within(self, records: list[CallRecord]) -> list[bool]:
+        """Per record of the turn: whether it is one of ``records``."""
+        flags = [False] * len(self._records)
+        for k in self.of(records):
+            flags[k] = True
+        return flags
+
+    def of(self, records: list[CallRecord]) -> list[int]:
+        """The positions of ``records``: by one scan where they come in the turn's order
+        (as the rules list them), else by id()."""
+        turn, k, n, out = self._records, 0, len(self._records), []
+        for r in records:
+            while k < n and turn[k] is not r:
+                k += 1
+            if k == n:
+                return [self[id(r)] for r in records]
+            out.append(k)
+            k += 1
+        return out
 
 
 @dataclass(frozen=True)
@@ -621,11 +642,10 @@ def evaluate(trace: ConversationTrace, effects: Effects, detector_name: str = "s
                 in_total += i
                 out_total += o
         else:
-            beyond_ids = {id(r) for r in beyond}
             surplus_by_step: dict[int, bool] = {}
-            for r in model:
-                surplus_by_step[r.step] = surplus_by_step.get(r.step, True) and (
-                    id(r) in beyond_ids)
+            flags = pos.within(beyond)  # per model call: whether it is beyond
+            for r, flag in zip(model, flags, strict=True):
+                surplus_by_step[r.step] = surplus_by_step.get(r.step, True) and flag
             for s, step in enumerate(steps):
                 n_steps += 1
                 surplus = surplus_by_step.get(s, False)
