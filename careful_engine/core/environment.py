@@ -197,11 +197,11 @@ def conversation_key(conv: bfcl.Conversation) -> str:
 def held_templates(conv: bfcl.Conversation) -> dict[str, tuple]:
     """The templates of ``conv``'s classes made so far in this process, by class name."""
     out = {}
+    long_context, key = conv.long_context, conversation_key(conv)
     for c in conv.involved_classes:
-        if c == "TravelAPI" and conv.long_context:
+        if c == "TravelAPI" and long_context:
             continue  # never cloned (see Environment._create)
-        t = _TEMPLATES.get(_config_key(conversation_key(conv), c, conv.long_context,
-                                       conv.initial_config))
+        t = _TEMPLATES.get(_config_key(key, c, long_context, conv.initial_config))
         if t is not None:
             out[c] = t
     return out
@@ -220,16 +220,15 @@ def adopt(conv: bfcl.Conversation, templates: dict[str, tuple[bytes, Any]],
     ``held`` (from :func:`held_templates`, earlier in this process), and take ``initial`` (if
     given) as their initial state, as if this process had loaded them (the reference cache's
     entry was recorded from such a load)."""
-    key = conversation_key(conv)
+    key, long_context, config = conversation_key(conv), conv.long_context, conv.initial_config
     for c, template in (held or {}).items():
-        _TEMPLATES.setdefault(_config_key(key, c, conv.long_context, conv.initial_config),
-                              template)
+        _TEMPLATES.setdefault(_config_key(key, c, long_context, config), template)
     for c, (blob, rng_state) in templates.items():
-        tk = _config_key(key, c, conv.long_context, conv.initial_config)
+        tk = _config_key(key, c, long_context, config)
         if tk not in _TEMPLATES:
             _TEMPLATES[tk] = ("m", bfcl.simulator_class(c), blob, rng_state)
     if initial is not None and key not in _INITIAL_STATES and not (
-            conv.long_context and "TravelAPI" in conv.involved_classes):
+            long_context and "TravelAPI" in conv.involved_classes):
         _INITIAL_STATES[key] = initial
 
 

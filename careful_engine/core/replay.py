@@ -99,7 +99,7 @@ def replay(
     progress = _Progress(verdict)
     stopped: str | None = None
     try:
-        _turns(conv, trajectory, model, ref, progress, process, shares)
+        _turns(conv, trajectory, model, ref, progress, process, classes)
     except (BudgetExceeded, RecursionError) as e:
         stopped = str(e) if isinstance(e, BudgetExceeded) else f"state too deep to compare ({e})"
         for side in (model, ref):
@@ -138,9 +138,11 @@ class _Progress:
 
 
 def _turns(conv: bfcl.Conversation, trajectory: Trajectory | None, model: _Side | None,
-           ref: _Side, progress: _Progress, process: BfclProcess, shares: bool) -> None:
-    """Run every turn of both sides; bfcl's verdict and its shared objects where it stopped."""
-    classes = refcache.process_classes(conv)
+           ref: _Side, progress: _Progress, process: BfclProcess,
+           classes: tuple[str, ...]) -> None:
+    """Run every turn of both sides; bfcl's verdict and its shared objects where it stopped
+    (``classes``: those whose process-global objects the conversation can reach)."""
+    shares = bool(classes)
     gt = conv.ground_truth
     all_model_results: list[str] = []
     n_turns = max(len(gt), len(trajectory.turns) if model and trajectory else 0)

@@ -525,7 +525,7 @@ def evaluate(trace: ConversationTrace, effects: Effects, detector_name: str = "s
 
     ``rule`` chooses what the safe verdict uses (default: ``effects.rule``, else the paper's).
     """
-    counts: Counter = Counter()
+    counts: Counter = _new_counter(Counter)  # an empty Counter (as Counter() makes it)
     hits: list[Hit] = []
     per_turn: list[Counter] = []
     traj = trace.trajectory
@@ -658,8 +658,9 @@ def evaluate(trace: ConversationTrace, effects: Effects, detector_name: str = "s
                 if surplus:
                     in_surplus += step.input_tokens
                     out_surplus += step.output_tokens
-        if c:
-            counts.update(c)
+        if c:  # counts.update(c), without Counter.update's checks
+            for rule_key, count in c.items():
+                counts[rule_key] = counts.get(rule_key, 0) + count
         per_turn.append(c)
     out.steps, out.surplus_steps = n_steps, surplus_steps
     out.surplus_calls, out.reference_destructive = surplus_calls, reference_destructive

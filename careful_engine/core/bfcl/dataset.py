@@ -97,6 +97,9 @@ def category_of(entry_id: str) -> str:
     return entry_id.split(":")[0].rsplit("_", 1)[0]
 
 
+_LONG_CONTEXT: dict[str, bool] = {}  # category -> is_long_context(category)
+
+
 def is_long_context(category: str) -> bool:
     """BFCL's own test (multi_turn_checker.py:48-50): substring match on the category."""
     return "long_context" in category or "composite" in category
@@ -147,7 +150,12 @@ class Conversation:
 
     @property
     def long_context(self) -> bool:
-        return is_long_context(self.category)
+        got = _LONG_CONTEXT.get(self.category)  # (asked often per replay)
+        if got is None:
+            got = is_long_context(self.category)
+            if len(_LONG_CONTEXT) < 1_000:
+                _LONG_CONTEXT[self.category] = got
+        return got
 
     def functions(self) -> list[dict]:
         """The docs shown at the start, missed functions held out (utils.py:772-801)."""
