@@ -181,20 +181,24 @@ def _fast(text: str) -> tuple[str, dict[str, Any], bool] | None:
     kwargs: dict[str, Any] = {}
     pos = m.end()
     lists = False
+    match = _ARG.match
     while pos < end:
-        a = _ARG.match(source, pos)
+        a = match(source, pos)
         if a is None:
             return None
-        key, value = a.group(1), a.group(2)
+        key, value, comma = a.groups()
         if key in kwargs or iskeyword(key):
             return None
-        if value[0] == "[":
+        first = value[0]
+        if first == "'" or first == '"':  # _scalar's string, inlined (the usual value)
+            kwargs[key] = value[1:-1]
+        elif first == "[":
             kwargs[key] = [_scalar(i.group()) for i in _ITEM.finditer(value)]
             lists = True
         else:
             kwargs[key] = _scalar(value)
         pos = a.end()
-        if a.group(3) is None:
+        if comma is None:
             break
     return (m.group(1), kwargs, lists) if pos == end else None
 
