@@ -157,11 +157,10 @@ def decode_entry(entry: dict, handler: Any | None) -> Trajectory:
             raise RuntimeError("a decoder is needed for this run: name one with --decoder")
         n = len(turn)
         ins, outs = _cells(_row(in_counts, t), n), _cells(_row(out_counts, t), n)
-        decode = handler.decode_execute if n else None
         for s, item in enumerate(turn):
             # decode_step, inlined for its usual outcome (a list of calls, or none)
             try:
-                decoded = decode(item, has_tool_call_tag=False)
+                decoded = handler.decode_execute(item, has_tool_call_tag=False)
             except Exception as e:  # as decode_step names it
                 steps.append(_failed_step(item, e, ins[s], outs[s]))
                 continue
