@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from careful_engine.core.budget import BUDGET_EXCEEDED
-from careful_engine.core.state import State, TooLarge, nan_free, to_plain
+from careful_engine.core.state import State, TooLarge, comparable, to_plain
 from careful_engine.core.trajectory import Verdict
 
 INFERENCE_ERROR = "multi_turn:inference_error"
@@ -112,8 +112,7 @@ def state_check(model: dict[str, Any], reference: dict[str, Any], turn: int,
     for class_name, ref_instance in reference.items():
         if same is not None and class_name not in same[2]:
             a = same[0]._blobs.get(class_name)
-            if type(a) is bytes and a[:1] == b"m" and a == same[1]._blobs.get(class_name) \
-                    and nan_free(a):
+            if a == same[1]._blobs.get(class_name) and comparable(a):
                 continue
         differences = compare_instances(model[class_name], ref_instance)
         if differences:

@@ -33,20 +33,10 @@ def decode_step(handler: Any, item: Any, input_tokens: int | None = None,
     """Decode one logged step (with its token counts, if known)."""
     try:
         decoded = handler.decode_execute(item, has_tool_call_tag=False)
-    except Exception as e:
-        return _failed_step(item, e, input_tokens, output_tokens)
-    return _outcome_step(item, decoded, input_tokens, output_tokens)
-
-
-def _failed_step(item: Any, e: Exception, input_tokens: Any, output_tokens: Any) -> Step:
-    """The step of a decode that raised ``e`` (bfcl drops these steps; the message is kept)."""
-    if isinstance(e, Refused):  # model text the safe evaluator would not compute: named
+    except Refused as e:  # model text the safe evaluator would not compute: named as such
         return _step(item, _ERROR, [], str(e), input_tokens, output_tokens)
-    return _step(item, _ERROR, [], f"{type(e).__name__}: {e}", input_tokens, output_tokens)
-
-
-def _outcome_step(item: Any, decoded: Any, input_tokens: Any, output_tokens: Any) -> Step:
-    """The step of a decode that returned ``decoded``."""
+    except Exception as e:  # bfcl drops these steps; the message is kept here
+        return _step(item, _ERROR, [], f"{type(e).__name__}: {e}", input_tokens, output_tokens)
     try:
         empty = is_empty_execute_response(decoded)
     except TypeError as e:
@@ -57,9 +47,6 @@ def _outcome_step(item: Any, decoded: Any, input_tokens: Any, output_tokens: Any
 
 
 _ERROR = Outcome.DECODE_ERROR
-_NO_CALL = Outcome.NO_CALL
-_CALLS = Outcome.CALLS
-_SIZED = (str, list, dict, tuple)  # a first decoded item whose len() is its own
 _new_object = object.__new__
 
 
@@ -93,10 +80,6 @@ def odd_shape(turn: Any, steps: list[Step] | None = None) -> str | None:
         return f"turns are objects: bfcl iterates their keys {what}"
     return (f"turns are {type(turn).__name__}s, not lists of steps: bfcl's evaluator stops "
             "with an error on them; here they have no steps")
-
-
-def _per_step(counts: Any, turn: int, step: int) -> int | None:
-    return _cell(_row(counts, turn), step)
 
 
 _NO_ROW = object()
@@ -158,19 +141,7 @@ def decode_entry(entry: dict, handler: Any | None) -> Trajectory:
         n = len(turn)
         ins, outs = _cells(_row(in_counts, t), n), _cells(_row(out_counts, t), n)
         for s, item in enumerate(turn):
-            # decode_step, inlined for its usual outcome (a list of calls, or none)
-            try:
-                decoded = handler.decode_execute(item, has_tool_call_tag=False)
-            except Exception as e:  # as decode_step names it
-                steps.append(_failed_step(item, e, ins[s], outs[s]))
-                continue
-            if type(decoded) is list and (not decoded or type(decoded[0]) in _SIZED):
-                if not decoded or (len(decoded) == 1 and not decoded[0]):
-                    steps.append(_step(item, _NO_CALL, [], None, ins[s], outs[s]))
-                else:
-                    steps.append(_step(item, _CALLS, list(decoded), None, ins[s], outs[s]))
-            else:
-                steps.append(_outcome_step(item, decoded, ins[s], outs[s]))
+            steps.append(decode_step(handler, item, ins[s], outs[s]))
         shape = odd_shape(turn, steps)
         if shape:
             problems.append(f"turn {t}: {shape}")

@@ -27,7 +27,7 @@ from careful_engine.core.fs_capture import READS as FS_READS
 from careful_engine.core.fs_capture import TreeTracker
 from careful_engine.core.process import BfclProcess, shared_objects
 from careful_engine.core.purity import pure_methods
-from careful_engine.core.state import State, capture, nan_free
+from careful_engine.core.state import State, capture, comparable
 from careful_engine.core.trajectory import CallRecord
 
 # The run-wide shared state now lives in careful_engine.core.process; this name is kept for callers.
@@ -77,6 +77,8 @@ def call_succeeded(name: str | None, raw: Any, raised: bool) -> bool:
     """
     if raised:
         return False
+    if type(raw) is str:  # the usual result, first
+        return not raw.startswith("Error")
     if isinstance(raw, dict):
         if "error" in raw:
             return False
@@ -207,11 +209,14 @@ def held_templates(conv: bfcl.Conversation) -> dict[str, tuple]:
     return out
 
 
-def plain_templates(conv: bfcl.Conversation) -> dict[str, tuple[bytes, Any]]:
+def plain_templates(conv: bfcl.Conversation,
+                    held: dict[str, tuple] | None = None) -> dict[str, tuple[bytes, Any]]:
     """The plain-data templates (marshal blob, random state) of ``conv``'s classes made so
     far, by class name (what the reference cache keeps, so that a later process clones the
-    model side's instances instead of loading them)."""
-    return {c: (t[2], t[3]) for c, t in held_templates(conv).items() if t[0] == "m"}
+    model side's instances instead of loading them); ``held``: :func:`held_templates`'s
+    answer, if at hand."""
+    held = held_templates(conv) if held is None else held
+    return {c: (t[2], t[3]) for c, t in held.items() if t[0] == "m"}
 
 
 def adopt(conv: bfcl.Conversation, templates: dict[str, tuple[bytes, Any]],
@@ -402,7 +407,7 @@ class Environment:
         raised = False
         try:
             raw = method(*call.args, **call.kwargs)
-            result = raw if type(raw) is str else serialise(raw)
+            result = serialise(raw)
         except Exception as e:  # the simulators raise on bad input; bfcl records the message
             raw, raised = None, True
             result = f"Error during execution: {e}"
@@ -419,23 +424,17 @@ class Environment:
                     self._untracked, self._tracker = True, None
             if new is None:
                 self._tracker = None
-                pure = _PURE.get(class_name)
-                if pure is None:
-                    pure = _pure(class_name)
-                if name in pure and class_name not in self._process_bound:
+                if name in _pure(class_name) and class_name not in self._process_bound:
                     # a method that never changes its instance: the capture would be the
                     # same bytes (marshal version 2 of built-in values without a NaN)
                     blob = before._blobs.get(class_name)
-                    if type(blob) is bytes and blob[:1] == b"m" and nan_free(blob):
+                    if comparable(blob):
                         new = blob
                 if new is None:
                     new = capture(instance)
             self.state = before.replace(class_name, new)
-        if type(raw) is str:  # call_succeeded's answer for a string, without the call
-            ok = not raised and not raw.startswith("Error")
-        else:
-            ok = call_succeeded(name, raw, raised)
-        return CallRecord(turn, step, text, call, result, ok, class_name, before, self.state)
+        return CallRecord(turn, step, text, call, result, call_succeeded(name, raw, raised),
+                          class_name, before, self.state)
 
     def execute_all(self, texts: list[str]) -> list[Execution]:
         return [self.execute(t) for t in texts]

@@ -286,7 +286,9 @@ def _decode_logs(encoded: list) -> list[TreeLog]:
 def _call(call: Call | ParseFailure) -> tuple:
     if isinstance(call, ParseFailure):
         return ("f", call.text, call.reason, call.name)
-    return ("c", call.name, call.args, dict(call.kwargs), call.text)
+    kwargs = call.kwargs  # a dict as it is: nothing changes a call's kwargs (a method gets
+    return ("c", call.name, call.args,  # its own copy)
+            kwargs if type(kwargs) is dict else dict(kwargs), call.text)
 
 
 class _Recorder:
@@ -319,41 +321,12 @@ class _Recorder:
         return n
 
     def turn(self, records: list[CallRecord], end: State, instances: dict[str, Any]) -> None:
-        index, sid = self._index, self._id
-        rows = []
-        last: Any = None  # the state after the previous call (the next one's before, mostly)
-        n = -1
-        for r in records:
-            before, after = r.state_before, r.state_after
-            if before is last:
-                b = n
-            else:
-                b = index.get(id(before))
-                if b is None:
-                    b = sid(before)
-            if after is before:
-                a = b
-            else:
-                a = index.get(id(after))
-                if a is None:
-                    a = sid(after)
-            last, n = after, a
-            call = r.call
-            if type(call) is Call and type(call.kwargs) is dict:
-                # (the dict itself: nothing changes a call's kwargs; a method gets a copy)
-                enc: tuple = ("c", call.name, call.args, call.kwargs, call.text)
-            else:
-                enc = _call(call)
-            rows.append((r.text, enc, r.result, r.success, r.class_name, b, a))
-        self.turns.append(rows)
-        self.ends.append(n if end is last else sid(end))
+        sid = self._id
+        self.turns.append([(r.text, _call(r.call), r.result, r.success, r.class_name,
+                            sid(r.state_before), sid(r.state_after)) for r in records])
+        self.ends.append(sid(end))
         blobs = end._blobs
-        views = []
-        for c, inst in instances.items():
-            blob = blobs[c]  # (a marshal capture holds the view: _view's None, without a call)
-            views.append((c, None if type(blob) is bytes and blob[:1] == b"m"
-                          else _view(inst, blob)))
-        self.views.append(views)
+        self.views.append([(c, _view(inst, blobs[c])) for c, inst in instances.items()])
 
     def entry(self, conv: bfcl.Conversation, model_name: str) -> dict:
         """The finished entry; Uncacheable where it holds an instance name of ``model_name``
@@ -553,10 +526,12 @@ class _Category:
     encoded: dict[str, tuple[dict, bytes]] = field(default_factory=dict)
 
 
-def _hold(cat: _Category, conv: bfcl.Conversation) -> None:
-    """Keep the templates this process made for ``conv`` with its category."""
+def _hold(cat: _Category, conv: bfcl.Conversation,
+          held: dict[str, tuple] | None = None) -> None:
+    """Keep the templates this process made for ``conv`` with its category (``held``: those
+    templates, if at hand)."""
     if len(cat.held.get(conv.id, ())) < len(conv.involved_classes):
-        cat.held[conv.id] = environment.held_templates(conv)
+        cat.held[conv.id] = environment.held_templates(conv) if held is None else held
 
 
 _MEMORY: dict[tuple[str, str, str], _Category] = {}
@@ -718,7 +693,7 @@ class RecordingSide:
             # side was (the first of this conversation's environments); the model side's
             # were cloned from them
             held = environment.held_templates(conv)
-            rec.templates = {c: (t[2], t[3]) for c, t in held.items() if t[0] == "m"}
+            rec.templates = environment.plain_templates(conv, held)
             try:
                 entry: dict | None = rec.entry(conv, self._model)
             except Uncacheable:
@@ -728,9 +703,7 @@ class RecordingSide:
                 self._cat.encoded[conv.id] = (entry, rec.data)
             self._cat.new.add(conv.id)
             STATS["recorded"] += 1
-            cat = self._cat
-            if len(cat.held.get(conv.id, ())) < len(conv.involved_classes):  # _hold's
-                cat.held[conv.id] = held
+            _hold(self._cat, conv, held)
         return SideTrace(self.turns, self.env.initial_state, self.ends)
 
 

@@ -234,6 +234,13 @@ def nan_free(blob: bytes) -> bool:
     return got
 
 
+def comparable(blob: Any) -> bool:
+    """Whether ``blob`` is a marshal capture holding no NaN: two such captures are equal bytes
+    exactly when their values are equal (bfcl's simulators hold only built-in values; a NaN is
+    unequal to itself)."""
+    return type(blob) is bytes and blob[:1] == b"m" and nan_free(blob)
+
+
 def capture(instance: Any) -> bytes:
     """A compact copy of an instance's state (artefacts excluded), taken at C speed.
 
