@@ -84,6 +84,33 @@ def test_spearman_matches_scipy_with_ties(pairs: list[tuple[int, int]]) -> None:
         assert rho == pytest.approx(spearmanr(x, y).statistic)
 
 
+_PROBE = """
+import os, sys
+from careful_engine.scoring import stats
+stats.prefetch()
+print(os.environ.get("OPENBLAS_NUM_THREADS"), os.environ.get("OMP_NUM_THREADS"),
+      "numpy" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize(("preset", "after"), [(None, "None None True"),
+                                               ("3", "3 None True")])
+def test_scipy_import_leaves_the_environment_as_it_was(preset: str | None, after: str) -> None:
+    """The single-threaded BLAS is for scipy's own import: the variables set for it are
+    removed afterwards, and a thread count the user set is neither overwritten nor removed."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    if preset is not None:
+        env["OPENBLAS_NUM_THREADS"] = preset
+    out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True,
+                         text=True, timeout=120, check=True).stdout.strip()
+    assert out == after
+
+
 def test_ranks_best_first_ties_share_the_better_rank() -> None:
     assert ranks([0.3, 0.1, 0.3, 0.2]) == [1, 4, 1, 3]
     assert ranks([]) == []
