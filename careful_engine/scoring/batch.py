@@ -162,9 +162,10 @@ def _file_of(job: _Job, index: int) -> tuple[LoadedFile, Any]:
     if index in _OWN_FILES:
         _OWN_FILES.move_to_end(index)
         return _OWN_FILES[index]
-    rf, key = job.sources[index]
-    lf = load_result_file(rf)
-    got = (lf, bfcl.handler(key) if key is not None and needs_decoder(lf) else None)
+    lf, _, handler, error = _open(*job.sources[index])
+    if error:  # the parent built this decoder: it can only fail here if the file changed
+        raise RuntimeError(error)
+    got = (lf, handler)
     _OWN_FILES[index] = got
     while len(_OWN_FILES) > _OWN_MAX:
         _OWN_FILES.popitem(last=False)
@@ -192,28 +193,19 @@ def _score_task(task: Task, job: _Job, tick: Callable[[], None]) -> _Part:
 def _load_and_score(index: int, job: _Job, tick: Callable[[], None]) -> _Own:
     """One whole file loaded, decoded and scored in this process; no entries sent back."""
     rf, key = job.sources[index]
-    lf = load_result_file(rf)
-    own = _Own(list(lf.problems), lf.lines, False, "")
-    if not lf.unreadable and key is not None:
-        own.decoder_error = None
-        own.needed = needs_decoder(lf)
-        handler = None
-        if own.needed:
-            try:
-                handler = bfcl.handler(key)
-            except (bfcl.UnknownModel, RuntimeError) as e:
-                own.decoder_error = e.args[0] if e.args else str(e)
-        if own.decoder_error is None:
-            try:
-                cs = score_file(lf, handler, keep_traces=job.keep_traces, on_entry=tick,
-                                effects=job.effects, detector=job.detector, budget=job.budget)
-            except parallel.Cancelled:
-                raise
-            except (Exception, RecursionError, MemoryError) as e:  # this file, not the run
-                own.failed = parallel.guarded_reason(e)
-                return own
-            own.part = _Part(_detailed(cs.results, job), lf.problems[len(own.problems):])
+    lf, needed, handler, error = _open(rf, key)
+    own = _Own(list(lf.problems), lf.lines, needed, error)
+    if error is None:
+        try:
+            cs = score_file(lf, handler, keep_traces=job.keep_traces, on_entry=tick,
+                            effects=job.effects, detector=job.detector, budget=job.budget)
+        except parallel.Cancelled:
+            raise
+        except (Exception, RecursionError, MemoryError) as e:  # this file, not the run
+            own.failed = parallel.guarded_reason(e)
             return own
+        own.part = _Part(_detailed(cs.results, job), lf.problems[len(own.problems):])
+        return own
     for _ in bfcl.conversations(rf.category):  # nothing is scored
         tick()
     return own
@@ -257,20 +249,25 @@ def _load(plans: list[RunPlan], tasks: list[tuple[int, str, ResultFile]]) -> lis
     """Every file loaded, with its decoder built if it has steps to decode."""
     out = []
     for n, m, rf in tasks:
-        lf = load_result_file(rf)
-        f = _File(lf, len(lf.problems))
-        key = plans[n].keys[m]
-        if not lf.unreadable and key is not None:
-            f.needed = needs_decoder(lf)
-            if f.needed:
-                try:
-                    f.handler = bfcl.handler(key)
-                except (bfcl.UnknownModel, RuntimeError) as e:
-                    f.decoder_error = e.args[0] if e.args else str(e)
-        else:
-            f.decoder_error = ""  # reported, not scored
-        out.append(f)
+        lf, needed, handler, error = _open(rf, plans[n].keys[m])
+        out.append(_File(lf, len(lf.problems), needed, handler, error))
     return out
+
+
+def _open(rf: ResultFile, key: str | None) -> tuple[LoadedFile, bool, Any, str | None]:
+    """A result file loaded, and its decoder built if it has steps to decode: (the file,
+    whether it needs a decoder, the decoder, why it has none). The reason is None when it has
+    one or needs none, "" when the file is unreadable or its folder names no decoder (both
+    reported already: the file is not scored), else why bfcl could not build it."""
+    lf = load_result_file(rf)
+    if lf.unreadable or key is None:
+        return lf, False, None, ""
+    if not needs_decoder(lf):
+        return lf, False, None, None
+    try:
+        return lf, True, bfcl.handler(key), None
+    except (bfcl.UnknownModel, RuntimeError) as e:
+        return lf, True, None, e.args[0] if e.args else str(e)
 
 
 def _split(files: list[_File], jobs: int) -> list[Task]:
