@@ -145,6 +145,20 @@ def _report(label: str, walls: list[float], cpus: list[float],
     return min(walls), statistics.median(walls), min(cpus)
 
 
+def compile_project() -> str:
+    """Compile the project's modules where they are out of date, as pip does for an installed
+    package: an editable install holds none, and under PYTHONDONTWRITEBYTECODE each careful
+    process would otherwise compile them again (bfcl-eval's are compiled at its install)."""
+    import compileall
+    import importlib.util
+
+    folders = [Path(spec.origin).parent for name in ("careful_engine", "careful_cli")
+               if (spec := importlib.util.find_spec(name)) and spec.origin]
+    ok = all(compileall.compile_dir(f, quiet=2) for f in folders)
+    return f"bytecode of {', '.join(map(str, folders))}: " + ("up to date" if ok else
+                                                               "could not be written")
+
+
 def load_note() -> str:
     try:
         one, five, _ = os.getloadavg()
@@ -161,6 +175,7 @@ def main() -> None:
     ap.add_argument("--skip-bfcl", action="store_true")
     ap.add_argument("--skip-leaderboard", action="store_true")
     args = ap.parse_args()
+    print(compile_project())
     print(f"before: {load_note()}")
     tmp = Path(tempfile.mkdtemp(prefix="careful-e2e-"))
     base_env = {**os.environ, "PYTHONHASHSEED": "0"}

@@ -68,3 +68,35 @@ def test_every_module_after_one_keeps_the_help_order() -> None:
     assert [g.typer_instance for g in app.registered_groups] == order
     _load()
     assert len(app.registered_groups) == len(COMMAND_MODULES)
+
+
+_HEAVY = ("pydantic", "scipy", "numpy", "sklearn", "textual", "sqlite_utils", "anthropic")
+_IMPORTED = """
+import atexit, sys
+atexit.register(lambda: print("IMPORTED", *sorted({m.split(".")[0] for m in sys.modules}),
+                              file=sys.stderr))
+sys.argv = ["careful", *sys.argv[1:]]
+from careful_cli import main
+main()
+"""
+
+
+def test_scoring_a_run_imports_no_heavy_package(shared_runs, tmp_path) -> None:
+    """`careful score` starts with the CLI and the engine alone: none of the packages that
+    other commands use (the statistics, the workbench, the store, the API client), and not
+    pydantic, which typer 0.29 imports to coerce options (about 0.1 s at every start)."""
+    src = shared_runs / "xlam-2-8b-fc-r" / "result" / "Salesforce_Llama-xLAM-2-8b-fc-r"
+    model = tmp_path / "run" / "result" / src.name
+    model.mkdir(parents=True)
+    name = "BFCL_v3_multi_turn_base_result.json"
+    lines = (src / name).read_text(encoding="utf-8").splitlines()[:3]
+    (model / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", _IMPORTED, "score", str(tmp_path / "run"),
+                           "-q", "--jobs", "1", "-o", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "CAREFUL_REFCACHE": "off"})
+    assert done.returncode == 1, done.stderr  # scored; the ids left out counted as failed
+    assert (tmp_path / "out" / "conversations.jsonl").is_file()
+    imported = set(done.stderr.split("IMPORTED")[1].split())
+    assert "careful_engine" in imported and "bfcl_eval" in imported
+    assert imported.isdisjoint(_HEAVY), sorted(imported & set(_HEAVY))
