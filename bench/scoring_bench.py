@@ -68,6 +68,8 @@ def main() -> None:
             shutil.rmtree(tmp / "cache", ignore_errors=True)
         if mode in ("cold", "disk"):
             refcache.clear_memory()
+        if mode == "warm":  # held and decoded, whichever mode ran before (cold leaves it undecoded)
+            refcache.preload([args.category])
 
     def engine() -> None:
         environment.clear_caches()
