@@ -32,6 +32,30 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib import metadata
+
+        def of(dist: str) -> str:
+            try:
+                return metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                return "not installed"
+
+        typer.echo(f"careful-workbench {of('careful-workbench')} (bfcl-eval {of('bfcl-eval')}, "
+                   f"Python {sys.version.split()[0]})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _top(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                      help="Print the versions of careful and bfcl-eval.")
+         ) -> None:
+    pass
+
+
 # The command modules, in the order of `careful --help`.
 COMMAND_MODULES = (
     "score", "demo", "leaderboard", "compare", "sensitivity", "declare", "audits",

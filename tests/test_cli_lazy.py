@@ -100,3 +100,12 @@ def test_scoring_a_run_imports_no_heavy_package(shared_runs, tmp_path) -> None:
     imported = set(done.stderr.split("IMPORTED")[1].split())
     assert "careful_engine" in imported and "bfcl_eval" in imported
     assert imported.isdisjoint(_HEAVY), sorted(imported & set(_HEAVY))
+
+
+def test_version_names_careful_and_the_pinned_bfcl_eval() -> None:
+    from importlib import metadata
+
+    done = _careful("lazy", "--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"careful-workbench {metadata.version('careful-workbench')} ")
+    assert f"bfcl-eval {metadata.version('bfcl-eval')}" in done.stdout
