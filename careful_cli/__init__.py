@@ -33,19 +33,13 @@ app = typer.Typer(
 )
 
 
-
 def _version(value: bool) -> None:
     if value:
-        from importlib import metadata
+        from careful_engine.core import bfcl
+        from careful_engine.scoring.settings import engine_version
 
-        def of(dist: str) -> str:
-            try:
-                return metadata.version(dist)
-            except metadata.PackageNotFoundError:
-                return "not installed"
-
-        typer.echo(f"careful-workbench {of('careful-workbench')} (bfcl-eval {of('bfcl-eval')}, "
-                   f"Python {sys.version.split()[0]})")
+        typer.echo(f"careful-workbench {engine_version()} (bfcl-eval "
+                   f"{bfcl.installed_version()}, Python {sys.version.split()[0]})")
         raise typer.Exit()
 
 
