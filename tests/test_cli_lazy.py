@@ -30,7 +30,8 @@ def test_the_table_names_every_command_of_every_module() -> None:
 _RUN = """
 import atexit, sys
 atexit.register(lambda: print("LOADED", *sorted(m for m in sys.modules
-                                               if m.startswith("careful_cli.")), file=sys.stderr))
+                                               if m.startswith("careful_cli.")), "\\nIMPORTED",
+                              *sorted({m.split(".")[0] for m in sys.modules}), file=sys.stderr))
 sys.argv = ["careful", *sys.argv[2:]]
 if sys.argv[1] == "full":
     from careful_cli import _load, main
@@ -47,12 +48,19 @@ def _careful(mode: str, *args: str) -> subprocess.CompletedProcess:
                           text=True, env=env, timeout=120)
 
 
+def _listed(done: subprocess.CompletedProcess, tag: str) -> list[str]:
+    """What _RUN printed at exit after ``tag``: the careful_cli modules (LOADED) or every
+    top-level package (IMPORTED)."""
+    return next(line.split()[1:] for line in done.stderr.splitlines()
+                if line.startswith(f"{tag} ") or line == tag)
+
+
 def test_a_command_loads_only_its_module_and_behaves_the_same() -> None:
     for args in (["leaderboard", "--help"], ["score", "--jobs", "-1", "x"], ["doctor", "--help"]):
         lazy, full = _careful("lazy", *args), _careful("full", *args)
         assert (lazy.returncode, lazy.stdout) == (full.returncode, full.stdout), args
         assert lazy.stderr.split("LOADED")[0] == full.stderr.split("LOADED")[0]
-        loaded = lazy.stderr.split("LOADED")[1].split()
+        loaded = _listed(lazy, "LOADED")
         module = careful_cli._module_of(args)
         assert f"careful_cli.{module}" in loaded
         assert "careful_cli.annotation" not in loaded and "careful_cli.generate" not in loaded
@@ -71,14 +79,6 @@ def test_every_module_after_one_keeps_the_help_order() -> None:
 
 
 _HEAVY = ("pydantic", "scipy", "numpy", "sklearn", "textual", "sqlite_utils", "anthropic")
-_IMPORTED = """
-import atexit, sys
-atexit.register(lambda: print("IMPORTED", *sorted({m.split(".")[0] for m in sys.modules}),
-                              file=sys.stderr))
-sys.argv = ["careful", *sys.argv[1:]]
-from careful_cli import main
-main()
-"""
 
 
 def test_scoring_a_run_imports_no_heavy_package(shared_runs, tmp_path) -> None:
@@ -91,13 +91,11 @@ def test_scoring_a_run_imports_no_heavy_package(shared_runs, tmp_path) -> None:
     name = "BFCL_v3_multi_turn_base_result.json"
     lines = (src / name).read_text(encoding="utf-8").splitlines()[:3]
     (model / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    done = subprocess.run([sys.executable, "-c", _IMPORTED, "score", str(tmp_path / "run"),
-                           "-q", "--jobs", "1", "-o", str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "CAREFUL_REFCACHE": "off"})
+    done = _careful("lazy", "score", str(tmp_path / "run"), "-q", "--jobs", "1",
+                    "-o", str(tmp_path / "out"))
     assert done.returncode == 1, done.stderr  # scored; the ids left out counted as failed
     assert (tmp_path / "out" / "conversations.jsonl").is_file()
-    imported = set(done.stderr.split("IMPORTED")[1].split())
+    imported = set(_listed(done, "IMPORTED"))
     assert "careful_engine" in imported and "bfcl_eval" in imported
     assert imported.isdisjoint(_HEAVY), sorted(imported & set(_HEAVY))
 
