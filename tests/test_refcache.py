@@ -12,6 +12,7 @@ when it should not be.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import hmac
 import io
@@ -27,6 +28,8 @@ from careful_cli.score import write_outputs
 from careful_engine.core import bfcl, checker, refcache
 from careful_engine.core.budget import DEFAULT_BUDGET, Meter
 from careful_engine.core.environment import Environment
+from careful_engine.core.process import BfclProcess
+from careful_engine.core.trajectory import Outcome, Step, Trajectory
 from careful_engine.scoring.score import score_run
 
 FC = "gpt-4o-2024-11-20-FC"
@@ -121,21 +124,35 @@ def _live(conv: bfcl.Conversation, model: str):
 
 @pytest.mark.parametrize("category", bfcl.CATEGORIES)
 def test_every_cached_reference_equals_its_live_replay(category: str) -> None:
+    """Each reference the cache holds, against a live replay of it from a fresh process
+    state; a guarded one (see refcache.guardable) also leaves bfcl's shared objects as the
+    live replay leaves them."""
     model = "Some-Model_v1.5"
     refcache.warm((category,))
     refcache.clear_memory()  # the entries as written and read back
-    cached_n = 0
+    cached_n = guarded_n = 0
     for conv in bfcl.conversations(category):
+        classes = refcache.process_classes(conv)
+        BfclProcess()
+        # the live side first, whole (a guarded side checks the shared objects it starts
+        # each turn from: the live replay must not change them under it)
+        live = [(records, end, copy.deepcopy(instances))
+                for records, end, instances in _live(conv, model)]
+        after_live = BfclProcess.checkpoint(classes)
+        BfclProcess()
         side = refcache.reference_side(conv, model, True, None, None)
-        if refcache.depends_on_process(conv):  # live (instances cloned from kept loads)
+        if refcache.depends_on_process(conv) and not refcache.guardable(conv):
             assert side is None or type(side) is refcache.LoadedSide, conv.id
             continue
         if side is None:
             continue  # left out at build time (model name in an argument, budget, format)
+        assert type(side) is refcache.CachedSide, conv.id
+        assert (side._d.guards is not None) == refcache.depends_on_process(conv), conv.id
         cached_n += 1
+        guarded_n += side._d.guards is not None
         assert side.env.state == Environment.for_conversation(
             conv, "reference", model_name=model).state
-        for t, (records, end, instances) in enumerate(_live(conv, model)):
+        for t, (records, end, instances) in enumerate(live):
             got = side.run(t, -1, conv.ground_truth[t])
             assert [(r.text, r.call, r.result, r.success, r.class_name, r.turn, r.step)
                     for r in got] == [(r.text, r.call, r.result, r.success, r.class_name,
@@ -153,15 +170,170 @@ def test_every_cached_reference_equals_its_live_replay(category: str) -> None:
                 assert checker.compare_instances(inst, view) == {}, (conv.id, t, c)
                 for k, v in attrs.items():
                     assert not (getattr(view, k) != v) and not (v != getattr(view, k))
+        if classes:
+            assert BfclProcess.checkpoint(classes) == after_live, conv.id
     assert cached_n >= 50, f"only {cached_n} references of {category} cached"
+    if category != "multi_turn_long_context":  # TwitterAPI's references: guarded
+        assert guarded_n >= 30, f"only {guarded_n} guarded references of {category}"
+
+
+def _trace_fingerprint(trace) -> str:  # noqa: ANN001
+    sides = [s for s in (trace.model, trace.reference) if s is not None]
+    recs = [[(c.text, c.result, c.success, c.changed, [ch.dotted() for ch in c.diff()])
+             for c in t] for s in sides for t in s.turns]
+    ends = [[s.plain() for s in side.turn_end_states] for side in sides]
+    return json.dumps([trace.verdict.to_json(), recs, ends], default=str)
+
+
+def _mentioning_model(conv: bfcl.Conversation) -> Trajectory:
+    """The reference's own calls, plus in turn 1 a tweet posted with post_tweet's default
+    mentions list and a mention added to it: bfcl's shared default grows under the
+    reference, which then starts turn 1 from values its guarded entry never saw."""
+    probe = Environment.for_conversation(conv)
+    tw = probe.instances["TwitterAPI"]
+    extra = [f"authenticate_twitter(username={tw.username!r}, password={tw.password!r})",
+             "post_tweet(content='careful probe')"]
+    for texts in conv.ground_truth[:2]:
+        for text in texts:
+            probe.execute(text)
+    probe.execute(extra[0])
+    tweet_id = json.loads(probe.execute(extra[1]).result)["id"]
+    BfclProcess()  # (what the probe did to the shared objects forgotten)
+    extra.append(f"mention(tweet_id={tweet_id}, mentioned_usernames=['@careful'])")
+    turns = [[Step(raw=list(texts), outcome=Outcome.CALLS, calls=list(texts))]
+             for texts in conv.ground_truth]
+    turns[1].append(Step(raw=extra, outcome=Outcome.CALLS, calls=extra))
+    return Trajectory(id=conv.id, turns=turns, raw_result=[])
+
+
+def test_a_guarded_reference_whose_shared_values_change_is_replayed_live(
+        private_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model that grows post_tweet's shared default in turn 1: the guarded entry no longer
+    holds for turn 1, the conversation is replayed again with the reference live, and the
+    trace, the verdict and bfcl's shared objects afterwards are those of a replay without
+    the cache. A conversation that starts from shared values other than the recorded ones
+    does not take the entry at all."""
+    from careful_engine.core import process
+    from careful_engine.core.replay import replay
+
+    conv = next(c for c in bfcl.conversations(CATEGORY) if "TwitterAPI" in c.involved_classes
+                and len(c.ground_truth) > 2 and refcache.guardable(c))
+    classes = refcache.process_classes(conv)
+    model = _mentioning_model(conv)
+
+    def run() -> tuple[str, bytes]:
+        proc = BfclProcess()
+        trace = replay(conv, model, model_name="m", process=proc)
+        return _trace_fingerprint(trace), proc.checkpoint(classes)
+
+    monkeypatch.setenv("CAREFUL_REFCACHE", "off")
+    live = run()
+    assert b"@careful" in live[1]  # the default did grow
+    monkeypatch.setenv("CAREFUL_REFCACHE", "on")
+    refcache.warm((CATEGORY,))
+    diverged: list[str] = []
+    real_run = refcache.CachedSide.run
+
+    def watched(self, turn, step, texts):  # noqa: ANN001, ANN202
+        try:
+            return real_run(self, turn, step, texts)
+        except refcache.Diverged as e:
+            diverged.append(str(e))
+            raise
+
+    monkeypatch.setattr(refcache.CachedSide, "run", watched)
+    counted = refcache.STATS["diverged"]
+    assert run() == live
+    assert diverged == ["turn 1"] and refcache.STATS["diverged"] == counted + 1
+    # from a process whose shared default already holds a mention: never the entry
+    diverged.clear()
+    kinds = []
+    real_side = refcache.reference_side
+
+    def side(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        got = real_side(*a, **kw)
+        kinds.append(type(got).__name__)
+        return got
+
+    monkeypatch.setattr(refcache, "reference_side", side)
+    proc = BfclProcess()
+    module = __import__(bfcl.CLASS_FILE_PATH_MAPPING["TwitterAPI"], fromlist=["TwitterAPI"])
+    module.TwitterAPI.post_tweet.__defaults__[1].append("@earlier")
+    start = proc.checkpoint(classes)
+    trace = replay(conv, model, model_name="m", process=proc)
+    got = (_trace_fingerprint(trace), proc.checkpoint(classes))
+    monkeypatch.setenv("CAREFUL_REFCACHE", "off")
+    proc.restore(classes, start)
+    want = replay(conv, model, model_name="m", process=proc)
+    assert got == (_trace_fingerprint(want), proc.checkpoint(classes))
+    assert kinds[0] == "LoadedSide" and not diverged
+    process.reset_to_pristine()
+
+
+def test_a_guarded_reference_that_grows_a_shared_default_hands_it_on(
+        private_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reference whose turn grows post_tweet's shared default (no dataset reference does,
+    so a variant stands in for one): taken from the cache, it leaves the default as the
+    live reference does, and the model's later tweet inherits the mention either way."""
+    import dataclasses
+
+    from careful_engine.core.replay import replay
+
+    conv = next(c for c in bfcl.conversations(CATEGORY) if "TwitterAPI" in c.involved_classes
+                and len(c.ground_truth) > 1 and refcache.guardable(c))
+    probe = Environment.for_conversation(conv)
+    tw = probe.instances["TwitterAPI"]
+    auth = f"authenticate_twitter(username={tw.username!r}, password={tw.password!r})"
+    for text in conv.ground_truth[0]:
+        probe.execute(text)
+    probe.execute(auth)
+    tweet_id = json.loads(probe.execute("post_tweet(content='reference')").result)["id"]
+    BfclProcess()
+    gt = [list(t) for t in conv.ground_truth]
+    gt[0] += [auth, "post_tweet(content='reference')",
+              f"mention(tweet_id={tweet_id}, mentioned_usernames=['@ref'])"]
+    variant = dataclasses.replace(conv, ground_truth=gt)
+    real_index = bfcl.conversation_index
+    monkeypatch.setattr(bfcl, "conversation_index",
+                        lambda: {**real_index(), conv.id: variant})
+    later = [auth, "post_tweet(content='model')"]
+    turns = [[Step(raw=list(t), outcome=Outcome.CALLS, calls=list(t))] for t in gt]
+    turns[0] = [Step(raw="", outcome=Outcome.NO_CALL, calls=[])]
+    turns[1] = [Step(raw=later, outcome=Outcome.CALLS, calls=later)] + turns[1]
+    model = Trajectory(id=conv.id, turns=turns, raw_result=[])
+    classes = refcache.process_classes(conv)
+    kinds: list[str] = []
+    real_side = refcache.reference_side
+
+    def side(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        got = real_side(*a, **kw)
+        kinds.append(type(got).__name__ + ("+guards" if getattr(got, "_d", None) and
+                                            got._d.guards else ""))
+        return got
+
+    monkeypatch.setattr(refcache, "reference_side", side)
+
+    def run() -> tuple[str, bytes]:
+        proc = BfclProcess()
+        trace = replay(variant, model, model_name="m", process=proc)
+        return _trace_fingerprint(trace), proc.checkpoint(classes)
+
+    monkeypatch.setenv("CAREFUL_REFCACHE", "off")
+    live = run()
+    assert b"@ref" in live[1] and '"@ref"' in live[0]
+    monkeypatch.setenv("CAREFUL_REFCACHE", "on")
+    assert [run(), run(), run()] == [live] * 3
+    assert kinds == ["NoneType", "LoadedSide", "RecordingSide", "CachedSide+guards"]
+    BfclProcess()
 
 
 def test_process_bound_and_name_bound_references_are_live() -> None:
     twitter = next(c for c in bfcl.conversations(CATEGORY) if "TwitterAPI" in c.involved_classes)
-    assert refcache.depends_on_process(twitter)
+    assert refcache.depends_on_process(twitter) and refcache.guardable(twitter)
     travel = [c for c in bfcl.conversations("multi_turn_long_context")
               if "TravelAPI" in c.involved_classes]
-    assert travel and all(refcache.depends_on_process(c) for c in travel)
+    assert travel and all(refcache.depends_on_process(c) and not refcache.guardable(c)
+                          for c in travel)
     plain = next(c for c in bfcl.conversations(CATEGORY) if not refcache.depends_on_process(c))
     assert refcache.reference_side(plain, "fine_name", True, None, None) is not None
     # a model name bfcl's rewrite would turn into invalid syntax, and a replay without

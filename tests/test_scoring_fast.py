@@ -185,15 +185,30 @@ def _fingerprint(trace) -> str:  # noqa: ANN001
     return json.dumps([trace.verdict.to_json(), recs, ends], default=str, sort_keys=True)
 
 
+@pytest.mark.parametrize(("category", "guarded"), [("multi_turn_base", True),
+                                                   ("multi_turn_long_context", False)])
 def test_process_bound_references_clone_kept_templates(monkeypatch: pytest.MonkeyPatch,
-                                                       tmp_path: Path) -> None:
-    """A reference the cache cannot hold is replayed live; after its first load its
+                                                       tmp_path: Path, category: str,
+                                                       guarded: bool) -> None:
+    """A process-bound reference is replayed live the first time; after its first load its
     instances are cloned from the kept templates (in memory, then from the disk entry), and
-    the replay is the same as a fresh load's. A malformed kept entry is made again."""
+    the replay is the same as a fresh load's. A guarded one (TwitterAPI's) is recorded the
+    second time and then taken from the cache; long-context data's are always live. A
+    malformed kept entry is made again."""
     monkeypatch.setenv("CAREFUL_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("CAREFUL_REFCACHE", "on")
-    convs = [c for c in bfcl.conversations(CATEGORY) if refcache.depends_on_process(c)][:6]
+    convs = [c for c in bfcl.conversations(category) if refcache.depends_on_process(c)
+             and refcache.guardable(c) == guarded][:6]
     assert convs
+    kinds: list[str] = []
+    real_side = refcache.reference_side
+
+    def side(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        got = real_side(*a, **kw)
+        kinds.append(type(got).__name__)
+        return got
+
+    monkeypatch.setattr(refcache, "reference_side", side)
     loads = []
     real_load = environment.Environment._load
 
@@ -215,6 +230,7 @@ def test_process_bound_references_clone_kept_templates(monkeypatch: pytest.Monke
     live = run()
     assert loads
     monkeypatch.setenv("CAREFUL_REFCACHE", "on")
+    kinds.clear()
     first = run()
     loads.clear()
     again = run()  # in memory
@@ -226,10 +242,14 @@ def test_process_bound_references_clone_kept_templates(monkeypatch: pytest.Monke
     disk = run()
     assert not [c for c in loads if c != "GorillaFileSystem"], kept
     assert live == first == again == disk
+    n = len(convs)
+    assert kinds == ["LoadedSide"] * n + (["RecordingSide"] * n + ["CachedSide"] * n
+                                          if guarded else ["LoadedSide"] * 2 * n)
     # a malformed entry: dropped, loaded again, the same replay
-    cat = refcache._category(CATEGORY)
+    cat = refcache._category(category)
     cat.loads.clear()
     cat.held.clear()
+    cat.decoded.pop(convs[0].id, None)
     cat.entries[convs[0].id] = {"loads": {"TwitterAPI": (b"not marshal", None)}}
     loads.clear()
     assert run() == live

@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import marshal
 import pickle
 from functools import cache
 from types import ModuleType
@@ -96,9 +97,10 @@ def _assign(target: Any, contents: Any) -> None:
         target.update(contents)
 
 
-def reset_to_pristine() -> None:
-    """Put every shared object back to its value in a fresh process."""
-    objs = shared_objects()
+def reset_to_pristine(classes: tuple[str, ...] | None = None) -> None:
+    """Put every shared object (of ``classes``, if given) back to its value in a fresh
+    process."""
+    objs = [o for o in shared_objects() if classes is None or o[0] in classes]
     fresh = pickle.loads(pickle.dumps([p for *_, p in objs], pickle.HIGHEST_PROTOCOL))
     for (_, _, live, _), contents in zip(objs, fresh, strict=True):
         _assign(live, contents)
@@ -145,3 +147,59 @@ class BfclProcess:
         lives = [live for c, _, live, _ in shared_objects() if c in involved_classes]
         for live, contents in zip(lives, pickle.loads(blob), strict=True):
             _assign(live, contents)
+
+
+# ---------------------------------------------------------------- values, for the reference cache
+_SCALARS = (str, int, float, bool, type(None))
+_LIVE: dict[tuple[str, ...], list[Any]] = {}
+
+
+def _live_objects(classes: tuple[str, ...]) -> list[Any]:
+    got = _LIVE.get(classes)
+    if got is None:
+        got = _LIVE[classes] = [live for c, _, live, _ in shared_objects() if c in classes]
+    return got
+
+
+def values(classes: tuple[str, ...]) -> bytes:
+    """The values of the shared objects of ``classes`` as marshal (version 2) bytes: equal
+    bytes, equal values. ValueError unless every object is a flat container of built-in
+    scalars (a nested one can be aliased elsewhere, which bytes cannot show)."""
+    return _values(_live_objects(classes))
+
+
+def pristine_values(classes: tuple[str, ...]) -> bytes:
+    """:func:`values` as a fresh process has them."""
+    return _values([p for c, _, _, p in shared_objects() if c in classes])
+
+
+def _values(objs: list[Any]) -> bytes:
+    for obj in objs:
+        items = obj.items() if type(obj) is dict else ((x, None) for x in obj)
+        for k, v in items:
+            if type(k) not in _SCALARS or type(v) not in _SCALARS:
+                raise ValueError("a shared object holds a container")
+    return marshal.dumps(objs, 2)
+
+
+def fitting_values(classes: tuple[str, ...], blob: bytes) -> list[Any]:
+    """The values in ``blob`` (from :func:`values`), checked to fit the shared objects of
+    ``classes`` (ValueError, EOFError or TypeError if not)."""
+    objs = _live_objects(classes)
+    contents = marshal.loads(blob)
+    if type(contents) is not list or len(contents) != len(objs) or any(
+            type(c) is not type(o) for c, o in zip(contents, objs, strict=True)):
+        raise ValueError("values of other objects")
+    return contents
+
+
+def set_values(classes: tuple[str, ...], blob: bytes) -> None:
+    """Give the shared objects of ``classes`` the values :func:`values` made (in place: their
+    identity is what bfcl shares)."""
+    for live, new in zip(_live_objects(classes), fitting_values(classes, blob), strict=True):
+        _assign(live, new)
+
+
+def shared_classes() -> frozenset[str]:
+    """The simulator classes that have process-global objects."""
+    return _classes_sharing()

@@ -8,11 +8,20 @@ ordinary replay: no extra pass), kept in this process, and written by :func:`flu
 one file per category; later replays take it from there. ``CAREFUL_REFCACHE=off`` turns the
 cache off (every reference replayed live). :func:`warm` records whole categories ahead.
 
+A reference whose classes hold bfcl process-global state that earlier conversations or the
+model side can change (:mod:`careful_engine.core.process`) is cached only where that state is
+the values of shared mutable defaults (``TwitterAPI``: ``post_tweet``'s lists), as a *guarded*
+entry: it also holds those values at the start and end of every reference turn, and a replay
+takes a turn from it only while the live objects hold the recorded start values (then gives
+them the recorded end values, in place); otherwise :class:`Diverged` makes the replay start the
+conversation again with the reference live. Such an entry is recorded the second time the
+reference is replayed, from the values a fresh process has (the first replay keeps only the
+instance templates), and a conversation that starts from other values does not use it.
+
 When a reference is NOT taken from the cache (replayed live instead, as before):
 
-* its classes hold bfcl process-global state that earlier conversations or the model side can
-  change (:mod:`careful_engine.core.process`): ``TwitterAPI`` always (``post_tweet``'s shared
-  defaults), the long-context data of ``TravelAPI`` and ``VehicleControlAPI`` in long context;
+* its classes hold the long-context data of ``TravelAPI`` and ``VehicleControlAPI`` (in long
+  context), which loading reads and merges by reference: see :func:`guardable`;
 * bfcl's rewrite put the instance name, which holds the model name, into an argument (a method
   name followed by ``(`` inside a string literal): an entry in which the recording model's
   instance names show anywhere is marked not cacheable (any other model would see its own
@@ -52,11 +61,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from careful_engine.core import bfcl, calls, environment, safe_write
+from careful_engine.core import bfcl, calls, environment, process, safe_write
 from careful_engine.core.budget import DEFAULT_BUDGET, Budget, BudgetExceeded, Meter
 from careful_engine.core.calls import Call, ParseFailure
 from careful_engine.core.environment import Environment
 from careful_engine.core.fs_capture import MISSING, TreeLog, TreeVersion
+from careful_engine.core.process import BfclProcess
 from careful_engine.core.state import State
 from careful_engine.core.trajectory import CallRecord, SideTrace
 
@@ -70,6 +80,11 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 class Uncacheable(Exception):
     """A reference this cache does not hold (it is replayed live)."""
+
+
+class Diverged(Exception):
+    """bfcl's shared objects hold other values than the recorded reference saw at the start of
+    a turn: its outcome may differ, so the conversation is replayed again with it live."""
 
 
 # ---------------------------------------------------------------- keys and location
@@ -137,6 +152,15 @@ def process_classes(conv: bfcl.Conversation) -> tuple[str, ...]:
 def depends_on_process(conv: bfcl.Conversation) -> bool:
     """Whether what the reference computes can depend on what ran before it in the process."""
     return bool(process_classes(conv))
+
+
+def guardable(conv: bfcl.Conversation) -> bool:
+    """Whether ``conv``'s reference depends on the process only through the values of shared
+    mutable defaults (``post_tweet``'s lists), which it reads turn by turn: the cache holds
+    it with those values at the start and end of every turn (a guarded entry), and uses it
+    only while they are the same. Long-context data, which loading reads, is never cached."""
+    classes = process_classes(conv)
+    return bool(classes) and not (conv.long_context and set(classes) & _process_bound()[1])
 
 
 _PLAIN_NAMES: dict[tuple[str, str, str], bool] = {}
@@ -223,11 +247,12 @@ def _untree(flat: list) -> Any:
     return root
 
 
-def _view(instance: Any, end: bytes | TreeVersion) -> Any:
+def _view(instance: Any, end: bytes | TreeVersion, live: bool = False) -> Any:
     """What bfcl's state checker reads of an instance (its public attributes, in ``vars``
     order) at the end of a turn: None where the end-state capture holds them exactly (a
-    marshal capture: the same values and types), else a copy of them as of now."""
-    if type(end) is bytes and end[:1] == b"m":
+    marshal capture: the same values and types), else a copy of them as of now (always
+    for a ``live`` instance: shared objects can change it after its last capture)."""
+    if not live and type(end) is bytes and end[:1] == b"m":
         return None
     out = []
     for attr, value in vars(instance).items():
@@ -295,8 +320,13 @@ class _Recorder:
     """Encodes a reference side turn by turn as it runs (states shared by identity, as the
     live side shares them; file-system logs kept whole)."""
 
-    def __init__(self, initial: State, templates: dict[str, tuple] | None = None) -> None:
+    def __init__(self, initial: State, templates: dict[str, tuple] | None = None,
+                 guarded: tuple[str, ...] = ()) -> None:
         self.templates = templates or {}  # the plain-data templates of the loaded instances
+        # the classes whose shared objects' values are recorded around every turn (a guarded
+        # entry: see guardable), and those values: [before, after] per turn
+        self.guarded = guarded
+        self.guards: list[list[bytes]] = []
         self.states: list[dict] = []
         self.logs = _Logs()
         self._index: dict[int, int] = {}
@@ -320,19 +350,28 @@ class _Recorder:
             self.states.append(encoded)
         return n
 
-    def turn(self, records: list[CallRecord], end: State, instances: dict[str, Any]) -> None:
+    def turn(self, records: list[CallRecord], end: State, instances: dict[str, Any],
+             guard: list[bytes] | None = None) -> None:
+        """One turn's records; ``guard``: the shared values before and after it (guarded)."""
         sid = self._id
         self.turns.append([(r.text, _call(r.call), r.result, r.success, r.class_name,
                             sid(r.state_before), sid(r.state_after)) for r in records])
         self.ends.append(sid(end))
-        blobs = end._blobs
-        self.views.append([(c, _view(inst, blobs[c])) for c, inst in instances.items()])
+        blobs, live = end._blobs, self.guarded
+        self.views.append([(c, _view(inst, blobs[c], c in live))
+                           for c, inst in instances.items()])
+        if live:
+            if guard is None:
+                raise Uncacheable("no shared values")
+            self.guards.append(guard)
 
     def entry(self, conv: bfcl.Conversation, model_name: str) -> dict:
         """The finished entry; Uncacheable where it holds an instance name of ``model_name``
         (bfcl's rewrite put it into an argument: another model would see its own name)."""
         entry = {"states": self.states, "logs": self.logs.encode(), "initial": self.initial,
                  "turns": self.turns, "ends": self.ends, "views": self.views}
+        if self.guarded:
+            entry["guards"] = {"classes": list(self.guarded), "turns": self.guards}
         try:
             # the templates are marshal blobs and random states made from the loaded
             # instances alone (no call reached them): what the replay recorded is checked
@@ -354,18 +393,30 @@ def build_entry(conv: bfcl.Conversation, model_name: str = SENTINEL) -> dict:
 
 
 def _build(conv: bfcl.Conversation, model_name: str = SENTINEL) -> tuple[dict, bytes | None]:
-    """:func:`build_entry`, with the entry's marshal bytes (see _Category.encoded)."""
-    if depends_on_process(conv):
+    """:func:`build_entry`, with the entry's marshal bytes (see _Category.encoded). A guarded
+    reference is built as in a fresh process (its shared objects pristine, then put back)."""
+    if depends_on_process(conv) and not guardable(conv):
         raise Uncacheable("process-global state")
-    env = Environment.for_conversation(conv, "reference", model_name=model_name,
-                                       snapshots=True, meter=Meter(DEFAULT_BUDGET))
-    rec = _Recorder(env.initial_state, environment.plain_templates(conv))
+    guarded = process_classes(conv)
+    saved = BfclProcess.checkpoint(guarded) if guarded else None
+    if guarded:
+        process.reset_to_pristine(guarded)
     try:
-        for t, texts in enumerate(conv.ground_truth):
-            rec.turn([env.execute(text, t, -1) for text in texts], env.state, env.instances)
-    except (BudgetExceeded, RecursionError) as e:
-        raise Uncacheable(f"budget: {e}") from None
-    return rec.entry(conv, model_name), rec.data
+        env = Environment.for_conversation(conv, "reference", model_name=model_name,
+                                           snapshots=True, meter=Meter(DEFAULT_BUDGET))
+        rec = _Recorder(env.initial_state, environment.plain_templates(conv), guarded)
+        try:
+            for t, texts in enumerate(conv.ground_truth):
+                before = process.values(guarded) if guarded else None
+                out = [env.execute(text, t, -1) for text in texts]
+                rec.turn(out, env.state, env.instances,
+                         [before, process.values(guarded)] if guarded else None)
+        except (BudgetExceeded, RecursionError) as e:
+            raise Uncacheable(f"budget: {e}") from None
+        return rec.entry(conv, model_name), rec.data
+    finally:
+        if saved is not None:
+            BfclProcess.restore(guarded, saved)
 
 
 # ---------------------------------------------------------------- the cached side
@@ -401,6 +452,8 @@ class _Decoded:
     ends: list[State]
     views: list[list]
     templates: dict[str, tuple]  # class -> (marshal blob, random state): see _templates
+    # a guarded entry's classes, and the shared values before and after each turn
+    guards: tuple[tuple[str, ...], list[tuple[bytes, bytes]]] | None = None
     built: dict[int, dict[str, Any]] = field(default_factory=dict)
     made: dict[int, list[CallRecord]] = field(default_factory=dict)  # records of step -1
     parsed: dict[str, Call] | None = None  # text -> call, those parse_call may hand out
@@ -460,7 +513,27 @@ def _decode(entry: dict) -> _Decoded:
             recs.append((t, text, call, result, success, class_name, states[b], states[a]))
         turns.append(recs)
     return _Decoded(states, states[entry["initial"]], turns, [states[i] for i in entry["ends"]],
-                    entry["views"], _templates(entry.get("templates", {})))
+                    entry["views"], _templates(entry.get("templates", {})),
+                    _guards(entry.get("guards"), len(turns)))
+
+
+def _guards(encoded: Any, n_turns: int) -> tuple[tuple[str, ...], list[tuple[bytes, bytes]]] | None:
+    """A guarded entry's classes and values, checked (ValueError when malformed)."""
+    if encoded is None:
+        return None
+    classes, turns = tuple(encoded["classes"]), encoded["turns"]
+    if not classes or any(c not in process.shared_classes() for c in classes) \
+            or type(turns) is not list or len(turns) != n_turns:
+        raise ValueError("bad guards")
+    out = []
+    for pair in turns:
+        before, after = pair
+        if type(before) is not bytes or type(after) is not bytes:
+            raise ValueError("bad guards")
+        process.fitting_values(classes, before)
+        process.fitting_values(classes, after)
+        out.append((before, after))
+    return classes, out
 
 
 def _templates(encoded: dict) -> dict[str, tuple]:
@@ -492,7 +565,21 @@ class CachedSide:
         self.ends: list[State] = []
 
     def run(self, turn: int, step: int, texts: list[str]) -> list[CallRecord]:
+        """The recorded turn (a guarded entry's only where bfcl's shared objects hold the
+        values it saw: else :class:`Diverged`; they are left as the turn left them)."""
         env, meter = self.env, self._meter
+        guards = self._d.guards
+        if guards is not None:
+            before, after = guards[1][turn]
+            try:
+                same = process.values(guards[0]) == before
+            except ValueError:
+                same = False
+            if not same:
+                STATS["diverged"] += 1
+                raise Diverged(f"turn {turn}")
+            if after != before:
+                process.set_values(guards[0], after)
         records = self._d.records(turn, step)
         for r in records:
             env.state = r.state_before
@@ -535,8 +622,10 @@ def _hold(cat: _Category, conv: bfcl.Conversation,
 
 
 _MEMORY: dict[tuple[str, str, str], _Category] = {}
-# recorded: references recorded from a live replay; loaded/rejected/written: entry files
-STATS = {"recorded": 0, "loaded": 0, "rejected": 0, "written": 0}
+_ABSENT: Any = object()
+# recorded: references recorded from a live replay; loaded/rejected/written: entry files;
+# diverged: guarded references given up on (see CachedSide.run)
+STATS = {"recorded": 0, "loaded": 0, "rejected": 0, "written": 0, "diverged": 0}
 
 
 def _key_file(folder: Path) -> bytes | None:
@@ -667,20 +756,27 @@ class RecordingSide:
     for the cache as it goes (a reference the cache does not hold yet)."""
 
     def __init__(self, conv: bfcl.Conversation, model_name: str, env: Environment,
-                 cat: _Category) -> None:
+                 cat: _Category, guarded: tuple[str, ...] = ()) -> None:
         self.env = env
         self.turns: list[list[CallRecord]] = []
         self.ends: list[State] = []
         self._conv, self._model, self._cat = conv, model_name, cat
         # (its templates are taken when the entry is made: see trace)
-        self._rec: _Recorder | None = _Recorder(env.initial_state)
+        self._rec: _Recorder | None = _Recorder(env.initial_state, guarded=guarded)
 
     def run(self, turn: int, step: int, texts: list[str]) -> list[CallRecord]:
         execute = self.env.execute
+        rec = self._rec
+        guarded = rec.guarded if rec is not None else ()
+        try:  # a guarded reference: the shared values it starts the turn from
+            before = process.values(guarded) if guarded else None
+        except ValueError:
+            self._rec = rec = None
         out = [execute(text, turn, step) for text in texts]
-        if self._rec is not None:
+        if rec is not None:
             try:
-                self._rec.turn(out, self.env.state, self.env.instances)
+                rec.turn(out, self.env.state, self.env.instances,
+                         [before, process.values(guarded)] if guarded else None)
             except (Uncacheable, ValueError, RecursionError):
                 self._rec = None
         return out
@@ -732,7 +828,10 @@ class LoadedSide(RecordingSide):
 
 
 def _loaded_side(conv: bfcl.Conversation, model_name: str, snapshots: bool,
-                 meter: Meter | None, env_kw: dict) -> LoadedSide:
+                 meter: Meter | None, env_kw: dict,
+                 record: tuple[str, ...] = ()) -> LoadedSide | RecordingSide:
+    """A process-bound reference replayed live, its instances cloned from kept templates
+    (``record``: recorded as a guarded entry of these classes as it goes)."""
     cat = _category(conv.category)
     loads = cat.loads.get(conv.id)
     if loads is None:
@@ -749,36 +848,66 @@ def _loaded_side(conv: bfcl.Conversation, model_name: str, snapshots: bool,
         environment.adopt(conv, loads, None, held)
     env = Environment.for_conversation(conv, "reference", model_name=model_name,
                                        snapshots=snapshots, meter=meter, **env_kw)
+    if record:
+        return RecordingSide(conv, model_name, env, cat, record)
     return LoadedSide(conv, model_name, env, cat)
 
 
 def reference_side(conv: bfcl.Conversation, model_name: str, snapshots: bool,
-                   budget: Budget | None, meter: Meter | None,
+                   budget: Budget | None, meter: Meter | None, guarded: bool = True,
                    **env_kw: Any) -> CachedSide | RecordingSide | None:
     """The reference side of ``conv`` for this replay: from the cache; or live and recorded
     for it (``env_kw``: how replay makes the environment); or live with its instances cloned
-    from kept templates (:class:`LoadedSide`); or None (replay it live as usual)."""
+    from kept templates (:class:`LoadedSide`); or None (replay it live as usual).
+
+    A guarded reference (see :func:`guardable`; ``guarded=False``: never from the cache)
+    raises :class:`Diverged` from its ``run`` where bfcl's shared objects hold other values
+    than it recorded: the caller then replays the conversation again from its start."""
     if not enabled():
         return None
-    if not usable_for(conv, model_name, snapshots, budget):
-        if depends_on_process(conv) and usable_for(conv, model_name, snapshots, budget,
-                                                   process_bound=True):
-            return _loaded_side(conv, model_name, snapshots, meter, env_kw)
+    bound = depends_on_process(conv)
+    if not usable_for(conv, model_name, snapshots, budget, process_bound=bound):
         return None
+    classes = process_classes(conv)
+    start = _start_values(classes) if bound and guarded and guardable(conv) else None
+    if bound and start is None:
+        return _loaded_side(conv, model_name, snapshots, meter, env_kw)
     cat = _category(conv.category)
     decoded = cat.decoded.get(conv.id)
     if decoded is None:
-        if conv.id not in cat.entries:
+        entry = cat.entries.get(conv.id, _ABSENT)
+        if bound:
+            if entry is _ABSENT or (type(entry) is dict and "loads" in entry):
+                # a guarded reference is recorded the second time it is replayed (the first
+                # keeps its instance templates), from shared objects as a fresh process has
+                # them (what other runs are likely to meet again)
+                record = entry is not _ABSENT and start == process.pristine_values(classes)
+                return _loaded_side(conv, model_name, snapshots, meter, env_kw,
+                                    classes if record else ())
+        elif entry is _ABSENT:
             env = Environment.for_conversation(conv, "reference", model_name=model_name,
                                                snapshots=snapshots, meter=meter, **env_kw)
             return RecordingSide(conv, model_name, env, cat)
         decoded = _decoded(cat, conv.id)
         if decoded is None:
-            return None
+            return _loaded_side(conv, model_name, snapshots, meter, env_kw) if bound else None
+    guards = decoded.guards
+    if (guards is not None) != bound or (bound and (guards[0] != classes or not guards[1]
+                                                    or guards[1][0][0] != start)):
+        # (a guarded one whose shared objects already differ: it would diverge at once)
+        return _loaded_side(conv, model_name, snapshots, meter, env_kw) if bound else None
     # the model side clones its instances from the templates the reference was loaded from
     environment.adopt(conv, decoded.templates, decoded.initial, cat.held.get(conv.id))
     calls.remember(decoded.reusable_calls())  # and its call strings the reference makes, parsed
     return CachedSide(decoded, meter, conv, cat)
+
+
+def _start_values(classes: tuple[str, ...]) -> bytes | None:
+    """The shared values a conversation starts from (None: not what a guard can hold)."""
+    try:
+        return process.values(classes)
+    except ValueError:
+        return None
 
 
 def _decoded(cat: _Category, conv_id: str) -> _Decoded | None:
@@ -861,7 +990,9 @@ def warm(categories: tuple[str, ...] = bfcl.CATEGORIES) -> None:
     for category in categories:
         cat = _category(category)
         for conv in bfcl.conversations(category):
-            if conv.id in cat.entries or depends_on_process(conv):
+            entry = cat.entries.get(conv.id, _ABSENT)
+            held = entry is not _ABSENT and not (type(entry) is dict and "loads" in entry)
+            if held or (depends_on_process(conv) and not guardable(conv)):
                 continue
             try:
                 entry, data = _build(conv)

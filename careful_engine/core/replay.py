@@ -78,11 +78,27 @@ def replay(
     # the classes whose process-global objects the conversation can reach (the others' are
     # never read or changed by it: see refcache.process_classes)
     classes = refcache.process_classes(conv)
+    start = process.checkpoint(classes) if classes else None
+    try:
+        return _replay(conv, trajectory, model_name, process, snapshots, budget, classes,
+                       start, guarded=True)
+    except refcache.Diverged:
+        # a cached reference met shared objects holding other values than it recorded:
+        # everything again from the start, the reference live
+        process.restore(classes, start)
+        return _replay(conv, trajectory, model_name, process, snapshots, budget, classes,
+                       start, guarded=False)
+
+
+def _replay(conv: bfcl.Conversation, trajectory: Trajectory | None, model_name: str,
+            process: BfclProcess, snapshots: bool, budget: Budget | None,
+            classes: tuple[str, ...], start: bytes | None, guarded: bool) -> ConversationTrace:
+    """:func:`replay` (``guarded``: whether a guarded reference may come from the cache)."""
     shares = bool(classes)
-    start = process.checkpoint(classes) if shares else None
     kw = dict(model_name=model_name, snapshots=snapshots, meter=Meter(budget))
-    # the reference side from careful_engine.core.refcache where it cannot depend on the process
-    ref = (refcache.reference_side(conv, model_name, snapshots, budget, kw["meter"])
+    # the reference side from careful_engine.core.refcache where it holds it (guarded where it
+    # depends on the process: see refcache.guardable), else live
+    ref = (refcache.reference_side(conv, model_name, snapshots, budget, kw["meter"], guarded)
            or _Side(Environment.for_conversation(conv, "reference", **kw)))
     gt = conv.ground_truth
 
