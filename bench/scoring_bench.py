@@ -12,7 +12,9 @@ The reference cache (careful_engine.core.refcache) is measured four ways, each p
 ``off`` (every reference replayed live), ``cold`` (an empty cache folder: references are
 replayed live, recorded and written during the pass), ``disk`` (warm on disk, loaded and decoded
 during the pass, as a new ``careful score`` process does) and ``warm`` (held in this process, as
-for the second run of a leaderboard).
+for the second run of a leaderboard). ``cold`` has a folder of its own, emptied before each of
+its passes; ``disk`` and ``warm`` share one that the warm-up passes fill as runs do (TwitterAPI's
+guarded references are recorded the second time they are replayed).
 
     python bench/scoring_bench.py [--run ../shared/runs/xlam-2-8b-fc-r] [--category multi_turn_base]
                                   [--modes off,cold,disk,warm]
@@ -51,7 +53,6 @@ def main() -> None:
     args = ap.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     tmp = Path(tempfile.mkdtemp(prefix="careful-scoring-bench-"))
-    os.environ["CAREFUL_CACHE_DIR"] = str(tmp / "cache")
     by_model, _ = discover(args.run)
     model, files = next(iter(by_model.items()))
     rf = next(f for f in files if f.category == args.category)
@@ -64,8 +65,9 @@ def main() -> None:
     def prepare(mode: str) -> None:
         """The reference cache as the mode says, before a timed pass."""
         os.environ["CAREFUL_REFCACHE"] = "off" if mode == "off" else "on"
+        os.environ["CAREFUL_CACHE_DIR"] = str(tmp / ("cold" if mode == "cold" else "cache"))
         if mode == "cold":
-            shutil.rmtree(tmp / "cache", ignore_errors=True)
+            shutil.rmtree(tmp / "cold", ignore_errors=True)
         if mode in ("cold", "disk"):
             refcache.clear_memory()
         if mode == "warm":  # held and decoded, whichever mode ran before (cold leaves it undecoded)
@@ -97,8 +99,11 @@ def main() -> None:
                                f"{model}_{n[0]}")
         process.reset_bfcl_process_state()
 
-    for mode in modes:  # warm-up of both sides (and the disk cache)
+    for mode in modes:  # warm-up of both sides
         prepare(mode)
+        engine()
+    for _ in range(2):  # the shared folder as two runs leave it
+        prepare("disk")
         engine()
     checker()
     tb: list[tuple[float, float]] = []  # (wall, CPU) per pass
