@@ -31,6 +31,7 @@ from careful_engine.core.environment import Environment
 from careful_engine.core.process import BfclProcess
 from careful_engine.core.trajectory import Outcome, Step, Trajectory
 from careful_engine.scoring.score import score_run
+from tests.traces import fingerprint, reference_sides
 
 FC = "gpt-4o-2024-11-20-FC"
 DECODERS = {"openai_gpt-oss-120b": FC, "glyphh-ada-1.1": FC,
@@ -177,14 +178,6 @@ def test_every_cached_reference_equals_its_live_replay(category: str) -> None:
         assert guarded_n >= 30, f"only {guarded_n} guarded references of {category}"
 
 
-def _trace_fingerprint(trace) -> str:  # noqa: ANN001
-    sides = [s for s in (trace.model, trace.reference) if s is not None]
-    recs = [[(c.text, c.result, c.success, c.changed, [ch.dotted() for ch in c.diff()])
-             for c in t] for s in sides for t in s.turns]
-    ends = [[s.plain() for s in side.turn_end_states] for side in sides]
-    return json.dumps([trace.verdict.to_json(), recs, ends], default=str)
-
-
 def _mentioning_model(conv: bfcl.Conversation) -> Trajectory:
     """The reference's own calls, plus in turn 1 a tweet posted with post_tweet's default
     mentions list and a mention added to it: bfcl's shared default grows under the
@@ -224,7 +217,7 @@ def test_a_guarded_reference_whose_shared_values_change_is_replayed_live(
     def run() -> tuple[str, bytes]:
         proc = BfclProcess()
         trace = replay(conv, model, model_name="m", process=proc)
-        return _trace_fingerprint(trace), proc.checkpoint(classes)
+        return fingerprint(trace), proc.checkpoint(classes)
 
     monkeypatch.setenv("CAREFUL_REFCACHE", "off")
     live = run()
@@ -247,25 +240,17 @@ def test_a_guarded_reference_whose_shared_values_change_is_replayed_live(
     assert diverged == ["turn 1"] and refcache.STATS["diverged"] == counted + 1
     # from a process whose shared default already holds a mention: never the entry
     diverged.clear()
-    kinds = []
-    real_side = refcache.reference_side
-
-    def side(*a, **kw):  # noqa: ANN002, ANN003, ANN202
-        got = real_side(*a, **kw)
-        kinds.append(type(got).__name__)
-        return got
-
-    monkeypatch.setattr(refcache, "reference_side", side)
+    kinds = reference_sides(monkeypatch)
     proc = BfclProcess()
     module = __import__(bfcl.CLASS_FILE_PATH_MAPPING["TwitterAPI"], fromlist=["TwitterAPI"])
     module.TwitterAPI.post_tweet.__defaults__[1].append("@earlier")
     start = proc.checkpoint(classes)
     trace = replay(conv, model, model_name="m", process=proc)
-    got = (_trace_fingerprint(trace), proc.checkpoint(classes))
+    got = (fingerprint(trace), proc.checkpoint(classes))
     monkeypatch.setenv("CAREFUL_REFCACHE", "off")
     proc.restore(classes, start)
     want = replay(conv, model, model_name="m", process=proc)
-    assert got == (_trace_fingerprint(want), proc.checkpoint(classes))
+    assert got == (fingerprint(want), proc.checkpoint(classes))
     assert kinds[0] == "LoadedSide" and not diverged
     process.reset_to_pristine()
 
@@ -302,21 +287,12 @@ def test_a_guarded_reference_that_grows_a_shared_default_hands_it_on(
     turns[1] = [Step(raw=later, outcome=Outcome.CALLS, calls=later)] + turns[1]
     model = Trajectory(id=conv.id, turns=turns, raw_result=[])
     classes = refcache.process_classes(conv)
-    kinds: list[str] = []
-    real_side = refcache.reference_side
-
-    def side(*a, **kw):  # noqa: ANN002, ANN003, ANN202
-        got = real_side(*a, **kw)
-        kinds.append(type(got).__name__ + ("+guards" if getattr(got, "_d", None) and
-                                            got._d.guards else ""))
-        return got
-
-    monkeypatch.setattr(refcache, "reference_side", side)
+    kinds = reference_sides(monkeypatch)
 
     def run() -> tuple[str, bytes]:
         proc = BfclProcess()
         trace = replay(variant, model, model_name="m", process=proc)
-        return _trace_fingerprint(trace), proc.checkpoint(classes)
+        return fingerprint(trace), proc.checkpoint(classes)
 
     monkeypatch.setenv("CAREFUL_REFCACHE", "off")
     live = run()

@@ -24,6 +24,7 @@ from careful_engine.core.runs import load_result_file
 from careful_engine.core.state import State, capture, diff
 from careful_engine.scoring import rules
 from careful_engine.scoring.score import discover, load_effects
+from tests.traces import fingerprint, reference_sides
 
 CATEGORY = "multi_turn_base"
 
@@ -177,14 +178,6 @@ def test_conversations_reach_only_their_process_objects(shared_runs: Path) -> No
     assert "TravelAPI" in refcache.process_classes(travel)
 
 
-def _fingerprint(trace) -> str:  # noqa: ANN001
-    sides = [s for s in (trace.model, trace.reference) if s is not None]
-    recs = [[(c.text, c.result, c.success, c.changed, [ch.dotted() for ch in c.diff()])
-             for c in t] for s in sides for t in s.turns]
-    ends = [[s.plain() for s in side.turn_end_states] for side in sides]
-    return json.dumps([trace.verdict.to_json(), recs, ends], default=str, sort_keys=True)
-
-
 @pytest.mark.parametrize(("category", "guarded"), [("multi_turn_base", True),
                                                    ("multi_turn_long_context", False)])
 def test_process_bound_references_clone_kept_templates(monkeypatch: pytest.MonkeyPatch,
@@ -200,15 +193,7 @@ def test_process_bound_references_clone_kept_templates(monkeypatch: pytest.Monke
     convs = [c for c in bfcl.conversations(category) if refcache.depends_on_process(c)
              and refcache.guardable(c) == guarded][:6]
     assert convs
-    kinds: list[str] = []
-    real_side = refcache.reference_side
-
-    def side(*a, **kw):  # noqa: ANN002, ANN003, ANN202
-        got = real_side(*a, **kw)
-        kinds.append(type(got).__name__)
-        return got
-
-    monkeypatch.setattr(refcache, "reference_side", side)
+    kinds = reference_sides(monkeypatch)
     loads = []
     real_load = environment.Environment._load
 
@@ -222,7 +207,7 @@ def test_process_bound_references_clone_kept_templates(monkeypatch: pytest.Monke
         environment.clear_caches()
         calls.clear_caches()
         proc = BfclProcess()
-        return [_fingerprint(replay(c, reference_trajectory(c.id, c.ground_truth),
+        return [fingerprint(replay(c, reference_trajectory(c.id, c.ground_truth),
                                     model_name="m", process=proc)) for c in convs]
 
     refcache.clear_memory()
@@ -243,7 +228,7 @@ def test_process_bound_references_clone_kept_templates(monkeypatch: pytest.Monke
     assert not [c for c in loads if c != "GorillaFileSystem"], kept
     assert live == first == again == disk
     n = len(convs)
-    assert kinds == ["LoadedSide"] * n + (["RecordingSide"] * n + ["CachedSide"] * n
+    assert kinds == ["LoadedSide"] * n + (["RecordingSide"] * n + ["CachedSide+guards"] * n
                                           if guarded else ["LoadedSide"] * 2 * n)
     # a malformed entry: dropped, loaded again, the same replay
     cat = refcache._category(category)

@@ -122,7 +122,8 @@ def reset_bfcl_process_state() -> None:
     reset_to_pristine()
 
 
-def _classes_sharing() -> frozenset[str]:
+def shared_classes() -> frozenset[str]:
+    """The simulator classes that have process-global objects."""
     return frozenset(c for c, *_ in shared_objects())
 
 
@@ -135,17 +136,16 @@ class BfclProcess:
 
     @staticmethod
     def touches(involved_classes: tuple[str, ...]) -> bool:
-        return bool(_classes_sharing().intersection(involved_classes))
+        return bool(shared_classes().intersection(involved_classes))
 
     @staticmethod
     def checkpoint(involved_classes: tuple[str, ...]) -> bytes:
-        objs = [live for c, _, live, _ in shared_objects() if c in involved_classes]
-        return pickle.dumps(objs, pickle.HIGHEST_PROTOCOL)
+        return pickle.dumps(_live_objects(involved_classes), pickle.HIGHEST_PROTOCOL)
 
     @staticmethod
     def restore(involved_classes: tuple[str, ...], blob: bytes) -> None:
-        lives = [live for c, _, live, _ in shared_objects() if c in involved_classes]
-        for live, contents in zip(lives, pickle.loads(blob), strict=True):
+        for live, contents in zip(_live_objects(involved_classes), pickle.loads(blob),
+                                  strict=True):
             _assign(live, contents)
 
 
@@ -154,10 +154,12 @@ _SCALARS = (str, int, float, bool, type(None))
 _LIVE: dict[tuple[str, ...], list[Any]] = {}
 
 
-def _live_objects(classes: tuple[str, ...]) -> list[Any]:
-    got = _LIVE.get(classes)
+def _live_objects(classes: tuple[str, ...] | list[str]) -> list[Any]:
+    """The live shared objects of ``classes``, in :func:`shared_objects` order."""
+    key = tuple(classes)
+    got = _LIVE.get(key)
     if got is None:
-        got = _LIVE[classes] = [live for c, _, live, _ in shared_objects() if c in classes]
+        got = _LIVE[key] = [live for c, _, live, _ in shared_objects() if c in key]
     return got
 
 
@@ -199,7 +201,3 @@ def set_values(classes: tuple[str, ...], blob: bytes) -> None:
     for live, new in zip(_live_objects(classes), fitting_values(classes, blob), strict=True):
         _assign(live, new)
 
-
-def shared_classes() -> frozenset[str]:
-    """The simulator classes that have process-global objects."""
-    return _classes_sharing()

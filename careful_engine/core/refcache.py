@@ -327,6 +327,7 @@ class _Recorder:
         # entry: see guardable), and those values: [before, after] per turn
         self.guarded = guarded
         self.guards: list[list[bytes]] = []
+        self._before: bytes | None = None
         self.states: list[dict] = []
         self.logs = _Logs()
         self._index: dict[int, int] = {}
@@ -350,9 +351,14 @@ class _Recorder:
             self.states.append(encoded)
         return n
 
-    def turn(self, records: list[CallRecord], end: State, instances: dict[str, Any],
-             guard: list[bytes] | None = None) -> None:
-        """One turn's records; ``guard``: the shared values before and after it (guarded)."""
+    def begin(self) -> None:
+        """Before a turn runs: a guarded entry's shared values it starts from (ValueError
+        where they are not what a guard can hold)."""
+        if self.guarded:
+            self._before = process.values(self.guarded)
+
+    def turn(self, records: list[CallRecord], end: State, instances: dict[str, Any]) -> None:
+        """One turn's records, after it ran (:meth:`begin` before it)."""
         sid = self._id
         self.turns.append([(r.text, _call(r.call), r.result, r.success, r.class_name,
                             sid(r.state_before), sid(r.state_after)) for r in records])
@@ -361,9 +367,10 @@ class _Recorder:
         self.views.append([(c, _view(inst, blobs[c], c in live))
                            for c, inst in instances.items()])
         if live:
-            if guard is None:
+            if self._before is None:
                 raise Uncacheable("no shared values")
-            self.guards.append(guard)
+            self.guards.append([self._before, process.values(live)])
+            self._before = None
 
     def entry(self, conv: bfcl.Conversation, model_name: str) -> dict:
         """The finished entry; Uncacheable where it holds an instance name of ``model_name``
@@ -407,10 +414,9 @@ def _build(conv: bfcl.Conversation, model_name: str = SENTINEL) -> tuple[dict, b
         rec = _Recorder(env.initial_state, environment.plain_templates(conv), guarded)
         try:
             for t, texts in enumerate(conv.ground_truth):
-                before = process.values(guarded) if guarded else None
-                out = [env.execute(text, t, -1) for text in texts]
-                rec.turn(out, env.state, env.instances,
-                         [before, process.values(guarded)] if guarded else None)
+                rec.begin()
+                rec.turn([env.execute(text, t, -1) for text in texts], env.state,
+                         env.instances)
         except (BudgetExceeded, RecursionError) as e:
             raise Uncacheable(f"budget: {e}") from None
         return rec.entry(conv, model_name), rec.data
@@ -767,16 +773,15 @@ class RecordingSide:
     def run(self, turn: int, step: int, texts: list[str]) -> list[CallRecord]:
         execute = self.env.execute
         rec = self._rec
-        guarded = rec.guarded if rec is not None else ()
-        try:  # a guarded reference: the shared values it starts the turn from
-            before = process.values(guarded) if guarded else None
-        except ValueError:
-            self._rec = rec = None
+        if rec is not None:
+            try:
+                rec.begin()
+            except ValueError:
+                self._rec = rec = None
         out = [execute(text, turn, step) for text in texts]
         if rec is not None:
             try:
-                rec.turn(out, self.env.state, self.env.instances,
-                         [before, process.values(guarded)] if guarded else None)
+                rec.turn(out, self.env.state, self.env.instances)
             except (Uncacheable, ValueError, RecursionError):
                 self._rec = None
         return out
