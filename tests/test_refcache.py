@@ -324,6 +324,42 @@ def test_process_bound_and_name_bound_references_are_live() -> None:
     assert refcache.reference_side(plain, "fine_name", True, slow, None) is not None
 
 
+def test_a_replay_records_what_a_reference_alone_builds(private_cache: Path) -> None:
+    """The entries replays record (kept as they ran, encoded when first asked for) hold
+    exactly what :func:`refcache.build_entry` makes of each reference replayed alone."""
+    from careful_engine.core.replay import replay
+
+    model = "Some-Model_v1.5"
+    process = BfclProcess()
+    convs = [c for c in bfcl.conversations(CATEGORY) if not refcache.depends_on_process(c)]
+    for conv in convs:
+        replay(conv, None, model_name=model, process=process)
+    cat = refcache._category(CATEGORY)
+    pending = [i for i, e in cat.entries.items() if type(e) is refcache._Pending]
+    assert len(pending) == len(convs)  # nothing encoded while the replays ran
+    compared = 0
+    for conv in convs:
+        got = refcache._settled(cat, conv.id)
+        try:
+            want = refcache.build_entry(conv, model)
+        except refcache.Uncacheable:
+            assert got is None, conv.id
+            continue
+        assert got is not None and cat.encoded[conv.id][0] is got, conv.id
+        body = {k: v for k, v in got.items() if k != "templates"}
+        assert marshal.loads(cat.encoded[conv.id][1]) == body
+        assert body == {k: v for k, v in want.items() if k != "templates"}, conv.id
+        assert got["templates"] == want["templates"], conv.id
+        compared += 1
+    assert compared >= 100
+    written = sorted(cat.encoded)
+    refcache.flush()  # written as encoded, and read back
+    refcache.clear_memory()
+    cat = refcache._category(CATEGORY)
+    assert len(written) == compared
+    assert all(refcache._decoded(cat, i) is not None for i in written)
+
+
 def test_an_entry_holding_the_model_name_is_not_cached() -> None:
     conv = next(c for c in bfcl.conversations(CATEGORY) if not refcache.depends_on_process(c)
                 and "GorillaFileSystem" in c.involved_classes)

@@ -3,7 +3,8 @@
 The reference trajectory of a conversation is the same for every model scored, so its replay
 (calls, results, states after every call, and the instance attributes bfcl's state checker
 compares at the end of every turn) is recorded the first time it runs live (as part of an
-ordinary replay: no extra pass), kept in this process, and written by :func:`flush` to disk under
+ordinary replay: no extra pass; kept as it ran and encoded when first needed, as a rule all at
+once by :func:`flush`), kept in this process, and written by :func:`flush` to disk under
 ``$CAREFUL_CACHE_DIR`` or ``$XDG_CACHE_HOME/careful`` (``~/.cache/careful``) in ``refcache/``,
 one file per category; later replays take it from there. ``CAREFUL_REFCACHE=off`` turns the
 cache off (every reference replayed live). :func:`warm` records whole categories ahead.
@@ -317,8 +318,12 @@ def _call(call: Call | ParseFailure) -> tuple:
 
 
 class _Recorder:
-    """Encodes a reference side turn by turn as it runs (states shared by identity, as the
-    live side shares them; file-system logs kept whole)."""
+    """Records a reference side turn by turn as it runs, and encodes it when the entry is
+    asked for (states shared by identity, as the live side shares them; file-system logs
+    kept whole). What a turn leaves is kept as it is: its records and end state never
+    change, and only what bfcl's state check reads of instances that no capture holds is
+    copied then. Encoding many entries at once, when the cache is written, costs a third of
+    encoding each between the replays' calls."""
 
     def __init__(self, initial: State, templates: dict[str, tuple] | None = None,
                  guarded: tuple[str, ...] = ()) -> None:
@@ -332,10 +337,13 @@ class _Recorder:
         self.logs = _Logs()
         self._index: dict[int, int] = {}
         self._keep: list[State] = []  # keeps ids unique while the entry is built
-        self.initial = self._id(initial)
+        self._initial = initial
+        self.initial = -1
+        self.raw: list[tuple[list[CallRecord], State]] = []  # per turn, until encoded
         self.turns: list[list] = []
         self.ends: list[int] = []
         self.views: list[list] = []
+        self._viewed: dict[str, tuple] = {}  # class -> (capture, view) at the last turn's end
         self.data: bytes | None = None  # the finished entry's marshal bytes (no templates)
 
     def _id(self, state: State) -> int:
@@ -343,10 +351,11 @@ class _Recorder:
         if n is None:
             n = self._index[id(state)] = len(self.states)
             self._keep.append(state)
-            blobs = state._blobs
-            encoded = dict(blobs)  # bytes as they are (the usual case), the others encoded
-            for c, blob in blobs.items():
+            blobs = encoded = state._blobs  # bytes as they are (the usual case: the dict is
+            for c, blob in blobs.items():  # shared, as a State never changes its own)
                 if type(blob) is not bytes or blob[:1] == b"p":
+                    if encoded is blobs:
+                        encoded = dict(blobs)
                     encoded[c] = self.logs.blob(blob)
             self.states.append(encoded)
         return n
@@ -359,22 +368,59 @@ class _Recorder:
 
     def turn(self, records: list[CallRecord], end: State, instances: dict[str, Any]) -> None:
         """One turn's records, after it ran (:meth:`begin` before it)."""
-        sid = self._id
-        self.turns.append([(r.text, _call(r.call), r.result, r.success, r.class_name,
-                            sid(r.state_before), sid(r.state_after)) for r in records])
-        self.ends.append(sid(end))
-        blobs, live = end._blobs, self.guarded
-        self.views.append([(c, _view(inst, blobs[c], c in live))
-                           for c, inst in instances.items()])
+        self.raw.append((list(records), end))
+        blobs, live, seen = end._blobs, self.guarded, self._viewed
+        views = []
+        for c, inst in instances.items():
+            blob = blobs[c]
+            got = seen.get(c)
+            # an instance whose capture is the one it had at an earlier turn's end is as it
+            # was then: its view is shared (marshal writes it once)
+            if got is None or got[0] is not blob or c in live:
+                got = seen[c] = (blob, _view(inst, blob, c in live))
+            views.append((c, got[1]))
+        self.views.append(views)
         if live:
             if self._before is None:
                 raise Uncacheable("no shared values")
             self.guards.append([self._before, process.values(live)])
             self._before = None
 
+    @property
+    def n_turns(self) -> int:
+        return len(self.views)
+
+    def _encode(self) -> None:
+        """The turns kept so far, as plain data: records as tuples, states by number."""
+        sid, index = self._id, self._index
+        if self.initial < 0:
+            self.initial = sid(self._initial)
+        for records, end in self.raw:
+            out = []
+            last: Any = None  # a record's state before is mostly the previous one's after
+            n = -1
+            for r in records:
+                before, after = r.state_before, r.state_after
+                if before is not last:
+                    n = index.get(id(before))
+                    if n is None:
+                        n = sid(before)
+                m = n if after is before else index.get(id(after))
+                if m is None:
+                    m = sid(after)
+                call = r.call
+                out.append((r.text, ("c", call.name, call.args, call.kwargs, call.text)
+                            if type(call) is Call and type(call.kwargs) is dict else _call(call),
+                            r.result, r.success, r.class_name, n, m))
+                last, n = after, m
+            self.turns.append(out)
+            self.ends.append(n if end is last else sid(end))
+        self.raw = []
+
     def entry(self, conv: bfcl.Conversation, model_name: str) -> dict:
         """The finished entry; Uncacheable where it holds an instance name of ``model_name``
         (bfcl's rewrite put it into an argument: another model would see its own name)."""
+        self._encode()
         entry = {"states": self.states, "logs": self.logs.encode(), "initial": self.initial,
                  "turns": self.turns, "ends": self.ends, "views": self.views}
         if self.guarded:
@@ -387,8 +433,9 @@ class _Recorder:
             raise Uncacheable("not plain data") from None
         entry["templates"] = self.templates
         prefix = f"{model_name}_ground_truth_eval"
-        if any(bfcl.instance_name(prefix, conv.id, c).encode() in data
-               for c in conv.involved_classes):
+        if b"_ground_truth_eval_" in data and any(  # (in every such name)
+                bfcl.instance_name(prefix, conv.id, c).encode() in data
+                for c in conv.involved_classes):
             raise Uncacheable("the model name reaches an argument (bfcl's rewrite)")
         self.data = data
         return entry
@@ -605,8 +652,18 @@ class CachedSide:
 
 # ---------------------------------------------------------------- categories: memory and disk
 @dataclass
+class _Pending:
+    """A reference recorded in this process whose entry is not encoded yet."""
+
+    rec: _Recorder
+    conv: bfcl.Conversation
+    model_name: str
+
+
+@dataclass
 class _Category:
-    entries: dict[str, dict | None]  # id -> entry (None: not cacheable); absent: not yet seen
+    # id -> entry (None: not cacheable; _Pending: recorded, see _settled); absent: not yet seen
+    entries: dict[str, dict | _Pending | None]
     decoded: dict[str, _Decoded]
     new: set[str] = field(default_factory=set)  # recorded here, not yet on disk
     # id -> every instance template this process made for it (pickled file systems too):
@@ -741,6 +798,22 @@ def _write(path: Path, key: bytes, category: str, entries: dict[str, dict | None
     STATS["written"] += 1
 
 
+def _settled(cat: _Category, conv_id: str, default: Any = None) -> dict | None:
+    """``conv_id``'s entry in ``cat`` (``default`` where it has none), a recorded one encoded
+    now if it was not yet."""
+    entry = cat.entries.get(conv_id, default)
+    if type(entry) is _Pending:
+        try:
+            done: dict | None = entry.rec.entry(entry.conv, entry.model_name)
+        except (Uncacheable, RecursionError):
+            done = None
+        cat.entries[conv_id] = done
+        if done is not None and entry.rec.data is not None:
+            cat.encoded[conv_id] = (done, entry.rec.data)
+        return done
+    return entry
+
+
 def _disk() -> tuple[Path, bytes] | None:
     folder = _folder()
     key = _key_file(folder) if folder is not None else None
@@ -788,20 +861,15 @@ class RecordingSide:
 
     def trace(self) -> SideTrace:
         rec, conv = self._rec, self._conv
-        if rec is not None and len(rec.turns) == len(conv.ground_truth):
+        if rec is not None and rec.n_turns == len(conv.ground_truth):
             self._rec = None
             # the plain-data templates of the instances as loaded: made when the reference
             # side was (the first of this conversation's environments); the model side's
             # were cloned from them
             held = environment.held_templates(conv)
             rec.templates = environment.plain_templates(conv, held)
-            try:
-                entry: dict | None = rec.entry(conv, self._model)
-            except Uncacheable:
-                entry = None
-            self._cat.entries[conv.id] = entry
-            if entry is not None and rec.data is not None:
-                self._cat.encoded[conv.id] = (entry, rec.data)
+            # encoded when first asked for (see _settled), as a rule when the cache is written
+            self._cat.entries[conv.id] = _Pending(rec, conv, self._model)
             self._cat.new.add(conv.id)
             STATS["recorded"] += 1
             _hold(self._cat, conv, held)
@@ -880,7 +948,7 @@ def reference_side(conv: bfcl.Conversation, model_name: str, snapshots: bool,
     cat = _category(conv.category)
     decoded = cat.decoded.get(conv.id)
     if decoded is None:
-        entry = cat.entries.get(conv.id, _ABSENT)
+        entry = _settled(cat, conv.id, _ABSENT)
         if bound:
             if entry is _ABSENT or (type(entry) is dict and "loads" in entry):
                 # a guarded reference is recorded the second time it is replayed (the first
@@ -917,7 +985,7 @@ def _start_values(classes: tuple[str, ...]) -> bytes | None:
 
 def _decoded(cat: _Category, conv_id: str) -> _Decoded | None:
     """A held entry, decoded once per process (None: not cacheable, or not decodable)."""
-    entry = cat.entries[conv_id]
+    entry = _settled(cat, conv_id)
     if entry is None:
         return None
     try:
@@ -952,9 +1020,10 @@ def flush() -> None:
             cat.encoded.clear()
             continue
         path = _path(disk[0], category)
+        mine = {i: _settled(cat, i) for i in sorted(cat.new)}
         with _locked(disk[0]):  # workers flushing at once merge instead of overwriting
             entries = _read(path, disk[1], category) or {}
-            entries.update({i: cat.entries[i] for i in cat.new})
+            entries.update(mine)
             _write(path, disk[1], category, entries, cat.encoded)
         cat.new.clear()
         cat.encoded.clear()
