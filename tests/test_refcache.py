@@ -178,21 +178,40 @@ def test_every_cached_reference_equals_its_live_replay(category: str) -> None:
         assert guarded_n >= 30, f"only {guarded_n} guarded references of {category}"
 
 
+def _tweet_after(conv: bfcl.Conversation, turns: int, content: str) -> tuple[str, str, int]:
+    """The calls that authenticate ``conv``'s TwitterAPI user and post ``content``, and the id
+    that tweet gets after the reference's first ``turns`` turns (found by a probe whose
+    changes to bfcl's shared objects are then forgotten)."""
+    probe = Environment.for_conversation(conv)
+    tw = probe.instances["TwitterAPI"]
+    auth = f"authenticate_twitter(username={tw.username!r}, password={tw.password!r})"
+    post = f"post_tweet(content={content!r})"
+    for texts in conv.ground_truth[:turns]:
+        for text in texts:
+            probe.execute(text)
+    probe.execute(auth)
+    tweet_id = json.loads(probe.execute(post).result)["id"]
+    BfclProcess()
+    return auth, post, tweet_id
+
+
+def _replayed(conv: bfcl.Conversation, model: Trajectory,
+              classes: tuple[str, ...]) -> tuple[str, bytes]:
+    """A replay from a fresh process: its trace's fingerprint and bfcl's shared objects of
+    ``classes`` afterwards."""
+    from careful_engine.core.replay import replay
+
+    proc = BfclProcess()
+    trace = replay(conv, model, model_name="m", process=proc)
+    return fingerprint(trace), proc.checkpoint(classes)
+
+
 def _mentioning_model(conv: bfcl.Conversation) -> Trajectory:
     """The reference's own calls, plus in turn 1 a tweet posted with post_tweet's default
     mentions list and a mention added to it: bfcl's shared default grows under the
     reference, which then starts turn 1 from values its guarded entry never saw."""
-    probe = Environment.for_conversation(conv)
-    tw = probe.instances["TwitterAPI"]
-    extra = [f"authenticate_twitter(username={tw.username!r}, password={tw.password!r})",
-             "post_tweet(content='careful probe')"]
-    for texts in conv.ground_truth[:2]:
-        for text in texts:
-            probe.execute(text)
-    probe.execute(extra[0])
-    tweet_id = json.loads(probe.execute(extra[1]).result)["id"]
-    BfclProcess()  # (what the probe did to the shared objects forgotten)
-    extra.append(f"mention(tweet_id={tweet_id}, mentioned_usernames=['@careful'])")
+    auth, post, tweet_id = _tweet_after(conv, 2, "careful probe")
+    extra = [auth, post, f"mention(tweet_id={tweet_id}, mentioned_usernames=['@careful'])"]
     turns = [[Step(raw=list(texts), outcome=Outcome.CALLS, calls=list(texts))]
              for texts in conv.ground_truth]
     turns[1].append(Step(raw=extra, outcome=Outcome.CALLS, calls=extra))
@@ -213,14 +232,8 @@ def test_a_guarded_reference_whose_shared_values_change_is_replayed_live(
                 and len(c.ground_truth) > 2 and refcache.guardable(c))
     classes = refcache.process_classes(conv)
     model = _mentioning_model(conv)
-
-    def run() -> tuple[str, bytes]:
-        proc = BfclProcess()
-        trace = replay(conv, model, model_name="m", process=proc)
-        return fingerprint(trace), proc.checkpoint(classes)
-
     monkeypatch.setenv("CAREFUL_REFCACHE", "off")
-    live = run()
+    live = _replayed(conv, model, classes)
     assert b"@careful" in live[1]  # the default did grow
     monkeypatch.setenv("CAREFUL_REFCACHE", "on")
     refcache.warm((CATEGORY,))
@@ -236,7 +249,7 @@ def test_a_guarded_reference_whose_shared_values_change_is_replayed_live(
 
     monkeypatch.setattr(refcache.CachedSide, "run", watched)
     counted = refcache.STATS["diverged"]
-    assert run() == live
+    assert _replayed(conv, model, classes) == live
     assert diverged == ["turn 1"] and refcache.STATS["diverged"] == counted + 1
     # from a process whose shared default already holds a mention: never the entry
     diverged.clear()
@@ -262,21 +275,12 @@ def test_a_guarded_reference_that_grows_a_shared_default_hands_it_on(
     live reference does, and the model's later tweet inherits the mention either way."""
     import dataclasses
 
-    from careful_engine.core.replay import replay
 
     conv = next(c for c in bfcl.conversations(CATEGORY) if "TwitterAPI" in c.involved_classes
                 and len(c.ground_truth) > 1 and refcache.guardable(c))
-    probe = Environment.for_conversation(conv)
-    tw = probe.instances["TwitterAPI"]
-    auth = f"authenticate_twitter(username={tw.username!r}, password={tw.password!r})"
-    for text in conv.ground_truth[0]:
-        probe.execute(text)
-    probe.execute(auth)
-    tweet_id = json.loads(probe.execute("post_tweet(content='reference')").result)["id"]
-    BfclProcess()
+    auth, post, tweet_id = _tweet_after(conv, 1, "reference")
     gt = [list(t) for t in conv.ground_truth]
-    gt[0] += [auth, "post_tweet(content='reference')",
-              f"mention(tweet_id={tweet_id}, mentioned_usernames=['@ref'])"]
+    gt[0] += [auth, post, f"mention(tweet_id={tweet_id}, mentioned_usernames=['@ref'])"]
     variant = dataclasses.replace(conv, ground_truth=gt)
     real_index = bfcl.conversation_index
     monkeypatch.setattr(bfcl, "conversation_index",
@@ -288,17 +292,11 @@ def test_a_guarded_reference_that_grows_a_shared_default_hands_it_on(
     model = Trajectory(id=conv.id, turns=turns, raw_result=[])
     classes = refcache.process_classes(conv)
     kinds = reference_sides(monkeypatch)
-
-    def run() -> tuple[str, bytes]:
-        proc = BfclProcess()
-        trace = replay(variant, model, model_name="m", process=proc)
-        return fingerprint(trace), proc.checkpoint(classes)
-
     monkeypatch.setenv("CAREFUL_REFCACHE", "off")
-    live = run()
+    live = _replayed(variant, model, classes)
     assert b"@ref" in live[1] and '"@ref"' in live[0]
     monkeypatch.setenv("CAREFUL_REFCACHE", "on")
-    assert [run(), run(), run()] == [live] * 3
+    assert [_replayed(variant, model, classes) for _ in range(3)] == [live] * 3
     assert kinds == ["NoneType", "LoadedSide", "RecordingSide", "CachedSide+guards"]
     BfclProcess()
 

@@ -392,7 +392,7 @@ class _Recorder:
 
     def _encode(self) -> None:
         """The turns kept so far, as plain data: records as tuples, states by number."""
-        sid, index = self._id, self._index
+        sid = self._id
         if self.initial < 0:
             self.initial = sid(self._initial)
         for records, end in self.raw:
@@ -402,16 +402,9 @@ class _Recorder:
             for r in records:
                 before, after = r.state_before, r.state_after
                 if before is not last:
-                    n = index.get(id(before))
-                    if n is None:
-                        n = sid(before)
-                m = n if after is before else index.get(id(after))
-                if m is None:
-                    m = sid(after)
-                call = r.call
-                out.append((r.text, ("c", call.name, call.args, call.kwargs, call.text)
-                            if type(call) is Call and type(call.kwargs) is dict else _call(call),
-                            r.result, r.success, r.class_name, n, m))
+                    n = sid(before)
+                m = n if after is before else sid(after)
+                out.append((r.text, _call(r.call), r.result, r.success, r.class_name, n, m))
                 last, n = after, m
             self.turns.append(out)
             self.ends.append(n if end is last else sid(end))
