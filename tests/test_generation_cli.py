@@ -11,6 +11,7 @@ from careful_cli import _load, app
 from careful_engine.core import bfcl
 from careful_engine.generation.dataset import parse_categories, parse_ids, select
 from careful_engine.generation.errors import GenerationError
+from careful_engine.scoring.settings import engine_version
 from tests.fakes.openai_server import FakeCompletionsServer
 
 _load()
@@ -39,7 +40,8 @@ def test_generate_writes_bfcl_layout_and_a_manifest(tmp_path):
     assert m["handler"] == "bfcl_eval.model_handler.local_inference.qwen.QwenHandler"
     assert m["condition"] == "hints" and len(m["declarations_sha256"]) == 64
     assert m["boundary"] == {"name": "paper-final", "version": 1}
-    assert m["bfcl_eval"] == bfcl.BFCL_VERSION and m["engine"]
+    # the engine version the score lines of this run will name (one definition of it)
+    assert m["bfcl_eval"] == bfcl.BFCL_VERSION and m["engine"] == engine_version()
     assert m["started"] and m["ended"] and m["status"] == "complete"
     assert m["settings"]["temperature"] == 0.001
     assert m["settings"]["tokenizer"] == "server" and m["settings"]["endpoint"] == url

@@ -308,6 +308,19 @@ def test_the_owner_adds_removes_and_closes(workdir) -> None:
         assert store.round("r1").closed_by == "lead"
 
 
+def test_the_workbench_and_the_cli_name_the_same_login(monkeypatch) -> None:
+    """Rounds and adjudications made on a screen are signed by the account the CLI signs
+    with: a login a store would refuse (a control character) is "unknown" on both."""
+    from careful_cli.annotation import _user as cli_user
+    from workbench.context import Settings
+
+    for login in ("ana", "bad\x1bname", " padded", ""):
+        monkeypatch.setenv("USER", login)
+        assert Settings(runs=[]).user == cli_user()
+    monkeypatch.setenv("USER", "bad\x1bname")
+    assert Settings(runs=[]).user == "unknown"
+
+
 def test_a_new_round_has_a_roster(workdir) -> None:
     """Ctrl+N asks for the annotators and the functions; only they may label it."""
     from careful_engine.annotation.store import Store

@@ -5,8 +5,6 @@ No Textual here: this is the app's state, testable without a terminal.
 
 from __future__ import annotations
 
-import getpass
-import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -24,10 +22,10 @@ if TYPE_CHECKING:
 
 
 def _user() -> str:
-    try:
-        return os.environ.get("USER") or getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
+    """The login that labels and adjudicates here: the same account the CLI names."""
+    from careful_engine.annotation.sessions import current_account
+
+    return current_account()
 
 
 @dataclass

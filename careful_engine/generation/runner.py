@@ -25,7 +25,6 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,7 @@ from careful_engine.protocol import (
     patch,
     renumber_log,
 )
+from careful_engine.scoring.settings import engine_version  # (the version score lines name)
 
 CONDITIONS = ("standard", "hints", "confirm")
 IDENTITY = ("model", "backend", "condition", "script", "boundary", "declarations_sha256",
@@ -51,13 +51,6 @@ IDENTITY = ("model", "backend", "condition", "script", "boundary", "declarations
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def engine_version() -> str:
-    try:
-        return version("careful-workbench")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 @dataclass

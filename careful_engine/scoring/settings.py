@@ -27,7 +27,8 @@ COMPARED = {"engine": "engine version", "bfcl_eval": "bfcl-eval", "declarations"
 
 @lru_cache(maxsize=1)
 def engine_version() -> str:
-    """This engine's version (the installed distribution's, else pyproject's)."""
+    """This engine's version: the installed distribution's (``0+unknown`` in a checkout that
+    was never installed). Score lines and generation manifests both name it."""
     try:
         return metadata.version("careful-workbench")
     except metadata.PackageNotFoundError:
