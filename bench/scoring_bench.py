@@ -6,7 +6,8 @@ with a snapshot after every call, bfcl's verdict, every rule and the blame of fa
 conversations. bfcl's side is only ``multi_turn_checker`` on trajectories decoded beforehand
 (decoding is not timed for it). The cyclic garbage collector is paused during every pass of
 either side, as ``careful score`` pauses it. Caches are cleared before every engine pass. Passes
-alternate; the fastest of each is compared (median shown too).
+alternate; the fastest of each is compared (the medians too, and the median and quartiles of
+the ratios of each round's passes, which a machine whose speed drifts disturbs less).
 
 The reference cache (careful_engine.core.refcache) is measured four ways, each pass alike:
 ``off`` (every reference replayed live), ``cold`` (an empty cache folder: references are
@@ -134,9 +135,14 @@ def main() -> None:
         for mode in modes:
             e = min(t[k] for t in te[mode])
             em = statistics.median(t[k] for t in te[mode])
+            # each pass against the checker pass of its own round (a drifting machine slows
+            # both alike): the median of those ratios, and their quartiles
+            q = statistics.quantiles([c[k] / t[k] for c, t in zip(tb, te[mode], strict=True)],
+                                     n=4) if args.repeat > 1 else [b / e] * 3
             print(f"[{clock}] engine, reference cache {mode:<4} (decode + replay + verdict + "
                   f"rules + blame): {e:.3f}s  ratio checker / full scoring {b / e:.2f}x "
-                  f"(median {bm / em:.2f}x, {args.repeat} passes)")
+                  f"(median {bm / em:.2f}x; per round {q[1]:.2f}x, quartiles {q[0]:.2f}-"
+                  f"{q[2]:.2f}x; {args.repeat} passes)")
 
 
 if __name__ == "__main__":
