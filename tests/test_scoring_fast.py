@@ -353,6 +353,13 @@ def test_plain_deepcopy_is_deepcopy() -> None:
     got = bfcl.plain_deepcopy(plain)
     assert got is not plain and got["a"] is got["b"] is got["c"][0] and got["a"] is not shared
     assert pickle.dumps(got, 4) == pickle.dumps(copy.deepcopy(plain), 4)
+    # a set keeps the order its items went in where they collide (9 and 1 share a slot):
+    # deepcopy's copy iterates as the original does; a marshal round trip would not (marshal
+    # sorts a set's items), so sets are not plain data here (MessageAPI's generated_ids)
+    ids = set()
+    ids.add(9)
+    ids.add(1)
+    assert list(bfcl.plain_deepcopy({"ids": ids})["ids"]) == list(copy.deepcopy(ids)) == [9, 1]
     for odd in ({"b": bytearray(b"x")}, OrderedDict(a=[1]), {"s": {1, 2}}, [Path("/x")],
                 {"m": memoryview(b"y")}):
         got = _outcome(bfcl.plain_deepcopy, odd)
