@@ -275,7 +275,6 @@ def test_a_guarded_reference_that_grows_a_shared_default_hands_it_on(
     live reference does, and the model's later tweet inherits the mention either way."""
     import dataclasses
 
-
     conv = next(c for c in bfcl.conversations(CATEGORY) if "TwitterAPI" in c.involved_classes
                 and len(c.ground_truth) > 1 and refcache.guardable(c))
     auth, post, tweet_id = _tweet_after(conv, 1, "reference")

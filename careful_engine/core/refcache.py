@@ -3,8 +3,8 @@
 The reference trajectory of a conversation is the same for every model scored, so its replay
 (calls, results, states after every call, and the instance attributes bfcl's state checker
 compares at the end of every turn) is recorded the first time it runs live (as part of an
-ordinary replay: no extra pass; kept as it ran and encoded when first needed, as a rule all at
-once by :func:`flush`), kept in this process, and written by :func:`flush` to disk under
+ordinary replay: no extra pass), kept in this process as it ran (encoded when first needed, as
+a rule all at once by :func:`flush`), and written by :func:`flush` to disk under
 ``$CAREFUL_CACHE_DIR`` or ``$XDG_CACHE_HOME/careful`` (``~/.cache/careful``) in ``refcache/``,
 one file per category; later replays take it from there. ``CAREFUL_REFCACHE=off`` turns the
 cache off (every reference replayed live). :func:`warm` records whole categories ahead.
