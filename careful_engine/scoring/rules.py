@@ -407,31 +407,6 @@ def align(model: list[CallRecord], reference: list[CallRecord],
         if not left:
             break
     return out
-    msig = [canonical(r) for r in model]
-    rsig = [canonical(r) for r in reference]
-    failed = [errored(r) for r in model]
-    tests = [
-        ("identical", lambda i, j: msig[i] == rsig[j] and model[i].result == reference[j].result),
-        ("call", lambda i, j: msig[i] == rsig[j]),
-        ("outcome", lambda i, j: model[i].name == reference[j].name
-         and failed[i] == errored(reference[j])),
-        ("function", lambda i, j: model[i].name == reference[j].name),
-    ]
-    if effects is not None:
-        tests.append(("kind", lambda i, j: effects.bucket(model[i].name)
-                      == effects.bucket(reference[j].name)))
-    for level, same in tests:
-        for i in range(len(model)):
-            if out[i][0] is not None:
-                continue
-            for k, j in enumerate(free):
-                if same(i, j):
-                    out[i] = (j, level)
-                    del free[k]
-                    break
-        if not free:
-            break
-    return out
 
 
 @dataclass
