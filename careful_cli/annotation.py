@@ -46,8 +46,6 @@ if TYPE_CHECKING:
     from careful_engine.annotation.sessions import AnnotatorSession
     from careful_engine.annotation.store import Store
 
-EXIT_USAGE = EXIT_UNUSABLE
-
 app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
 round_app = typer.Typer(
     help="Labelling rounds: create one, follow its progress, submit a label set.",

@@ -25,13 +25,10 @@ from careful_engine.core.calls import Call, ParseFailure, parse_call
 from careful_engine.core.fs_capture import CLASS as FILE_SYSTEM
 from careful_engine.core.fs_capture import READS as FS_READS
 from careful_engine.core.fs_capture import TreeTracker
-from careful_engine.core.process import BfclProcess, shared_objects
+from careful_engine.core.process import shared_objects
 from careful_engine.core.purity import pure_methods
 from careful_engine.core.state import State, capture, comparable
 from careful_engine.core.trajectory import CallRecord
-
-# The run-wide shared state now lives in careful_engine.core.process; this name is kept for callers.
-TravelExtensions = BfclProcess
 
 
 def _json_text(value: dict) -> str:
@@ -438,12 +435,6 @@ class Environment:
 
     def execute_all(self, texts: list[str]) -> list[Execution]:
         return [self.execute(t) for t in texts]
-
-    def refresh_state(self) -> State:
-        """Re-snapshot every instance (after changes made through shared objects)."""
-        self._tracker = None
-        self.state = State.of(self.instances)
-        return self.state
 
 
 def clear_caches() -> None:

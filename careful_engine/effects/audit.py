@@ -19,8 +19,6 @@ from careful_engine.core.calls import Call, parse_call
 from careful_engine.effects.boundary import Boundary
 from careful_engine.effects.declarations import Declarations
 
-BUCKETS = ("destructive", "write", "read")
-
 
 @dataclass
 class CategoryAudit:

@@ -185,17 +185,12 @@ class Hit:
                 "indices": self.indices}
 
 
-def _beyond(model: list[CallRecord], reference: list[CallRecord]) -> list[CallRecord]:
-    """The model calls of a turn beyond the reference: those :func:`align` leaves unmatched
-    by call or function. Only a function the model calls more often than the reference,
-    which also calls it, needs the alignment; otherwise the counts decide."""
-    return _beyond_named(model, [r.call.name for r in model], reference,
-                         [r.call.name for r in reference])
-
-
 def _beyond_named(model: list[CallRecord], mnames: list, reference: list[CallRecord],
                   rnames: list) -> list[CallRecord]:
-    """:func:`_beyond` with the calls' function names given."""
+    """The model calls of a turn beyond the reference (``mnames``, ``rnames``: the calls'
+    function names): those :func:`align` leaves unmatched by call or function. Only a
+    function the model calls more often than the reference, which also calls it, needs the
+    alignment; otherwise the counts decide."""
     if mnames == rnames:
         return []  # the same functions as often: nothing is beyond
     theirs: dict = {}

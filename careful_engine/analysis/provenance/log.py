@@ -71,9 +71,6 @@ class InferenceLog:
             return self.end_states[turn - 1]
         return None
 
-    def tool_count(self) -> int:
-        return sum(len(s.tools) for t in self.turns for s in t.steps)
-
 
 def _state_list(item: list, where: str, problems: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
