@@ -375,7 +375,6 @@ class AgreementScreen(WorkbenchScreen):
                 return
             self.notify(f"wrote {shown(out)}: {len(boundary.destructive)} destructive "
                         f"(v{boundary.version})")
-            self.last_boundary = out
 
         where = shown(self.app.context.settings.boundary_dir or "declarations/boundary")
         self.app.push_screen(TextDialog(
