@@ -20,6 +20,8 @@ import statistics
 import time
 from pathlib import Path
 
+import shared_runs  # bench/shared_runs.py (a script's folder is on its path)
+
 from careful_engine.core import bfcl, calls, environment, process
 from careful_engine.core.decode import decode_entry, reference_trajectory
 from careful_engine.core.perf import collector_paused
@@ -27,9 +29,6 @@ from careful_engine.core.process import BfclProcess
 from careful_engine.core.replay import replay
 from careful_engine.core.runs import load_result_file
 from careful_engine.scoring.score import discover
-
-DECODERS = {"openai_gpt-oss-120b": "gpt-4o-2024-11-20-FC", "glyphh-ada-1.1": "gpt-4o-2024-11-20-FC",
-            "deepseek-ai_DeepSeek-R1-0528": "deepseek-ai/DeepSeek-R1"}
 
 
 def workloads(shared: Path) -> dict[str, list[tuple[bfcl.Conversation, object, str]]]:
@@ -44,7 +43,7 @@ def workloads(shared: Path) -> dict[str, list[tuple[bfcl.Conversation, object, s
             by_model, _ = discover(run)
             items = []
             for model, files in by_model.items():
-                handler = bfcl.handler(DECODERS.get(model, bfcl.registry_key_for_dir(model)))
+                handler = shared_runs.handler(run, model)
                 for rf in files:
                     loaded = load_result_file(rf)
                     for entry_id, entry in loaded.entries.items():

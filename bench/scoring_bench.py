@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import shared_runs  # bench/shared_runs.py (a script's folder is on its path)
+
 from careful_engine.core import bfcl, calls, environment, process, refcache
 from careful_engine.core.decode import decode_entry
 from careful_engine.core.perf import collector_paused
@@ -39,9 +41,6 @@ from careful_engine.core.replay import replay
 from careful_engine.core.runs import load_result_file
 from careful_engine.scoring.rules import blame, evaluate
 from careful_engine.scoring.score import discover, load_effects
-
-DECODERS = {"openai_gpt-oss-120b": "gpt-4o-2024-11-20-FC",
-            "glyphh-ada-1.1": "gpt-4o-2024-11-20-FC"}
 
 
 def main() -> None:
@@ -58,7 +57,7 @@ def main() -> None:
     model, files = next(iter(by_model.items()))
     rf = next(f for f in files if f.category == args.category)
     loaded = load_result_file(rf)
-    handler = bfcl.handler(DECODERS.get(model, bfcl.registry_key_for_dir(model)))
+    handler = shared_runs.handler(args.run, model)
     effects = load_effects()
     entries = list(loaded.entries.values())
     pre = [(bfcl.conversation(e["id"]), decode_entry(e, handler)) for e in entries]

@@ -17,10 +17,10 @@ figure to look at before building that sharing.
 from __future__ import annotations
 
 import argparse
-import marshal
 import os
 from pathlib import Path
-from typing import Any
+
+import shared_runs  # bench/shared_runs.py (a script's folder is on its path)
 
 from careful_engine.core import bfcl, refcache
 from careful_engine.core.decode import decode_entry
@@ -29,20 +29,11 @@ from careful_engine.core.runs import load_result_file
 from careful_engine.core.trajectory import CallRecord
 from careful_engine.scoring.score import discover
 
-DECODERS = {"openai_gpt-oss-120b": "gpt-4o-2024-11-20-FC",
-            "glyphh-ada-1.1": "gpt-4o-2024-11-20-FC",
-            "deepseek-ai_DeepSeek-R1-0528": "deepseek-ai/DeepSeek-R1"}
 
-
-def _key(record: CallRecord) -> Any:
-    """A call's name and arguments, types included (None: a refused call, never shared)."""
-    call = record.call
-    if not hasattr(call, "kwargs"):
-        return None
-    try:
-        return marshal.dumps((call.name, call.args, list(call.kwargs.items())))
-    except ValueError:
-        return None
+def _key(record: CallRecord) -> str | None:
+    """A call's name and arguments, their types shown by repr (None: a refused call, never
+    shared)."""
+    return record.call.signature() if record.parsed else None
 
 
 def main() -> None:
@@ -56,7 +47,7 @@ def main() -> None:
     for run in sorted(p for p in args.runs.iterdir() if p.is_dir()):
         by_model, _ = discover(run)
         for model, files in by_model.items():
-            handler = bfcl.handler(DECODERS.get(model, bfcl.registry_key_for_dir(model)))
+            handler = shared_runs.handler(run, model)
             for rf in files:
                 loaded = load_result_file(rf)
                 n = bound = calls = in_step = 0
