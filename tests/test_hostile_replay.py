@@ -75,6 +75,9 @@ CASES = {
                     "precision"),
     "logarithm": (MATH, [("logarithm", {"value": 10, "base": 2, "precision": 10**8})],
                   "precision"),
+    # mpmath's dps setter calls int(): a string of digits is as costly as its number
+    "logarithm_string": (MATH, [("logarithm", {"value": 3, "base": 7,
+                                               "precision": "50000000"})], "precision"),
 }
 
 
@@ -183,5 +186,9 @@ def test_guards_follow_the_cost_not_the_examples() -> None:
     assert guard("square_root", (2, 10_001), {}, b) is not None
     assert guard("square_root", (2, 1e9), {}, b) is None  # decimal refuses a float at once
     assert guard("logarithm", (), {"value": 2, "base": 3, "precision": 1e9}, b) is not None
+    assert guard("logarithm", (2, 3, " 1_000_000 "), {}, b) is not None  # int() reads it
+    assert guard("logarithm", (2, 3, "10000"), {}, b) is None
+    assert guard("logarithm", (2, 3, "1e9"), {}, b) is None  # int() refuses it at once
+    assert guard("square_root", (2, "50000000"), {}, b) is None  # decimal refuses a string
     assert guard("mean", ([1] * 10,), {}, b) is None
     assert guard("power", (9, 10**6), {}, Budget(max_result_bits=10**7)) is None

@@ -160,11 +160,26 @@ def _power(a: dict[str, Any], b: Budget) -> str | None:
     return None
 
 
+def _digits(p: Any, int_only: bool) -> Any:
+    """The precision a simulator will take ``p`` as, or None where it refuses ``p`` at once:
+    decimal's context takes ints only; mpmath's ``dps`` setter calls ``int()`` on what it is
+    given, so a string of digits counts as its number."""
+    if int_only:
+        return p if _is_int(p) else None
+    if _number(p):
+        return p
+    if type(p) is str:
+        try:
+            return int(p)  # as mpmath converts it (the int-from-string length limit applies)
+        except ValueError:
+            return None
+    return None
+
+
 def _precision(int_only: bool):
     def check(a: dict[str, Any], b: Budget) -> str | None:
-        p = a.get("precision")
-        ok_type = _is_int(p) if int_only else _number(p)
-        if ok_type and p > b.max_precision:
+        p = _digits(a.get("precision"), int_only)
+        if p is not None and p > b.max_precision:
             return (f"a precision of {p!r:.40} digits (limit {b.max_precision:,}) would take "
                     "unbounded time")
         return None
@@ -174,9 +189,9 @@ def _precision(int_only: bool):
 
 # function -> (parameter names in order, check). Cost model of bfcl-eval 2026.3.23 math_api.py:
 # power is ``base**exponent``; square_root sets decimal's context precision (an int) and takes
-# Decimal.sqrt; logarithm sets mpmath.mp.dps (any number) and takes mpmath.log. Other
-# simulator functions do work bounded by their arguments' size (itself bounded by the call
-# length) or by the state (bounded by the tree limits).
+# Decimal.sqrt; logarithm sets mpmath.mp.dps (any number, or a string int() reads) and takes
+# mpmath.log. Other simulator functions do work bounded by their arguments' size (itself
+# bounded by the call length) or by the state (bounded by the tree limits).
 _GUARDS = {
     "power": (("base", "exponent"), _power),
     "square_root": (("number", "precision"), _precision(int_only=True)),
