@@ -82,6 +82,40 @@ def test_one_bad_line_is_one_problem_and_the_rest_is_scored(tmp_path, line, reas
     assert all(by_id[i]["official_valid"] for i in hc.ids()[: hc.N_GOOD])
 
 
+@pytest.mark.parametrize("counts, shown", [
+    ('"output_token_count": [[NaN]]', "output_token_count holds nan"),
+    ('"input_token_count": [[Infinity]]', "input_token_count holds inf"),
+    ('"input_token_count": [[1e308]]', "input_token_count holds 1e+308"),
+    ('"output_token_count": [[-5]]', "output_token_count holds -5"),
+    ('"output_token_count": [[true]]', None),  # not a number: unknown, as text is
+])
+def test_token_counts_that_are_not_counts_are_unknown(tmp_path, counts, shown) -> None:
+    """A logged token count that is NaN, infinite, negative or absurdly large is one problem
+    line; that conversation's token figures are unknown (not NaN in the written JSON) and the
+    rest of the run is scored and tabled."""
+    run, out = tmp_path / "run", tmp_path / "out"
+    bad_id = hc.ids()[hc.N_GOOD]
+    line = f'{{"id": "{bad_id}", "result": [["Done."]], {counts}}}'
+    path = hc.write_model(run, "m", [line])
+    res = careful("score", run, "--out", out)
+    assert res.exit_code == EXIT_PROBLEMS, res.output
+    assert_no_traceback(res.output)
+    mine = [s for s in res.output.splitlines() if f"{path.name}:{hc.N_GOOD + 1} [{bad_id}]" in s]
+    if shown is None:
+        assert not mine, res.output
+    else:
+        assert mine and shown in mine[0] and "not a token count" in mine[0], res.output
+
+    def strict(x: str):
+        raise ValueError(f"{x} in the written JSON")
+
+    rows = [json.loads(x, parse_constant=strict)
+            for x in (out / "conversations.jsonl").read_text().splitlines()]
+    bad = next(r for r in rows if r["id"] == bad_id)
+    assert bad["output_tokens"] is None and bad["input_tokens"] is None
+    assert len(rows) == 200 and (out / "rules.md").exists()
+
+
 def test_an_entry_that_breaks_the_engine_is_one_problem(tmp_path, monkeypatch) -> None:
     """A failure inside decode or replay of one entry (here a RecursionError, as a hostile
     trajectory can cause) marks that conversation unscorable and scores the others."""
@@ -292,11 +326,17 @@ def test_audit_scores_reports_bad_score_files(tmp_path) -> None:
         + "\n" + "[" * 5000 + "\n")
     os.mkfifo(folder / "BFCL_v4_live_simple_score.json")
     (folder / "BFCL_v4_multiple_score.json").write_text('{"accuracy": NaN, "total_count": 1}\n')
+    (folder / "BFCL_v4_simple_java_score.json").write_text(  # not a share: an average overflows
+        '{"accuracy": 1e308, "total_count": 1}\n')
     res = hc.run_cli("audit", "scores", str(tmp_path), "--out", str(tmp_path / "o"),
                      timeout=120)
     assert res.returncode == EXIT_PROBLEMS, res.stderr
     assert_no_traceback(res.stderr + res.stdout)
     assert "not usable JSON" in res.stderr and "a FIFO" in res.stderr
+    for name in ("multiple", "simple_java", "irrelevance"):
+        assert f"BFCL_v4_{name}_score.json:1: first line is not a score header" in res.stderr
+    for written in (tmp_path / "o").rglob("*.json"):  # no NaN or Infinity written
+        json.loads(written.read_text(), parse_constant=lambda x: pytest.fail(f"{x} in {written}"))
 
 
 # ---------------------------------------------------------------- exit codes

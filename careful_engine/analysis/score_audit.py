@@ -23,7 +23,6 @@ but enters no block of the overall.
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from functools import cache
@@ -132,9 +131,9 @@ def read_score_file(path: Path, model: str) -> tuple[ScoreFile | None, list[Prob
                         _count(header.get("correct_count")), int(header["total_count"]))
     except (TypeError, KeyError, ValueError, OverflowError, AttributeError):
         out = None
-    if out is None or not math.isfinite(out.accuracy) or out.total < 0:
-        return None, [Problem(str(path), "first line is not a score header with a numeric "
-                              "accuracy and total_count; file skipped", 1)]
+    if out is None or not 0 <= out.accuracy <= 1 or out.total < 0:  # (NaN fails too)
+        return None, [Problem(str(path), "first line is not a score header with an accuracy "
+                              "from 0 to 1 and a total_count; file skipped", 1)]
     for i, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue

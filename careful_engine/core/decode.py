@@ -93,24 +93,51 @@ def _row(counts: Any, turn: int) -> Any:
         return _NO_ROW
 
 
+MAX_TOKEN_COUNT = 10**9  # no model step reads or writes a billion tokens
+
+
+def token_count(value: Any) -> int | None:
+    """``value`` as a token count: a whole number from 0 to :data:`MAX_TOKEN_COUNT` (an int,
+    or a float with no fraction), else None (NaN, infinities, negatives, bools, text)."""
+    if type(value) is int:
+        return value if 0 <= value <= MAX_TOKEN_COUNT else None
+    if type(value) is float and 0 <= value <= MAX_TOKEN_COUNT and value.is_integer():
+        return int(value)  # (NaN fails every comparison)
+    return None
+
+
+def bad_token_count(values: Any, depth: int = 0) -> Any:
+    """The first number in ``values`` (a logged token-count field, nested lists) that cannot
+    be a token count, or None. Text and other shapes are not numbers: they are left alone."""
+    if type(values) is list and depth < 8:
+        for v in values:
+            got = bad_token_count(v, depth + 1)
+            if got is not None:
+                return got
+        return None
+    if type(values) in (int, float) and token_count(values) is None:
+        return values
+    return None
+
+
 def _cell(row: Any, step: int) -> int | None:
-    """``row[step]`` where it is a number (not a bool), else None."""
+    """``row[step]`` where it is a token count (:func:`token_count`), else None."""
     if row is _NO_ROW:
         return None
     try:
         value = row[step]
     except (TypeError, IndexError, KeyError):
         return None
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return token_count(value)
 
 
 def _cells(row: Any, n: int) -> list:
-    """``[_cell(row, s) for s in range(n)]``, at once where the row is a list of numbers (as
-    bfcl writes them)."""
+    """``[_cell(row, s) for s in range(n)]``, at once where the row is a list of counts that
+    are ints (as bfcl writes them)."""
     if type(row) is list and len(row) >= n:
         cells = row[:n]
         for value in cells:
-            if type(value) is not int and type(value) is not float:
+            if type(value) is not int or not 0 <= value <= MAX_TOKEN_COUNT:
                 break
         else:
             return cells

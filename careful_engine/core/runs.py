@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from careful_engine.core import bfcl
-from careful_engine.core.decode import has_steps
+from careful_engine.core.decode import bad_token_count, has_steps
 from careful_engine.core.perf import collector_paused
 from careful_engine.core.safe_text import visible
 
 RESULT_FILE = re.compile(r"^BFCL_v(\d+)_(\w+?)_result\.json$")
 MAX_DEPTH = 100  # nesting of one entry; bfcl's own entries stay under 12
+TOKEN_FIELDS = ("input_token_count", "output_token_count")  # per turn, per step
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 
 
@@ -229,6 +230,12 @@ def _load_result_file(rf: ResultFile) -> LoadedFile:
             tb = " (with a traceback)" if "traceback" in entry else ""
             out.problems.append(Problem(name, f"result is an error string{tb}: "
                                         f"{str(entry['result'])[:120]}", lineno, entry_id))
+        for key in TOKEN_FIELDS:
+            bad = bad_token_count(entry.get(key))
+            if bad is not None:
+                out.problems.append(Problem(name, f"{key} holds {bad!r:.40}, which is not a "
+                                            "token count; the conversation's token figures are "
+                                            "unknown", lineno, entry_id))
         out.entries[entry_id] = entry
         out.lines[entry_id] = lineno
     for missing in out.missing:

@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from careful_engine.core.decode import token_count
 from careful_engine.core.runs import find_result_files
 from careful_engine.generation import results
 from careful_engine.generation.spend import (
@@ -56,7 +57,7 @@ class FolderVolume:
 def _steps(values: object) -> list[list[float]]:
     if not isinstance(values, list):
         return []
-    return [[v for v in t if isinstance(v, int | float)] if isinstance(t, list) else []
+    return [[c for v in t if (c := token_count(v)) is not None] if isinstance(t, list) else []
             for t in values]
 
 

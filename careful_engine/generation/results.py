@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from careful_engine.core import bfcl
+from careful_engine.core.decode import token_count
 from careful_engine.generation import files
 from careful_engine.generation.files import run_folder  # noqa: F401 - the CLI's entry point for --run
 from careful_engine.generation.spend import Volume
@@ -137,8 +138,8 @@ def _flat(values: Any) -> list[float]:
     if isinstance(values, list):
         for v in values:
             out.extend(_flat(v))
-    elif isinstance(values, int | float) and not isinstance(values, bool):
-        out.append(values)
+    elif (count := token_count(values)) is not None:  # NaN, negatives, bools: not counts
+        out.append(count)
     return out
 
 
