@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from careful_engine.core import bfcl
-from careful_engine.core.runs import Problem, depth_over, read_regular
+from careful_engine.core.runs import Problem, depth_over
+from careful_engine.core.safe_read import read_regular
 
 SCORE_FILE = re.compile(r"^BFCL_v(\d+)_(\w+?)_score\.json$")
 RESULT_FILE = re.compile(r"^BFCL_v(\d+)_(\w+?)_result\.json$")

@@ -22,40 +22,19 @@ from pathlib import Path
 from careful_engine.core import bfcl
 from careful_engine.core.decode import bad_token_count, has_steps
 from careful_engine.core.perf import collector_paused
+from careful_engine.core.safe_read import (
+    MAX_SMALL_BYTES,
+    NotRegular,
+    TooLarge,
+    file_kind,
+    read_regular,
+)
 from careful_engine.core.safe_text import visible
 
 RESULT_FILE = re.compile(r"^BFCL_v(\d+)_(\w+?)_result\.json$")
 MAX_DEPTH = 100  # nesting of one entry; bfcl's own entries stay under 12
 TOKEN_FIELDS = ("input_token_count", "output_token_count")  # per turn, per step
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-
-
-class NotRegular(OSError):
-    """A path that is a FIFO, socket, device or folder where a file was expected."""
-
-
-def file_kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISDIR, "a folder")):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
-def read_regular(path: Path) -> bytes:
-    """The bytes of a regular file; a FIFO, socket or device raises :class:`NotRegular` at once
-    (opened without blocking, checked on the open descriptor)."""
-    fd = os.open(path, _READ_FLAGS)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise NotRegular(f"{file_kind(st.st_mode)}, not a regular file")
-        os.set_blocking(fd, True)
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read()
-    finally:
-        os.close(fd)
+MAX_LINE_CHARS = 32 * 2**20  # one entry; bfcl's own stay under 100 KB
 
 
 def depth_over(value: object, limit: int = MAX_DEPTH) -> bool:
@@ -182,17 +161,21 @@ def _load_result_file(rf: ResultFile) -> LoadedFile:
                                     fatal=True))
         return out
     text = raw.decode("utf-8", errors="surrogateescape")
-    lines = text.split("\n")
-    last = max((i for i, s in enumerate(lines) if s.strip()), default=-1)
-    for i, line in enumerate(lines):
-        if not line.strip():
+    del raw
+    unparsed: Problem | None = None  # a line that is not JSON: "truncated" if it is the last
+    for lineno, line in _lines(text):
+        if unparsed is not None:
+            out.problems.append(unparsed)
+            unparsed = None
+        if len(line) > MAX_LINE_CHARS:
+            out.problems.append(Problem(name, f"line of {len(line):,} characters, more than "
+                                        f"{MAX_LINE_CHARS:,}; skipped", lineno,
+                                        _guess_id(line[:4096])))
             continue
-        lineno = i + 1
         try:
             entry = json.loads(line)
         except json.JSONDecodeError as e:
-            what = "truncated last line" if i == last else "line is not JSON"
-            out.problems.append(Problem(name, f"{what} ({e.msg})", lineno, _guess_id(line)))
+            unparsed = Problem(name, f"line is not JSON ({e.msg})", lineno, _guess_id(line))
             continue
         except RecursionError:
             out.problems.append(Problem(name, "line nests too deeply to read; skipped",
@@ -238,12 +221,37 @@ def _load_result_file(rf: ResultFile) -> LoadedFile:
                                             "unknown", lineno, entry_id))
         out.entries[entry_id] = entry
         out.lines[entry_id] = lineno
+    if unparsed is not None:
+        unparsed.message = unparsed.message.replace("line is not JSON", "truncated last line", 1)
+        out.problems.append(unparsed)
     for missing in out.missing:
         out.problems.append(Problem(name, "id missing from the file; counted as failed",
                                     None, missing))
     order = sorted(out.entries, key=bfcl.sort_key)
     out.entries = {k: out.entries[k] for k in order}
     return out
+
+
+_CONTENT = re.compile(r"\S")
+
+
+def _lines(text: str) -> Iterator[tuple[int, str]]:
+    """(line number, line) of every line of ``text`` that is not blank, without splitting the
+    whole text into a list (a file of millions of empty lines costs no memory and little
+    time: blank stretches are skipped at C speed)."""
+    pos, lineno, n = 0, 1, len(text)
+    while True:
+        m = _CONTENT.search(text, pos)
+        if m is None:
+            return
+        first = m.start()
+        start = text.rfind("\n", pos, first) + 1 or pos
+        lineno += text.count("\n", pos, start)
+        end = text.find("\n", first)
+        if end < 0:
+            end = n
+        yield lineno, text[start:end]
+        pos, lineno = end + 1, lineno + 1
 
 
 def _guess_id(line: str) -> str | None:
@@ -284,9 +292,9 @@ def manifest_decoder(rf: ResultFile) -> str | None:
     if not os.path.lexists(path):
         return None
     try:
-        doc = json.loads(read_regular(path))
-    except NotRegular as e:
-        raise DecoderUnavailable(f"{visible(path)}: {e}; use --decoder") from None
+        doc = json.loads(read_regular(path, MAX_SMALL_BYTES))
+    except (NotRegular, TooLarge) as e:
+        raise DecoderUnavailable(f"{visible(path)}: {e.strerror}; use --decoder") from None
     except (OSError, ValueError, RecursionError):
         return None
     decoder = doc.get("decoder") if isinstance(doc, dict) else None
