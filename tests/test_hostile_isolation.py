@@ -131,30 +131,25 @@ def test_a_file_over_the_size_limit_is_reported_not_read(tmp_path, good_run) -> 
     assert {c["model"] for c in conversations(tmp_path / "out")} == {"good"}
 
 
-def test_blank_stretches_and_long_lines(tmp_path, monkeypatch) -> None:
+def test_blank_stretches_and_bad_lines(tmp_path) -> None:
     """Millions of blank lines cost neither a list of lines nor line-by-line time, and the
-    line numbers after them are right; a line over the length limit is one problem; a bad
-    line in the middle is "not JSON", a bad last line "truncated"."""
+    line numbers after them are right; a bad line in the middle is "not JSON", a bad last
+    line "truncated"."""
     from careful_engine.core import runs
 
-    monkeypatch.setattr(runs, "MAX_LINE_CHARS", 10_000)
     ids = hc.ids()
     good = hc.reference_lines()
-    long_line = json.dumps({"id": ids[4], "result": [["x" * 20_000]]})
     text = ("\n" * 3_000_000 + good[0] + "\n \r\n" + good[1] + "\n" + '{"id": "' + ids[5]
-            + '", "res\n' + long_line + "\n" + good[2] + "\n\n" + '{"id": "' + ids[6] + '"')
+            + '", "res\n' + good[2] + "\n\n" + '{"id": "' + ids[6] + '"')
     path = hc.model_dir(tmp_path / "run", "m") / "multi_turn" / hc.RESULT
     path.parent.mkdir(parents=True)
     path.write_text(text)
-    (path.parent.parent / "careful_run.json").write_text(json.dumps({"decoder": hc.demo.DECODER}))
     loaded = runs.load_result_file(runs.ResultFile(path, "m", hc.CATEGORY, 4))
-    assert loaded.lines == {ids[0]: 3_000_001, ids[1]: 3_000_003, ids[2]: 3_000_006}
+    assert loaded.lines == {ids[0]: 3_000_001, ids[1]: 3_000_003, ids[2]: 3_000_005}
     shown = [(p.line, p.id, p.message.split(" (")[0]) for p in loaded.problems
              if p.line is not None]
     assert shown == [(3_000_004, ids[5], "line is not JSON"),
-                     (3_000_005, ids[4],
-                      f"line of {len(long_line):,} characters, more than 10,000; skipped"),
-                     (3_000_008, ids[6], "truncated last line")]
+                     (3_000_007, ids[6], "truncated last line")]
 
 
 def test_an_entry_that_breaks_the_engine_is_one_problem(tmp_path, monkeypatch) -> None:

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from careful_cli import _load, app
-from careful_engine.core import bfcl
+from careful_engine.core import bfcl, decode
 from careful_engine.core.budget import BUDGET_EXCEEDED, DEFAULT_BUDGET, Budget, guard
 from careful_engine.demo import reference as demo
 
@@ -192,3 +192,67 @@ def test_guards_follow_the_cost_not_the_examples() -> None:
     assert guard("square_root", (2, "50000000"), {}, b) is None  # decimal refuses a string
     assert guard("mean", ([1] * 10,), {}, b) is None
     assert guard("power", (9, 10**6), {}, Budget(max_result_bits=10**7)) is None
+
+
+PROMPTING = "gpt-4o-2024-11-20"  # a prompting decoder: a step is model text
+HUGE = "[" + "cd(folder='a'), " * 62_500 + "]"  # 1,000,002 characters: never decoded
+
+
+def _prompting_run(root: Path, entries: list[dict]) -> Path:
+    folder = root / "run" / "prompting-model" / "multi_turn"
+    folder.mkdir(parents=True)
+    (folder / f"BFCL_v4_{CATEGORY}_result.json").write_text(
+        "\n".join(json.dumps(e) for e in entries) + "\n")
+    return root / "run"
+
+
+def test_a_step_too_long_to_decode_stops_the_conversation(tmp_path: Path) -> None:
+    """A step longer than the decoding budget is not handed to bfcl's decoder (whose time and
+    memory grow with the text): the conversation gets the budget verdict, naming the step; a
+    force-terminated conversation keeps bfcl's verdict (and a blame) with the same step in
+    its only turn; the other entries of the file are scored."""
+    assert len(HUGE) > decode.MAX_STEP_CHARS
+    conv = bfcl.conversation(MATH)
+    n = len(conv.ground_truth)
+    stopped = {"id": MATH, "result": [[HUGE, "[]"]] + [["done"]] * (n - 1)}
+    cut = {"id": FS, "result": [[HUGE]]}  # fewer turns than the reference: force-terminated
+    other = bfcl.conversation("multi_turn_base_2")
+    fine = {"id": other.id, "result": [["nothing to do"]] * len(other.ground_truth)}
+    run = _prompting_run(tmp_path, [stopped, cut, fine])
+    res = runner.invoke(app, ["score", str(run), "--decoder", f"prompting-model={PROMPTING}",
+                              "--out", str(run / "out"), "-q", "--jobs", "1"])
+    assert "Traceback" not in res.output and "could not be scored" not in res.output
+    lines = {r["id"]: r for r in map(json.loads, (run / "out" / "conversations.jsonl")
+                                     .read_text().splitlines())}
+    got = lines[MATH]
+    assert got["official_error_type"] == BUDGET_EXCEEDED
+    assert "turn 0 step 0 is 1,000,002 characters long" in got["official_error_message"]
+    assert got["model_calls"] == 0 and got["steps"]["decode_error"] == n + 1
+    assert lines[FS]["official_error_type"] == "multi_turn:force_terminated"
+    assert lines[FS]["blame"] is not None
+    assert lines[other.id]["official_error_type"] == "multi_turn:empty_turn_model_response"
+
+
+def test_decoding_stops_at_the_conversation_budget(monkeypatch) -> None:
+    """Steps are decoded until the conversation's text passes the budget; that step and all
+    after it are not, and the replay stops there, after the turns before it ran (a verdict
+    bfcl had already reached stands)."""
+    from careful_engine.core.replay import replay
+
+    monkeypatch.setattr(decode, "MAX_DECODED_CHARS", 60)
+    conv = bfcl.conversation(FS)
+    handler = bfcl.handler(PROMPTING)
+    ls = "[ls(a=False)]"  # 13 characters
+    rest = [[ls]] * (len(conv.ground_truth) - 2)
+    entry = {"id": FS, "result": [["nothing"], [ls] * 5] + rest}  # 7 + 4 * 13 = 59, then 72
+    traj = decode.decode_entry(entry, handler)
+    assert traj.over_budget is not None and traj.over_budget[:2] == (1, 4)
+    assert "more than 60 characters" in traj.over_budget[2]
+    outcomes = [[s.outcome.value for s in turn] for turn in traj.turns]
+    assert outcomes[:2] == [["decode_error"], ["calls"] * 4 + ["decode_error"]]  # prose: no call
+    assert all(o == ["decode_error"] for o in outcomes[2:])
+    trace = replay(conv, traj)
+    assert [len(t) for t in trace.model.turns] == [0, 4]  # the turns up to the stop ran
+    assert trace.budget_exceeded == traj.over_budget[2]
+    # bfcl had failed turn 0 already (no decoded step): that verdict stands
+    assert trace.verdict.error_type == "multi_turn:empty_turn_model_response"

@@ -61,6 +61,13 @@ def _step(raw: Any, outcome: Outcome, calls: list, error: str | None, input_toke
 
 
 ITERATED = (list, str, dict, tuple)  # what bfcl's evaluator iterates as a turn's steps
+# Decoding is bounded like a replay (careful_engine.core.budget): bfcl's decoders take time and
+# memory in proportion to a step's text (a prompting decode of a 1,000,000-character step
+# takes about 1.7 s and 260 MB here; logged steps of real runs stay under 3,000). A longer
+# step, or text beyond MAX_DECODED_CHARS in one conversation, is not decoded: the conversation
+# stops there with the verdict careful:budget_exceeded.
+MAX_STEP_CHARS = 1_000_000
+MAX_DECODED_CHARS = 4_000_000
 
 
 def has_steps(turn: Any) -> bool:
@@ -156,6 +163,8 @@ def decode_entry(entry: dict, handler: Any | None) -> Trajectory:
     problems: list[str] = []
     in_counts = entry.get("input_token_count")
     out_counts = entry.get("output_token_count")
+    decoded = 0  # characters of step text decoded so far
+    over: tuple[int, int, str] | None = None
     for t, turn in enumerate(result):
         steps: list[Step] = []
         if not isinstance(turn, ITERATED):
@@ -167,15 +176,49 @@ def decode_entry(entry: dict, handler: Any | None) -> Trajectory:
             raise RuntimeError("a decoder is needed for this run: name one with --decoder")
         n = len(turn)
         ins, outs = _cells(_row(in_counts, t), n), _cells(_row(out_counts, t), n)
+        if over is None:
+            size = _text_size(turn)
+            if size > MAX_STEP_CHARS or decoded + size > MAX_DECODED_CHARS:
+                over = _over(turn, t, decoded)  # (found step by step; None: within after all)
+            decoded += size
         for s, item in enumerate(turn):
-            steps.append(decode_step(handler, item, ins[s], outs[s]))
+            if over is not None and (t, s) >= over[:2]:
+                steps.append(_step(item, _ERROR, [], f"not decoded: {over[2]}", ins[s],
+                                   outs[s]))
+            else:
+                steps.append(decode_step(handler, item, ins[s], outs[s]))
         shape = odd_shape(turn, steps)
         if shape:
             problems.append(f"turn {t}: {shape}")
         turns.append(steps)
     return Trajectory(id=entry_id, turns=turns, raw_result=result,
                       user_answers=_user_answers(entry), problems=problems,
-                      confirm="careful_user_answers" in entry)
+                      confirm="careful_user_answers" in entry, over_budget=over)
+
+
+def _text_size(turn: Any) -> int:
+    """The characters of a turn's step texts (steps that are not text count as none: their
+    size was bounded when the line was read)."""
+    if type(turn) is str:
+        return len(turn)
+    try:
+        return sum([len(s) for s in turn if type(s) is str])
+    except TypeError:  # a dict turn: its keys are the steps
+        return 0
+
+
+def _over(turn: Any, t: int, decoded: int) -> tuple[int, int, str] | None:
+    """The first step of ``turn`` that is not decoded within the limits, and why."""
+    for s, item in enumerate(turn):
+        size = len(item) if type(item) is str else 0
+        if size > MAX_STEP_CHARS:
+            return (t, s, f"turn {t} step {s} is {size:,} characters long, more than the "
+                          f"{MAX_STEP_CHARS:,} decoded in one step (decoding budget)")
+        decoded += size
+        if decoded > MAX_DECODED_CHARS:
+            return (t, s, f"the conversation's steps up to turn {t} step {s} hold more than "
+                          f"{MAX_DECODED_CHARS:,} characters to decode (decoding budget)")
+    return None
 
 
 def _user_answers(entry: dict) -> dict[int, list[dict]]:

@@ -163,11 +163,15 @@ def _turns(conv: bfcl.Conversation, trajectory: Trajectory | None, model: _Side 
     all_model_results: list[str] = []
     n_turns = max(len(gt), len(trajectory.turns) if model and trajectory else 0)
     execute = model.env.execute if model is not None else None  # (_Side.run, inlined)
+    over = trajectory.over_budget if model is not None else None  # where decoding stopped
     for t in range(n_turns):
         model_turn: list[CallRecord] = []
         decoded_steps = 0
         if model is not None and t < len(trajectory.turns):
-            for s, step in enumerate(trajectory.turns[t]):
+            steps = trajectory.turns[t]
+            if over is not None and over[0] == t:
+                steps = steps[:over[1]]
+            for s, step in enumerate(steps):
                 texts = step.calls
                 if texts:
                     decoded_steps += 1
@@ -175,6 +179,8 @@ def _turns(conv: bfcl.Conversation, trajectory: Trajectory | None, model: _Side 
                         model_turn.append(execute(text, t, s))
             model.turns.append(model_turn)
             model.ends.append(model.env.state)
+            if over is not None and over[0] == t:
+                raise BudgetExceeded(over[2])
         ref_turn = ref.run(t, -1, gt[t]) if t < len(gt) else []
         if t < len(gt):
             ref.turns.append(ref_turn)

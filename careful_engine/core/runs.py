@@ -34,8 +34,6 @@ from careful_engine.core.safe_text import visible
 RESULT_FILE = re.compile(r"^BFCL_v(\d+)_(\w+?)_result\.json$")
 MAX_DEPTH = 100  # nesting of one entry; bfcl's own entries stay under 12
 TOKEN_FIELDS = ("input_token_count", "output_token_count")  # per turn, per step
-MAX_LINE_CHARS = 32 * 2**20  # one entry; bfcl's own stay under 100 KB
-
 
 def depth_over(value: object, limit: int = MAX_DEPTH) -> bool:
     """Whether ``value`` nests lists and objects deeper than ``limit`` (walked without
@@ -167,11 +165,6 @@ def _load_result_file(rf: ResultFile) -> LoadedFile:
         if unparsed is not None:
             out.problems.append(unparsed)
             unparsed = None
-        if len(line) > MAX_LINE_CHARS:
-            out.problems.append(Problem(name, f"line of {len(line):,} characters, more than "
-                                        f"{MAX_LINE_CHARS:,}; skipped", lineno,
-                                        _guess_id(line[:4096])))
-            continue
         try:
             entry = json.loads(line)
         except json.JSONDecodeError as e:

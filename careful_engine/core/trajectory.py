@@ -54,6 +54,9 @@ class Trajectory:
     user_answers: dict[int, list[dict]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     confirm: bool = False  # generated under the confirmation protocol (answers recorded)
+    # (turn, step, reason) where decoding stopped: the step is too long to decode within the
+    # budget (careful_engine.core.decode); the replay stops there with the budget verdict
+    over_budget: tuple[int, int, str] | None = None
 
     def decoded(self) -> list[list[list[str]]]:
         """What bfcl's evaluator passes to its checker: per turn, the non-empty decoded steps."""

@@ -890,11 +890,12 @@ def blame(trace: ConversationTrace, effects: Effects | None = None) -> Blame | N
     reason = {EMPTY_TURN: "empty_turn", FORCE_TERMINATED: "force_terminated",
               RESPONSE_MISMATCH: "response"}.get(v.error_type or "", "state")
     if v.error_type == FORCE_TERMINATED:  # cut short in the last turn the model reached
-        t = min(max(len(trace.model.turns) - 1, 0), len(ref_turns) - 1)
-        if not ref_turns[t] and t + 1 < len(ref_turns):
+        # (no reference turn at all where the budget stopped the replay in the first turn)
+        t = max(min(len(trace.model.turns) - 1, len(ref_turns) - 1), 0)
+        if t < len(ref_turns) and not ref_turns[t] and t + 1 < len(ref_turns):
             t += 1
         return _unmatched_blame(t, reason, trace, effects)
-    return _unmatched_blame(last, reason, trace, effects)
+    return _unmatched_blame(max(last, 0), reason, trace, effects)
 
 
 def _unmatched_blame(t: int, reason: str, trace: ConversationTrace, effects: Effects | None,
