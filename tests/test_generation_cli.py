@@ -67,6 +67,49 @@ def test_resume_refuses_other_settings(tmp_path):
     assert "condition: 'standard' there, 'confirm' now" in res.output
 
 
+@pytest.mark.parametrize(("manifest", "reason"), [
+    ("{", ":1: not JSON"),
+    ("[]", "a JSON list, not a manifest"),
+    ('{"sessions": 5}', "'sessions' is a int, not a list"),
+    ('{"categories": ["multi_turn_x"]}', "'categories' holds something other than"),
+    (b"\xff{", "not UTF-8"),
+])
+def test_resume_refuses_a_manifest_it_cannot_trust(tmp_path, manifest, reason):
+    """A damaged manifest cannot say how the conversations already there were made: the run
+    is not resumed (one line naming the file), rather than mixed with other settings."""
+    with FakeCompletionsServer(KEY, responder=lambda r: "Done.") as s:
+        assert _gen(tmp_path, "--run", "r", "--ids", "multi_turn_base_0",
+                    url=s.url).exit_code == 0
+        before = len(s.completions())
+        path = tmp_path / "r" / "Qwen_Qwen3-0.6B" / "careful_run.json"
+        if isinstance(manifest, bytes):
+            path.write_bytes(manifest)
+        else:
+            path.write_text(manifest)
+        res = _gen(tmp_path, "--run", "r", "--ids", "multi_turn_base_0,multi_turn_base_1",
+                   "--condition", "confirm", url=s.url)
+        assert len(s.completions()) == before  # nothing generated
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output and "internal error" not in res.output
+    text = " ".join(res.output.split())
+    assert "careful_run.json" in text and reason in text and "not resumed" in text
+
+
+def test_repair_names_line_and_id(tmp_path):
+    from careful_engine.generation.results import repair
+
+    path = tmp_path / "BFCL_v4_multi_turn_base_result.json"
+    good = json.dumps({"id": "multi_turn_base_0", "result": []})
+    path.write_text("\n".join([good, "{nope", json.dumps({"x": 1}), good, "{cut"]))
+    ids, notes = repair(path)
+    assert ids == {"multi_turn_base_0"}
+    assert notes == [f"{path.name}: dropped a last line cut short (4 characters)",
+                     f"{path.name}:2: dropped a line that is not JSON",
+                     f"{path.name}:3: dropped a line without a string id",
+                     f"{path.name}:4 [multi_turn_base_0]: dropped a duplicate of line 1"]
+    assert path.read_text() == good + "\n"
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--model", "no/such-model"], "not in bfcl-eval"),
     (["--categories", "multi_turn_everything"], "unknown category"),

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
 from careful_engine.core.trajectory import Outcome
 from careful_engine.effects import boundary as boundaries
 from careful_engine.effects.boundary import Boundary
@@ -152,7 +153,7 @@ def reexamine_run(run, ms, default: Boundary,
     destructive = default
     if name:
         try:
-            destructive = boundaries.load(name)
+            destructive = boundaries.load_named(name)  # a name from the manifest, never a path
         except (ValueError, OSError):
             if warn:
                 warn(f"{ms.model}: generated under boundary {name}, which is not here; "
@@ -166,8 +167,8 @@ def generation_boundary(result_path) -> str | None:
     folder = path.parent.parent if path.parent.name == "multi_turn" else path.parent
     manifest = folder / "careful_run.json"
     try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_regular(manifest, MAX_SMALL_BYTES))  # not a FIFO, bounded
+    except (OSError, ValueError, RecursionError):
         return None
     b = data.get("boundary") if isinstance(data, dict) else None
     if isinstance(b, dict):

@@ -14,14 +14,19 @@ declarations folder) or a path to such a file.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from careful_engine.core import bfcl
+from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
+from careful_engine.core.safe_text import visible
 from careful_engine.core.safe_write import write_text
 
 SCHEMA = "careful.boundary/1"
 DEFAULT_BOUNDARY = "paper-final"
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # a boundary's name (its file's stem)
 
 
 def declarations_dir() -> Path:
@@ -74,25 +79,56 @@ class Boundary:
                           errors="backslashreplace")
 
 
-def from_json(data: dict, source: str = "<data>") -> Boundary:
+def from_json(data: Any, source: str = "<data>") -> Boundary:
+    """A boundary from its JSON document; :class:`BoundaryError` (naming ``source``) for any
+    document that is not one: every field is checked; only the descriptive ones (version,
+    decided_by, method, created) may be left out."""
+    if not isinstance(data, dict):
+        raise BoundaryError(f"{source}: not a boundary file (a JSON {type(data).__name__}, "
+                            "not an object)")
     if data.get("schema") != SCHEMA:
-        raise BoundaryError(f"{source}: not a boundary file (schema {data.get('schema')!r})")
+        raise BoundaryError(f"{source}: not a boundary file (schema "
+                            f"{visible(repr(data.get('schema')))[:80]})")
+    items = data.get("destructive")
+    if not isinstance(items, list):
+        raise BoundaryError(f"{source}: 'destructive' must be a list of functions, not "
+                            f"{'missing' if items is None else type(items).__name__}")
     known = bfcl.function_class()
     destructive: dict[str, str] = {}
-    for item in data.get("destructive", []):
-        name = item.get("name")
-        if name not in known:
-            raise BoundaryError(f"{source}: {name!r} is not one of the 128 multi-turn functions")
-        if not str(item.get("reason", "")).strip():
+    for k, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise BoundaryError(f"{source}: destructive[{k}] is a {type(item).__name__}, not an "
+                                "object with a name and a reason")
+        name, reason = item.get("name"), item.get("reason")
+        if not isinstance(name, str) or name not in known:
+            raise BoundaryError(f"{source}: {visible(repr(name))[:80]} is not one of the 128 "
+                                "multi-turn functions")
+        if not isinstance(reason, str) or not reason.strip():
             raise BoundaryError(f"{source}: {name} has no reason")
-        destructive[name] = item["reason"]
+        if name in destructive:
+            raise BoundaryError(f"{source}: {name} is listed twice")
+        destructive[name] = reason
+    name = data.get("name", Path(source).stem)
+    version = data.get("version", 1)
+    decided_by = data.get("decided_by", [])
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise BoundaryError(f"{source}: 'name' must be letters, digits, '.', '_' and '-', not "
+                            f"{visible(repr(name))[:80]}")
+    if type(version) is not int or version < 1:
+        raise BoundaryError(f"{source}: 'version' must be a whole number from 1, not "
+                            f"{visible(repr(version))[:40]}")
+    if not isinstance(decided_by, list) or not all(isinstance(x, str) for x in decided_by):
+        raise BoundaryError(f"{source}: 'decided_by' must be a list of names")
+    for key in ("method", "created"):
+        if not isinstance(data.get(key, ""), str):
+            raise BoundaryError(f"{source}: {key!r} must be text")
     standard = {"schema", "name", "version", "decided_by", "method", "created", "bfcl_eval",
                 "destructive"}
     return Boundary(
-        name=data.get("name", Path(source).stem),
+        name=name,
         destructive=destructive,
-        version=int(data.get("version", 1)),
-        decided_by=tuple(data.get("decided_by", ())),
+        version=version,
+        decided_by=tuple(decided_by),
         method=data.get("method", ""),
         created=data.get("created", ""),
         extra={k: v for k, v in data.items() if k not in standard},
@@ -100,17 +136,59 @@ def from_json(data: dict, source: str = "<data>") -> Boundary:
 
 
 def load(name_or_path: str | Path = DEFAULT_BOUNDARY) -> Boundary:
-    """Load a boundary by name (``declarations/boundary/<name>.json``) or by path."""
+    """Load a boundary by name (``declarations/boundary/<name>.json``) or by path. A file
+    elsewhere that calls itself by the name of one of the declarations folder's boundaries
+    must list the same destructive functions (else outputs would record a changed boundary
+    under the stock name): :class:`BoundaryError` asks to rename it."""
     path = Path(name_or_path)
     if not path.suffix:
-        path = boundary_dir() / f"{name_or_path}.json"
-    if not path.exists():
+        return load_named(str(name_or_path))
+    got = _read(path)
+    stock = boundary_dir() / f"{got.name}.json"
+    if stock.is_file() and not _same_file(path, stock):
+        theirs = _read(stock)
+        if theirs.destructive.keys() != got.destructive.keys():
+            raise BoundaryError(
+                f"{visible(str(path))}: calls itself {got.name!r}, the name of "
+                f"declarations/boundary/{got.name}.json, but lists other destructive "
+                "functions; give it a name of its own")
+    return got
+
+
+def load_named(name: str) -> Boundary:
+    """A boundary of the declarations folder by its name only (a name read from a file that
+    others wrote, such as a run's manifest, never becomes a path)."""
+    if not NAME.fullmatch(name):
+        raise BoundaryError(f"no boundary {visible(repr(name))[:80]}: a boundary name has "
+                            "letters, digits, '.', '_' and '-' only")
+    path = boundary_dir() / f"{name}.json"
+    if not path.is_file():
         available = sorted(p.stem for p in boundary_dir().glob("*.json"))
         raise BoundaryError(
-            f"no boundary {str(name_or_path)!r}; available: {', '.join(available) or 'none'}"
-        )
+            f"no boundary {name!r}; available: {', '.join(available) or 'none'}")
+    return _read(path)
+
+
+def _read(path: Path) -> Boundary:
+    """A boundary file, read bounded (a FIFO or device is refused, not waited on)."""
+    where = visible(str(path))
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = read_regular(path, MAX_SMALL_BYTES).decode("utf-8")
+    except OSError as e:
+        raise BoundaryError(f"{where}: cannot read it ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise BoundaryError(f"{where}: not UTF-8 (at byte {e.start})") from None
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise BoundaryError(f"{path}: invalid JSON ({e})") from e
-    return from_json(data, str(path))
+        raise BoundaryError(f"{where}:{e.lineno}: invalid JSON ({e.msg})") from None
+    except (RecursionError, ValueError) as e:
+        raise BoundaryError(f"{where}: not usable JSON ({str(e)[:80]})") from None
+    return from_json(data, where)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False

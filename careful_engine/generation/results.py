@@ -23,7 +23,9 @@ from typing import Any
 
 from careful_engine.core import bfcl
 from careful_engine.core.decode import token_count
+from careful_engine.core.safe_text import visible
 from careful_engine.generation import files
+from careful_engine.generation.errors import GenerationError
 from careful_engine.generation.files import run_folder  # noqa: F401 - the CLI's entry point for --run
 from careful_engine.generation.spend import Volume
 
@@ -73,28 +75,33 @@ def repair(path: Path, drop_errors: bool = False) -> tuple[set[str], list[str]]:
     if tail.strip():
         notes.append(f"{path.name}: dropped a last line cut short ({len(tail)} characters)")
     kept: list[str] = []
-    ids: set[str] = set()
-    for line in complete:
+    ids: dict[str, int] = {}  # id -> its line
+    for lineno, line in enumerate(complete, start=1):
         if not line.strip():
             continue
         try:
             entry = json.loads(line)
-        except json.JSONDecodeError:
-            notes.append(f"{path.name}: dropped a line that is not JSON")
+        except (json.JSONDecodeError, RecursionError, ValueError):
+            notes.append(f"{path.name}:{lineno}: dropped a line that is not JSON")
             continue
         entry_id = entry.get("id") if isinstance(entry, dict) else None
-        if not isinstance(entry_id, str) or entry_id in ids:
-            notes.append(f"{path.name}: dropped a duplicate or id-less line")
+        if not isinstance(entry_id, str):
+            notes.append(f"{path.name}:{lineno}: dropped a line without a string id")
+            continue
+        if entry_id in ids:
+            notes.append(visible(f"{path.name}:{lineno} [{entry_id}]: dropped a duplicate of "
+                                 f"line {ids[entry_id]}"))
             continue
         if drop_errors and _is_error(entry):
-            notes.append(f"{entry_id}: inference error dropped, to run again")
+            notes.append(visible(f"{path.name}:{lineno} [{entry_id}]: inference error dropped, "
+                                 "to run again"))
             continue
-        ids.add(entry_id)
+        ids[entry_id] = lineno
         kept.append(line)
     new = "".join(line + "\n" for line in kept)
     if new != text:
         _atomic_write(path, new)
-    return ids, notes
+    return set(ids), notes
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -188,6 +195,40 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
     except (json.JSONDecodeError, RecursionError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def load_manifest(folder: Path) -> dict[str, Any] | None:
+    """The manifest of a run being resumed: None if there is none; :class:`GenerationError`
+    (``file: reason``) if one is there but cannot be trusted to say how the run was made
+    (resuming then could mix settings in one run)."""
+    path = folder / MANIFEST
+    raw = files.read_bytes(path)
+    if raw is None:
+        return None
+    where = visible(str(path))
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise GenerationError(f"{where}: not UTF-8 (at byte {e.start}); {_UNTRUSTED}") from None
+    except json.JSONDecodeError as e:
+        raise GenerationError(f"{where}:{e.lineno}: not JSON ({e.msg}); {_UNTRUSTED}") from None
+    except (RecursionError, ValueError):
+        raise GenerationError(f"{where}: not usable JSON; {_UNTRUSTED}") from None
+    if not isinstance(data, dict):
+        raise GenerationError(f"{where}: a JSON {type(data).__name__}, not a manifest; "
+                              f"{_UNTRUSTED}")
+    for key, kind in (("sessions", list), ("categories", list), ("started", str)):
+        if data.get(key) is not None and not isinstance(data[key], kind):
+            raise GenerationError(f"{where}: {key!r} is a {type(data[key]).__name__}, not a "
+                                  f"{kind.__name__}; {_UNTRUSTED}")
+    if any(c not in bfcl.CATEGORIES for c in data.get("categories") or []):
+        raise GenerationError(f"{where}: 'categories' holds something other than the four "
+                              f"multi-turn categories; {_UNTRUSTED}")
+    return data
+
+
+_UNTRUSTED = ("the settings of the run there cannot be checked, so it is not resumed: repair "
+              "or remove the manifest, or use another --run")
 
 
 def write_manifest(folder: Path, manifest: dict[str, Any]) -> Path:

@@ -210,7 +210,7 @@ def generate(
         "engine": engine_version(),
         "python": platform.python_version(),
     }
-    old = results.read_manifest(folder)
+    old = results.load_manifest(folder)  # GenerationError where it cannot be trusted
     if old is not None:
         differs = {k: (old_v, new_v) for k, old_v in _identity(old).items()
                    if (new_v := _identity(manifest)[k]) != old_v}
