@@ -30,6 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from careful_engine.core import bfcl, parallel
 from careful_engine.core.safe_text import literal, visible
 from careful_engine.core.safe_write import UnsafeWrite, check_out_dir, check_out_file
+from careful_engine.core.user_cache import cache_dir
 from careful_engine.effects.boundary import DEFAULT_BOUNDARY
 from careful_engine.scoring.decoders import DecoderChoice, parse_decoders
 from careful_engine.scoring.detector import DETECTORS
@@ -69,9 +70,9 @@ def refuse_out(out: Path, *, file: bool = False) -> None:
 
 
 def log_dir() -> Path:
-    """Where internal-error logs go: $XDG_CACHE_HOME/careful/logs (~/.cache/careful/logs)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "careful" / "logs"
+    """Where internal-error logs go: ``logs/`` in the user's cache folder
+    (careful_engine.core.user_cache; a link there raises OSError)."""
+    return cache_dir("logs")
 
 
 def internal_error() -> int:
@@ -81,11 +82,10 @@ def internal_error() -> int:
     text = (f"careful {' '.join(sys.argv[1:])}\n{time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n\n"
             + "".join(traceback.format_exc()))
     path = None
-    for folder in (log_dir(), Path(tempfile.gettempdir())):
+    for folder in (log_dir, lambda: Path(tempfile.gettempdir())):
         try:
-            folder.mkdir(parents=True, exist_ok=True)
             fd, name = tempfile.mkstemp(prefix=time.strftime("careful-%Y%m%d-%H%M%S-"),
-                                        suffix=".log", dir=folder)
+                                        suffix=".log", dir=folder())
             with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
                 f.write(text)
             path = name

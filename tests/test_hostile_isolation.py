@@ -406,7 +406,8 @@ def test_internal_error_is_a_message_and_a_log(tmp_path, good_run) -> None:
                "def boom(*a, **k):\n    raise ZeroDivisionError('engine bug')\n"
                "s.score_run = boom\nimport careful_cli.score as cs\ncs.score_run = boom\n")
     res = hc.run_cli("score", str(good_run), "--out", str(tmp_path / "out"), prelude=prelude,
-                     env={"XDG_CACHE_HOME": str(tmp_path / "cache")}, timeout=120)
+                     env={"XDG_CACHE_HOME": str(tmp_path / "cache"), "CAREFUL_CACHE_DIR": ""},
+                     timeout=120)
     assert res.returncode == EXIT_INTERNAL, res.stderr
     assert_no_traceback(res.stderr)
     assert "internal error (ZeroDivisionError: engine bug)" in res.stderr

@@ -26,6 +26,7 @@ from careful_engine.core.runs import (
     load_result_file,
     needs_decoder,
 )
+from careful_engine.core.user_cache import cache_root
 from careful_engine.scoring.decoders import DecoderChoice
 from careful_engine.scoring.result import SCORES_NAME
 from careful_engine.scoring.rules import RULE_REGISTRY, RULES, Effects
@@ -85,8 +86,7 @@ def decoder_for(run: Path, model: str, files: Sequence[ResultFile],
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "careful" / "workbench"
+    return cache_root() / "workbench"
 
 
 def cache_scores_path(ref: RunRef, cache_dir: Path | None = None) -> Path:

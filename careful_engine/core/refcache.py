@@ -70,6 +70,7 @@ from careful_engine.core.fs_capture import MISSING, TreeLog, TreeVersion
 from careful_engine.core.process import BfclProcess
 from careful_engine.core.state import State
 from careful_engine.core.trajectory import CallRecord, SideTrace
+from careful_engine.core.user_cache import cache_dir, cache_root
 
 FORMAT = 2  # 2: a recorded entry is kept as its marshal bytes and its templates
 MAGIC = b"CRFREF1\n"
@@ -92,16 +93,6 @@ class Diverged(Exception):
 def enabled() -> bool:
     return os.environ.get("CAREFUL_REFCACHE", "on").strip().lower() not in ("off", "0", "no",
                                                                             "false")
-
-
-def cache_root() -> Path:
-    """``$CAREFUL_CACHE_DIR``, else ``$XDG_CACHE_HOME/careful``, else ``~/.cache/careful``."""
-    explicit = os.environ.get("CAREFUL_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
-    return base / "careful"
 
 
 _ENGINE: list[str] = []
@@ -689,7 +680,7 @@ def _key_file(folder: Path) -> bytes | None:
     path = folder / "key"
     for _ in range(2):
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO: no wait
         except FileNotFoundError:
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -715,15 +706,10 @@ def _key_file(folder: Path) -> bytes | None:
 
 def _folder() -> Path | None:
     """``<cache root>/refcache``, a real directory of this user's (None if it cannot be)."""
-    folder = cache_root() / "refcache"
     try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        st = os.lstat(folder)
+        return cache_dir("refcache")
     except OSError:
         return None
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-        return None
-    return folder
 
 
 def _path(folder: Path, category: str) -> Path:
@@ -737,7 +723,7 @@ def _header(category: str) -> dict:
 
 def _read(path: Path, key: bytes, category: str) -> dict[str, dict | None] | None:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO: no wait
     except OSError:
         return None
     with os.fdopen(fd, "rb") as f:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from careful_engine.core.user_cache import cache_dir
+
 BFCL_VERSION = "2026.3.23"
 CATEGORIES = (
     "multi_turn_base",
@@ -40,11 +42,9 @@ MAXIMUM_STEP_LIMIT = 20  # bfcl_eval/constants/default_prompts.py:1
 
 
 def _scratch_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    root = Path(base) / "careful" / "bfcl_project_root"
     try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError:
+        root = cache_dir("bfcl_project_root")
+    except OSError:  # a link or someone else's folder there: a fresh one of our own
         root = Path(tempfile.mkdtemp(prefix="careful_bfcl_"))
     return root
 
