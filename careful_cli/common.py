@@ -43,8 +43,8 @@ EXIT_UNUSABLE = 2
 EXIT_INTERNAL = 3
 EXIT_GATE = 4
 
-console = Console()
-err = Console(stderr=True, soft_wrap=True, highlight=False)
+console = Console(emoji=False)  # ":name:" in text from files stays as it is
+err = Console(stderr=True, soft_wrap=True, highlight=False, emoji=False)
 
 
 def progress_bar() -> Progress:

@@ -299,7 +299,7 @@ def _vllm(model: str, options, folder: Path, *, temperature, endpoint, served, t
 def _report(report) -> None:
     m = report.manifest
     tokens = m.get("tokens", {})
-    lines = [f"[bold]{m['model']}[/] {m['condition']}: {report.status}, "
+    lines = [f"[bold]{literal(m['model'])}[/] {literal(m['condition'])}: {report.status}, "
              f"{report.generated} generated, {report.already} already written, "
              f"{report.left} left"]
     if tokens:
@@ -385,22 +385,22 @@ def cost(
         return
     for item in out:
         v = item["volume"]
-        console.print(f"[bold]{item['model']}[/] ({item['conversations']} conversations): "
+        console.print(f"[bold]{literal(item['model'])}[/] ({item['conversations']} conversations): "
                       f"{v['requests']:,} requests, {v['prompt']:,} prompt tokens "
                       f"({v['cache_read']:,} cache reads, {v['cache_write']:,} writes, "
                       f"{item['cache_split']}), {v['output']:,} output")
         if item["priced_as"]:
-            console.print(f"  at {item['priced_as']} prices: ${_usd(item['list_usd'])} list, "
+            console.print(f"  at {literal(item['priced_as'])} prices: ${_usd(item['list_usd'])} list, "
                           f"${_usd(item['conservative_usd'])} conservative")
         if item["ledger_usd"]:
             console.print(f"  spend ledger: ${item['ledger_usd']['conservative']:.4f} "
                           f"conservative over {sum(item['ledger'].values())} records "
-                          f"({', '.join(f'{k} {n}' for k, n in sorted(item['ledger'].items()))})")
+                          f"({literal(', '.join(f'{k} {n}' for k, n in sorted(item['ledger'].items())))})")
         t = Table(title="same volume on other models", title_justify="left")
         for col in ("model", "list $", "conservative $"):
             t.add_column(col, justify="left" if col == "model" else "right")
         for e in item["estimates"]:
-            name = e["display"] + (" *" if e["fictional"] else "")
+            name = literal(e["display"]) + (" *" if e["fictional"] else "")
             t.add_row(name, _usd(e["list_usd"]), _usd(e["conservative_usd"]))
         console.print(t)
     if any(e["fictional"] for item in out for e in item["estimates"]):

@@ -116,6 +116,47 @@ def test_reading_commands_show_names_literally(tmp_path, hostile_run, args) -> N
     assert_literal(res.output)
 
 
+def test_cost_shows_names_and_prices_literally(tmp_path, hostile_run) -> None:
+    res = careful("cost", hostile_run)
+    assert res.exit_code == 0, res.output
+    assert_literal(res.output)
+    prices = json.loads((Path(__file__).parents[1] / "careful_engine" / "data"
+                         / "prices.json").read_text())
+    prices["models"][0]["display"] = NAME
+    table = tmp_path / "prices.json"
+    table.write_text(json.dumps(prices))
+    res = careful("cost", hostile_run, "--prices", table)
+    assert res.exit_code == 0, res.output
+    assert_literal(res.output)
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"input": -1.0}, "input must be a price of 0 or more"),
+    ({"output": "NaN"}, "output must be a price of 0 or more"),
+    ({"ids": 5}, "ids must be a list"),
+])
+def test_price_tables_the_guard_cannot_trust_are_refused(tmp_path, change, reason) -> None:
+    prices = json.loads((Path(__file__).parents[1] / "careful_engine" / "data"
+                         / "prices.json").read_text())
+    prices["models"][1].update(change)
+    table = tmp_path / "prices.json"
+    table.write_text(json.dumps(prices))
+    res = careful("cost", tmp_path, "--prices", table)
+    assert res.exit_code == 2 and "models[1]" in res.output and reason in res.output, res.output
+    table.write_text(json.dumps({**prices, "models": 5}))
+    res = careful("cost", tmp_path, "--prices", table)
+    assert res.exit_code == 2 and "'models' must be a list" in res.output, res.output
+
+
+def test_emoji_codes_in_names_stay_as_text(tmp_path) -> None:
+    """Rich turns ``:warning:`` into an emoji; text from files must come out as written."""
+    run = tmp_path / "run"
+    hc.write_model(run, "m:warning:x")
+    res = careful("score", run, "--out", tmp_path / "out")
+    assert res.exit_code == 1, res.output
+    assert ":warning:" in res.output and "\u26a0" not in res.output and "⚠" not in res.output
+
+
 def test_non_utf8_folder_name_is_shown_escaped(tmp_path) -> None:
     run = tmp_path / "run"
     hc.write_model(run, b"\xff\x1b[2J")

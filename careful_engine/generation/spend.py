@@ -32,6 +32,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
+from careful_engine.core.safe_text import visible
 from careful_engine.generation import files
 from careful_engine.generation.errors import BudgetExhausted, GenerationError
 
@@ -174,26 +176,54 @@ class PriceTable:
 
 
 def load_prices(path: str | Path | None = None) -> PriceTable:
+    """A price table; :class:`GenerationError` naming the file and the entry for anything the
+    spend guard could not trust (prices must be finite and not negative: a negative or NaN
+    price would let the guard count less than is spent)."""
     path = Path(path) if path else default_prices_path()
+    where = visible(str(path))
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise GenerationError(f"cannot read price table {path}: {e}") from e
-    if doc.get("schema") != "careful.prices/1":
-        raise GenerationError(f"{path}: not a price table (schema {doc.get('schema')!r})")
+        doc = json.loads(read_regular(path, MAX_SMALL_BYTES).decode("utf-8"))
+    except OSError as e:
+        raise GenerationError(f"cannot read price table {where}: {e.strerror or e}") from None
+    except (ValueError, RecursionError) as e:  # JSON, UTF-8
+        raise GenerationError(f"{where}: not a JSON price table ({str(e)[:100]})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != "careful.prices/1":
+        schema = doc.get("schema") if isinstance(doc, dict) else None
+        raise GenerationError(f"{where}: not a price table (schema "
+                              f"{visible(repr(schema))[:60]})")
+    entries = doc.get("models", [])
+    if not isinstance(entries, list):
+        raise GenerationError(f"{where}: 'models' must be a list, not {type(entries).__name__}")
     models = []
-    for m in doc.get("models", []):
+    for k, m in enumerate(entries):
         try:
-            models.append(ModelPrice(
-                model=m["model"], input=float(m["input"]), output=float(m["output"]),
-                cache_write=float(m["cache_write_5m"]), cache_read=float(m["cache_read"]),
-                cache_write_1h=float(m["cache_write_1h"]) if m.get("cache_write_1h") else None,
-                display=m.get("display", m["model"]), ids=tuple(m.get("ids", ())),
-                fictional=bool(m.get("fictional", False)),
-            ))
+            models.append(_price(m))
         except (KeyError, TypeError, ValueError) as e:
-            raise GenerationError(f"{path}: bad price entry {m!r}: {e}") from e
+            raise GenerationError(f"{where}: models[{k}]: {visible(str(e))[:160]}") from None
     return PriceTable(tuple(models), doc, str(path))
+
+
+def _price(m: Any) -> ModelPrice:
+    if not isinstance(m, dict):
+        raise TypeError(f"a {type(m).__name__}, not an object")
+
+    def usd(key: str) -> float:
+        value = m[key]
+        if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
+            raise ValueError(f"{key} must be a price of 0 or more, not {value!r}")
+        return float(value)
+
+    name, display, ids = m["model"], m.get("display", m["model"]), m.get("ids", [])
+    if not isinstance(name, str) or not isinstance(display, str):
+        raise TypeError("model and display must be text")
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise TypeError("ids must be a list of names")
+    return ModelPrice(
+        model=name, input=usd("input"), output=usd("output"),
+        cache_write=usd("cache_write_5m"), cache_read=usd("cache_read"),
+        cache_write_1h=usd("cache_write_1h") if m.get("cache_write_1h") else None,
+        display=display, ids=tuple(ids), fictional=bool(m.get("fictional", False)),
+    )
 
 
 # ---------------------------------------------------------------- the guard
