@@ -152,6 +152,33 @@ def test_blank_stretches_and_bad_lines(tmp_path) -> None:
                      (3_000_007, ids[6], "truncated last line")]
 
 
+def test_folder_search_finds_what_rglob_finds_and_survives_depth(tmp_path, good_run) -> None:
+    """The search for result files finds what ``rglob`` finds on real layouts (the shared runs
+    too); a folder nested 1,100 deep (rglob's recursion overflowed) is one problem line and a
+    link back up is searched once; the run is scored."""
+    from careful_engine.core import runs
+
+    shared = Path(__file__).resolve().parents[2] / "shared" / "runs"
+    for root in [good_run, *(sorted(shared.iterdir()) if shared.is_dir() else [])]:
+        problems: list = []
+        assert (sorted(runs.search_files(root, "_result.json", problems))
+                == sorted(root.rglob("*_result.json")))
+        assert problems == []
+    (good_run / "deep").mkdir()
+    fd = os.open(good_run / "deep", os.O_RDONLY)
+    for _ in range(1100):  # (os.makedirs itself recurses)
+        os.mkdir("a", dir_fd=fd)
+        fd, old = os.open("a", os.O_RDONLY, dir_fd=fd), fd
+        os.close(old)
+    os.close(fd)
+    os.symlink(good_run, good_run / "good" / "loop")
+    res = careful("score", good_run, "--out", tmp_path / "out")
+    assert res.exit_code == EXIT_PROBLEMS, res.output
+    assert_no_traceback(res.output)
+    assert "levels below the run folder are not searched" in res.output
+    assert {c["model"] for c in conversations(tmp_path / "out")} == {"good"}
+
+
 def test_an_entry_that_breaks_the_engine_is_one_problem(tmp_path, monkeypatch) -> None:
     """A failure inside decode or replay of one entry (here a RecursionError, as a hostile
     trajectory can cause) marks that conversation unscorable and scores the others."""

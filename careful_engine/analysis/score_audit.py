@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from careful_engine.core import bfcl
-from careful_engine.core.runs import Problem, depth_over
+from careful_engine.core.runs import Problem, depth_over, search_files
 from careful_engine.core.safe_read import read_regular
 
 SCORE_FILE = re.compile(r"^BFCL_v(\d+)_(\w+?)_score\.json$")
@@ -157,7 +157,7 @@ def find_score_files(root: Path) -> tuple[dict[str, ModelScores], list[Problem]]
     """Every score file under ``root``, per model folder (a later version replaces an earlier)."""
     models: dict[str, ModelScores] = {}
     problems: list[Problem] = []
-    paths = [root] if root.is_file() else sorted(root.rglob("BFCL_v*_score.json"))
+    paths = [root] if root.is_file() else sorted(search_files(root, "_score.json", problems))
     for path in paths:
         if not SCORE_FILE.match(path.name):
             continue
@@ -307,7 +307,7 @@ class Credited:
 def find_result_file(results: Path, model: str, category: str) -> Path | None:
     """The result file of (model, category) under a result folder, if any."""
     best: tuple[int, Path] | None = None
-    for path in results.rglob(f"BFCL_v*_{category}_result.json"):
+    for path in search_files(results, f"_{category}_result.json", []):
         m = RESULT_FILE.match(path.name)
         if not m or m.group(2) != category:
             continue

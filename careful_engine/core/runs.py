@@ -101,9 +101,9 @@ def find_result_files(root: Path) -> tuple[list[ResultFile], list[Problem]]:
     files: list[ResultFile] = []
     problems: list[Problem] = []
     if root.is_file():
-        candidates: Iterator[Path] = iter([root])
+        candidates: Iterator[Path] | list[Path] = iter([root])
     else:
-        candidates = root.rglob("*_result.json")
+        candidates = search_files(root, "_result.json", problems)
     for path in sorted(candidates):
         try:
             mode = path.stat().st_mode
@@ -140,6 +140,48 @@ def find_result_files(root: Path) -> tuple[list[ResultFile], list[Problem]]:
                                     f"using {model!r} as the model name"))
         files.append(ResultFile(path, model, category, version))
     return files, problems
+
+
+MAX_SEARCH_DEPTH = 32  # folders below a run folder; bfcl's layouts need 3
+
+
+def search_files(root: Path, suffix: str, problems: list[Problem]) -> list[Path]:
+    """Every entry whose name ends with ``suffix`` under ``root`` (what ``root.rglob("*" +
+    suffix)`` finds), found
+    without recursion (a folder nested thousands deep cannot overflow the stack), each folder
+    once (a link back up is not a loop), at most :data:`MAX_SEARCH_DEPTH` folders deep."""
+    found: list[Path] = []
+    seen: set[tuple[int, int]] = set()
+    stack = [(root, 0)]
+    too_deep = False
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            st = folder.stat()
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            with os.scandir(folder) as it:
+                entries = list(it)
+        except OSError:  # unreadable, or gone: as rglob, passed over
+            continue
+        for e in entries:
+            if e.name.endswith(suffix):
+                found.append(Path(e.path))
+            try:
+                is_dir = e.is_dir()
+            except OSError:
+                continue
+            if not is_dir:
+                continue
+            if depth >= MAX_SEARCH_DEPTH:
+                if not too_deep:
+                    too_deep = True
+                    problems.append(Problem(e.path, f"folders more than {MAX_SEARCH_DEPTH} "
+                                            "levels below the run folder are not searched"))
+                continue
+            stack.append((Path(e.path), depth + 1))
+    return found
 
 
 def load_result_file(rf: ResultFile) -> LoadedFile:
