@@ -72,6 +72,15 @@ def _damaged(tmp_path, decl) -> dict:
         _sql(p, statement)
         cases[case] = (p, says)
     cases["folder"] = (tmp_path, "not a regular file")
+    target = _good(tmp_path / "target.db", decl)
+    (tmp_path / "link.db").symlink_to(target)  # SQLite would write through it
+    cases["link"] = (tmp_path / "link.db", "a symbolic link")
+    (tmp_path / "dangling.db").symlink_to(tmp_path / "nowhere" / "x.db")
+    cases["dangling link"] = (tmp_path / "dangling.db", "a symbolic link")
+    wal = _good(tmp_path / "wal.db", decl)
+    (tmp_path / "wal.db-wal").unlink(missing_ok=True)
+    (tmp_path / "wal.db-wal").symlink_to(tmp_path / "elsewhere-wal")
+    cases["journal link"] = (wal, "a symbolic link")
     return cases
 
 

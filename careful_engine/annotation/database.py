@@ -174,13 +174,19 @@ class Connection:
 
 
 def _check_file(path: Path) -> None:
-    """Refuse what cannot be an SQLite file before SQLite touches it."""
+    """Refuse what cannot be an SQLite file before SQLite touches it, and a symbolic link at
+    the database's path or at its journal files' (SQLite would write through it)."""
+    for side in (path.with_name(path.name + s) for s in ("-wal", "-shm", "-journal")):
+        if side.is_symlink():
+            raise DatabaseError(f"{side}: a symbolic link; careful does not write through it")
     try:
-        st = path.stat()
+        st = path.lstat()
     except FileNotFoundError:
         return
     except OSError as e:
         raise DatabaseError(f"{path}: cannot read it ({e.strerror})") from e
+    if stat.S_ISLNK(st.st_mode):
+        raise DatabaseError(f"{path}: a symbolic link; careful does not write through it")
     if not stat.S_ISREG(st.st_mode):
         raise DatabaseError(f"{path}: not a regular file")
     if st.st_size == 0:
