@@ -116,6 +116,30 @@ def test_token_counts_that_are_not_counts_are_unknown(tmp_path, counts, shown) -
     assert len(rows) == 200 and (out / "rules.md").exists()
 
 
+@pytest.mark.parametrize("answers, shown, confirm", [
+    ({"0": [1, None]}, "careful_user_answers['0'] holds 1", True),
+    ({"0": [{"step": "x", "answer": "yes"}]}, "holds {'step': 'x'", True),
+    ({"x": []}, "a key 'x' that is not a turn number", True),
+    ([], "careful_user_answers is a list, not an object of turns", False),
+])
+def test_malformed_user_answers_are_one_line_and_left_out(tmp_path, answers, shown,
+                                                          confirm) -> None:
+    """Wrongly typed scripted-user answers are named and left out; the entry is scored (not
+    failed as unscorable), and only an object of turns marks a confirmation run."""
+    run, out = tmp_path / "run", tmp_path / "out"
+    bad_id = hc.ids()[0]
+    entry = json.loads(hc.reference_lines(1)[0])
+    entry["careful_user_answers"] = answers
+    path = hc.write_model(run, "m", [json.dumps(entry)], good=0)
+    res = careful("score", run, "--out", out)
+    assert res.exit_code == EXIT_PROBLEMS, res.output
+    assert_no_traceback(res.output)
+    mine = [s for s in res.output.splitlines() if f"{path.name}:1 [{bad_id}]" in s]
+    assert len(mine) == 1 and shown in mine[0], res.output
+    row = next(c for c in conversations(out) if c["id"] == bad_id)
+    assert row["official_valid"] and row["confirm_protocol"] is confirm
+
+
 def test_a_file_over_the_size_limit_is_reported_not_read(tmp_path, good_run) -> None:
     """A sparse file of 300 MiB (or a link to one) is refused by its size, unscored; the other
     model is scored."""
@@ -177,6 +201,14 @@ def test_folder_search_finds_what_rglob_finds_and_survives_depth(tmp_path, good_
     assert_no_traceback(res.output)
     assert "levels below the run folder are not searched" in res.output
     assert {c["model"] for c in conversations(tmp_path / "out")} == {"good"}
+    fds = [os.open(good_run / "deep", os.O_RDONLY)]  # removed as made (rmtree recurses too)
+    for _ in range(1100):
+        fds.append(os.open("a", os.O_RDONLY, dir_fd=fds[-1]))
+    os.close(fds.pop())
+    while fds:
+        fd = fds.pop()
+        os.rmdir("a", dir_fd=fd)
+        os.close(fd)
 
 
 def test_an_entry_that_breaks_the_engine_is_one_problem(tmp_path, monkeypatch) -> None:

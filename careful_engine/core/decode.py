@@ -158,7 +158,7 @@ def decode_entry(entry: dict, handler: Any | None) -> Trajectory:
     if type(result) is not list:  # bfcl: multi_turn:inference_error
         return Trajectory(id=entry_id, turns=None, raw_result=result,
                           inference_error=str(result)[:500],
-                          confirm="careful_user_answers" in entry)
+                          confirm=isinstance(entry.get(ANSWERS), dict))
     turns: list[list[Step]] = []
     problems: list[str] = []
     in_counts = entry.get("input_token_count")
@@ -193,7 +193,7 @@ def decode_entry(entry: dict, handler: Any | None) -> Trajectory:
         turns.append(steps)
     return Trajectory(id=entry_id, turns=turns, raw_result=result,
                       user_answers=_user_answers(entry), problems=problems,
-                      confirm="careful_user_answers" in entry, over_budget=over)
+                      confirm=isinstance(entry.get(ANSWERS), dict), over_budget=over)
 
 
 def _text_size(turn: Any) -> int:
@@ -221,15 +221,44 @@ def _over(turn: Any, t: int, decoded: int) -> tuple[int, int, str] | None:
     return None
 
 
+ANSWERS = "careful_user_answers"  # {"<turn>": [{"step": s, "answer": "yes", ...}, ...]}
+
+
+def _answer_ok(a: Any) -> bool:
+    return (isinstance(a, dict) and type(a.get("step")) is int
+            and isinstance(a.get("answer"), str))
+
+
 def _user_answers(entry: dict) -> dict[int, list[dict]]:
-    """Scripted-user answers recorded by the confirmation-aware protocol, if any."""
-    answers = entry.get("careful_user_answers") or {}
+    """Scripted-user answers recorded by the confirmation-aware protocol, if any: per turn,
+    the answers that are well formed (:func:`answers_problem` names the others)."""
+    answers = entry.get(ANSWERS) or {}
     out: dict[int, list[dict]] = {}
     if isinstance(answers, dict):
         for k, v in answers.items():
             if str(k).isdigit() and isinstance(v, list):
-                out[int(k)] = v
+                out[int(k)] = [a for a in v if _answer_ok(a)]
     return out
+
+
+def answers_problem(entry: dict) -> str | None:
+    """What is wrong with an entry's recorded answers (left out of the scoring), or None."""
+    if ANSWERS not in entry:
+        return None
+    answers = entry[ANSWERS]
+    if not isinstance(answers, dict):
+        return (f"{ANSWERS} is a {type(answers).__name__}, not an object of turns; the entry "
+                "is scored without answers, as a standard run")
+    for k, v in answers.items():
+        if not str(k).isdigit():
+            return f"{ANSWERS} has a key {k!r:.40} that is not a turn number; it is left out"
+        if not isinstance(v, list):
+            return f"{ANSWERS}[{k!r:.20}] is a {type(v).__name__}, not a list; it is left out"
+        bad = next((a for a in v if not _answer_ok(a)), None)
+        if bad is not None:
+            return (f"{ANSWERS}[{k!r:.20}] holds {bad!r:.60}, not an answer with a whole-number "
+                    "step and a text answer; it is left out")
+    return None
 
 
 def reference_trajectory(entry_id: str, ground_truth: list[list[str]]) -> Trajectory:

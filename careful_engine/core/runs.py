@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from careful_engine.core import bfcl
-from careful_engine.core.decode import bad_token_count, has_steps
+from careful_engine.core.decode import answers_problem, bad_token_count, has_steps
 from careful_engine.core.perf import collector_paused
 from careful_engine.core.safe_read import (
     MAX_SMALL_BYTES,
@@ -248,6 +248,9 @@ def _load_result_file(rf: ResultFile) -> LoadedFile:
             tb = " (with a traceback)" if "traceback" in entry else ""
             out.problems.append(Problem(name, f"result is an error string{tb}: "
                                         f"{str(entry['result'])[:120]}", lineno, entry_id))
+        wrong = answers_problem(entry)
+        if wrong is not None:
+            out.problems.append(Problem(name, wrong, lineno, entry_id))
         for key in TOKEN_FIELDS:
             bad = bad_token_count(entry.get(key))
             if bad is not None:
