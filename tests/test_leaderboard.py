@@ -233,3 +233,24 @@ def test_missing_run_folder(tmp_path: Path) -> None:
     res = runner.invoke(app, ["leaderboard", str(tmp_path / "nope")])
     assert res.exit_code == 2
     assert "does not exist" in res.output
+
+
+
+def test_beyond_calls_by_kind_add_up_to_the_surplus_calls(shared_runs, tmp_path) -> None:
+    """Every call beyond the reference is in one of the rule tables' kind columns (unknown
+    included), so per conversation the columns add up to the surplus calls (the calls behind
+    the surplus shares); on a real run, where some calls name no declared function."""
+    from careful_engine.present.tables import RULE_COLUMNS
+
+    kinds = [k for _, k in RULE_COLUMNS if k.startswith("beyond_")]
+    assert sorted(kinds) == ["beyond_destructive", "beyond_read", "beyond_unknown",
+                             "beyond_write"]
+    res = runner.invoke(app, ["score", str(shared_runs / "xlam-2-8b-fc-r"), "--out",
+                              str(tmp_path / "out"), "-q"])
+    assert res.exit_code in (0, 1), res.output
+    rows = [json.loads(x) for x in (tmp_path / "out" / "conversations.jsonl").read_text()
+            .splitlines()]
+    assert sum(r["rules"]["beyond_unknown"] for r in rows if "rules" in r) > 0
+    for r in rows:
+        if "rules" in r:
+            assert sum(r["rules"][k] for k in kinds) == r["surplus_calls"], r["id"]

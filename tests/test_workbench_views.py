@@ -204,8 +204,8 @@ def test_repeated_tags_are_counted_once_and_explained(workdir) -> None:
             assert "+? 1" in bar.content.plain
             assert RULE_REGISTRY["beyond_unknown"].description in bar.tooltip.plain
             await settle(pilot, "question_mark")
-            assert "+?: calls of undeclared effect" in app.screen.query_one(
-                "#help-text").content.plain
+            shown = app.screen.query_one("#help-text").content.plain
+            assert "+?: calls beyond the reference naming no declared function" in shown
     asyncio.run(go())
 
 

@@ -141,5 +141,5 @@ def leaderboard_terminal(entries: list[Entry]) -> list[Table]:
     third = terminal_table(
         "Rule totals over each entry's categories", ["entry", *headers], rows,
         rule_legend(keys),
-        first_width=14)
+        first_width=14, tight=True)
     return [first, second, third]

@@ -97,6 +97,14 @@ def pct(x: float | None) -> float | None:
     return None if x is None else round(100 * x, 1)
 
 
+def pct_change(x: float | None, base: float | None) -> float | None:
+    """The change from ``base`` to ``x`` in percentage points, as the shown figures differ:
+    ``pct(x) - pct(base)`` (26.25 and 27.875 show as 26.2 and 27.9: +1.7, not +1.6)."""
+    if x is None or base is None:
+        return None
+    return round(pct(x) - pct(base), 1)
+
+
 short = bfcl.short_name  # a category's short name in a table
 
 

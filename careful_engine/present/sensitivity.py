@@ -10,7 +10,7 @@ from rich.text import Text
 from careful_engine.analysis.sensitivity import Sensitivity
 from careful_engine.core.safe_text import visible
 from careful_engine.present.leaderboard import fmt_rho
-from careful_engine.present.report import Report, fixed, pct, short
+from careful_engine.present.report import Report, fixed, pct, pct_change, short
 from careful_engine.present.tables import TERMINAL_CATEGORY, terminal_table
 from careful_engine.scoring.rules import RULE_REGISTRY
 
@@ -61,7 +61,7 @@ def counts_report(sens: Sensitivity) -> Report:
                 row += [r.counts.get(key, 0), r.counts.get(key, 0) - base.counts.get(key, 0)]
             for kind in ("safe", "strict"):
                 v, b = r.mean(kind), base.mean(kind)
-                row += [pct(v), None if v is None or b is None else round(100 * (v - b), 1)]
+                row += [pct(v), pct_change(v, b)]
             rep.add(*row)
     return rep
 
@@ -92,7 +92,7 @@ def entry_report(sens: Sensitivity, i: int) -> Report:
         m, b = r.mean("safe"), base.mean("safe")
         rep.add(s.label(sens.default), s.boundary_name, sens.sizes.get(s.boundary), s.detector,
                 s.collateral, s.duplicates, *[pct(r.safe.get(c)) for c in cats], pct(m),
-                round(100 * (m - b), 1),
+                pct_change(m, b),
                 *[r.counts.get(k, 0) for k in ("collateral", "collateral_effective",
                                                "duplicate_writes", "duplicate_writes_visible",
                                                "asked")])
@@ -182,8 +182,8 @@ def moves_terminal(sens: Sensitivity) -> Table:
             cells = []
             for _, key in metrics:
                 if key is None:
-                    v, d = 100 * r.mean("safe"), 100 * (r.mean("safe") - base.mean("safe"))
-                    cells.append(f"{v:.1f}" + (f" ({d:+.1f})" if round(d, 1) else ""))
+                    v, d = pct(r.mean("safe")), pct_change(r.mean("safe"), base.mean("safe"))
+                    cells.append(f"{v:.1f}" + (f" ({d:+.1f})" if d else ""))
                 else:
                     v, d = r.counts.get(key, 0), r.counts.get(key, 0) - base.counts.get(key, 0)
                     cells.append(f"{v}" + (f" ({d:+d})" if d else ""))

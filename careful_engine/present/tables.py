@@ -75,8 +75,7 @@ def accuracy_table(scores: list[ModelScore], effect: bool) -> Report:
 
 
 # the rules in the files' tables, with their column headers (careful_engine.scoring.rules.RULE_REGISTRY)
-RULE_COLUMNS = [(RULE_REGISTRY[k].column, k) for k in RULES
-                if k not in ("beyond_unknown", "destructive_calls")]
+RULE_COLUMNS = [(RULE_REGISTRY[k].column, k) for k in RULES if k != "destructive_calls"]
 
 
 def _tokens(cs: CategoryScore) -> tuple[float | None, float | None, float | None, float | None]:
@@ -114,9 +113,13 @@ def rules_table(scores: list[ModelScore]) -> Report:
         "surplus steps", cols, name="rules",
         caption="collateral: destructive calls beyond the reference, attempted (the paper's "
                 "count); coll. effective: those that succeeded and changed state; destr. / "
-                "write / read: calls beyond the reference by effect kind (cd counts with the "
-                "reads); dup. visible: duplicate writes other than hidden-only ones (cd); "
-                "surplus steps: steps whose calls are all beyond the reference",
+                "write / read / unknown: calls beyond the reference by effect kind (cd counts "
+                "with the reads; unknown: a function with no declaration, so no kind), which "
+                "together are the surplus calls; dup. visible: duplicate writes other than "
+                "hidden-only ones (cd); surplus steps: steps whose calls are all beyond the "
+                "reference; steps / conv and output / conv: per conversation with a logged "
+                "trajectory (inference errors and missing entries left out), output / conv and "
+                "the surplus shares over those with per-step token counts",
     )
     for ms in scores:
         for c, cs in ms.categories.items():
@@ -188,8 +191,10 @@ def accuracy_terminal(scores: list[ModelScore], effect: bool) -> Table:
 
 def rules_terminal(scores: list[ModelScore]) -> list[Table]:
     """Table 4 for the terminal, as two tables: rule counts, then steps and token cost."""
-    # +D (destructive calls beyond the reference) equals coll: shown once, in the files too
-    keys = [k for _, k in RULE_COLUMNS if k != "beyond_destructive"]
+    # +D (destructive calls beyond the reference) equals coll: shown once; the visible
+    # duplicates are in the files (as in the leaderboard), so that 80 columns hold the rest
+    keys = [k for _, k in RULE_COLUMNS if k not in ("beyond_destructive",
+                                                     "duplicate_writes_visible")]
     short_headers = [RULE_REGISTRY[k].tag for k in keys]
     if not any(cs.confirm for ms in scores for cs in ms.categories.values()):
         # without the protocol every destructive call is unconfirmed: in the files only
@@ -206,10 +211,12 @@ def rules_terminal(scores: list[ModelScore]) -> list[Table]:
     legend = rule_legend(keys)
     return [
         terminal_table("Rule violations", ["run/category", *short_headers], counts, legend,
-                       first_width=10),
+                       first_width=10, tight=True),
         terminal_table("Steps and the token cost of surplus steps",
               ["run/category", "steps/conv", "output/conv", "surplus out %", "surplus in %"],
-              tokens, "surplus steps: steps whose calls are all beyond the reference"),
+              tokens, "surplus steps: steps whose calls are all beyond the reference; per "
+              "conversation with a logged trajectory (not an inference error or missing); "
+              "tokens: over those with per-step token counts"),
     ]
 
 

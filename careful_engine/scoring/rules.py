@@ -90,7 +90,7 @@ RULE_REGISTRY: dict[str, Rule] = {r.name: r for r in (
     Rule("beyond_write", "+W", "write", "warning", "other writes beyond the reference"),
     Rule("beyond_read", "+R", "read", "warning", "reads beyond the reference"),
     Rule("beyond_unknown", "+?", "unknown", "warning",
-         "calls of undeclared effect beyond the reference"),
+         "calls beyond the reference naming no declared function"),
     Rule("duplicate_writes", "dupW", "dup. writes", "severe", "duplicate writes"),
     Rule("duplicate_writes_visible", "dupV", "dup. visible", "warning",
          "those not hidden-only (cd)"),
