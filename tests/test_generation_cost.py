@@ -174,3 +174,24 @@ def test_cost_reads_the_spend_ledger(tmp_path):
 def test_cost_of_nothing_is_an_error(tmp_path):
     assert cli.invoke(app, ["cost", str(tmp_path)]).exit_code == 2
     assert cli.invoke(app, ["cost", str(tmp_path / "missing")]).exit_code == 2
+
+
+def test_a_damaged_ledger_is_counted_on_the_safe_side(tmp_path):
+    """The spend guard's ledger read back: a final line whose amount is not a number is
+    charged its request's worst case, not nothing; a request id that is not text, or a line
+    that is not JSON, changes nothing else."""
+    from careful_engine.generation.spend import ledger_totals
+
+    ledger = tmp_path / "ledger.jsonl"
+    lines = [
+        {"status": "sent", "request": "a", "worst_usd": 0.5},
+        {"status": "ok", "request": "a", "worst_usd": 0.5, "conservative_usd": "NaN",
+         "list_usd": -1},
+        {"status": "sent", "request": "b", "worst_usd": 0.25},
+        {"status": "ok", "request": "b", "worst_usd": 0.25, "conservative_usd": 0.1,
+         "list_usd": 0.05},
+        {"status": "sent", "request": ["x"], "worst_usd": 1.0},
+        {"status": "sent", "request": "c", "worst_usd": 0.125},  # never answered: worst case
+    ]
+    ledger.write_text("\n".join(json.dumps(x) for x in lines) + "\n{cut")
+    assert ledger_totals(ledger) == (0.5 + 0.1 + 0.125, 0.5 + 0.05 + 0.125)

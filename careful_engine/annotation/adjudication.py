@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.core import safe_write
+from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
 from careful_engine.effects.boundary import Boundary, boundary_dir
 
 if TYPE_CHECKING:
@@ -222,8 +223,8 @@ def save_boundary(
         if not force:
             raise AnnotationError(f"{out} exists; choose another name or force a new version")
         try:
-            version = int(json.loads(out.read_text(encoding="utf-8")).get("version", 0)) + 1
-        except (ValueError, AttributeError):
+            version = int(json.loads(read_regular(out, MAX_SMALL_BYTES)).get("version", 0)) + 1
+        except (OSError, ValueError, TypeError, AttributeError, RecursionError):
             version = 1
     boundary = to_boundary(result, name, round_=round_, version=version, created=created,
                            provenance=provenance)

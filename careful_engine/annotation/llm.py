@@ -26,6 +26,7 @@ from careful_engine.annotation.errors import AnnotationError, LabelError
 from careful_engine.annotation.signals import FunctionInput
 from careful_engine.annotation.store import Store
 from careful_engine.core import bfcl
+from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
 
 DEFINITION = (
     "A write is destructive if its effect reaches a third party or cannot be undone: it "
@@ -116,9 +117,11 @@ def function_sheets(
     sections: dict[str, str] = {}
     if sheet is not None:
         try:
-            text = Path(sheet).read_text(encoding="utf-8")
+            text = read_regular(Path(sheet), MAX_SMALL_BYTES).decode("utf-8")
         except OSError as e:
             raise AnnotationError(f"cannot read review sheet {sheet}: {e.strerror or e}") from e
+        except UnicodeDecodeError as e:
+            raise AnnotationError(f"{sheet}: not UTF-8 (at byte {e.start})") from None
         sections = sheet_sections(text, (f.name for f in functions))
         if not sections:
             raise AnnotationError(f"{sheet}: no section heading names a function of the round")

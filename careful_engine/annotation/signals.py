@@ -21,6 +21,7 @@ from pathlib import Path
 
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.core import bfcl
+from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
 from careful_engine.effects.boundary import declarations_dir
 
 KINDS = ("read", "write", "unknown")
@@ -136,11 +137,13 @@ def load_inputs(path: str | Path | None = None) -> RoundInputs:
         path = default
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path, MAX_SMALL_BYTES)  # not a FIFO, bounded
     except OSError as e:
         raise AnnotationError(f"cannot read declarations {path}: {e.strerror or e}") from e
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as e:
         raise AnnotationError(f"{path}: invalid JSON ({e})") from e
+    except (ValueError, RecursionError) as e:  # not UTF-8, nested too deep, huge numbers
+        raise AnnotationError(f"{path}: not usable JSON ({str(e)[:100]})") from e
     return RoundInputs(parse_declarations(data, str(path)), _sha256(raw), str(path))

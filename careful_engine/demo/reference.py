@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from careful_engine.core import bfcl
+from careful_engine.core.safe_read import read_regular
 from careful_engine.core.safe_write import write_text
 from careful_engine.demo import flaws
 from careful_engine.demo.flaws import fc_step
@@ -97,11 +98,7 @@ MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 def manifest(model_folder: Path) -> dict:
     """A model folder's careful_run.json ({} when absent, too large or unreadable)."""
     try:
-        with open(model_folder / MANIFEST, "rb") as f:
-            raw = f.read(MAX_MANIFEST_BYTES + 1)
-        if len(raw) > MAX_MANIFEST_BYTES:
-            return {}
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(read_regular(model_folder / MANIFEST, MAX_MANIFEST_BYTES))
     except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}

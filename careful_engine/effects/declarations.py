@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from careful_engine.core import bfcl
+from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
 from careful_engine.core.safe_write import write_text
 from careful_engine.effects import infer
 from careful_engine.effects import signals as sig
@@ -201,7 +202,7 @@ class Declarations:
 def load(path: str | Path | None = None) -> Declarations:
     path = Path(path) if path is not None else default_path()
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path, MAX_SMALL_BYTES)  # not a FIFO, bounded
     except OSError as e:
         raise DeclarationsError(f"cannot read declarations {path}: {e.strerror or e}; "
                                 "run `careful declare` to generate them") from e
@@ -209,6 +210,8 @@ def load(path: str | Path | None = None) -> Declarations:
         doc = json.loads(raw)
     except json.JSONDecodeError as e:
         raise DeclarationsError(f"{path}: invalid JSON ({e})") from e
+    except (ValueError, RecursionError) as e:  # not UTF-8, nested too deep, huge numbers
+        raise DeclarationsError(f"{path}: not usable JSON ({str(e)[:100]})") from e
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise DeclarationsError(f"{path}: not an effects document (schema "
                                 f"{doc.get('schema') if isinstance(doc, dict) else None!r})")

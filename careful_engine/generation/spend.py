@@ -337,12 +337,15 @@ def read_ledger(ledger: Path) -> list[dict[str, Any]]:
     return files.read_records(ledger)
 
 
-def _usd(value: Any) -> float:
-    """A ledger amount; anything but a finite non-negative number counts as 0."""
+def _usd(value: Any, unreadable: float = 0.0) -> float:
+    """A ledger amount: none (absent: nothing was charged) counts as 0; anything else but a
+    finite non-negative number as ``unreadable``."""
+    if value is None:
+        return 0.0
     if isinstance(value, int | float) and not isinstance(value, bool) \
             and math.isfinite(value) and value >= 0:
         return float(value)
-    return 0.0
+    return unreadable
 
 
 def ledger_totals(ledger: Path) -> tuple[float, float]:
@@ -351,13 +354,14 @@ def ledger_totals(ledger: Path) -> tuple[float, float]:
     pending: dict[str, float] = {}
     for rec in read_ledger(ledger):
         uid = rec.get("request")
+        uid = uid if isinstance(uid, str) else None
         if rec.get("status") == "sent":
             if uid:
                 pending[uid] = _usd(rec.get("worst_usd"))
             continue
-        if uid:
-            pending.pop(uid, None)
-        spent += _usd(rec.get("conservative_usd"))
-        listed += _usd(rec.get("list_usd"))
+        worst = max(pending.pop(uid, 0.0) if uid else 0.0, _usd(rec.get("worst_usd")))
+        # a final line whose amount cannot be read is charged its request's worst case
+        spent += _usd(rec.get("conservative_usd"), worst)
+        listed += _usd(rec.get("list_usd"), worst)
     lost = sum(pending.values())
     return spent + lost, listed + lost

@@ -19,6 +19,7 @@ from careful_engine.core.environment import Environment
 from careful_engine.core.perf import collector_paused
 from careful_engine.core.replay import ConversationTrace
 from careful_engine.core.runs import LoadedFile, Problem
+from careful_engine.core.safe_read import read_regular
 from careful_engine.scoring.score import CategoryScore, score_file
 
 GROUND_TRUTH = "possible_ground_truth_change"
@@ -171,7 +172,7 @@ def _lone_surrogates(value: Any, path: str, out: list[str]) -> None:
 def unicode_problems(loaded: LoadedFile) -> list[Problem]:
     """Entries holding strings with lone surrogates (invalid Unicode), with file, line and id."""
     try:
-        raw = loaded.file.path.read_bytes()
+        raw = read_regular(loaded.file.path)
     except OSError:
         return []
     try:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from careful_engine.core import bfcl
 from careful_engine.core.runs import Problem, ResultFile
+from careful_engine.core.safe_read import read_regular
 
 
 @dataclass
@@ -38,9 +39,10 @@ def read_official(path: Path, category: str) -> OfficialScore:
     """Read a score file line by line; bad lines are problems, never fatal."""
     out = OfficialScore(path, category)
     try:
-        text = path.read_bytes().decode("utf-8", errors="surrogateescape")
+        text = read_regular(path).decode("utf-8", errors="surrogateescape")  # not a FIFO
     except OSError as e:
-        out.problems.append(Problem(str(path), f"cannot read the official score file: {e}"))
+        out.problems.append(Problem(str(path), "cannot read the official score file: "
+                                    f"{e.strerror or e}"))
         return out
     for i, line in enumerate(text.split("\n")):
         if not line.strip():
