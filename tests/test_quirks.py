@@ -86,7 +86,8 @@ def test_import_writes_nothing_to_the_working_directory(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "BFCL_PROJECT_ROOT"}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("BFCL_PROJECT_ROOT", "CAREFUL_CACHE_DIR")}
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
     work = tmp_path / "work"
     work.mkdir()
