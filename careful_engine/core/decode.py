@@ -197,14 +197,11 @@ def decode_entry(entry: dict, handler: Any | None) -> Trajectory:
 
 
 def _text_size(turn: Any) -> int:
-    """The characters of a turn's step texts (steps that are not text count as none: their
-    size was bounded when the line was read)."""
+    """The characters of a turn's step texts (a dict turn's steps are its keys; steps that
+    are not text count as none: their size was bounded when the line was read)."""
     if type(turn) is str:
         return len(turn)
-    try:
-        return sum([len(s) for s in turn if type(s) is str])
-    except TypeError:  # a dict turn: its keys are the steps
-        return 0
+    return sum([len(s) for s in turn if type(s) is str])
 
 
 def _over(turn: Any, t: int, decoded: int) -> tuple[int, int, str] | None:
