@@ -88,9 +88,11 @@ def test_parse_floor_and_increase() -> None:
     assert g.parse_floor("multi_turn_miss_func:strict=0").category == "multi_turn_miss_func"
     inc = g.parse_increase("long_context:collateral=5")
     assert (inc.rule, inc.category, inc.limit) == ("collateral", "multi_turn_long_context", 5)
+    assert g.parse_floor("bfcl=75e-1").percent == Fraction(15, 2)
+    assert g.parse_floor("bfcl=100/3").percent == Fraction(100, 3)
     for bad in ("bfcl", "=40", "bfcl=", "speed=40", "nope:bfcl=40", "bfcl=forty", "bfcl=101",
-                "bfcl=-1"):
-        with pytest.raises(ValueError):
+                "bfcl=-1", "bfcl=1e-99999999", "bfcl=1e999999999", "bfcl=nan", "bfcl=0x10"):
+        with pytest.raises(ValueError):  # at once: Fraction would expand 10**99999999 first
             g.parse_floor(bad)
     with pytest.raises(ValueError, match="effect rules"):
         g.parse_floor("safe=3", effects=False)

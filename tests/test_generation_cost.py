@@ -195,3 +195,27 @@ def test_a_damaged_ledger_is_counted_on_the_safe_side(tmp_path):
     ]
     ledger.write_text("\n".join(json.dumps(x) for x in lines) + "\n{cut")
     assert ledger_totals(ledger) == (0.5 + 0.1 + 0.125, 0.5 + 0.05 + 0.125)
+
+
+@pytest.mark.parametrize("usage", [
+    {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0,
+     "cache_creation": {"ephemeral_1h_input_tokens": -10**11}},  # priced far below zero
+    {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 3,
+     "cache_creation": {"ephemeral_1h_input_tokens": 4}},  # more 1-hour writes than writes
+    {"input_tokens": 10.5, "output_tokens": 5},
+    {"input_tokens": True, "output_tokens": 5},
+    {"input_tokens": 10, "output_tokens": 10**12},
+    {"input_tokens": "10", "output_tokens": 5},
+])
+def test_hostile_usage_is_charged_the_worst_case(tmp_path, usage):
+    """A usage the guard cannot read as token counts (nested ones included) is charged the
+    request's worst case: spending never goes down, so the budget still holds."""
+    haiku = TABLE.get("claude-haiku-4-5")
+    guard = SpendGuard(0.01, haiku, tmp_path / "l.jsonl")
+    ticket = guard.reserve(0.004)
+    guard.settle(ticket, usage)
+    assert guard.spent == pytest.approx(0.004)
+    guard.reserve(0.004)
+    with pytest.raises(BudgetExhausted):  # 0.004 spent + 0.004 reserved + 0.004 > 0.01
+        guard.reserve(0.004)
+    assert ledger_totals(tmp_path / "l.jsonl")[0] == pytest.approx(0.008)

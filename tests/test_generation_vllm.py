@@ -153,3 +153,14 @@ def test_backends_refuse_the_wrong_handler():
 
     with pytest.raises(GenerationError, match="ClaudeHandler"):
         anthropic_backend.build(KEY, api_key="x", base_url="http://127.0.0.1:9")
+
+
+@pytest.mark.parametrize("served_len", ["abc", [1], 1e400, -5, True, 0])
+def test_attach_ignores_a_served_length_that_is_not_a_length(served_len):
+    """The endpoint's /v1/models answer is input: a max_model_len that is not a positive whole
+    number is left out (the configured length holds), never an internal error."""
+    with FakeCompletionsServer("my-served-name", max_model_len=served_len) as s:
+        handler = vllm_backend.build("Qwen/Qwen3-0.6B", 0.001)
+        info = vllm_backend.attach(handler, s.url, tokenizer_kind="server",
+                                   max_model_len=20000)
+    assert info["max_context_length"] == handler.max_context_length == 20000

@@ -488,3 +488,26 @@ def test_provenance_check_that_breaks_on_one_entry_is_one_problem(tmp_path, monk
     assert f"[{victim}]: could not be checked (RecursionError" in res.output.replace("\n", "")
     report = json.loads((tmp_path / "p.json").read_text())
     assert len(report["runs"][0]["conversations"]) == 200
+
+
+def test_deep_lines_in_score_files_and_ledgers_are_one_line_each(tmp_path) -> None:
+    """A line nested too deeply for json (RecursionError, not a ValueError) in an official
+    score file is one problem and the rest is read; in a spend ledger it is skipped like a cut
+    line; an accuracy that is not a share (NaN, -5) is unknown, never printed as NaN."""
+    from careful_engine.analysis.provenance.official import read_official
+    from careful_engine.generation.files import read_records
+
+    deep = "[" * 100_000 + "]" * 100_000
+    score = tmp_path / "BFCL_v4_multi_turn_base_score.json"
+    score.write_text('{"accuracy": NaN, "total_count": 200}\n' + deep + "\n"
+                     + json.dumps({"id": "multi_turn_base_3", "error": {"error_type": "x"}})
+                     + "\n")
+    got = read_official(score, "multi_turn_base")
+    assert got.accuracy is None and got.failed == {"multi_turn_base_3": "x"}
+    assert [(p.line, p.message) for p in got.problems] == [
+        (2, "score line is not JSON (nested too deeply)")]
+    score.write_text('{"accuracy": -5, "total_count": 200}\n')
+    assert read_official(score, "multi_turn_base").accuracy is None
+    ledger = tmp_path / "careful_spend.jsonl"
+    ledger.write_text(json.dumps({"status": "ok"}) + "\n" + deep + "\n")
+    assert read_records(ledger) == [{"status": "ok"}]

@@ -19,6 +19,7 @@ with :func:`check_floors`, :func:`check_regressions` and :func:`check_increases`
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -64,6 +65,10 @@ class Floor:
     text: str
 
 
+# a floor's value: digits, a decimal part, a small exponent or a fraction (37.5, 75e-1, 1/3)
+PERCENT = re.compile(r"\d{1,20}(\.\d{0,20})?([eE][-+]?\d{1,2})?(/\d{1,20})?")
+
+
 def parse_floor(text: str, *, effects: bool = True) -> Floor:
     cat, score, value = _split(text, "SCORE")
     if score not in SCORES:
@@ -72,6 +77,8 @@ def parse_floor(text: str, *, effects: bool = True) -> Floor:
         raise ValueError(f"{text!r}: the {score} score needs the effect rules (drop --no-effects)")
     category = None if cat in (None, MEAN) else parse_category(cat)
     try:
+        if not PERCENT.fullmatch(value.strip()):  # Fraction("1e-99999999") would take forever
+            raise ValueError(value)
         percent = Fraction(value)
     except (ValueError, ZeroDivisionError):
         raise ValueError(f"{text!r}: {value!r} is not a number (a percentage, 0-100)") from None

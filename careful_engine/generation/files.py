@@ -125,7 +125,7 @@ def read_records(path: Path) -> list[dict]:
     for line in raw.decode("utf-8", errors="replace").splitlines():
         try:
             record = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # cut short, not JSON, nested too deep
             continue
         if isinstance(record, dict):
             out.append(record)

@@ -105,20 +105,33 @@ def worst_case(prompt_tokens: int, max_tokens: int, p: ModelPrice) -> float:
 def usage_volume(usage: Any) -> Volume:
     """One API response's ``usage`` (object or dict) as a volume of one request."""
 
-    def get(obj: Any, key: str) -> Any:
-        return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+    def get(obj: Any, key: str) -> int:
+        """A token count of the response: absent is 0; anything but a whole number from 0
+        to MAX_USAGE_TOKENS raises ValueError (the guard then charges the worst case)."""
+        value = obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+        if value is None:
+            return 0
+        if type(value) is not int or not 0 <= value <= MAX_USAGE_TOKENS:
+            raise ValueError(f"usage {key} is {value!r:.40}, not a token count")
+        return value
 
-    write = int(get(usage, "cache_creation_input_tokens") or 0)
-    detail = get(usage, "cache_creation")
-    write_1h = int(get(detail, "ephemeral_1h_input_tokens") or 0) if detail is not None else 0
+    write = get(usage, "cache_creation_input_tokens")
+    detail = (usage.get("cache_creation") if isinstance(usage, dict)
+              else getattr(usage, "cache_creation", None))
+    write_1h = get(detail, "ephemeral_1h_input_tokens") if detail is not None else 0
+    if write_1h > write:
+        raise ValueError("usage: more 1-hour cache writes than cache writes")
     return Volume(
         requests=1,
-        input=int(get(usage, "input_tokens") or 0),
-        cache_read=int(get(usage, "cache_read_input_tokens") or 0),
-        cache_write=max(0, write - write_1h),
+        input=get(usage, "input_tokens"),
+        cache_read=get(usage, "cache_read_input_tokens"),
+        cache_write=write - write_1h,
         cache_write_1h=write_1h,
-        output=int(get(usage, "output_tokens") or 0),
+        output=get(usage, "output_tokens"),
     )
+
+
+MAX_USAGE_TOKENS = 10**9  # no one request reads or writes a billion tokens
 
 
 def _jsonable(obj: Any) -> Any:
@@ -295,6 +308,9 @@ class SpendGuard:
             self.charge_unknown(ticket, "unknown: unreadable usage", context)
             return Volume(requests=1)
         cost, listed = conservative_cost(v, self.price), list_cost(v, self.price)
+        if not (math.isfinite(cost) and cost >= 0 and math.isfinite(listed) and listed >= 0):
+            self.charge_unknown(ticket, "unknown: usage priced below zero", context)
+            return Volume(requests=1)
         self._final(ticket, "ok", cost, listed, context, usage=v.to_json())
         return v
 

@@ -63,10 +63,13 @@ def _post_json(url: str, body: dict, limits: bounded.Limits | None = None) -> An
 
 
 def served_models(base_url: str, limits: bounded.Limits | None = None) -> list[dict]:
-    """``GET {base_url}/models``: the models an OpenAI-compatible endpoint serves."""
+    """``GET {base_url}/models``: the models an OpenAI-compatible endpoint serves (entries
+    with a text id only)."""
     data = _get_json(base_url.rstrip("/") + "/models", limits)
     models = data.get("data") if isinstance(data, dict) else None
-    return [m for m in models if isinstance(m, dict)] if isinstance(models, list) else []
+    if not isinstance(models, list):
+        return []
+    return [m for m in models if isinstance(m, dict) and isinstance(m.get("id"), str)]
 
 
 class GuardedCompletions:
@@ -213,8 +216,10 @@ def attach(handler: Any, base_url: str, *, model: str | None = None, tokenizer: 
     elif kind == "auto":
         kind = "given"
     for m in served:
-        if m.get("id") == wanted and m.get("max_model_len"):
-            ctx = min(ctx or int(m["max_model_len"]), int(m["max_model_len"]))
+        served_len = m.get("max_model_len") if m.get("id") == wanted else None
+        # the server's answer: a whole number of tokens, else left out (the default holds)
+        if type(served_len) is int and 0 < served_len <= MAX_TOKEN_COUNT:
+            ctx = min(ctx or served_len, served_len)
     ctx = min(max_model_len, ctx) if ctx else max_model_len
     handler.tokenizer = tokenizer
     handler.max_context_length = ctx

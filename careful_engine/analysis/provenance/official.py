@@ -49,13 +49,14 @@ def read_official(path: Path, category: str) -> OfficialScore:
             continue
         try:
             obj = json.loads(line)
-        except ValueError as e:
-            out.problems.append(Problem(str(path), f"score line is not JSON ({e})", i + 1))
+        except (ValueError, RecursionError) as e:  # (nested too deep to read: RecursionError)
+            reason = str(e)[:120] if isinstance(e, ValueError) else "nested too deeply"
+            out.problems.append(Problem(str(path), f"score line is not JSON ({reason})", i + 1))
             continue
         if not isinstance(obj, dict):
             out.problems.append(Problem(str(path), "score line is not an object", i + 1))
         elif i == 0 and "accuracy" in obj:
-            out.accuracy = _num(obj.get("accuracy"))
+            out.accuracy = _share(obj.get("accuracy"))
             out.correct = _int(obj.get("correct_count"))
             out.total = _int(obj.get("total_count"))
         elif isinstance(obj.get("id"), str):
@@ -66,8 +67,11 @@ def read_official(path: Path, category: str) -> OfficialScore:
     return out
 
 
-def _num(x: object) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+def _share(x: object) -> float | None:
+    """An accuracy: a number from 0 to 1 (NaN, -5 or 1e308 is not one: None)."""
+    if isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= 1:
+        return float(x)
+    return None
 
 
 def _int(x: object) -> int | None:
