@@ -76,6 +76,8 @@ CASES = {
     "logarithm": (MATH, [("logarithm", {"value": 10, "base": 2, "precision": 10**8})],
                   "precision"),
     # mpmath's dps setter calls int(): a string of digits is as costly as its number
+    "round_number": (MATH, [("round_number", {"number": 5, "decimal_places": -10**9})],
+                     "round_number"),
     "logarithm_string": (MATH, [("logarithm", {"value": 3, "base": 7,
                                                "precision": "50000000"})], "precision"),
 }
@@ -191,6 +193,9 @@ def test_guards_follow_the_cost_not_the_examples() -> None:
     assert guard("logarithm", (2, 3, "1e9"), {}, b) is None  # int() refuses it at once
     assert guard("square_root", (2, "50000000"), {}, b) is None  # decimal refuses a string
     assert guard("mean", ([1] * 10,), {}, b) is None
+    assert guard("round_number", (5, -300_000), {}, b) is None  # 10**300000: about 0.05 s
+    assert guard("round_number", (5,), {"decimal_places": -301_030}, b) is not None
+    assert guard("round_number", (5.0, -10**9), {}, b) is None  # a float rounds at once
     assert guard("power", (9, 10**6), {}, Budget(max_result_bits=10**7)) is None
 
 

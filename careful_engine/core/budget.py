@@ -15,8 +15,9 @@ whose unfolded size doubles with every call. The engine therefore gives each con
   hold at most ``max_tree_entries`` entries and be at most ``max_tree_depth`` deep (a tree
   that contains itself is unbounded);
 * **argument guards** (:func:`guard`), checked before a call runs: whole-number powers whose
-  result would exceed ``max_result_bits`` bits, and precisions (``square_root``,
-  ``logarithm``) of more than ``max_precision`` digits. The guards follow the cost model of
+  result would exceed ``max_result_bits`` bits (and ``round_number`` to so many places left of
+  the point), and precisions (``square_root``, ``logarithm``) of more than ``max_precision``
+  digits. The guards follow the cost model of
   the simulator code (bfcl-eval 2026.3.23), not particular inputs; calls bfcl answers with an
   error at once (a float precision for ``square_root``) are left to run.
 
@@ -160,6 +161,17 @@ def _power(a: dict[str, Any], b: Budget) -> str | None:
     return None
 
 
+def _round(a: dict[str, Any], b: Budget) -> str | None:
+    number, places = a.get("number"), a.get("decimal_places", 0)
+    # round(int, -n) computes 10**n (one C call, no check between): an n-digit integer
+    if _is_int(number) and _is_int(places) and places < 0:
+        bits = -places * math.log2(10)
+        if bits > b.max_result_bits:
+            return (f"round_number(..., decimal_places={places!r:.40}) would compute an integer "
+                    f"of about {bits:.3g} bits (limit {b.max_result_bits:,})")
+    return None
+
+
 def _digits(p: Any, int_only: bool) -> Any:
     """The precision a simulator will take ``p`` as, or None where it refuses ``p`` at once:
     decimal's context takes ints only; mpmath's ``dps`` setter calls ``int()`` on what it is
@@ -190,12 +202,14 @@ def _precision(int_only: bool):
 # function -> (parameter names in order, check). Cost model of bfcl-eval 2026.3.23 math_api.py:
 # power is ``base**exponent``; square_root sets decimal's context precision (an int) and takes
 # Decimal.sqrt; logarithm sets mpmath.mp.dps (any number, or a string int() reads) and takes
-# mpmath.log. Other simulator functions do work bounded by their arguments' size (itself
-# bounded by the call length) or by the state (bounded by the tree limits).
+# mpmath.log; round_number rounds an int to -n places by computing 10**n. Other simulator
+# functions do work bounded by their arguments' size (itself bounded by the call length) or by
+# the state (bounded by the tree limits).
 _GUARDS = {
     "power": (("base", "exponent"), _power),
     "square_root": (("number", "precision"), _precision(int_only=True)),
     "logarithm": (("value", "base", "precision"), _precision(int_only=False)),
+    "round_number": (("number", "decimal_places"), _round),
 }
 
 
