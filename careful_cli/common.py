@@ -99,12 +99,35 @@ def internal_error() -> int:
     return EXIT_INTERNAL
 
 
+def print_input_problems(problems: list, root: Path) -> None:
+    """Problems with file paths relative to the run folder, missing ids grouped per file."""
+    base = str(root if root.is_dir() else root.parent).rstrip("/") + "/"
+    for p in problems:
+        if p.file.startswith(base):
+            p.file = p.file[len(base):]
+    err.print(f"[yellow]{len(problems)} input problem(s) under {literal(root)}:[/]")
+    shown = 0
+    by_message: dict[str, int] = {}
+    for p in problems:
+        if p.message.startswith("id missing"):
+            by_message[p.file] = by_message.get(p.file, 0) + 1
+            continue
+        if shown < 25:
+            err.print(f"  {p}", markup=False)
+        shown += 1
+    if shown > 25:
+        err.print(f"  ... and {shown - 25} more")
+    for file, n in by_message.items():
+        err.print(f"  {visible(file)}: {n} id(s) missing from the file; counted as failed",
+                  markup=False)
+
+
 __all__ = [
     "DEFAULT_BOUNDARY", "EXIT_GATE", "EXIT_INTERNAL", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_UNUSABLE",
     "Annotators", "Boundary", "Declarations", "Decoders", "Detector", "Format", "Jobs", "Output",
     "Quiet", "Runs", "ScoringInputs", "check_detector", "check_runs", "console", "decoder_choice",
     "effects_or_fail", "err", "fail", "internal_error", "literal", "log_dir", "out_folder",
-    "print_written", "progress_bar", "refuse_out", "resolve_jobs", "scoring_inputs",
+    "print_input_problems", "print_written", "progress_bar", "refuse_out", "resolve_jobs", "scoring_inputs",
     "scoring_progress", "tables_out", "visible", "write_reports",
 ]
 

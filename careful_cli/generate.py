@@ -20,6 +20,7 @@ from careful_cli.common import (
     err,
     fail,
     literal,
+    print_input_problems,
     progress_bar,
 )
 from careful_engine.core import bfcl
@@ -353,9 +354,10 @@ def cost(
 
     if not run_dir.exists():
         raise fail(f"{run_dir} does not exist")
+    problems: list = []
     try:
         table = load_prices(prices)
-        folders = folder_volumes(run_dir)
+        folders = folder_volumes(run_dir, problems)
         if not folders:
             raise GenerationError(f"no multi-turn result files under {run_dir}")
         out = []
@@ -382,6 +384,9 @@ def cost(
         raise fail(str(e)) from None
     if as_json:
         console.print_json(json.dumps(out))
+        if problems:
+            print_input_problems(problems, run_dir)
+            raise typer.Exit(EXIT_PROBLEMS)
         return
     for item in out:
         v = item["volume"]
@@ -405,3 +410,6 @@ def cost(
         console.print(t)
     if any(e["fictional"] for item in out for e in item["estimates"]):
         console.print("* the paper's model names; placeholder prices (see prices.json)")
+    if problems:  # what was left out of the volume
+        print_input_problems(problems, run_dir)
+        raise typer.Exit(EXIT_PROBLEMS)

@@ -25,6 +25,7 @@ from careful_cli.common import (
     effects_or_fail,
     err,
     literal,
+    print_input_problems,
     progress_bar,
     refuse_out,
     resolve_jobs,
@@ -138,7 +139,7 @@ def score(
         err.print("error: " + visible(msg), markup=False, style="red")
     if not run.usable:
         if run.problems:
-            _print_problems(run.problems, run_dir)
+            print_input_problems(run.problems, run_dir)
         if not run.unusable:
             err.print(f"[red]error:[/] no usable multi-turn result files (BFCL_v3/v4_multi_turn_"
                       f"*_result.json) under {literal(run_dir)}")
@@ -152,7 +153,7 @@ def score(
     confirmation = confirm_table(run.scores) if effects is not None else None
 
     if run.problems and not quiet:
-        _print_problems(run.problems, run_dir)
+        print_input_problems(run.problems, run_dir)
 
     for flag in flags(run):  # a decoder that (almost) never decodes is not model behaviour
         err.print(f"warning: {visible(flag)}", markup=False, style="yellow")
@@ -222,29 +223,6 @@ def write_outputs(run: RunScore, out: Path, effects: Effects | None,
     for rep in reports:
         rep.write(out)
     return splits
-
-
-def _print_problems(problems: list, root: Path) -> None:
-    """Problems with file paths relative to the run folder, missing ids grouped per file."""
-    base = str(root if root.is_dir() else root.parent).rstrip("/") + "/"
-    for p in problems:
-        if p.file.startswith(base):
-            p.file = p.file[len(base):]
-    err.print(f"[yellow]{len(problems)} input problem(s) under {literal(root)}:[/]")
-    shown = 0
-    by_message: dict[str, int] = {}
-    for p in problems:
-        if p.message.startswith("id missing"):
-            by_message[p.file] = by_message.get(p.file, 0) + 1
-            continue
-        if shown < 25:
-            err.print(f"  {p}", markup=False)
-        shown += 1
-    if shown > 25:
-        err.print(f"  ... and {shown - 25} more")
-    for file, n in by_message.items():
-        err.print(f"  {visible(file)}: {n} id(s) missing from the file; counted as failed",
-                  markup=False)
 
 
 @app.command()

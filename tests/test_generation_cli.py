@@ -72,6 +72,7 @@ def test_resume_refuses_other_settings(tmp_path):
     ("[]", "a JSON list, not a manifest"),
     ('{"sessions": 5}', "'sessions' is a int, not a list"),
     ('{"categories": ["multi_turn_x"]}', "'categories' holds something other than"),
+    ('{"sessions": [NaN]}', "NaN is not a JSON value"),
     (b"\xff{", "not UTF-8"),
 ])
 def test_resume_refuses_a_manifest_it_cannot_trust(tmp_path, manifest, reason):

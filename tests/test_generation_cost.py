@@ -219,3 +219,28 @@ def test_hostile_usage_is_charged_the_worst_case(tmp_path, usage):
     with pytest.raises(BudgetExhausted):  # 0.004 spent + 0.004 reserved + 0.004 > 0.01
         guard.reserve(0.004)
     assert ledger_totals(tmp_path / "l.jsonl")[0] == pytest.approx(0.008)
+
+
+def test_cost_reports_what_it_leaves_out(tmp_path):
+    """cost reads result files as score does: a line that is not JSON, one nested too deeply
+    and a token count that is not one are each a file:line [id] line (exit 1), the rest is
+    priced; a file over the size limit is refused, not read into memory."""
+    run = tmp_path / "run"
+    _write_run(run, "Qwen_Qwen3-8B", [_entry("multi_turn_base_0", [[100]], [[7]]),
+                                      _entry("multi_turn_base_1", [[100]], [[float("nan")]])])
+    path = run / "Qwen_Qwen3-8B" / "multi_turn" / "BFCL_v4_multi_turn_base_result.json"
+    with path.open("a") as f:
+        f.write("{nope\n" + "[" * 100_000 + "]" * 100_000 + "\n")
+    big = run / "Other" / "multi_turn" / "BFCL_v4_multi_turn_base_result.json"
+    big.parent.mkdir(parents=True)
+    with big.open("wb") as f:
+        f.truncate(300 * 2**20)
+    res = cli.invoke(app, ["cost", str(run), "--json"])
+    assert res.exit_code == 1, res.output
+    assert "Traceback" not in res.output and "internal error" not in res.output
+    text = " ".join(res.output.split())
+    for shown in (":2 [multi_turn_base_1]: output_token_count holds nan", ":3: line is not JSON",
+                  ":4: line nests too deeply", "bytes, more than the 268,435,456 bytes read"):
+        assert shown in text, shown
+    # both entries are read; the step whose count is NaN is left out of the sums (reported)
+    assert '"conversations": 2' in text and '"requests": 1' in text

@@ -118,7 +118,7 @@ def test_reading_commands_show_names_literally(tmp_path, hostile_run, args) -> N
 
 def test_cost_shows_names_and_prices_literally(tmp_path, hostile_run) -> None:
     res = careful("cost", hostile_run)
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # the hostile run's bad lines are reported
     assert_literal(res.output)
     prices = json.loads((Path(__file__).parents[1] / "careful_engine" / "data"
                          / "prices.json").read_text())
@@ -126,13 +126,14 @@ def test_cost_shows_names_and_prices_literally(tmp_path, hostile_run) -> None:
     table = tmp_path / "prices.json"
     table.write_text(json.dumps(prices))
     res = careful("cost", hostile_run, "--prices", table)
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # the hostile run's bad lines are reported
     assert_literal(res.output)
 
 
 @pytest.mark.parametrize("change, reason", [
-    ({"input": -1.0}, "input must be a price of 0 or more"),
-    ({"output": "NaN"}, "output must be a price of 0 or more"),
+    ({"input": -1.0}, "input must be a price from 0 to"),
+    ({"output": "NaN"}, "output must be a price from 0 to"),
+    ({"output": 1e308}, "output must be a price from 0 to"),
     ({"ids": 5}, "ids must be a list"),
 ])
 def test_price_tables_the_guard_cannot_trust_are_refused(tmp_path, change, reason) -> None:

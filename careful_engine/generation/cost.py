@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from careful_engine.core.decode import token_count
-from careful_engine.core.runs import find_result_files
+from careful_engine.core.runs import Problem, find_result_files, load_result_file
 from careful_engine.generation import results
 from careful_engine.generation.spend import (
     ModelPrice,
@@ -75,9 +75,13 @@ def simulate_cache(prompts: list[float], outputs: list[float]) -> Volume:
     return v
 
 
-def folder_volumes(run_dir: Path) -> list[FolderVolume]:
-    """Every model folder with multi-turn result files under ``run_dir``."""
-    files, _ = find_result_files(run_dir)
+def folder_volumes(run_dir: Path, problems: list[Problem] | None = None) -> list[FolderVolume]:
+    """Every model folder with multi-turn result files under ``run_dir``; what could not be
+    read (a bad line, a token count that is not one, a file too big) is added to
+    ``problems``, as ``careful score`` reports it."""
+    files, found = find_result_files(run_dir)
+    if problems is not None:
+        problems.extend(found)
     by_folder: dict[Path, FolderVolume] = {}
     for rf in files:
         folder = rf.path.parent.parent if rf.path.parent.name == "multi_turn" else rf.path.parent
@@ -85,7 +89,10 @@ def folder_volumes(run_dir: Path) -> list[FolderVolume]:
         if fv is None:
             fv = by_folder[folder] = FolderVolume(folder, rf.model,
                                                   manifest=results.read_manifest(folder))
-        for entry in results.read_entries(rf.path):
+        loaded = load_result_file(rf)  # bounded, line by line, as the scorer reads it
+        if problems is not None:
+            problems.extend(p for p in loaded.problems if "missing from the file" not in p.message)
+        for entry in loaded.entries.values():
             fv.conversations += 1
             fv.logged.add(results.entry_volume(entry))
             if "cache_read_input_token_count" in entry:

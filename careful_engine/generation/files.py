@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from careful_engine.core import safe_write
+from careful_engine.core.safe_read import MAX_RESULT_BYTES
 from careful_engine.generation.errors import GenerationError
 
 MAX_NAME_BYTES = 255
@@ -106,12 +107,16 @@ def open_append(path: Path, binary: bool = False) -> IO:
 
 
 def read_bytes(path: Path) -> bytes | None:
-    """A regular file's bytes (None if missing), never through a link or from a FIFO."""
+    """A regular file's bytes (None if missing), never through a link or from a FIFO, and
+    never more than careful_engine.core.safe_read's limit for result files."""
     if not check(path):
         return None
     fd = _open(path, os.O_RDONLY)
     with os.fdopen(fd, "rb") as f:
-        return f.read()
+        data = f.read(MAX_RESULT_BYTES + 1)
+    if len(data) > MAX_RESULT_BYTES:
+        raise UnsafePath(f"{path}: more than the {MAX_RESULT_BYTES:,} bytes read")
+    return data
 
 
 def read_records(path: Path) -> list[dict]:

@@ -207,13 +207,14 @@ def load_manifest(folder: Path) -> dict[str, Any] | None:
         return None
     where = visible(str(path))
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
     except UnicodeDecodeError as e:
         raise GenerationError(f"{where}: not UTF-8 (at byte {e.start}); {_UNTRUSTED}") from None
     except json.JSONDecodeError as e:
         raise GenerationError(f"{where}:{e.lineno}: not JSON ({e.msg}); {_UNTRUSTED}") from None
-    except (RecursionError, ValueError):
-        raise GenerationError(f"{where}: not usable JSON; {_UNTRUSTED}") from None
+    except (RecursionError, ValueError) as e:
+        reason = str(e)[:80] if isinstance(e, ValueError) else "nested too deeply"
+        raise GenerationError(f"{where}: not usable JSON ({reason}); {_UNTRUSTED}") from None
     if not isinstance(data, dict):
         raise GenerationError(f"{where}: a JSON {type(data).__name__}, not a manifest; "
                               f"{_UNTRUSTED}")
@@ -225,6 +226,10 @@ def load_manifest(folder: Path) -> dict[str, Any] | None:
         raise GenerationError(f"{where}: 'categories' holds something other than the four "
                               f"multi-turn categories; {_UNTRUSTED}")
     return data
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")  # (json writes NaN and Infinity; we do not)
 
 
 _UNTRUSTED = ("the settings of the run there cannot be checked, so it is not resumed: repair "

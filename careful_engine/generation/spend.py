@@ -188,6 +188,9 @@ class PriceTable:
         return found
 
 
+MAX_PRICE = 1_000_000  # dollars per million tokens: beyond any real price, far from overflow
+
+
 def load_prices(path: str | Path | None = None) -> PriceTable:
     """A price table; :class:`GenerationError` naming the file and the entry for anything the
     spend guard could not trust (prices must be finite and not negative: a negative or NaN
@@ -222,8 +225,9 @@ def _price(m: Any) -> ModelPrice:
 
     def usd(key: str) -> float:
         value = m[key]
-        if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
-            raise ValueError(f"{key} must be a price of 0 or more, not {value!r}")
+        if type(value) not in (int, float) or not 0 <= value <= MAX_PRICE:  # (NaN fails)
+            raise ValueError(f"{key} must be a price from 0 to {MAX_PRICE:,} dollars per "
+                             f"million tokens, not {value!r}")
         return float(value)
 
     name, display, ids = m["model"], m.get("display", m["model"]), m.get("ids", [])
