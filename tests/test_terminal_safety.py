@@ -239,3 +239,30 @@ def test_workbench_call_text_is_visible() -> None:
     assert "\x1b" not in _clip(f"cd(folder='{NAME}')")
     out = render(diff_text([{"path": NAME, "kind": "changed", "before": NAME, "after": NAME}]))
     assert _strip_sgr(out).count("[red]evil[blink]") == 3 and "\x07" not in out
+
+
+def test_workbench_tables_leave_emoji_codes_as_text(tmp_path, monkeypatch) -> None:
+    """DataTable renders a str cell as Rich markup, emoji codes included: cells from files are
+    Text, so a run named ``run :warning: x`` shows as written."""
+    from textual.widgets import DataTable
+
+    from workbench.app import WorkbenchApp
+    from workbench.context import Settings
+
+    run = tmp_path / "run :warning: x"
+    hc.write_model(run, "m")
+    monkeypatch.chdir(tmp_path)
+    settings = Settings(runs=[run], db=tmp_path / "wb.db", boundary_dir=Path("boundary"),
+                        cache_dir=tmp_path / "cache", user="tester")
+
+    async def go() -> list:
+        app = WorkbenchApp(settings)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            table = app.screen.query_one("#runs", DataTable)
+            return [table.get_row_at(i)[0] for i in range(table.row_count)]
+
+    cells = asyncio.run(go())
+    shown = [render(c) if not isinstance(c, str) else render(_markup_cell(c)) for c in cells]
+    assert any(":warning:" in s for s in shown) and not any("⚠" in s for s in shown), shown

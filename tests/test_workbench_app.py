@@ -53,10 +53,12 @@ def test_home_lists_runs_declarations_and_rounds(workdir) -> None:
         async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot)
             runs = app.screen.query_one("#runs", DataTable)
-            assert [runs.get_row_at(i)[0] for i in range(runs.row_count)] == ["alpha", "beta"]
+            # (cells from files are Text: never read as markup; str() is what they show)
+            assert [str(runs.get_row_at(i)[0]) for i in range(runs.row_count)] == ["alpha",
+                                                                                  "beta"]
             assert runs.get_row_at(1)[3] == "✓"
             rounds = app.screen.query_one("#rounds", DataTable)
-            assert rounds.get_row_at(0)[0] == "r1" and "A2 49/49" in rounds.get_row_at(0)[4]
+            assert str(rounds.get_row_at(0)[0]) == "r1" and "A2 49/49" in rounds.get_row_at(0)[4]
             assert rounds.get_row_at(1)[3] == "closed"
             runs.focus()
             await settle(pilot, "down", "enter")
@@ -152,7 +154,7 @@ def test_agreement_decision_and_boundary(workdir) -> None:
             screen = await open_agreement(pilot)
             assert screen.session.round_name == "r2"  # the closed round
             pairs = screen.query_one("#pairs", DataTable)
-            assert pairs.get_row_at(0)[:2] == ["A1–A2", "3/5"]  # all five are writes
+            assert [str(c) for c in pairs.get_row_at(0)[:2]] == ["A1–A2", "3/5"]  # all five are writes
             assert screen.split_names == ["echo", "mv"]
             await settle(pilot, "w")
             assert screen.subset == "all" and pairs.get_row_at(0)[2] == "0.167"
@@ -294,14 +296,14 @@ def test_leaderboard_ranks_and_compares(workdir) -> None:
             screen = app.screen
             assert isinstance(screen, LeaderboardScreen)
             ranking = screen.query_one("#lb-ranking", DataTable)
-            assert [ranking.get_row_at(i)[0] for i in range(2)] == ["alpha", "beta"]
+            assert [str(ranking.get_row_at(i)[0]) for i in range(2)] == ["alpha", "beta"]
             compare = screen.query_one("#lb-compare", DataTable)
-            overall = compare.get_row_at(compare.row_count - 1)
+            overall = [str(c) for c in compare.get_row_at(compare.row_count - 1)]
             assert overall[0] == "overall" and overall[6:8] == ["0", "1"]  # gained, lost
             await settle(pilot, "k")
             assert str(screen.query_one("#cmp-kind").value) == "safe"
             pairs = screen.query_one("#lb-pairs", DataTable)
-            assert pairs.get_row_at(0)[2] == IDS[0]
+            assert str(pairs.get_row_at(0)[2]) == IDS[0]
             pairs.focus()
             await settle(pilot, "enter")
             await settle(pilot)

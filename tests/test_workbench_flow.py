@@ -157,6 +157,8 @@ def test_a_hostile_settings_file_is_not_trusted(workdir) -> None:
                                         "error_type": None, "rule": None}}
     config.write_text("{not json")
     assert Remembered.load(config).problem
+    config.write_text("[" * 100_000)  # nested too deeply for json: a RecursionError
+    assert "nested too deeply" in Remembered.load(config).problem
     target = workdir / "elsewhere.json"
     target.write_text("{}")
     config.unlink()

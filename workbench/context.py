@@ -122,13 +122,17 @@ class Workbench:
 
     @cached_property
     def effects(self) -> Effects | None:
-        """Declarations and the boundary as the rules use them (None when they do not load)."""
+        """Declarations and the boundary as the rules use them (None when they do not load:
+        :attr:`effects_problem` says why)."""
         from careful_engine.scoring.score import load_effects
 
         try:
             return load_effects(self.settings.boundary, self.settings.declarations)
-        except (ValueError, OSError):
+        except (ValueError, OSError) as e:
+            self.effects_problem = str(e)
             return None
+
+    effects_problem: str = "not found"  # why effects did not load (as the CLI says it)
 
     def declarations_for(self, source: str, sha256: str) -> Declarations | None:
         """The declarations a round was made from, when that exact file is still there."""

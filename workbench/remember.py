@@ -69,8 +69,9 @@ class Remembered:
             if len(raw) > MAX_BYTES:
                 raise ValueError(f"over {MAX_BYTES} bytes")
             data = json.loads(raw)
-        except (OSError, ValueError) as e:
-            out.problem = f"{path}: not read ({e}): defaults used"
+        except (OSError, ValueError, RecursionError) as e:
+            why = e if not isinstance(e, RecursionError) else "nested too deeply"
+            out.problem = f"{path}: not read ({why}): defaults used"
             return out
         if not isinstance(data, dict):
             out.problem = f"{path}: not a JSON object: defaults used"

@@ -18,7 +18,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Select, Static
 
 from careful_engine.annotation.errors import AnnotationError, BlindnessError
-from careful_engine.core.safe_text import literal, visible
+from careful_engine.core.safe_text import visible
 from careful_engine.effects.boundary import BoundaryError
 
 from ..widgets import KeyFooter, NavBar, Picker
@@ -192,7 +192,7 @@ class AgreementScreen(WorkbenchScreen):
         pairs = self.query_one("#pairs", DataTable)
         pairs.clear()
         for p in report.pairs:
-            pairs.add_row(literal(f"{p.a}–{p.b}"), f"{p.agree}/{p.n}", num(p.kappa))
+            pairs.add_row(plain(f"{p.a}–{p.b}"), f"{p.agree}/{p.n}", num(p.kappa))
         self._splits()
         self._adjudicate()
         self.query_one("#splits", DataTable).focus()
@@ -206,9 +206,9 @@ class AgreementScreen(WorkbenchScreen):
         self.split_names = [sp.function for sp in splits]
         for sp in splits:
             d = decided.get(sp.function)
-            table.add_row(literal(sp.function),  # decided before the names: always on view
+            table.add_row(plain(sp.function),  # decided before the names: always on view
                           yes_no(d.destructive) if d else Text("–", style="dim"),
-                          literal(",".join(sp.yes)), literal(",".join(sp.no)), key=sp.function)
+                          plain(",".join(sp.yes)), plain(",".join(sp.no)), key=sp.function)
         if splits:
             table.move_cursor(row=min(cursor, len(splits) - 1))
             self._detail(splits[min(cursor, len(splits) - 1)].function)
@@ -226,18 +226,21 @@ class AgreementScreen(WorkbenchScreen):
         labels = self.session.labels()
         if self.chosen is not None:
             labels = {a: v for a, v in labels.items() if a in self.chosen}
-        table = Table(title=literal(f"{function}: labels and reasons"), title_justify="left",
+        # (Text, never markup; a Text title or caption takes no style from the table)
+        table = Table(title=plain(f"{function}: labels and reasons", "table.title"),
+                      title_justify="left",
                       expand=True, show_lines=False)
         who = [a for a in labels if function in labels[a]]
         for a in who:
-            table.add_column(literal(a), ratio=1)
+            table.add_column(plain(a), ratio=1)
         table.add_row(*(yes_no(labels[a][function].destructive) for a in who))
-        table.add_row(*(literal(labels[a][function].reason or "–", keep_newlines=True)
+        table.add_row(*(Text(visible(labels[a][function].reason or "–", keep_newlines=True))
                         for a in who))
         for d in self.session.decisions():
             if d.function == function:
-                table.caption = literal(f"decision by {d.author}: " + (
-                    "destructive" if d.destructive else "not destructive") + f" — {d.reason}")
+                table.caption = plain(f"decision by {d.author}: " + (
+                    "destructive" if d.destructive else "not destructive") + f" — {d.reason}",
+                    "table.caption")
         self.query_one("#split-detail", Static).update(table)
 
     def _adjudicate(self) -> None:

@@ -10,7 +10,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from careful_engine.annotation.errors import AnnotationError
-from careful_engine.core.safe_text import literal, visible
+from careful_engine.core.safe_text import visible
 
 from ..widgets import KeyFooter, NavBar
 from ..widgets.shared import plain, round_progress, shown
@@ -34,7 +34,8 @@ def declarations_text(wb) -> Text:
                "signals\n")
     effects = wb.effects
     if effects is None:
-        out.append(visible(f"boundary {wb.settings.boundary}: not found"), style="red")
+        out.append(visible(f"boundary {wb.settings.boundary}: {wb.effects_problem}"),
+                   style="red")
     else:
         b = effects.boundary
         out.append(visible(f"scoring boundary {b.name} v{b.version}: {len(b.destructive)} "
@@ -132,9 +133,9 @@ class HomeScreen(WorkbenchScreen):
             self.set_focus(table)  # it could not while loading; on view again: focus_main
         table.clear()
         for label, name, cats, convs, state, problems, decoder in rows:
-            table.add_row(literal(name), str(cats), str(convs), state,
+            table.add_row(plain(name), str(cats), str(convs), state,
                           Text(str(problems), style="bold yellow") if problems else "0",
-                          literal(decoder or ""), key=label)
+                          plain(decoder or ""), key=label)
         wb = self.app.context
         where = ", ".join(shown(p) for p in wb.settings.runs) or "nothing"
         note = f"{len(rows)} run(s) from {where}"
@@ -156,7 +157,7 @@ class HomeScreen(WorkbenchScreen):
         table.clear()
         for rnd in store.rounds():
             st = store.status(rnd.name)
-            table.add_row(literal(rnd.name), str(st.functions), "yes" if rnd.blind else "no",
+            table.add_row(plain(rnd.name), str(st.functions), "yes" if rnd.blind else "no",
                           "closed" if st.closed else "open", round_progress(st), key=rnd.name)
         if not table.row_count:
             table.add_row("–", "", "", "", "no round yet: press 2 (Label), then Ctrl+N")

@@ -17,7 +17,7 @@ from textual.widgets import (
 )
 
 from careful_engine.browse import model_score
-from careful_engine.core.safe_text import literal, visible
+from careful_engine.core.safe_text import visible
 from careful_engine.present.report import Report
 
 from ..messages import ScoreState
@@ -49,7 +49,7 @@ def fill(table: DataTable, report: Report, skip: tuple[str, ...] = ()) -> None:
     table.clear(columns=True)
     table.add_columns(*(report.columns[i] for i in keep))
     for row in report.rows:
-        table.add_row(*(literal(Report.format_cell(row[i])) for i in keep))
+        table.add_row(*(plain(Report.format_cell(row[i])) for i in keep))
 
 
 class LeaderboardScreen(WorkbenchScreen):
