@@ -20,6 +20,7 @@ from careful_cli.common import (
     fail,
     literal,
     out_folder,
+    print_input_problems,
     print_written,
     scoring_progress,
     tables_out,
@@ -87,7 +88,10 @@ def decode_cmd(
         cat = f" {bfcl.short_name(f.category)}" if f.category else ""
         console.print(f"[yellow]⚑ {literal(where)}{cat}:[/] {literal(f.message)}")
     print_written(reports, out, quiet)
-    if flags or unusable:
+    for a in audits:  # lines that could not be read, as score lists them
+        if a.problems:
+            print_input_problems(a.problems, a.run)
+    if flags or unusable or any(a.problems for a in audits):
         raise typer.Exit(EXIT_PROBLEMS)
 
 

@@ -388,6 +388,8 @@ def test_every_reading_command_reports_and_goes_on(tmp_path, hostile_run, comman
     text = res.stderr + res.stdout
     if command != "compare":
         assert "numdec" in text and "objdec" in text and "must be a registry key string" in text
+    if command == "audit decode":  # the lines it could not read, as score lists them
+        assert "input problem(s)" in text and "nests too deeply" in text
     assert any((tmp_path / "out").iterdir())
 
 
