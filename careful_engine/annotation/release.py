@@ -21,8 +21,6 @@ functions, kinds and proposals), the annotator and the labels are all created, o
 from __future__ import annotations
 
 import json
-import os
-import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -42,6 +40,7 @@ from careful_engine.annotation.schema import (
 from careful_engine.annotation.signals import KINDS, FunctionInput
 from careful_engine.annotation.store import reason_rule, repo_root
 from careful_engine.core import bfcl
+from careful_engine.core.safe_read import MAX_SMALL_BYTES, NotRegular, TooLarge, read_regular
 from careful_engine.core.safe_write import write_text
 
 if TYPE_CHECKING:
@@ -49,7 +48,6 @@ if TYPE_CHECKING:
     from careful_engine.annotation.store import Store
 
 SCHEMA = "careful.labels/1"
-MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_PROBLEMS = 50
 
 _TIME = {"type": ["string", "null"], "maxLength": 64, "format": "timestamp"}
@@ -307,21 +305,14 @@ def _label_set(doc: dict, source: str) -> LabelSet:
     )
 
 
-def read_text(path: str | Path, limit: int = MAX_FILE_BYTES) -> str:
+def read_text(path: str | Path, limit: int = MAX_SMALL_BYTES) -> str:
     """A file's text, refused (one clear line) if it is not a readable, regular, bounded,
     UTF-8 file. A leading byte-order mark is dropped."""
     path = Path(path)
     try:
-        st = os.stat(path)
-    except OSError as e:
-        raise LabelSetError([f"{path}: cannot read it ({e.strerror or e})"]) from None
-    if not stat.S_ISREG(st.st_mode):
-        raise LabelSetError([f"{path}: not a regular file"])
-    if st.st_size > limit:
-        raise LabelSetError([f"{path}: {st.st_size} bytes, more than {limit}"])
-    try:
-        with path.open("rb") as f:
-            data = f.read(limit + 1)
+        data = read_regular(path, limit)
+    except (NotRegular, TooLarge) as e:
+        raise LabelSetError([f"{path}: {e.strerror}"]) from None
     except OSError as e:
         raise LabelSetError([f"{path}: cannot read it ({e.strerror or e})"]) from None
     if data.startswith(b"\xef\xbb\xbf"):
