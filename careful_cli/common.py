@@ -127,8 +127,8 @@ __all__ = [
     "Annotators", "Boundary", "Declarations", "Decoders", "Detector", "Format", "Jobs", "Output",
     "Quiet", "Runs", "ScoringInputs", "check_detector", "check_runs", "console", "decoder_choice",
     "effects_or_fail", "err", "fail", "internal_error", "literal", "log_dir", "out_folder",
-    "print_input_problems", "print_written", "progress_bar", "refuse_out", "resolve_jobs", "scoring_inputs",
-    "scoring_progress", "tables_out", "visible", "write_reports",
+    "print_input_problems", "print_written", "progress_bar", "refuse_out", "resolve_jobs",
+    "scoring_inputs", "scoring_progress", "tables_out", "visible", "write_reports",
 ]
 
 # ---------------------------------------------------------------- options shared by commands

@@ -384,23 +384,31 @@ def cost(
         raise fail(str(e)) from None
     if as_json:
         console.print_json(json.dumps(out))
-        if problems:
-            print_input_problems(problems, run_dir)
-            raise typer.Exit(EXIT_PROBLEMS)
-        return
+    else:
+        _print_costs(out)
+    if problems:  # what was left out of the volume
+        print_input_problems(problems, run_dir)
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+def _print_costs(out: list[dict]) -> None:
+    """cost's tables: per model folder its volume, its own price and the same volume on
+    other models."""
     for item in out:
         v = item["volume"]
-        console.print(f"[bold]{literal(item['model'])}[/] ({item['conversations']} conversations): "
-                      f"{v['requests']:,} requests, {v['prompt']:,} prompt tokens "
-                      f"({v['cache_read']:,} cache reads, {v['cache_write']:,} writes, "
+        console.print(f"[bold]{literal(item['model'])}[/] ({item['conversations']} "
+                      f"conversations): {v['requests']:,} requests, {v['prompt']:,} prompt "
+                      f"tokens ({v['cache_read']:,} cache reads, {v['cache_write']:,} writes, "
                       f"{item['cache_split']}), {v['output']:,} output")
         if item["priced_as"]:
-            console.print(f"  at {literal(item['priced_as'])} prices: ${_usd(item['list_usd'])} list, "
+            console.print(f"  at {literal(item['priced_as'])} prices: "
+                          f"${_usd(item['list_usd'])} list, "
                           f"${_usd(item['conservative_usd'])} conservative")
         if item["ledger_usd"]:
+            statuses = ", ".join(f"{k} {n}" for k, n in sorted(item["ledger"].items()))
             console.print(f"  spend ledger: ${item['ledger_usd']['conservative']:.4f} "
                           f"conservative over {sum(item['ledger'].values())} records "
-                          f"({literal(', '.join(f'{k} {n}' for k, n in sorted(item['ledger'].items())))})")
+                          f"({literal(statuses)})")
         t = Table(title="same volume on other models", title_justify="left")
         for col in ("model", "list $", "conservative $"):
             t.add_column(col, justify="left" if col == "model" else "right")
@@ -410,6 +418,3 @@ def cost(
         console.print(t)
     if any(e["fictional"] for item in out for e in item["estimates"]):
         console.print("* the paper's model names; placeholder prices (see prices.json)")
-    if problems:  # what was left out of the volume
-        print_input_problems(problems, run_dir)
-        raise typer.Exit(EXIT_PROBLEMS)

@@ -1,7 +1,8 @@
 """The replay core: bfcl-eval behind one package (:mod:`careful_engine.core.bfcl`), call
 parsing without evaluation, owned simulator environments, snapshots and diffs, decoding,
 replay with bfcl's verdict, bounded work, result-file reading, bounded reads and safe writes,
-the user's cache folder, the reference cache and the worker pool. Nothing here imports scoring, analysis, presentation or a front end."""
+the user's cache folder, the reference cache and the worker pool. Nothing here imports
+scoring, analysis, presentation or a front end."""
 
 __all__ = [
     "bfcl", "budget", "calls", "checker", "decode", "doctor", "environment", "executor",
