@@ -32,6 +32,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from careful_engine.core.decode import MAX_TOKEN_COUNT
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
 from careful_engine.core.safe_text import visible
 from careful_engine.generation import files
@@ -107,11 +108,11 @@ def usage_volume(usage: Any) -> Volume:
 
     def get(obj: Any, key: str) -> int:
         """A token count of the response: absent is 0; anything but a whole number from 0
-        to MAX_USAGE_TOKENS raises ValueError (the guard then charges the worst case)."""
+        to MAX_TOKEN_COUNT raises ValueError (the guard then charges the worst case)."""
         value = obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
         if value is None:
             return 0
-        if type(value) is not int or not 0 <= value <= MAX_USAGE_TOKENS:
+        if type(value) is not int or not 0 <= value <= MAX_TOKEN_COUNT:
             raise ValueError(f"usage {key} is {value!r:.40}, not a token count")
         return value
 
@@ -129,9 +130,6 @@ def usage_volume(usage: Any) -> Volume:
         cache_write_1h=write_1h,
         output=get(usage, "output_tokens"),
     )
-
-
-MAX_USAGE_TOKENS = 10**9  # no one request reads or writes a billion tokens
 
 
 def _jsonable(obj: Any) -> Any:
