@@ -20,6 +20,7 @@ import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, NamedTuple
 
@@ -99,27 +100,45 @@ def internal_error() -> int:
     return EXIT_INTERNAL
 
 
-def print_input_problems(problems: list, root: Path) -> None:
-    """Problems with file paths relative to the run folder, missing ids grouped per file."""
-    base = str(root if root.is_dir() else root.parent).rstrip("/") + "/"
+def print_input_problems(problems: list, root: Path | None = None, *, per_kind: int = 5,
+                         missing: str = "counted as failed", limit: int = 25) -> None:
+    """Input problems on stderr, one ``file:line [id]: reason`` line each (file paths relative
+    to the run folder ``root``), grouped by kind: the first ``per_kind`` of each kind, then a
+    count, at most ``limit`` lines in all; ids missing from a file are one line per file,
+    ending with ``missing`` (what was done with them). The problems are not changed."""
+    if not problems:
+        return
+    base = "" if root is None else str(root if root.is_dir() else root.parent).rstrip("/") + "/"
+    where = f" under {literal(root)}" if root is not None else ""
+    err.print(f"[yellow]{len(problems)} input problem(s){where}:[/]")
+    groups: dict[str, list] = {}
+    absent: dict[str, int] = {}  # file -> ids missing from it
     for p in problems:
-        if p.file.startswith(base):
-            p.file = p.file[len(base):]
-    err.print(f"[yellow]{len(problems)} input problem(s) under {literal(root)}:[/]")
-    shown = 0
-    by_message: dict[str, int] = {}
-    for p in problems:
+        if base and p.file.startswith(base):
+            p = replace(p, file=p.file[len(base):])
         if p.message.startswith("id missing"):
-            by_message[p.file] = by_message.get(p.file, 0) + 1
-            continue
-        if shown < 25:
-            err.print(f"  {p}", markup=False)
-        shown += 1
-    if shown > 25:
-        err.print(f"  ... and {shown - 25} more")
-    for file, n in by_message.items():
-        err.print(f"  {visible(file)}: {n} id(s) missing from the file; counted as failed",
-                  markup=False)
+            absent[p.file] = absent.get(p.file, 0) + 1
+        else:
+            groups.setdefault(problem_kind(p.message), []).append(p)
+    lines = 0
+    kinds = list(groups.items())
+    for k, (kind, group) in enumerate(kinds):
+        if lines >= limit:
+            rest = sum(len(g) for _, g in kinds[k:])
+            err.print(f"  ... and {rest} more of {len(kinds) - k} other kind(s)", markup=False)
+            break
+        for p in group[:per_kind]:
+            err.print(f"  {visible(str(p))[:300]}", markup=False)
+        if len(group) > per_kind:
+            err.print(f"  ... and {len(group) - per_kind} more: {visible(kind)}", markup=False)
+        lines += min(len(group), per_kind) + 1
+    for file, n in absent.items():
+        err.print(f"  {visible(file)}: {n} id(s) missing from the file; {missing}", markup=False)
+
+
+def problem_kind(message: str) -> str:
+    """What kind of problem a message names: its first clause, numbers as ``#``."""
+    return re.sub(r"\d+", "#", message.split(":")[0].split(" (")[0])[:60]
 
 
 __all__ = [

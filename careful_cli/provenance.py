@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from careful_cli.common import (
     console,
     decoder_choice,
     err,
+    print_input_problems,
     progress_bar,
     refuse_out,
     resolve_jobs,
@@ -154,27 +154,6 @@ def _explain(files: list[Any]) -> None:
                           + (f"\n      {safe(first, 140)}" if first else ""))
 
 
-def print_problems(problems: list[Problem], per_kind: int = 5) -> None:
-    """Problems on stderr, grouped by kind: the first few of each kind, then a count."""
-    if not problems:
-        return
-    err.print(f"[yellow]{len(problems)} input problem(s):[/]")
-    groups: dict[str, list[Problem]] = {}
-    for p in problems:
-        kind = re.sub(r"\d+", "#", p.message.split(":")[0].split(" (")[0])[:60]
-        groups.setdefault(kind, []).append(p)
-    for kind, group in groups.items():
-        if kind.startswith("id missing"):
-            files = {p.file for p in group}
-            err.print(f"  {len(group)} id(s) missing from {len(files)} file(s); counted as "
-                      "failed, unverifiable", markup=False)
-            continue
-        for p in group[:per_kind]:
-            err.print(f"  {safe(str(p), 300)}")
-        if len(group) > per_kind:
-            err.print(f"  ... and {len(group) - per_kind} more: {safe(kind, None)}")
-
-
 def _check_task(task: tuple[str, Any], shared: tuple[dict, Path | None],
                 tick: Callable[[], None]) -> Any:
     """One file's provenance check, in a worker (see careful_engine.core.parallel)."""
@@ -278,7 +257,7 @@ def provenance_cmd(
     if json_out:
         print(dumps(report))
     else:
-        print_problems(problems)
+        print_input_problems(problems, run_dir, missing="counted as failed, unverifiable")
         _print_tables(runs)
         if explain:
             _explain(checked)

@@ -1,0 +1,62 @@
+"""The one printer of input problems that every command uses (careful_cli.common)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from careful_cli import common
+from careful_engine.core.runs import Problem
+
+
+@pytest.fixture
+def stderr(monkeypatch):
+    from rich.console import Console
+
+    console = Console(stderr=False, record=True, width=200, emoji=False, highlight=False)
+    monkeypatch.setattr(common, "err", console)
+    return console
+
+
+def test_grouped_by_kind_relative_and_unchanged(tmp_path: Path, stderr) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    f = str(run / "m" / "BFCL_v4_multi_turn_base_result.json")
+    problems = ([Problem(f, f"line is not JSON (Expecting value: column {i})", i + 1,
+                         f"multi_turn_base_{i}") for i in range(12)]
+                + [Problem(f, "token count -3 is not a whole number of tokens", 40, "x")]
+                + [Problem(f, "id missing from the file") for _ in range(7)])
+    before = [vars(p).copy() for p in problems]
+    common.print_input_problems(problems, run)
+    text = stderr.export_text()
+    assert [vars(p) for p in problems] == before  # the caller's problems are not rewritten
+    assert text.startswith(f"20 input problem(s) under {run}:")
+    assert "  m/BFCL_v4_multi_turn_base_result.json:1 [multi_turn_base_0]: line is not JSON" \
+        in text
+    assert text.count("line is not JSON") == 5 + 1  # five shown, then the count of the rest
+    assert "... and 7 more: line is not JSON" in text
+    assert "m/BFCL_v4_multi_turn_base_result.json:40 [x]: token count -3" in text
+    assert "m/BFCL_v4_multi_turn_base_result.json: 7 id(s) missing from the file; counted as " \
+           "failed" in text
+    assert str(run) + "/m" not in text.split("\n", 1)[1]
+
+
+def test_many_kinds_are_bounded(tmp_path: Path, stderr) -> None:
+    problems = [Problem("f.json", f"odd problem {chr(97 + i % 26)}{i // 26}: detail", i + 1)
+                for i in range(60)]
+    common.print_input_problems(problems, tmp_path, missing="unverifiable")
+    lines = stderr.export_text().splitlines()
+    assert len(lines) <= 1 + 25 + 1 + 1  # header, the limit, the last group's count, the rest
+    assert lines[-1].startswith("  ... and ") and "other kind(s)" in lines[-1]
+    shown = sum(1 for line in lines if "odd problem" in line and "... and" not in line)
+    rest = int(lines[-1].split()[2])
+    assert shown + rest == 60  # every problem is either shown or counted
+
+
+def test_text_is_literal(tmp_path: Path, stderr) -> None:
+    common.print_input_problems([Problem("f\x1b[31m.json", "[bold]x[/] :smile: \x07", 3,
+                                         "id\u202e")], None)
+    text = stderr.export_text()
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+    assert "[bold]x[/] :smile:" in text and "😄" not in text
