@@ -48,6 +48,7 @@ from careful_engine.core.runs import (
     load_result_file,
     needs_decoder,
 )
+from careful_engine.core.safe_read import read_regular
 from careful_engine.core.state import Change, State, diff
 from careful_engine.core.trajectory import Outcome
 
@@ -349,12 +350,16 @@ def observe_run(recorder: Recorder, run: RunFile, progress: Progress | None = No
             counts["unusable_entries"] += 1  # stops itself, not the run
         if progress:
             progress(1)
+    try:  # bounded, never from a FIFO or through a swapped-in device
+        digest: str | None = hashlib.sha256(read_regular(run.file.path)).hexdigest()
+    except OSError:
+        digest = None
     out = {
         "file": run.rel,
         "model": run.file.model,
         "category": run.file.category,
         "decoder": run.decoder,
-        "sha256": hashlib.sha256(run.file.path.read_bytes()).hexdigest(),
+        "sha256": digest,
         "conversations": run.conversations,
         "observations": recorder.new_by_source["runs"] - before_new,
     }
