@@ -24,6 +24,7 @@ from careful_cli.common import (
     progress_bar,
 )
 from careful_engine.core import bfcl
+from careful_engine.generation.spend import OUTCOMES
 
 EXIT_STOPPED = EXIT_PROBLEMS  # stopped early, resumable
 
@@ -304,17 +305,21 @@ def _report(report) -> None:
              f"{report.generated} generated, {report.already} already written, "
              f"{report.left} left"]
     if tokens:
-        lines.append(f"tokens: {tokens.get('requests', 0)} requests, {tokens.get('prompt', 0):,}"
-                     f" prompt ({tokens.get('cache_read', 0):,} read from cache), "
-                     f"{tokens.get('output', 0):,} output")
+        # (what the result files log: the responses written, not every request sent)
+        lines.append(f"tokens logged: {tokens.get('requests', 0):,} model responses, "
+                     f"{tokens.get('prompt', 0):,} prompt ({tokens.get('cache_read', 0):,} "
+                     f"read from cache), {tokens.get('output', 0):,} output")
     answers = m.get("user_answers") or {}
     if m.get("condition") == "confirm":
         lines.append("scripted user: " + " / ".join(f"{answers.get(k, 0)} {k}"
                                                     for k in ("yes", "no", "restate")))
     spend = m.get("spend")
     if spend:
+        budget = spend.get("budget_usd")
         lines.append(f"spend: ${spend['conservative_usd']:.4f} conservative "
-                     f"(${spend['list_usd']:.4f} at list prices) of ${spend['budget_usd']:.2f}")
+                     f"(${spend['list_usd']:.4f} at list prices)"
+                     + (f" of ${budget:.2f}" if budget is not None else "")
+                     + requests_text(spend.get("requests")))
     if m.get("inference_errors"):
         lines.append(f"[yellow]{m['inference_errors']} conversation(s) recorded as inference "
                      "errors[/]")
@@ -327,6 +332,15 @@ def _report(report) -> None:
     lines.append(f"results and careful_run.json in [bold]{literal(report.folder)}[/]")
     for line in lines:
         console.print(line)
+
+
+def requests_text(requests: dict[str, int] | None) -> str:
+    """`` over N requests sent (a answered, ...)`` from a ledger's requests by outcome."""
+    if not requests:
+        return ""
+    sent = sum(n for k, n in requests.items() if k != "refused")
+    parts = [f"{requests.get(k, 0):,} {k}" for k in OUTCOMES if requests.get(k)]
+    return f" over {sent:,} requests sent" + (f" ({', '.join(parts)})" if parts else "")
 
 
 def _usd(x: float) -> str:
@@ -405,10 +419,8 @@ def _print_costs(out: list[dict]) -> None:
                           f"${_usd(item['list_usd'])} list, "
                           f"${_usd(item['conservative_usd'])} conservative")
         if item["ledger_usd"]:
-            statuses = ", ".join(f"{k} {n}" for k, n in sorted(item["ledger"].items()))
             console.print(f"  spend ledger: ${item['ledger_usd']['conservative']:.4f} "
-                          f"conservative over {sum(item['ledger'].values())} records "
-                          f"({literal(statuses)})")
+                          f"conservative{requests_text(item['ledger'])}")
         t = Table(title="same volume on other models", title_justify="left")
         for col in ("model", "list $", "conservative $"):
             t.add_column(col, justify="left" if col == "model" else "right")

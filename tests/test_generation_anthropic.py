@@ -214,6 +214,11 @@ def test_spend_guard_stops_before_the_budget_under_retries(tmp_path, threads, bu
     manifest = json.loads((run_dir / KEY / "careful_run.json").read_text())
     assert manifest["status"] == "stopped"
     assert manifest["spend"]["conservative_usd"] == pytest.approx(spent, abs=1e-6)
+    requests = manifest["spend"]["requests"]  # every request the ledger records, by outcome
+    assert sum(n for k, n in requests.items() if k != "refused") == len(sent)
+    assert requests["refused"] == len(refused)
+    assert requests["failed"] == sum(r["status"].startswith("http") for r in records)
+    assert requests["answered"] == sum(r["status"] == "ok" for r in records)
     written = [e["id"] for e in _results(run_dir)]
     assert 0 < len(written) < len(ids)
     # resume with a larger budget: the spend so far counts, the rest completes
@@ -298,6 +303,13 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path, monkeypatch):
     manifest = json.loads((run_dir / KEY / "careful_run.json").read_text())
     assert manifest["status"] == "complete" and len(manifest["sessions"]) == 2
     assert manifest["spend"]["conservative_usd"] > spent_before > 0
+    # the request lost to the kill is charged its worst case, and counted as such
+    records = read_ledger(run_dir / KEY / LEDGER)
+    n_sent = sum(r["status"] == "sent" for r in records)
+    assert manifest["spend"]["requests"]["worst case"] == 1
+    assert f"over {n_sent} requests sent ({n_sent - 1} answered, 1 worst case)" in \
+        " ".join(res.output.split())
+    assert "model responses" in res.output
 
 
 def test_prompting_mode_through_the_claude_handler(tmp_path):

@@ -164,11 +164,17 @@ def test_cost_reads_the_spend_ledger(tmp_path):
                        run / "claude-haiku-4-5-20251001-FC" / "careful_spend.jsonl")
     guard.release(guard.reserve(0.1), "http 429")
     guard.settle(guard.reserve(0.1), {"input_tokens": 10, "output_tokens": 1})
+    ticket = guard.reserve(0.1)
+    guard.settle(ticket, {"input_tokens": -1, "output_tokens": 1})  # unreadable: worst case
+    guard.reserve(0.2)  # sent, and never answered (a killed process): worst case
+    with pytest.raises(BudgetExhausted):
+        guard.reserve(5.0)  # refused: never sent
     (fv,) = folder_volumes(run)
-    assert fv.ledger["sent"] == 2 and fv.ledger["http 429"] == 1 and fv.ledger["ok"] == 1
-    assert fv.ledger_usd[0] == pytest.approx(15 / 1e6)
+    assert dict(fv.ledger) == {"answered": 1, "worst case": 2, "failed": 1, "refused": 1}
+    assert fv.ledger_usd[0] == pytest.approx(15 / 1e6 + 0.1 + 0.2)
     res = cli.invoke(app, ["cost", str(run)], catch_exceptions=False)
-    assert "spend ledger" in res.output
+    assert "spend ledger: $0.3000 conservative over 4 requests sent (1 answered, 2 worst " \
+        "case, 1 failed, 1 refused)" in " ".join(res.output.split())
 
 
 def test_cost_of_nothing_is_an_error(tmp_path):

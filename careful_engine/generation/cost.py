@@ -24,9 +24,8 @@ from careful_engine.generation.spend import (
     PriceTable,
     Volume,
     conservative_cost,
-    ledger_totals,
+    ledger_summary,
     list_cost,
-    read_ledger,
 )
 
 
@@ -41,7 +40,7 @@ class FolderVolume:
     cache_logged: bool = False
     conversations: int = 0
     manifest: dict | None = None
-    ledger: Counter = field(default_factory=Counter)
+    ledger: Counter = field(default_factory=Counter)  # requests by outcome (spend.OUTCOMES)
     ledger_usd: tuple[float, float] | None = None
 
     @property
@@ -104,9 +103,9 @@ def folder_volumes(run_dir: Path, problems: list[Problem] | None = None) -> list
     for fv in by_folder.values():
         ledger = fv.folder / results.LEDGER
         if ledger.exists():
-            for rec in read_ledger(ledger):
-                fv.ledger[str(rec.get("status", "?")).split(":")[0]] += 1
-            fv.ledger_usd = ledger_totals(ledger)
+            summary = ledger_summary(ledger)
+            fv.ledger.update(summary.requests)
+            fv.ledger_usd = (summary.spent, summary.listed)
     return sorted(by_folder.values(), key=lambda f: str(f.folder))
 
 

@@ -34,7 +34,7 @@ from careful_engine.effects.boundary import DEFAULT_BOUNDARY
 from careful_engine.effects.declarations import load
 from careful_engine.generation import dataset, files, results
 from careful_engine.generation.errors import ApiUnavailable, FatalApiError, GenerationError, StopRun
-from careful_engine.generation.spend import SpendGuard, ledger_totals
+from careful_engine.generation.spend import SpendGuard, ledger_summary
 from careful_engine.protocol import (
     ConfirmationProtocol,
     ScriptedUser,
@@ -323,13 +323,16 @@ def _finish(folder: Path, manifest: dict[str, Any], options: RunOptions, session
     })
     if guard is not None:
         spent, listed = guard.spent, guard.listed
+        requests = None
         if guard.ledger is not None:
-            spent, listed = ledger_totals(guard.ledger)
+            summary = ledger_summary(guard.ledger)
+            spent, listed, requests = summary.spent, summary.listed, summary.requests
         manifest["spend"] = {
             "budget_usd": guard.budget,
             "conservative_usd": round(spent, 6),
             "list_usd": round(listed, 6),
             "price_model": guard.price.model,
             "ledger": results.LEDGER,
+            "requests": requests,  # by outcome (spend.LedgerSummary); None without a ledger
         }
     results.write_manifest(folder, manifest)

@@ -27,7 +27,7 @@ import os
 import re
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -368,18 +368,57 @@ def _usd(value: Any, unreadable: float = 0.0) -> float:
 
 def ledger_totals(ledger: Path) -> tuple[float, float]:
     """(conservative, list) dollars: final lines, plus the worst case of unanswered requests."""
+    summary = ledger_summary(ledger)
+    return summary.spent, summary.listed
+
+
+# what became of the requests a ledger records, in the order they are shown
+OUTCOMES = ("answered", "worst case", "failed", "refused")
+
+
+@dataclass
+class LedgerSummary:
+    """A ledger's (conservative, list) dollars and its requests by outcome: ``answered``
+    (priced from the usage the endpoint reported), ``worst case`` (charged their worst case:
+    usage unreadable, connection lost, or no final line: the process was killed while they
+    were in flight), ``failed`` (an HTTP error: nothing charged) and ``refused`` (never sent:
+    the budget could not cover them)."""
+
+    spent: float = 0.0
+    listed: float = 0.0
+    requests: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
+
+    @property
+    def sent(self) -> int:
+        return sum(n for k, n in self.requests.items() if k != "refused")
+
+
+def ledger_summary(ledger: Path) -> LedgerSummary:
+    """What a spend ledger adds up to (see :class:`LedgerSummary`)."""
+    out = LedgerSummary()
     spent = listed = 0.0
     pending: dict[str, float] = {}
     for rec in read_ledger(ledger):
         uid = rec.get("request")
         uid = uid if isinstance(uid, str) else None
-        if rec.get("status") == "sent":
+        status = rec.get("status")
+        if status == "sent":
             if uid:
                 pending[uid] = _usd(rec.get("worst_usd"))
             continue
+        if status == "refused":
+            out.requests["refused"] += 1
+            continue
         worst = max(pending.pop(uid, 0.0) if uid else 0.0, _usd(rec.get("worst_usd")))
         # a final line whose amount cannot be read is charged its request's worst case
-        spent += _usd(rec.get("conservative_usd"), worst)
+        cost = _usd(rec.get("conservative_usd"), worst)
+        spent += cost
         listed += _usd(rec.get("list_usd"), worst)
+        kind = ("answered" if status == "ok" else
+                "worst case" if isinstance(status, str) and status.startswith("unknown")
+                else "failed" if cost == 0 else "worst case")
+        out.requests[kind] += 1
     lost = sum(pending.values())
-    return spent + lost, listed + lost
+    out.requests["worst case"] += len(pending)
+    out.spent, out.listed = spent + lost, listed + lost
+    return out
