@@ -315,7 +315,7 @@ def test_step_summary_is_appended(runs: dict[str, Path], tmp_path: Path) -> None
     assert text.startswith("earlier step\n")
     assert "### careful score: gate FAILED (1 condition(s))" in text
     assert "| run | reference | base | 200 | 85.0 | 85.0 |" in text
-    assert r"bfcl base 85% \< floor 90% | **FAIL** |" in text
+    assert "| `bfcl base 85% < floor 90%` | **FAIL** |" in text
 
 
 def test_step_summary_never_follows_a_symlink(runs: dict[str, Path], tmp_path: Path) -> None:
@@ -363,7 +363,12 @@ def test_hostile_names_stay_literal() -> None:
     root = ET.fromstring(ci_report.junit(doc))
     assert "\\x1b" in root.find(".//testcase").get("name")
     md = ci_report.markdown(doc)
-    assert "<b>" not in md and "\x1b" not in md and "\\|\\<b\\>" in md
+    assert "\x1b" not in md and "| `evil\\x00\\x1b[31m\\|<b>*x*</b>](http://a)` | base |" in md
+    from markdown_it import MarkdownIt  # as GitHub renders it: the name is code, one cell
+
+    html = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
+    assert "<b>" not in html and "<a " not in html
+    assert "<td><code>evil\\x00\\x1b[31m|&lt;b&gt;*x*&lt;/b&gt;](http://a)</code></td>" in html
 
 
 # ---------------------------------------------------------------- the engine on fakes

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from careful_cli import _load, app
 from careful_engine.core.runs import Problem
-from careful_engine.core.safe_text import literal, visible
+from careful_engine.core.safe_text import literal, markdown_literal, markdown_text, visible
 from careful_engine.present.report import Report
 from careful_engine.present.tables import terminal_table
 from tests import hostile_corpus as hc
@@ -83,6 +83,58 @@ def test_report_and_terminal_tables_show_cells_titles_and_captions_literally() -
         out = _strip_sgr(render(table))
         assert out.count("[red]evil[blink]") == 3 and "\x1b" not in out and "\x07" not in out
     assert visible(NAME) in rep.markdown()
+
+
+def _html(markdown: str) -> str:
+    """Markdown rendered as GitHub renders it (CommonMark with tables, raw HTML allowed)."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
+
+
+HOSTILE_CELLS = [NAME, "evil|<b>*x*</b>](http://a)", "`tick` ``x``", ":smile: @octocat",
+                 "www.example.com", "<img src=x onerror=alert(1)>", "&amp; &lt;", " x ", "_u_",
+                 "a\\|b", "\\", "1. item", "# h", "plain words 1.5 %"]
+
+
+@pytest.mark.parametrize("text", HOSTILE_CELLS)
+def test_markdown_cells_render_as_themselves(text) -> None:
+    """A name from a file in a Markdown table is one cell that shows exactly its visible
+    text: no HTML, link, emphasis, entity or column of its own; anything but plain words is
+    a code span, where GitHub reads no emoji shortcode or mention either."""
+    import html
+    import re
+
+    cell = markdown_literal(text)
+    out = _html(f"| a | b |\n|---|---|\n| {cell} | 7 |\n")
+    cells = re.findall(r"<td>(.*?)</td>", out, re.S)
+    assert len(cells) == 2 and cells[1] == "7"  # the number stays in its own column
+    inner = cells[0]
+    if inner.startswith("<code>"):
+        assert inner.endswith("</code>") and inner.count("<") == 2
+        inner = inner[len("<code>"):-len("</code>")]
+    else:
+        assert "<" not in inner and re.fullmatch(r"[A-Za-z0-9 ,.;%+=/-]*", text)
+    assert html.unescape(inner) == visible(text).strip()
+
+
+@pytest.mark.parametrize("text", HOSTILE_CELLS)
+def test_markdown_prose_renders_as_itself(text) -> None:
+    import html
+
+    out = _html(f"**{markdown_text(text.strip())}**\n").strip()  # (as Report strips a title)
+    assert out.startswith("<p><strong>") and out.endswith("</strong></p>")
+    inner = out[len("<p><strong>"):-len("</strong></p>")]
+    assert "<" not in inner and html.unescape(inner) == visible(text).strip()
+
+
+def test_report_markdown_keeps_its_columns() -> None:
+    rep = Report(f"title {NAME} *x*", ["model", "n"], caption=f"- caption {NAME} [l](u)")
+    rep.add("evil|<b>x</b>", 1)
+    rep.add(NAME, 2)
+    out = _html(rep.markdown())
+    assert out.count("<td>") == 4 and "<td>1</td>" in out and "<td>2</td>" in out
+    assert "<b>" not in out and "<a " not in out and "<em>" not in out and "<ul>" not in out
 
 
 def test_problem_lines_are_visible() -> None:

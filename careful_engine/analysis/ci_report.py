@@ -22,7 +22,7 @@ from typing import Any
 from careful_engine.analysis.gates import Gate, rule_counts
 from careful_engine.analysis.leaderboard import Comparison, Entry
 from careful_engine.core import bfcl
-from careful_engine.core.safe_text import visible
+from careful_engine.core.safe_text import markdown_literal, visible
 from careful_engine.scoring.rules import RULES
 from careful_engine.scoring.score import CategoryScore, ModelScore
 from careful_engine.scoring.stats import Paired
@@ -176,12 +176,9 @@ def junit(doc: dict[str, Any]) -> str:
 
 # ---------------------------------------------------------------- Markdown
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")
-
-
 def md(text: object) -> str:
-    """Text from a file shown literally in Markdown (no markup, no HTML, one line)."""
-    return _MD_SPECIAL.sub(r"\\\1", visible(text))
+    """Text from a file shown as itself in Markdown (see safe_text.markdown_literal)."""
+    return markdown_literal(text)
 
 
 def _cell(value: Any, digits: int = 1) -> str:

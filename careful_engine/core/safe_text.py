@@ -49,4 +49,37 @@ def literal(text: object, *, keep_newlines: bool = False) -> str:
     return escape_markup(visible(text, keep_newlines=keep_newlines))
 
 
-__all__ = ["escape_markup", "literal", "visible"]
+# what Markdown shows as itself: words, numbers and a few signs (no emphasis, link, HTML,
+# entity, escape, emoji shortcode, @mention or table delimiter among them)
+_MD_PLAIN = re.compile(r"[A-Za-z0-9 ,.;%+=/-]*")
+_MD_INLINE = re.compile(r"([\\`*_\[\]<>!|~&])")
+_MD_HEAD = re.compile(r"(\s*\d*)([-+#=>.)])")  # a list item, heading or quote at the start
+_BACKTICKS = re.compile(r"`+")
+
+
+def markdown_literal(text: object) -> str:
+    """``visible`` text shown as itself in GitHub-flavoured Markdown, in a table cell or
+    inline: plain words as they are, anything else as a code span, where no Markdown, HTML,
+    link, autolink, emoji shortcode or @mention is read (``|`` escaped, as a table needs)."""
+    s = visible(text)
+    if _MD_PLAIN.fullmatch(s) and "www." not in s.lower():
+        return s
+    fence = "`" * (max((len(m) for m in _BACKTICKS.findall(s)), default=0) + 1)
+    pad = " " if s[:1] in (" ", "`") or s[-1:] in (" ", "`") else ""
+    body = s.replace("|", "\\|")
+    return f"{fence}{pad}{body}{pad}{fence}"
+
+
+def markdown_text(text: object) -> str:
+    """``visible`` text in Markdown prose (a title, a caption) with what Markdown would read
+    as markup escaped: emphasis, code, links, HTML, entities, tables, and a heading, list or
+    quote at the start. GitHub may still show an emoji shortcode or a mention in it: names
+    from files go through :func:`markdown_literal`."""
+    s = _MD_INLINE.sub(r"\\\1", visible(text))
+    head = _MD_HEAD.match(s)
+    if head:
+        s = f"{head.group(1)}\\{head.group(2)}{s[head.end():]}"
+    return s
+
+
+__all__ = ["escape_markup", "literal", "markdown_literal", "markdown_text", "visible"]

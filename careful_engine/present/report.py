@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from careful_engine.core import bfcl
-from careful_engine.core.safe_text import visible
+from careful_engine.core.safe_text import markdown_literal, markdown_text, visible
 from careful_engine.core.safe_write import writer
 
 Cell = str | int | float | None
@@ -62,12 +62,16 @@ class Report:
         return table
 
     def markdown(self) -> str:
-        lines = [f"**{self.title}**", "", "| " + " | ".join(self.columns) + " |",
+        """GitHub-flavoured Markdown; text cells (names from files among them) shown as
+        themselves (:func:`~careful_engine.core.safe_text.markdown_literal`), the title and
+        caption with their markup escaped."""
+        lines = [f"**{markdown_text(self.title.strip())}**", "",
+                 "| " + " | ".join(markdown_text(c) for c in self.columns) + " |",
                  "|" + "|".join("---" for _ in self.columns) + "|"]
-        lines += ["| " + " | ".join(visible(self.format_cell(c)) for c in row) + " |"
+        lines += ["| " + " | ".join(markdown_literal(self.format_cell(c)) for c in row) + " |"
                   for row in self.rows]
         if self.caption:
-            lines += ["", self.caption]
+            lines += ["", markdown_text(self.caption)]
         return "\n".join(lines) + "\n"
 
     def csv(self) -> str:
