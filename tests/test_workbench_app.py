@@ -324,6 +324,24 @@ def test_leaderboard_ranks_and_compares(workdir) -> None:
     run(go())
 
 
+def test_strict_is_not_compared_without_the_protocol(workdir) -> None:
+    """As careful compare: strict success of runs generated without the confirmation
+    protocol is not applicable, so the Compare tab pairs nothing (it showed 0.0 % for both)."""
+    async def go():
+        app = app_for(workdir)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await settle(pilot, "5")
+            screen = app.screen
+            assert screen.query_one("#lb-compare", DataTable).row_count > 0  # bfcl: paired
+            await settle(pilot, "k", "k")
+            assert str(screen.query_one("#cmp-kind").value) == "strict"
+            assert screen.query_one("#lb-compare", DataTable).row_count == 0
+            assert screen.query_one("#lb-pairs", DataTable).row_count == 0
+            note = str(screen.query_one("#cmp-note").render())
+            assert "strict success is not applicable to alpha (no confirmation" in note
+    run(go())
+
+
 def test_help_lists_the_screens_keys(workdir) -> None:
     async def go():
         app = app_for(workdir)

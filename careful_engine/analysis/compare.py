@@ -22,6 +22,7 @@ from careful_engine.analysis.leaderboard import (
     Scored,
     compare,
     score_run_groups,
+    without_protocol,
 )
 
 
@@ -89,8 +90,7 @@ def pair(scored: Scored, kinds: list[str]) -> Pairing:
     no destructive call can be confirmed there. Raises :class:`NotComparable` when no kind is
     left or the two share no category."""
     a, b = scored.entries
-    standard = [e.label for e in (a, b)
-                if not any(cs.confirm for cs in e.score.categories.values())]
+    standard = [e.label for e in (a, b) if without_protocol(e.score)]
     if "strict" in kinds and standard:
         kinds = [k for k in kinds if k != "strict"]
     else:

@@ -274,6 +274,13 @@ class Comparison:
         return out
 
 
+def without_protocol(score: ModelScore) -> bool:
+    """Whether no category of ``score`` ran under the confirmation protocol: strict success
+    is not applicable to it (no destructive call can be confirmed there), so a strict
+    comparison with it would pair failures that mean nothing."""
+    return not any(cs.confirm for cs in score.categories.values())
+
+
 def compare(a: ModelScore, b: ModelScore, kind: str = "bfcl") -> Comparison:
     """Pair the conversations of two model scores (A the baseline, B the condition)."""
     cats = [c for c in bfcl.CATEGORIES if c in a.categories and c in b.categories]

@@ -195,7 +195,7 @@ class LeaderboardScreen(WorkbenchScreen):
     @on(Select.Changed, "#cmp-kind")
     def compare(self) -> None:
         """The paired comparison of runs A and B (Table 5's columns) and the changed ones."""
-        from careful_engine.analysis.leaderboard import compare
+        from careful_engine.analysis.leaderboard import compare, without_protocol
         from careful_engine.present.compare import compare_report, pairs_report
 
         a, b = self.query_one("#cmp-a", Select).value, self.query_one("#cmp-b", Select).value
@@ -210,6 +210,14 @@ class LeaderboardScreen(WorkbenchScreen):
             note.update("a paired comparison needs two scored runs: choose A and B"
                         if len(self.entries) > 1 else
                         "a paired comparison needs two scored runs (s scores the others)")
+            return
+        standard = [str(x) for x in (a, b) if without_protocol(by_label[x].score)]
+        if kind == "strict" and standard:  # as careful compare: not compared
+            table.clear(columns=True)
+            pairs.clear(columns=True)
+            note.update(plain(f"strict success is not applicable to {', '.join(standard)} (no "
+                              "confirmation protocol, so no destructive call can be "
+                              "confirmed); not compared: choose bfcl or safe"))
             return
         note.update(PAIRED_NOTE)
         cmp = compare(by_label[a].score, by_label[b].score, kind)
