@@ -254,3 +254,6 @@ def test_beyond_calls_by_kind_add_up_to_the_surplus_calls(shared_runs, tmp_path)
     for r in rows:
         if "rules" in r:
             assert sum(r["rules"][k] for k in kinds) == r["surplus_calls"], r["id"]
+            # the steps behind steps/conv are every logged step, those of turns the pinned
+            # dataset does not have included (33 of xlam's conversations log one more turn)
+            assert r["model_steps"] == sum(r["steps"].values()), r["id"]

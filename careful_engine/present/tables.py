@@ -117,8 +117,9 @@ def rules_table(scores: list[ModelScore]) -> Report:
                 "with the reads; unknown: a function with no declaration, so no kind), which "
                 "together are the surplus calls; dup. visible: duplicate writes other than "
                 "hidden-only ones (cd); surplus steps: steps whose calls are all beyond the "
-                "reference; steps / conv and output / conv: per conversation with a logged "
-                "trajectory (inference errors and missing entries left out), output / conv and "
+                "reference; steps / conv and output / conv: every logged step (those of turns "
+                "the pinned dataset lacks too) per conversation with a logged trajectory "
+                "(inference errors and missing entries left out), output / conv and "
                 "the surplus shares over those with per-step token counts",
     )
     for ms in scores:

@@ -633,6 +633,18 @@ def evaluate(trace: ConversationTrace, effects: Effects, detector_name: str = "s
             for rule_key, count in c.items():
                 counts[rule_key] = counts.get(rule_key, 0) + count
         per_turn.append(c)
+    # logged turns the dataset does not have (a log made on an older dataset with more turns):
+    # their steps and tokens were spent and count; none is surplus (no reference turn to
+    # align with) and no rule is counted on them (they were never replayed)
+    for steps in traj_turns[len(trace.reference.turns):]:
+        n_steps += len(steps)
+        for step in steps:
+            i, o = step.input_tokens, step.output_tokens
+            if i is None or o is None:
+                tokens_known = False
+                continue
+            in_total += i
+            out_total += o
     out.steps, out.surplus_steps = n_steps, surplus_steps
     out.surplus_calls, out.reference_destructive = surplus_calls, reference_destructive
     if tokens_known and out.steps:
