@@ -14,6 +14,7 @@ from tests.workbench_support import IDS, open_replay, screen_text, settings, set
 from workbench.app import WorkbenchApp
 from workbench.screens import ConversationScreen, LeaderboardScreen
 from workbench.screens.problems import LinesScreen
+from workbench.screens.replay import _hits
 
 pytestmark = pytest.mark.usefixtures("no_blink")
 
@@ -207,6 +208,41 @@ def test_repeated_tags_are_counted_once_and_explained(workdir) -> None:
             shown = app.screen.query_one("#help-text").content.plain
             assert "+?: calls beyond the reference naming no declared function" in shown
     asyncio.run(go())
+
+
+def test_unconfirmed_only_under_the_protocol(workdir) -> None:
+    """Without the confirmation protocol 'unconfirmed' means nothing: no view shows it (the
+    verdict bar, the turn heading and its hits and the list's column did, while the call
+    lines did not); the turn heading counts what its calls are tagged with. The stepper
+    takes the protocol as scoring decided it (per file), as the list does."""
+    from careful_engine.browse.runs import ConversationRow
+
+    def standard(view) -> None:
+        view.confirm = False
+
+    async def go():
+        app = WorkbenchApp(settings(workdir))
+        async with app.run_test(size=(120, 30)) as pilot:
+            replay = await open_replay(pilot, "beta")
+            browser = app.context.browser(app.context.ref("beta"))
+            for row in replay.rows:  # beta is a confirm run: base_2 records answers
+                assert row.confirm and browser.open(row.id).confirm, row.id
+            screen = await stepper_on(pilot, "beta", IDS[0], standard)
+            assert screen.view.rules.counts["unconfirmed"] > 0
+            screen.go(0)
+            await settle(pilot)
+            detail = screen.query_one("#detail").content.plain
+            bar = screen.query_one("#verdict").content.plain
+            assert "unconf" not in detail and "unconf" not in bar, (detail, bar)
+            heading = detail.splitlines()[0]
+            assert "coll 1" in heading and "hit" not in heading, heading
+    asyncio.run(go())
+    row = ConversationRow("multi_turn_base_0", "multi_turn_base", 1, 1, score={
+        "official_valid": False, "rules": {"unconfirmed": 2, "collateral": 1},
+        "confirm_protocol": False})
+    assert "unconf" not in _hits(row).plain and "coll" in _hits(row).plain
+    row.score["confirm_protocol"] = True
+    assert "unconf 2" in _hits(row).plain
 
 
 def test_label_counts_and_rounds_refresh_on_return(workdir) -> None:

@@ -171,6 +171,12 @@ class ConversationRow:
         return None if self.score is None else self.score.get("official_error_type")
 
     @property
+    def confirm(self) -> bool:
+        """Whether the entry was generated under the confirmation protocol (else the rules
+        that only it gives meaning to, such as unconfirmed, are not shown)."""
+        return bool((self.score or {}).get("confirm_protocol"))
+
+    @property
     def rules(self) -> dict[str, int]:
         """Rule hits with their counts (tallies such as destructive_calls left out)."""
         return {k: v for k, v in ((self.score or {}).get("rules") or {}).items()

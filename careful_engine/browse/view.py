@@ -305,8 +305,13 @@ def build_view(trace: Any, rules: ConversationRules | None, blame: Blame | None,
             "replayed alone, BFCL's verdict is " + ("pass" if verdict.valid else "fail")
             + "; scored in file order it is " + ("pass" if score["official_valid"] else "fail")
             + " (bfcl's simulators share state between the conversations of a file)")
+    # the protocol as scoring decided it (per file: a confirm run's entries all are), else
+    # as the entry records it
+    confirm = (score["confirm_protocol"] is True
+               if score is not None and "confirm_protocol" in score
+               else bool(traj is not None and traj.confirm))
     return ConversationView(conv.id, conv.category, verdict, rules, blame, turns, calls, lines,
-                            notes, score, confirm=bool(traj is not None and traj.confirm))
+                            notes, score, confirm=confirm)
 
 
 def change_rows(changes: Sequence[Change], limit: int = 200) -> list[dict]:

@@ -54,7 +54,7 @@ def _verdict(value: bool | None) -> int:
 def _weight(row: ConversationRow) -> tuple[int, ...]:
     """Rule hits by the registry's severity (severe first), as the column shows them."""
     counts = row.rules
-    shown = shown_rules(counts)
+    shown = shown_rules(counts, confirm=row.confirm)
     severity = {r: RULE_REGISTRY[r].severity if r in RULE_REGISTRY else "warning" for r in shown}
     return tuple(sum(counts[r] for r in shown if severity[r] == s) for s in SEVERITIES)
 
@@ -462,6 +462,8 @@ def _hits(row: ConversationRow, narrow: bool = False) -> Text:
     """The row's rule hits (``coll1 +W2 unconf3`` under 100 columns: six tags still fit)."""
     if not row.scored:
         return Text("")
-    if not row.rules:
+    if not shown_rules(row.rules, confirm=row.confirm):
         return Text("")
-    return rule_counts(row.rules, " ", "") if narrow else rule_counts(row.rules)
+    if narrow:
+        return rule_counts(row.rules, " ", "", confirm=row.confirm)
+    return rule_counts(row.rules, confirm=row.confirm)

@@ -71,11 +71,13 @@ def rule_tags(rules: Iterable[str] | Mapping[str, int], *, quiet: bool = False) 
     return out
 
 
-def rule_counts(counts: Mapping[str, int], sep: str = " · ", gap: str = " ") -> Text:
+def rule_counts(counts: Mapping[str, int], sep: str = " · ", gap: str = " ", *,
+                confirm: bool = True) -> Text:
     """``coll 1 · +W 2`` in the registry's order and styles (``no rule hit`` for none;
-    ``sep`` between hits, ``gap`` between a tag and its count: ``coll1 +W2`` when narrow)."""
+    ``sep`` between hits, ``gap`` between a tag and its count: ``coll1 +W2`` when narrow;
+    the rules meaningful only under the confirmation protocol only with ``confirm``)."""
     out = Text()
-    for rule in shown_rules(counts):
+    for rule in shown_rules(counts, confirm=confirm):
         if out:
             out.append(sep, style="dim")
         out.append(f"{tag(rule)}{gap}{counts[rule]}", style=rule_style(rule))
@@ -112,9 +114,10 @@ def turn_heading(turn: TurnView, view: ConversationView) -> Text:
     out.append(label, style=style)
     if turn.status == "fail":
         out.append(f" {short_error(view.verdict.error_type)}", style="red")
-    if turn.hits:
-        out.append(f" · {len(turn.hits)} hit{'s' if len(turn.hits) > 1 else ''}",
-                   style="yellow")
+    counts = turn_hit_counts(turn)
+    if shown_rules(counts, confirm=view.confirm):  # what the turn's calls are tagged with
+        out.append(" · ")
+        out.append_text(rule_counts(counts, confirm=view.confirm))
     return out
 
 
@@ -133,6 +136,7 @@ def line_text(line: Line, view: ConversationView, width: int = 200) -> Text:
         out.append(_clip(cv.record.text, max(width - 6 - tags.cell_len, 8)),
                    style="bold magenta" if cv.divergence else "")
         out.append_text(tags)
+        out.truncate(max(width, 20), overflow="ellipsis")  # tags beyond a narrow list: cut
         return out
     styles = {"user": ("  user: ", "cyan"), "text": ("    text: ", "dim"),
               "decode_error": ("    decode error: ", "red"),
@@ -192,8 +196,8 @@ class VerdictBar(Static):
         out.append_text(ok(view.strict_valid))
         out.append("\n")
         counts = dict(view.rules.counts) if view.rules else {}
-        out.append_text(rule_counts(counts))
-        shown = shown_rules(counts)
+        out.append_text(rule_counts(counts, confirm=view.confirm))
+        shown = shown_rules(counts, confirm=view.confirm)
         self.tooltip = legend(shown) if shown else None  # what each tag means
         div = view.divergence
         if div is not None:
@@ -267,7 +271,7 @@ class CallDetail(Static):
                 out.append(self._clip(", ".join(turn.blame.missing), w - 9))
         if turn.hits:
             out.append("\nhits:", style="dim")
-            out.append_text(rule_tags(turn_hit_counts(turn)))
+            out.append_text(rule_tags(turn_hit_counts(turn), quiet=not view.confirm))
         for a in turn.answers:
             out.append(f"\nscripted user after step {a.get('step')}: ", style="cyan")
             out.append(self._clip(f"{a.get('answer')} — {a.get('message', '')}", w - 30))
