@@ -47,6 +47,26 @@ def app_for(root: Path, **kw) -> WorkbenchApp:
 # ---------------------------------------------------------------- home
 
 
+def test_home_counts_input_problems_as_score_does(workdir, monkeypatch) -> None:
+    """The problems column is careful score's count of input problems; decode-audit flags
+    (which score prints apart, as warnings) are shown apart (⚑), and listed by p with them."""
+    from careful_engine.browse.runs import RunBrowser
+
+    monkeypatch.setattr(RunBrowser, "decode_flags", lambda self: ["decodes nothing"])
+
+    async def go():
+        app = app_for(workdir)
+        async with app.run_test(size=(120, 24)) as pilot:
+            await settle(pilot)
+            runs = app.screen.query_one("#runs", DataTable)
+            for i, label in enumerate(("alpha", "beta")):
+                found = app.screen.problems[label]
+                assert found[-1].startswith("decode audit (") and \
+                    found[-1].endswith("): decodes nothing"), found
+                assert str(runs.get_row_at(i)[4]) == f"{len(found) - 1} ⚑1", found
+    run(go())
+
+
 def test_home_lists_runs_declarations_and_rounds(workdir) -> None:
     async def go():
         app = app_for(workdir)

@@ -118,10 +118,11 @@ class HomeScreen(WorkbenchScreen):
                                             key=lambda p: p.message.startswith("id missing"))]
             if browser.mismatch is not None:
                 found.append(f"scores not used: {browser.mismatch}")
+            n_input = len(found)  # the input problems, as careful score counts them
             found += [f"decode audit ({ref.decoder}): {m}" for m in browser.decode_flags()]
             problems[ref.label] = found
-            rows.append((ref.label, name, len(ref.categories), convs, state, len(found),
-                         ref.decoder))
+            rows.append((ref.label, name, len(ref.categories), convs, state,
+                         (n_input, len(found) - n_input), ref.decoder))
         self.problems = problems
         self.app.settle_memory(collect=False)  # the runs' files, read: kept while the app runs
         self.app.call_from_thread(self._fill_runs, rows)
@@ -132,9 +133,12 @@ class HomeScreen(WorkbenchScreen):
         if self.is_current and (self.focused is None or self.focused.id == "home"):
             self.set_focus(table)  # it could not while loading; on view again: focus_main
         table.clear()
-        for label, name, cats, convs, state, problems, decoder in rows:
-            table.add_row(plain(name), str(cats), str(convs), state,
-                          Text(str(problems), style="bold yellow") if problems else "0",
+        for label, name, cats, convs, state, (n_input, n_flags), decoder in rows:
+            # input problems (careful score's count), then decode-audit flags apart
+            cell = Text(str(n_input), style="bold yellow" if n_input else "")
+            if n_flags:
+                cell.append(f" ⚑{n_flags}", style="bold yellow")
+            table.add_row(plain(name), str(cats), str(convs), state, cell,
                           plain(decoder or ""), key=label)
         wb = self.app.context
         where = ", ".join(shown(p) for p in wb.settings.runs) or "nothing"
@@ -144,8 +148,8 @@ class HomeScreen(WorkbenchScreen):
         else:
             note += ("; scores: ✓ from `careful score` or the workbench, stale: made with other "
                      "settings or older than the results, unreadable: see p, – none yet (s in "
-                     "Replay); p lists "
-                     "the selected run's problems")
+                     "Replay); problems: the input problems careful score reports, ⚑ decode-audit flags; "
+                     "p lists the selected run's problems")
         if any(ref.run.name == "reference" and ref.model == "reference" for ref in wb.refs):
             note += ("; reference is the embedded default: the reference trajectories as a "
                      "model's output (`careful demo`)")
