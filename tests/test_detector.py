@@ -234,3 +234,23 @@ def test_variants_are_consistent(text: str | None) -> None:
     assert not verdict["qmark"] or verdict["strict"]
     assert not verdict["last"] or verdict["strict"]
     assert not verdict["qmark"] or verdict["loose"]
+
+
+# Texts a hostile result file can hold as a step: openings that never close. Each regex or
+# scan that tried every opening against the rest of the text took minutes on 40 KB
+# ('{"' 88 s, '[f(' 66 s, '「a' 22 s for two detectors; 2 MB would take hours); every one
+# is read once now. The limit is far above the linear time (well under a second here) and
+# far below the old quadratic one, so the test fails on the old code without timing it finely.
+ADVERSARIAL = ['{"', "[f(", "a(", "x.y(", "「a", "«a", "“a", "‘a", "<think>", "<think",
+               "<tool_call>", "<|tool_call|>", "<function=", "{'a': ", "``a"]
+
+
+@pytest.mark.parametrize("opening", ADVERSARIAL)
+def test_openings_without_a_close_are_read_in_linear_time(opening: str) -> None:
+    import time
+
+    text = (opening * (100_000 // len(opening) + 1))[:100_000]
+    start = time.process_time()
+    for detector in ("strict", "last"):
+        asks(text, detector)
+    assert time.process_time() - start < 20, opening

@@ -82,13 +82,19 @@ _THINK = r"think|thinking|reasoning|reflection|scratchpad"
 _TOOLS = (
     r"tool_calls?|toolcall|function_calls?|functioncall|function|tools|tool_code|tool_use|invoke"
 )
-_THINK_BLOCK = re.compile(rf"<({_THINK})\b[^>]*>.*?</\1\s*>", re.S | re.I)
+# (a tag's attributes hold no "<": a tag left open is read up to the next "<", not to the end
+# of the text once per "<think" in it)
+_THINK_BLOCK = re.compile(rf"<({_THINK})\b[^<>]*+>.*?</\1\s*>", re.S | re.I)
 _THINK_ORPHAN_CLOSE = re.compile(rf"\A.*</(?:{_THINK})\s*>", re.S | re.I)
-_TOOL_BLOCK = re.compile(rf"<({_TOOLS})\b[^>]*>.*?</\1\s*>", re.S | re.I)
-_OPEN_TO_END = re.compile(rf"<(?:{_THINK}|{_TOOLS})\b[^>]*>.*\Z", re.S | re.I)
-_STRAY_TAG = re.compile(rf"</?(?:{_THINK}|{_TOOLS})\b[^>]*>", re.I)
+_TOOL_BLOCK = re.compile(rf"<({_TOOLS})\b[^<>]*+>.*?</\1\s*>", re.S | re.I)
+_OPEN_TO_END = re.compile(rf"<(?:{_THINK}|{_TOOLS})\b[^<>]*+>.*\Z", re.S | re.I)
+_STRAY_TAG = re.compile(rf"</?(?:{_THINK}|{_TOOLS})\b[^<>]*+>", re.I)
 _PYTHON_TAG = re.compile(r"<\|python_tag\|>.*?(?=<\|eom_id\|>|<\|eot_id\|>|\Z)", re.S)
 _SPECIAL_BLOCK = re.compile(r"<\|(tool_calls?)\|>.*?(?:<\|/\1\|>|</\|\1\|>)", re.S)
+# the opening tags of the three block patterns (see _sub_blocks)
+_OPENING = {_THINK_BLOCK: re.compile(rf"<({_THINK})\b[^<>]*+>", re.I),
+            _TOOL_BLOCK: re.compile(rf"<({_TOOLS})\b[^<>]*+>", re.I),
+            _SPECIAL_BLOCK: re.compile(r"<\|(tool_calls?)\|>")}
 _SPECIAL_TOKEN = re.compile(r"<\|[\w/ -]+\|>|\[/?TOOL_CALLS\]")
 _FENCE = re.compile(r"(`{3,}|~{3,}).*?(?:\1|\Z)", re.S)
 _INLINE = re.compile(r"``(.+?)``|`([^`\n]+)`")
@@ -97,6 +103,7 @@ _STRUCT_START = re.compile(
     r"\[\s*(?:\{|[A-Za-z_][\w.]*\s*\()|\{\s*[\"']|(?<![\w.])[A-Za-z_][\w.]*\("
 )
 _MAX_CALL, _MAX_BARE_CALL = 100_000, 2_000  # scan limits, keep long texts near-linear
+_SCAN_PER_CHAR = 8  # characters scanned for structure, at most, per character of text
 _URL = re.compile(r"\b(?:https?|ftp)://\S+|\bwww\.\S+", re.I)
 _URL_TAIL = re.compile(r"[.,;:!?？)\]}>'\"”’]*\Z")
 
@@ -174,27 +181,75 @@ def _structured(code: str) -> str | None:
 
 
 def _strip_structured(text: str) -> str:
+    """``text`` with its JSON, literals and call expressions replaced (see _structured). The
+    characters scanned and parsed for them are bounded by :data:`_SCAN_PER_CHAR` times the
+    text's length (plus :data:`_MAX_CALL`): many openings that never close (``{"`` repeated)
+    made each scan run to the end, minutes on 40 KB; past the bound, nothing more is taken
+    for structure (real texts use a fraction of it)."""
     out, pos = [], 0
+    budget = _SCAN_PER_CHAR * len(text) + _MAX_CALL
     for m in _STRUCT_START.finditer(text):
         if m.start() < pos:
             continue
-        limit = _MAX_CALL if m.group()[0] in "[{" else _MAX_BARE_CALL
+        limit = min(_MAX_CALL if m.group()[0] in "[{" else _MAX_BARE_CALL, budget)
+        if limit <= 0:
+            break
         end = _balanced_end(text, m.start(), limit)
-        repl = _structured(text[m.start() : end]) if end else None
+        budget -= (end or min(len(text), m.start() + limit)) - m.start()
+        repl = None
+        if end:
+            budget -= end - m.start()  # the parse reads it again
+            repl = _structured(text[m.start() : end])
         if repl is not None:
             out += [text[pos : m.start()], repl]
             pos = end
     return "".join(out) + text[pos:]
 
 
+def _closing(block: re.Pattern[str], name: str) -> re.Pattern[str]:
+    """What closes a ``block`` opened as ``name`` (its ``\\1``, case as the block reads it)."""
+    n = re.escape(name)
+    if block is _SPECIAL_BLOCK:
+        return re.compile(rf"<\|/{n}\|>|</\|{n}\|>")
+    return re.compile(rf"</{n}\s*>", re.I)
+
+
+def _sub_blocks(block: re.Pattern[str], text: str, repl: str) -> str:
+    """``block.sub(repl, text)`` for a block pattern ``<(name)...>.*?</\\1>``, in linear time:
+    the regex tries every opening tag against the rest of the text (minutes for many opening
+    tags without a close); here an opening tag is matched only where its close is still to
+    come, and a name found unclosed once is never looked for again (nothing closes it later)."""
+    opening = _OPENING[block]
+    out, pos, start = [], 0, 0
+    unclosed: set[str] = set()
+    closers: dict[str, re.Pattern[str]] = {}
+    while (m := opening.search(text, start)) is not None:
+        name = m.group(1)
+        key = name.lower() if block.flags & re.I else name
+        start = m.start() + 1
+        if key in unclosed:
+            continue
+        closer = closers.get(key) or closers.setdefault(key, _closing(block, key))
+        if closer.search(text, m.end()) is None:
+            unclosed.add(key)
+            continue
+        whole = block.match(text, m.start())  # the regex's own match there (it ends at the
+        if whole is None:  # first close after the tag: the search above bounds its work)
+            unclosed.add(key)
+            continue
+        out += [text[pos:m.start()], repl]
+        pos = start = whole.end()
+    return "".join(out) + text[pos:] if out else text
+
+
 def prose(text: str) -> str:
     """``text`` without reasoning blocks, tool-call blocks, code, call lists, JSON and URLs."""
     t = text.replace("\r\n", "\n").replace("\r", "\n")
-    t = _THINK_BLOCK.sub("\n\n", t)
+    t = _sub_blocks(_THINK_BLOCK, t, "\n\n")
     t = _THINK_ORPHAN_CLOSE.sub("\n\n", t)
-    t = _TOOL_BLOCK.sub("\n\n", t)
+    t = _sub_blocks(_TOOL_BLOCK, t, "\n\n")
     t = _PYTHON_TAG.sub("\n\n", t)
-    t = _SPECIAL_BLOCK.sub("\n\n", t)
+    t = _sub_blocks(_SPECIAL_BLOCK, t, "\n\n")
     t = _FENCE.sub("\n\n", t)
     t = _OPEN_TO_END.sub("\n\n", t)
     t = _STRAY_TAG.sub(" ", t)
@@ -209,9 +264,11 @@ def prose(text: str) -> str:
 
 # --- sentences -----------------------------------------------------------------------------
 
+# (a quotation with distinct marks does not hold its own opening mark: a line of openings
+# without a close is then read once, not once per opening)
 _QUOTED = re.compile(
-    r"\"[^\"\n]*\"|“[^”\n]*”|«[^»\n]*»|「[^」\n]*」|『[^』\n]*』"
-    r"|(?<!\w)'(?=\S)[^'\n]*?'(?!\w)|(?<!\w)‘[^\n]*?’(?!\w)"
+    r"\"[^\"\n]*\"|“[^“”\n]*+”|«[^«»\n]*+»|「[^「」\n]*+」|『[^『』\n]*+』"
+    r"|(?<!\w)'(?=\S)[^'\n]*?'(?!\w)|(?<!\w)‘(?:[^‘’\n]|’(?=\w))*+’(?!\w)"
 )
 _BULLET = re.compile(r"(?:#{1,6}|>+|[-*+•·▪‣◦]|\d{1,3}[.)]|[a-z]\))\s+")
 _BOUNDARY = re.compile(rf"[{re.escape(_TERMINALS)}]+[{re.escape(_CLOSERS)}]*")
