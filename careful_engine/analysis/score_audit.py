@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -236,15 +237,35 @@ def overall(ms: ModelScores) -> Overall:
 
 # ---------------------------------------------------------------- credited irrelevance entries
 
-_CALL_MARKERS: list[tuple[str, re.Pattern[str]]] = [
-    ("<tool_call>", re.compile(r"<\s*tool_call", re.I)),
-    ("<function>", re.compile(r"<\s*function(?:_call|s)?\b", re.I)),
-    ("[TOOL_CALLS]", re.compile(r"\[TOOL_CALLS\]")),
-    ("<|python_tag|>", re.compile(r"<\|python_tag\|>")),
-    ("<|tool_call|>", re.compile(r"<\|tool_calls?(?:_begin|_start)?\|>")),
+_KEYWORD_ARG = re.compile(r"\(\s*[A-Za-z_]\w*\s*=")
+_NAME_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_DOT_NAME = re.compile(r"\.[A-Za-z_]")
+
+
+def _python_call(text: str) -> bool:
+    """Whether ``text`` holds a Python call with a keyword argument: a match of
+    ``\\b[A-Za-z_][\\w.]*\\(\\s*[A-Za-z_]\\w*\\s*=``, found in linear time (the regex scans
+    the rest of a run of ``a.a.a.`` from every name in it: 21 s on one 80 KB line). Each
+    ``(name=`` is checked against the run of word characters and dots just before it: the
+    regex matches where a name starts that run or follows one of its dots."""
+    for m in _KEYWORD_ARG.finditer(text):
+        j = m.start()
+        while j > 0 and (text[j - 1] == "." or text[j - 1] == "_" or text[j - 1].isalnum()):
+            j -= 1
+        if j < m.start() and (text[j] in _NAME_FIRST or _DOT_NAME.search(text, j, m.start())):
+            return True
+    return False
+
+
+_CALL_MARKERS: list[tuple[str, Callable[[str], object]]] = [
+    ("<tool_call>", re.compile(r"<\s*tool_call", re.I).search),
+    ("<function>", re.compile(r"<\s*function(?:_call|s)?\b", re.I).search),
+    ("[TOOL_CALLS]", re.compile(r"\[TOOL_CALLS\]").search),
+    ("<|python_tag|>", re.compile(r"<\|python_tag\|>").search),
+    ("<|tool_call|>", re.compile(r"<\|tool_calls?(?:_begin|_start)?\|>").search),
     ("JSON call", re.compile(r"[\"']name[\"']\s*:\s*[\"'][^\"']+[\"']\s*,\s*"
-                             r"[\"'](?:arguments|parameters|args)[\"']\s*:")),
-    ("python call", re.compile(r"\b[A-Za-z_][\w.]*\(\s*[A-Za-z_]\w*\s*=")),
+                             r"[\"'](?:arguments|parameters|args)[\"']\s*:").search),
+    ("python call", _python_call),
 ]
 
 
@@ -263,8 +284,8 @@ def attempted_call(raw: Any) -> str | None:
         raw = "\n".join(str(x) for x in raw if x)
     if not isinstance(raw, str) or not raw.strip():
         return None
-    for name, pattern in _CALL_MARKERS:
-        if pattern.search(raw):
+    for name, found in _CALL_MARKERS:
+        if found(raw):
             return name
     return None
 
