@@ -503,6 +503,35 @@ def test_home_shows_each_runs_problems(workdir) -> None:
     asyncio.run(go())
 
 
+@pytest.mark.parametrize("field, value", [
+    ("rules", ["collateral"]), ("official_error_type", ["x"]), ("official_error_type", 5),
+    ("rules", {"collateral": "5"}), ("official_valid", "yes"), ("steps", [1]),
+    ("blame", "turn 0"), ("hits", {"a": 1}), ("model_steps", -3)])
+def test_a_score_line_of_another_shape_is_one_problem(workdir, field, value) -> None:
+    """A line of careful-score/conversations.jsonl whose fields have other shapes than careful
+    score writes is one problem (file:line [id]: reason) and left out; the app reads the rest
+    and sorts, filters and opens as usual (it died: a list for rules, a list or a number for
+    the error type, a string count when sorting by hits)."""
+    path = workdir / "runs" / "beta" / browse.SCORE_DIR / browse.SCORES_NAME
+    lines = path.read_text(encoding="utf-8").splitlines()
+    row = json.loads(lines[0])
+    row[field] = value
+    lines[0] = json.dumps(row)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    app = WorkbenchApp(settings(workdir))
+
+    async def go():
+        async with app.run_test(size=(120, 30)) as pilot:
+            await settle(pilot)
+            found = app.screen.problems["beta"]
+            assert any(f"conversations.jsonl:1 [{row['id']}]: not a score line (" in p
+                       for p in found), found
+            await settle(pilot, "4", "o", "o", "o", "x", "enter", "escape", "5")
+            assert app._exception is None
+    asyncio.run(go())
+    assert app.return_code in (None, 0)
+
+
 def test_an_override_once_recorded_is_remembered(workdir) -> None:
     """Leaving blind round r1 for r2 and coming back does not ask for the override again
     (before: the round was closed to the screen again until a new reason was typed)."""

@@ -26,9 +26,10 @@ from careful_engine.core.runs import (
     load_result_file,
     needs_decoder,
 )
+from careful_engine.core.safe_read import read_regular
 from careful_engine.core.user_cache import cache_root
 from careful_engine.scoring.decoders import DecoderChoice
-from careful_engine.scoring.result import SCORES_NAME
+from careful_engine.scoring.result import SCORES_NAME, ConversationResult
 from careful_engine.scoring.rules import RULE_REGISTRY, RULES, Effects
 from careful_engine.scoring.score import discover
 
@@ -123,19 +124,26 @@ def read_scores(path: Path, model: str, problems: list[Problem] | None = None,
     if st.st_size > max_bytes:
         bad.append(Problem(str(path), f"larger than {max_bytes >> 20} MiB; not read"))
         return out
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
+    # (read whole, regular and bounded: a file swapped for a FIFO after the check is refused)
+    text = read_regular(path, max_bytes).decode("utf-8", errors="replace")
+    for n, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError):
+            bad.append(Problem(str(path), "not a JSON line", line=n))
+            continue
+        if not isinstance(row, dict) or not isinstance(row.get("id"), str):
+            bad.append(Problem(str(path), "not a score line (no id)", line=n))
+        elif row.get("model") == model:
+            try:  # every field the views read, of the shape careful score writes
+                ConversationResult.from_json(row)
+            except (ValueError, TypeError, KeyError, RecursionError) as e:
+                bad.append(Problem(str(path), f"not a score line ({e}); left out", line=n,
+                                   id=row["id"]))
                 continue
-            try:
-                row = json.loads(line)
-            except (ValueError, RecursionError):
-                bad.append(Problem(str(path), "not a JSON line", line=n))
-                continue
-            if not isinstance(row, dict) or not isinstance(row.get("id"), str):
-                bad.append(Problem(str(path), "not a score line (no id)", line=n))
-            elif row.get("model") == model:
-                out[row["id"]] = row
+            out[row["id"]] = row
     return out
 
 
@@ -179,8 +187,11 @@ class ConversationRow:
     @property
     def rules(self) -> dict[str, int]:
         """Rule hits with their counts (tallies such as destructive_calls left out)."""
-        return {k: v for k, v in ((self.score or {}).get("rules") or {}).items()
-                if v and k not in TALLIES}
+        rules = (self.score or {}).get("rules")
+        if not isinstance(rules, dict):
+            return {}
+        return {k: v for k, v in rules.items()
+                if type(v) is int and v > 0 and k not in TALLIES}
 
 
 @dataclass(frozen=True)

@@ -104,6 +104,8 @@ class ConversationResult:
         defaults: a line written without the effect rules has no rules."""
         if not isinstance(line, dict):
             raise ValueError("not a JSON object")
+        if line.get("rules") is not None and not isinstance(line["rules"], dict):
+            raise ValueError("rules: not an object")
         rules = _rules(line) if isinstance(line.get("rules"), dict) else None
         blame = line.get("blame")
         return cls(
