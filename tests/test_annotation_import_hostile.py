@@ -143,6 +143,11 @@ def corpus(valid: dict) -> dict[str, bytes | str]:
         "kind_robot": _doc(valid, _set(["annotator", "kind"], "robot")),
         "bad_timestamp": _doc(valid, _set(["submitted"], "yesterday")),
         "submitted_incomplete": _doc(valid, unsubmitted_hole),
+        # imported, then never exported (a lone surrogate cannot be written as UTF-8) or
+        # exported as Infinity, which import refuses
+        "inputs_lone_surrogate": text.replace('"inputs": {', '"inputs": {"x": "\\ud800", ', 1),
+        "inputs_surrogate_key": text.replace('"inputs": {', '"inputs": {"\\udc00": 1, ', 1),
+        "inputs_infinite": text.replace('"inputs": {', '"inputs": {"x": 1e999, ', 1),
     }
     return cases
 

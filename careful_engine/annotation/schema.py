@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from careful_engine.core.safe_text import json_problem
+
 MAX_INT_DIGITS = 30
 _TYPES: dict[str, Callable[[Any], bool]] = {
     "string": lambda v: isinstance(v, str),
@@ -102,13 +104,38 @@ def loads_with_lines(text: str) -> Any:
     decoder.parse_array = on_array  # type: ignore[method-assign]
     decoder.scan_once = json.scanner.py_make_scanner(decoder)
     try:
-        return decoder.decode(text)
+        doc = decoder.decode(text)
     except json.JSONDecodeError as e:
         raise JSONFileError(f"invalid JSON: {e.msg} (column {e.colno})", e.lineno) from None
     except RecursionError:
         raise JSONFileError("invalid JSON: nested too deeply") from None
     except ValueError as e:
         raise JSONFileError(f"invalid JSON: {e}") from None
+    _check_values(doc)
+    return doc
+
+
+def _check_values(doc: Any) -> None:
+    """JSONFileError (with the line of the object or array holding it) for a value no UTF-8
+    file can hold or no JSON writes: a lone surrogate (``"\\ud800"`` parses) or a number
+    that is not finite (``1e999``). Such a value was imported, then export failed, or wrote
+    ``Infinity``, which import refuses."""
+    work: list[tuple[Any, int | None]] = [(doc, None)]
+    while work:
+        value, line = work.pop()
+        line = getattr(value, "line", None) or line
+        if isinstance(value, dict):
+            for k, v in value.items():
+                problem = json_problem(k)
+                if problem is not None:
+                    raise JSONFileError(f"invalid JSON: {problem}", line)
+                work.append((v, line))
+        elif isinstance(value, list):
+            work.extend((v, line) for v in value)
+        else:
+            problem = json_problem(value)
+            if problem is not None:
+                raise JSONFileError(f"invalid JSON: {problem}", line)
 
 
 def _line(value: Any, default: int | None) -> int | None:

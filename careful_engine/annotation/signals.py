@@ -22,6 +22,7 @@ from pathlib import Path
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.core import bfcl
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
+from careful_engine.core.safe_text import json_problem, visible
 from careful_engine.effects.boundary import declarations_dir
 
 KINDS = ("read", "write", "unknown")
@@ -84,10 +85,10 @@ def parse_declarations(data: dict, source: str = "<data>") -> dict[str, Function
         raise AnnotationError(f"{source}: expected an object with a 'functions' key")
     raw = data["functions"]
     if isinstance(raw, list):
-        try:
-            raw = {item["name"]: item for item in raw}
-        except (TypeError, KeyError) as e:
-            raise AnnotationError(f"{source}: every function in the list needs a name") from e
+        if not all(isinstance(item, dict) and isinstance(item.get("name"), str)
+                   for item in raw):
+            raise AnnotationError(f"{source}: every function in the list needs a name")
+        raw = {item["name"]: item for item in raw}
     if not isinstance(raw, dict):
         raise AnnotationError(f"{source}: 'functions' must be an object or a list")
     classes = bfcl.function_class()
@@ -95,8 +96,12 @@ def parse_declarations(data: dict, source: str = "<data>") -> dict[str, Function
     if unknown:
         raise AnnotationError(
             f"{source}: not multi-turn functions of bfcl-eval {bfcl.BFCL_VERSION}: "
-            + ", ".join(unknown)
+            + ", ".join(visible(n)[:60] for n in unknown[:10])
+            + (f" and {len(unknown) - 10} more" if len(unknown) > 10 else "")
         )
+    problem = json_problem(raw)  # kept in the round and exported again: UTF-8, finite
+    if problem is not None:
+        raise AnnotationError(f"{source}: {problem}")
     out: dict[str, FunctionInput] = {}
     for name in sorted(raw, key=lambda n: (bfcl.CLASSES.index(classes[n]), n)):
         entry = raw[name] or {}

@@ -16,6 +16,7 @@ from typing import Any
 
 from careful_engine.core import bfcl
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
+from careful_engine.core.safe_text import json_problem, visible
 from careful_engine.core.safe_write import write_text
 from careful_engine.effects import infer
 from careful_engine.effects import signals as sig
@@ -199,6 +200,10 @@ class Declarations:
         return "read"
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def load(path: str | Path | None = None) -> Declarations:
     path = Path(path) if path is not None else default_path()
     try:
@@ -207,7 +212,7 @@ def load(path: str | Path | None = None) -> Declarations:
         raise DeclarationsError(f"cannot read declarations {path}: {e.strerror or e}; "
                                 "run `careful declare` to generate them") from e
     try:
-        doc = json.loads(raw)
+        doc = json.loads(raw, parse_constant=_no_constant)
     except json.JSONDecodeError as e:
         raise DeclarationsError(f"{path}: invalid JSON ({e})") from e
     except (ValueError, RecursionError) as e:  # not UTF-8, nested too deep, huge numbers
@@ -216,11 +221,48 @@ def load(path: str | Path | None = None) -> Declarations:
         raise DeclarationsError(f"{path}: not an effects document (schema "
                                 f"{doc.get('schema') if isinstance(doc, dict) else None!r})")
     functions = doc.get("functions") or {}
+    where = visible(str(path))
+    if not isinstance(functions, dict):
+        raise DeclarationsError(f"{where}: 'functions' is a JSON {type(functions).__name__}, "
+                                "not an object of declarations")
     missing = sorted(set(bfcl.function_class()) - set(functions))
     if missing:
-        raise DeclarationsError(f"{path}: no declaration for {', '.join(missing[:5])}"
+        raise DeclarationsError(f"{where}: no declaration for {', '.join(missing[:5])}"
                                 + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
+    bad = [f"{visible(name)[:60]}: {reason}" for name, e in functions.items()
+           if (reason := entry_problem(e)) is not None]
+    if bad:
+        raise DeclarationsError(f"{where}: {len(bad)} declaration(s) not of the shape careful "
+                                f"declare writes: {'; '.join(bad[:3])}"
+                                + (f"; and {len(bad) - 3} more" if len(bad) > 3 else ""))
     return Declarations(functions, doc, hashlib.sha256(raw).hexdigest(), str(path))
+
+
+# what each field of a declaration holds (careful declare writes every one of them)
+_FIELDS: dict[str, tuple[type | None, ...]] = {
+    "class": (str,), "kind": (str,), "hidden_only": (bool,), "proposed": (bool,),
+    "idempotent": (bool, None), "note": (str, None), "footprint": (list,), "signals": (list,),
+    "signal_counts": (dict,), "evidence": (dict,), "example": (dict, None),
+    "example_2": (dict, None), "idempotence_counterexample": (dict, None),
+    "idempotence_evidence": (list,),
+}
+
+
+def entry_problem(entry: Any) -> str | None:
+    """Why a function's declaration is not one ``careful declare`` writes, or None: an object
+    whose fields hold what :data:`_FIELDS` says (kind read or write; footprint and signals
+    lists of names), with no lone surrogate or non-finite number anywhere in it."""
+    if not isinstance(entry, dict):
+        return f"a JSON {type(entry).__name__}, not an object"
+    for key, types in _FIELDS.items():
+        value = entry.get(key)
+        if not any(value is None if t is None else type(value) is t for t in types):
+            return f"{key} is {'missing' if key not in entry else type(value).__name__}"
+    if entry["kind"] not in ("read", "write"):
+        return f"kind {visible(entry['kind'])[:20]!r} is neither read nor write"
+    if not all(isinstance(x, str) for x in (*entry["footprint"], *entry["signals"])):
+        return "footprint and signals must be lists of names"
+    return json_problem(entry)
 
 
 # ---------------------------------------------------------------- Table 2
