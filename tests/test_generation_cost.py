@@ -250,3 +250,35 @@ def test_cost_reports_what_it_leaves_out(tmp_path):
         assert shown in text, shown
     # both entries are read; the step whose count is NaN is left out of the sums (reported)
     assert '"conversations": 2' in text and '"requests": 1' in text
+
+
+def test_a_hostile_folder_does_not_stop_the_others(tmp_path):
+    """One model folder's manifest naming no model (a list), or a ledger or manifest that is a
+    link or a FIFO: that folder is priced by its name, its spend left out with one line, and
+    every other folder is priced (an AttributeError, or exit 2 for the whole command)."""
+    import os
+
+    run = tmp_path / "run"
+    entry = [_entry("multi_turn_base_0", [[10]], [[1]])]
+    _write_run(run, "claude-haiku-4-5-20251001-FC", entry, {"api_model": ["x"], "model": 3})
+    _write_run(run, "linked", entry)
+    _write_run(run, "fifo", entry)
+    _write_run(run, "plain", entry)
+    secret = tmp_path / "secret.jsonl"
+    secret.write_text('{"status": "ok", "conservative_usd": 99}\n')
+    os.symlink(secret, run / "linked" / "careful_spend.jsonl")
+    os.symlink(secret, run / "linked" / "careful_run.json")
+    os.mkfifo(run / "fifo" / "careful_spend.jsonl")
+    problems: list = []
+    folders = {fv.model: fv for fv in folder_volumes(run, problems)}
+    assert set(folders) == {"claude-haiku-4-5-20251001-FC", "linked", "fifo", "plain"}
+    assert folders["claude-haiku-4-5-20251001-FC"].priced_as() == \
+        "claude-haiku-4-5-20251001-FC"
+    assert folders["linked"].ledger_usd is None and folders["fifo"].ledger_usd is None
+    text = "\n".join(str(p) for p in problems)
+    assert "linked/careful_spend.jsonl is a symbolic link; refusing to read it" in text
+    assert "linked/careful_run.json is a symbolic link; refusing to read it" in text
+    assert "fifo/careful_spend.jsonl is not a regular file; its spend is not counted" in text
+    res = cli.invoke(app, ["cost", str(run)])
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert "3 input problem(s)" in res.output and res.output.count("(1 conversations)") == 4

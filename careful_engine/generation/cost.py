@@ -12,6 +12,7 @@ rest (the cache's lifetime and minimum cacheable length are ignored).
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 from careful_engine.core.decode import token_count
 from careful_engine.core.runs import Problem, find_result_files, load_result_file
 from careful_engine.generation import results
+from careful_engine.generation.errors import GenerationError
 from careful_engine.generation.spend import (
     ModelPrice,
     PriceTable,
@@ -50,7 +52,8 @@ class FolderVolume:
     def priced_as(self) -> str | None:
         """The model id the run was priced under: the manifest's API model or registry key."""
         m = self.manifest or {}
-        return m.get("api_model") or m.get("model") or self.model
+        return next((v for v in (m.get("api_model"), m.get("model"))
+                     if isinstance(v, str) and v), self.model)  # (the manifest is hostile)
 
 
 def _steps(values: object) -> list[list[float]]:
@@ -86,8 +89,14 @@ def folder_volumes(run_dir: Path, problems: list[Problem] | None = None) -> list
         folder = rf.path.parent.parent if rf.path.parent.name == "multi_turn" else rf.path.parent
         fv = by_folder.get(folder)
         if fv is None:
-            fv = by_folder[folder] = FolderVolume(folder, rf.model,
-                                                  manifest=results.read_manifest(folder))
+            try:
+                manifest = results.read_manifest(folder)
+            except GenerationError as e:  # a link or a FIFO planted as the manifest
+                manifest = None
+                if problems is not None:
+                    problems.append(Problem(str(folder / results.MANIFEST),
+                                            f"{e}; priced by the folder's name"))
+            fv = by_folder[folder] = FolderVolume(folder, rf.model, manifest=manifest)
         loaded = load_result_file(rf)  # bounded, line by line, as the scorer reads it
         if problems is not None:
             # (missing ids are no problem here: a run may hold part of a category)
@@ -102,8 +111,13 @@ def folder_volumes(run_dir: Path, problems: list[Problem] | None = None) -> list
             fv.simulated.add(simulate_cache(prompts, outputs))
     for fv in by_folder.values():
         ledger = fv.folder / results.LEDGER
-        if ledger.exists():
-            summary = ledger_summary(ledger)
+        if os.path.lexists(ledger):
+            try:
+                summary = ledger_summary(ledger)
+            except GenerationError as e:  # a link or a FIFO: this folder's ledger only
+                if problems is not None:
+                    problems.append(Problem(str(ledger), f"{e}; its spend is not counted"))
+                continue
             fv.ledger.update(summary.requests)
             fv.ledger_usd = (summary.spent, summary.listed)
     return sorted(by_folder.values(), key=lambda f: str(f.folder))

@@ -50,7 +50,7 @@ def run_folder(runs_dir: Path, name: str) -> Path:
     return path
 
 
-def check(path: Path, *, directory: bool = False) -> bool:
+def check(path: Path, *, directory: bool = False, verb: str = "write through") -> bool:
     """Whether ``path`` exists; refuses a link, or something other than a regular file
     (``directory``: a directory)."""
     try:
@@ -60,7 +60,7 @@ def check(path: Path, *, directory: bool = False) -> bool:
     except OSError as e:
         raise UnsafePath(f"{path}: cannot inspect it ({e.strerror})") from e
     if stat.S_ISLNK(st.st_mode):
-        raise UnsafePath(f"{path} is a symbolic link; refusing to write through it")
+        raise UnsafePath(f"{path} is a symbolic link; refusing to {verb} it")
     if directory and not stat.S_ISDIR(st.st_mode):
         raise UnsafePath(f"{path} is not a directory")
     if not directory and not stat.S_ISREG(st.st_mode):
@@ -84,13 +84,13 @@ def ensure_dir(path: Path, base: Path) -> Path:
     return path
 
 
-def _open(path: Path, flags: int) -> int:
-    check(path)  # a link or a special file already there: refused by name
+def _open(path: Path, flags: int, verb: str = "write through") -> int:
+    check(path, verb=verb)  # a link or a special file already there: refused by name
     try:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except OSError as e:
         if os.path.islink(path):
-            raise UnsafePath(f"{path} is a symbolic link; refusing to write through it") from e
+            raise UnsafePath(f"{path} is a symbolic link; refusing to {verb} it") from e
         raise UnsafePath(f"{path}: cannot open it ({e.strerror})") from e
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
@@ -109,9 +109,9 @@ def open_append(path: Path, binary: bool = False) -> IO:
 def read_bytes(path: Path) -> bytes | None:
     """A regular file's bytes (None if missing), never through a link or from a FIFO, and
     never more than careful_engine.core.safe_read's limit for result files."""
-    if not check(path):
+    if not check(path, verb="read"):
         return None
-    fd = _open(path, os.O_RDONLY)
+    fd = _open(path, os.O_RDONLY, "read")
     with os.fdopen(fd, "rb") as f:
         data = f.read(MAX_RESULT_BYTES + 1)
     if len(data) > MAX_RESULT_BYTES:
