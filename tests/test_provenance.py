@@ -339,6 +339,14 @@ def test_official_score_file_robustness(tmp_path: Path) -> None:
     assert off.valid("multi_turn_base_1") is False and off.valid("multi_turn_base_2") is True
     assert len(off.problems) == 4
     assert read_official(tmp_path / "absent.json", "multi_turn_base").problems
+    # an error type that is not text (NaN reached the --json report, which is then not JSON)
+    path.write_bytes(b'{"id": "multi_turn_base_3", "error": {"error_type": {"a": NaN}}}\n'
+                     b'{"id": "multi_turn_base_4", "error": {"error_type": "x:y"}}\n')
+    off = read_official(path, "multi_turn_base")
+    assert off.failed == {"multi_turn_base_3": None, "multi_turn_base_4": "x:y"}
+    assert [str(p).split(": ", 1)[1] for p in off.problems] == [
+        "error_type is not text; the failure is kept without it"]
+    assert off.problems[0].line == 1 and off.problems[0].id == "multi_turn_base_3"
 
 
 def test_parse_log_keeps_what_it_can() -> None:

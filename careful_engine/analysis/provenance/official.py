@@ -61,7 +61,12 @@ def read_official(path: Path, category: str) -> OfficialScore:
             out.total = _int(obj.get("total_count"))
         elif isinstance(obj.get("id"), str):
             err = obj.get("error")
-            out.failed[obj["id"]] = err.get("error_type") if isinstance(err, dict) else None
+            kind = err.get("error_type") if isinstance(err, dict) else None
+            if kind is not None and not isinstance(kind, str):  # (NaN reached the JSON out)
+                out.problems.append(Problem(str(path), "error_type is not text; the failure "
+                                            "is kept without it", i + 1, obj["id"]))
+                kind = None
+            out.failed[obj["id"]] = kind
         else:
             out.problems.append(Problem(str(path), "score line has no id", i + 1))
     return out
