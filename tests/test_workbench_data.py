@@ -157,3 +157,26 @@ def test_the_engine_imports_no_textual() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_score_cache_of_a_long_or_undecodable_run_name_can_be_made(tmp_path) -> None:
+    """A run folder named with 250 characters (or bytes that are not UTF-8) gets a cache folder
+    it can create: the name plus the key went past the 255 bytes a file name may have, and
+    the run could not be scored in the workbench."""
+    import os
+
+    from careful_engine import browse
+
+    names = ["r" * 250, "é" * 127, os.fsdecode(b"run-\xff\xfe")]
+    paths = set()
+    for name in names:
+        ref = browse.RunRef(tmp_path / name, "model", (), "decoder")
+        path = browse.cache_scores_path(ref, tmp_path / "cache")
+        assert len(os.fsencode(path.parent.parent.name)) <= 255
+        path.parent.mkdir(parents=True)
+        path.write_text("")
+        paths.add(path)
+    assert len(paths) == len(names)
+    long_a = browse.cache_scores_path(browse.RunRef(tmp_path / ("a" * 250), "m", (), "d"))
+    long_b = browse.cache_scores_path(browse.RunRef(tmp_path / ("a" * 249 + "b"), "m", (), "d"))
+    assert long_a != long_b  # cut to the same name, told apart by the key

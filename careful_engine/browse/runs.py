@@ -92,8 +92,12 @@ def default_cache_dir() -> Path:
 
 def cache_scores_path(ref: RunRef, cache_dir: Path | None = None) -> Path:
     """Where the workbench keeps the scores it made itself (never inside the run folder)."""
-    key = hashlib.sha1(str(ref.run.resolve()).encode()).hexdigest()[:10]
-    return (cache_dir or default_cache_dir()) / f"{ref.run.name}-{key}" / ref.model / SCORES_NAME
+    key = hashlib.sha1(str(ref.run.resolve()).encode(errors="surrogateescape")).hexdigest()[:10]
+    # the run's name cut to 200 bytes: with the key, the folder's name stays within the 255
+    # bytes a file name may have (a longer run name could not be scored); the key, made from
+    # the whole path, still tells runs apart
+    name = os.fsdecode(os.fsencode(ref.run.name)[:200])
+    return (cache_dir or default_cache_dir()) / f"{name}-{key}" / ref.model / SCORES_NAME
 
 
 def score_paths(ref: RunRef, cache_dir: Path | None = None) -> list[Path]:
