@@ -37,13 +37,15 @@ def file_kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_regular(path: str | Path, limit: int = MAX_RESULT_BYTES) -> bytes:
+def read_regular(path: str | Path, limit: int = MAX_RESULT_BYTES, *,
+                 follow_links: bool = True) -> bytes:
     """The bytes of a regular file of at most ``limit`` bytes. A FIFO, socket or device
     raises :class:`NotRegular` at once (opened without blocking, checked on the open
     descriptor); a bigger file raises :class:`TooLarge` (checked by size, and by reading at
     most one byte more than the limit: a file that grows while read is caught too). Both are
-    OSErrors whose ``strerror`` says what is wrong."""
-    fd = os.open(path, _READ_FLAGS)
+    OSErrors whose ``strerror`` says what is wrong. ``follow_links=False``: a link at
+    ``path`` itself is refused (ELOOP)."""
+    fd = os.open(path, _READ_FLAGS if follow_links else _READ_FLAGS | os.O_NOFOLLOW)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

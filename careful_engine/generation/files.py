@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from careful_engine.core import safe_write
-from careful_engine.core.safe_read import MAX_RESULT_BYTES
+from careful_engine.core.safe_read import MAX_RESULT_BYTES, read_regular
 from careful_engine.generation.errors import GenerationError
 
 MAX_NAME_BYTES = 255
@@ -109,14 +109,14 @@ def open_append(path: Path, binary: bool = False) -> IO:
 def read_bytes(path: Path) -> bytes | None:
     """A regular file's bytes (None if missing), never through a link or from a FIFO, and
     never more than careful_engine.core.safe_read's limit for result files."""
-    if not check(path, verb="read"):
+    if not check(path, verb="read"):  # (by name: a link or a special file, worded here)
         return None
-    fd = _open(path, os.O_RDONLY, "read")
-    with os.fdopen(fd, "rb") as f:
-        data = f.read(MAX_RESULT_BYTES + 1)
-    if len(data) > MAX_RESULT_BYTES:
-        raise UnsafePath(f"{path}: more than the {MAX_RESULT_BYTES:,} bytes read")
-    return data
+    try:  # the one bounded reader (careful_engine.core.safe_read), links not followed
+        return read_regular(path, MAX_RESULT_BYTES, follow_links=False)
+    except OSError as e:
+        if os.path.islink(path):  # put there since the check
+            raise UnsafePath(f"{path} is a symbolic link; refusing to read it") from e
+        raise UnsafePath(f"{path}: cannot read it ({e.strerror or e})") from e
 
 
 def read_records(path: Path) -> list[dict]:
