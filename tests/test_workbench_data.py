@@ -108,6 +108,27 @@ def test_function_review_is_blind_and_complete() -> None:
     assert dict(bare.facts)["kind"] == "write" and not bare.examples
 
 
+def test_function_review_says_what_the_review_sheet_says() -> None:
+    """The Label screen's facts are the review sheet's, word for word, for every function
+    (the card dropped 'N failed calls changed it anyway': add_contact, startEngine; and
+    listed signals in the file's order, not the signals' order)."""
+    import re
+
+    from careful_engine.effects import review as sheet
+    from careful_engine.effects.declarations import load
+
+    decl, inputs = load(), load_inputs()
+    text = sheet.markdown(decl)
+    for name, fn in inputs.functions.items():
+        facts = dict(browse.function_review(fn, decl).facts)
+        section = text.split(f".{name}\n", 1)[1].split("\n## ", 1)[0]
+        for label, key in (("Evidence", "evidence"), ("Signals", "signals")):
+            line = re.search(rf"^- {label}: (.*)$", section, re.M).group(1)
+            assert facts[key] == line, (name, label)
+    assert "failed calls changed it anyway" in dict(
+        browse.function_review(inputs.functions["add_contact"], decl).facts)["evidence"]
+
+
 def test_scoring_from_a_thread_never_replays_in_this_process(tmp_path, runs_template,
                                                              monkeypatch) -> None:
     """What the workbench's scoring worker calls: from a thread, with ``in_process=False``

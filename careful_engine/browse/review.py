@@ -58,17 +58,14 @@ def function_review(fn: Any, declarations: Any | None = None) -> FunctionReview:
     examples: tuple[ReviewExample, ...] = ()
     repeat = None
     if e is not None:
-        counts = e.get("signal_counts") or {}
-        ev = e["evidence"]
         rel, line = review.source_location(fn.name)
-        facts = [
+        facts = [  # (the review sheet's words: careful_engine.effects.review)
             ("kind", review.kind_text(e)),
             ("idempotence", review.idempotence_text(e)),
             ("footprint", ", ".join(e["footprint"]) or "none"),
-            ("signals", ", ".join(f"{s} ({n})" for s, n in counts.items() if n) or "none"),
+            ("signals", review.signals_text(e)),
             ("proposal", proposal),
-            ("evidence", f"{ev['calls']} distinct calls, {ev['successful']} successful, "
-                         f"{ev['changing']} changed the state"),
+            ("evidence", review.evidence_text(e)),
             ("source", f"{'/'.join(rel.split('/')[-2:])}:{line}"),
         ]
         examples = tuple(_example(x) for x in (e.get("example"), e.get("example_2")) if x)

@@ -63,6 +63,22 @@ def idempotence_text(e: dict) -> str:
             f"{ev['repeat_checks']} checks")
 
 
+def signals_text(e: dict) -> str:
+    """The signals that fired for a declaration, with their counts, in the signals' order."""
+    counts = e.get("signal_counts") or {}
+    return ", ".join(f"{s} ({counts[s]})" for s in sig.SIGNALS if counts.get(s)) or "none"
+
+
+def evidence_text(e: dict) -> str:
+    """What executing the function showed: distinct calls, successes, state changes, and
+    failed calls that changed the state anyway (the review sheet and the workbench)."""
+    ev = e["evidence"]
+    return (f"{ev['calls']} distinct calls, {ev['successful']} successful, "
+            f"{ev['changing']} changed the state"
+            + (f", {ev['failed_changing']} failed calls changed it anyway"
+               if ev.get("failed_changing") else ""))
+
+
 def kind_text(e: dict) -> str:
     if e["kind"] == "write":
         return "write (hidden state only: bfcl never compares it)" if e["hidden_only"] else "write"
@@ -94,7 +110,6 @@ def function_section(name: str, e: dict) -> list[str]:
     doc = bfcl.all_func_docs()[name]
     cls = e["class"]
     rel, line = source_location(name)
-    ev = e["evidence"]
     lines = [f"## {cls}.{name}", "", description_text(doc), ""]
     props = (doc.get("parameters") or {}).get("properties") or {}
     required = set((doc.get("parameters") or {}).get("required") or ())
@@ -107,17 +122,12 @@ def function_section(name: str, e: dict) -> list[str]:
         lines.append("")
     else:
         lines += ["Parameters: none", ""]
-    counts = e["signal_counts"]
-    signal_text = ", ".join(f"{s} ({counts[s]})" for s in sig.SIGNALS if counts.get(s)) or "none"
     lines += [
         f"- Kind (inferred by executing it): {kind_text(e)}",
         f"- Idempotence: {idempotence_text(e)}",
         f"- Footprint: {', '.join(f'`{p}`' for p in e['footprint']) or 'none'}",
-        f"- Signals: {signal_text}",
-        f"- Evidence: {ev['calls']} distinct calls, {ev['successful']} successful, "
-        f"{ev['changing']} changed the state"
-        + (f", {ev['failed_changing']} failed calls changed it anyway"
-           if ev.get("failed_changing") else ""),
+        f"- Signals: {signals_text(e)}",
+        f"- Evidence: {evidence_text(e)}",
         f"- Source: `{rel}:{line}` (`{cls}.{name}`)",
         "",
     ]
