@@ -342,3 +342,31 @@ def test_home_shows_the_problems_of_a_corrupted_real_run(shared_runs, tmp_path) 
             status = str(app.screen.query_one("#replay-status").render())
             assert "score file problems: 1 (cannot read: not a regular file" in status
     run(go())
+
+
+def test_agreement_on_a_round_without_writes_says_all(workdir) -> None:
+    """A round of reads only: the figures are over all functions, and the mode line says so
+    (it said 'writes' over figures for all functions, and w changed nothing visible)."""
+    from careful_engine.annotation.signals import load_inputs
+
+    with Store(workdir / "careful.db") as store:
+        store.new_round("reads", load_inputs().select(["cat", "ls", "pwd"]), ["A1", "A2"],
+                        created_by="lead")
+        for who in ("A1", "A2"):
+            session = store.annotator_session("reads", who)
+            for f in session.functions():
+                session.label(f.name, False, "")
+            session.submit()
+
+    async def go():
+        app = WorkbenchApp(settings(workdir))
+        shown: list[str] = []
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await open_agreement(pilot, "reads")
+            mode = str(screen.query_one("#agree-mode").render())
+            assert mode.startswith("all · all annotators"), mode
+            app.notify = lambda message, **kw: shown.append(str(message))  # type: ignore
+            await settle(pilot, "w")
+            assert str(screen.query_one("#agree-mode").render()).startswith("all · ")
+            assert any("declare no writes" in m for m in shown), shown
+    asyncio.run(go())

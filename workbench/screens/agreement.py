@@ -156,10 +156,17 @@ class AgreementScreen(WorkbenchScreen):
         self.query_one("#adjudication", Static).update("")
         self._mode()
 
+    def _no_writes(self) -> bool:
+        """Whether the open round's inputs declare no write (agreement on all functions only,
+        as careful agree says)."""
+        return self.session is not None and not any(
+            f.kind == "write" for f in self.session.functions())
+
     def _mode(self) -> None:
         who = "all annotators" if self.chosen is None else f"only {', '.join(self.chosen)}"
+        subset = "all" if self._no_writes() else self.subset  # what the figures are over
         self.query_one("#agree-mode", Static).update(plain(
-            f"{self.subset} · {who} · policy {self.policy}"
+            f"{subset} · {who} · policy {self.policy}"
             + (f" · ties {self.tie}" if self.policy == "majority" else "")))
 
     # ---------------------------------------------------------------- display
@@ -169,9 +176,7 @@ class AgreementScreen(WorkbenchScreen):
         s = self.session
         self._mode()
         self.query_one("#agree-tables").display = True
-        subset = self.subset
-        if subset == "writes" and not any(f.kind == "write" for f in s.functions()):
-            subset = "all"
+        subset = "all" if self._no_writes() else self.subset
         try:
             report = s.agreement(subset, self.chosen)
         except AnnotationError as e:  # a chosen annotator left the roster
@@ -272,6 +277,9 @@ class AgreementScreen(WorkbenchScreen):
         return True
 
     def action_toggle_subset(self) -> None:
+        if self._no_writes():
+            self.notify("the round's inputs declare no writes: agreement on all functions only")
+            return
         self.subset = "all" if self.subset == "writes" else "writes"
         self.show()
 
