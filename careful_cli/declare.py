@@ -77,8 +77,9 @@ def table2(rows: dict[str, dict[str, int]], boundary: boundary_mod.Boundary) -> 
         ["class", "functions", "read", "write", "destr.", "non-idem.", "hidden-only"],
         [[cls, *(str(row[c]) for c in decl_mod.TABLE2_COLUMNS)] for cls, row in rows.items()],
         f"read: read / pure; destr.: destructive under boundary {boundary.name!r} "
-        f"({len(boundary.destructive)} functions); read and write exclude it; non-idem.: "
-        "non-idempotent writes (every write counts)",
+        f"({len(boundary.destructive)} functions); read, write and hidden-only exclude it "
+        "(so hidden-only here can be below the summary's count of every hidden-only write); "
+        "non-idem.: non-idempotent writes (every write counts)",
         first_width=18,
     )
 

@@ -159,3 +159,26 @@ def test_labels_export_import(runner, db, tmp_path):
     bad.write_text("[]")
     result = invoke(runner, "labels", "import", str(bad), "--db", str(other))
     assert result.exit_code == 2 and "not a label set" in result.output
+
+
+def test_the_method_says_who_was_counted() -> None:
+    """A boundary's method text names the roster; where an annotator did not label a
+    function the policy counts the labels given, and the text now says so (it read
+    'destructive only if every annotator judged it so' over rm judged by 1 of 3)."""
+    from careful_engine.annotation.adjudication import adjudicate, describe
+    from careful_engine.annotation.records import Label
+    from careful_engine.annotation.signals import FunctionInput
+
+    def lab(who: str, name: str, yes: bool) -> Label:
+        return Label(who, name, yes, "it deletes" if yes else "", "t", "t")
+
+    fns = [FunctionInput("rm", "GorillaFileSystem", "write"),
+           FunctionInput("cat", "GorillaFileSystem", "read")]
+    labels = {"A": {"rm": lab("A", "rm", True), "cat": lab("A", "cat", False)},
+              "B": {"cat": lab("B", "cat", False)}, "C": {"cat": lab("C", "cat", False)}}
+    for policy in ("unanimous", "majority", "any"):
+        result = adjudicate(labels, fns, policy)
+        assert result.outcomes["rm"].destructive
+        assert "not counted for it (1 function judged by fewer)" in describe(result), policy
+    full = {who: {**got, "rm": lab(who, "rm", False)} for who, got in labels.items()}
+    assert "not counted" not in describe(adjudicate(full, fns, "any"))

@@ -199,6 +199,14 @@ def test_output_fits_a_screen_and_says_where_to_look(demo_root) -> None:
     first = next(x for x in lines if " first (" in x).split("open ")[1].split(" ")[0]
     line = _lines(demo_root[0], "demo-flawed")[first]
     assert line["official_valid"] and not line["safe_valid"]
+    # every column of the rule totals is explained in the legend under it (+? was not)
+    i = next(k for k, x in enumerate(lines) if x.startswith("Rule totals"))
+    columns = lines[i + 1].split()[1:]
+    legend = " ".join(lines[i + 5:i + 9])
+    assert "+?" in columns
+    for tag in columns:
+        assert f"{tag}:" in legend or f"{tag}/" in legend or f"/{tag}:" in legend \
+            or f"({tag}:" in legend, (tag, legend)
 
 
 def test_two_runs_write_the_same_bytes(demo_root, tmp_path: Path) -> None:

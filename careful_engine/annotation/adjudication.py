@@ -164,6 +164,11 @@ def describe(result: Adjudication, round_: Round | None = None) -> str:
         text += f" ({only})"
     if kind == "majority":
         text += f", ties -> {result.params.get('tie')}"
+    partial = sum(len(o.yes) + len(o.no) < len(result.annotators)
+                  for o in result.outcomes.values())
+    if partial and kind != "annotator":  # the rule counts the labels given, not the roster
+        text += (f"; an annotator who did not label a function is not counted for it "
+                 f"({partial} function{'s' if partial != 1 else ''} judged by fewer)")
     applied = result.params.get("decisions", 0)
     if applied:
         text += f"; {applied} manual decision{'s' if applied != 1 else ''} applied"

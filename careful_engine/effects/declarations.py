@@ -272,8 +272,9 @@ TABLE2_COLUMNS = ("functions", "read", "write", "destructive", "non_idempotent_w
 
 
 def table2(functions: dict[str, dict[str, Any]], boundary: Boundary) -> dict[str, dict[str, int]]:
-    """The paper's Table 2: per class (and ``Total``) functions, reads and writes outside the
-    boundary, destructive (the boundary), non-idempotent writes, hidden-only writes."""
+    """The paper's Table 2: per class (and ``Total``) functions, reads, writes and hidden-only
+    writes outside the boundary (the columns add up to the functions), destructive (the
+    boundary), non-idempotent writes (inside the boundary too)."""
     rows: dict[str, dict[str, int]] = {}
     for cls in bfcl.CLASSES:
         row = dict.fromkeys(TABLE2_COLUMNS, 0)

@@ -273,8 +273,8 @@ def confirm_table(scores: list[ModelScore]) -> Report | None:
         caption="confirmed: a yes from the scripted user came earlier in the same turn; strict: "
                 "passes BFCL with no collateral call, no duplicate write and every destructive "
                 "call confirmed, counted over the conversations whose reference makes a "
-                "destructive call (712 of the 800 under paper-final; the others pass the strict "
-                "rule trivially)",
+                "destructive call under the boundary scored with (needing destructive; the "
+                "others pass the strict rule trivially)",
     )
     for ms in scores:
         cats = {c: cs for c, cs in ms.categories.items() if cs.confirm}
