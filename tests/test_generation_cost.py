@@ -253,9 +253,10 @@ def test_cost_reports_what_it_leaves_out(tmp_path):
 
 
 def test_a_hostile_folder_does_not_stop_the_others(tmp_path):
-    """One model folder's manifest naming no model (a list), or a ledger or manifest that is a
-    link or a FIFO: that folder is priced by its name, its spend left out with one line, and
-    every other folder is priced (an AttributeError, or exit 2 for the whole command)."""
+    """One model folder's manifest naming no model (a list) or not JSON, or a ledger or
+    manifest that is a link or a FIFO: that folder is priced by its name, its spend left
+    out with one line, and every other folder is priced (an AttributeError, a silent skip,
+    or exit 2 for the whole command)."""
     import os
 
     run = tmp_path / "run"
@@ -264,6 +265,8 @@ def test_a_hostile_folder_does_not_stop_the_others(tmp_path):
     _write_run(run, "linked", entry)
     _write_run(run, "fifo", entry)
     _write_run(run, "plain", entry)
+    _write_run(run, "badjson", entry)
+    (run / "badjson" / "careful_run.json").write_text('{"api_model": "claude-haiku-4-5", oops')
     secret = tmp_path / "secret.jsonl"
     secret.write_text('{"status": "ok", "conservative_usd": 99}\n')
     os.symlink(secret, run / "linked" / "careful_spend.jsonl")
@@ -271,7 +274,9 @@ def test_a_hostile_folder_does_not_stop_the_others(tmp_path):
     os.mkfifo(run / "fifo" / "careful_spend.jsonl")
     problems: list = []
     folders = {fv.model: fv for fv in folder_volumes(run, problems)}
-    assert set(folders) == {"claude-haiku-4-5-20251001-FC", "linked", "fifo", "plain"}
+    assert set(folders) == {"claude-haiku-4-5-20251001-FC", "linked", "fifo", "plain",
+                            "badjson"}
+    assert folders["badjson"].priced_as() == "badjson"
     assert folders["claude-haiku-4-5-20251001-FC"].priced_as() == \
         "claude-haiku-4-5-20251001-FC"
     assert folders["linked"].ledger_usd is None and folders["fifo"].ledger_usd is None
@@ -279,6 +284,9 @@ def test_a_hostile_folder_does_not_stop_the_others(tmp_path):
     assert "linked/careful_spend.jsonl is a symbolic link; refusing to read it" in text
     assert "linked/careful_run.json is a symbolic link; refusing to read it" in text
     assert "fifo/careful_spend.jsonl is not a regular file; its spend is not counted" in text
+    # a manifest that is not JSON was skipped without a word (the lenient twin reader)
+    assert "badjson/careful_run.json:1: not JSON (Expecting property name enclosed in " \
+        "double quotes); priced by the folder's name" in text
     res = cli.invoke(app, ["cost", str(run)])
     assert res.exit_code == 1 and "Traceback" not in res.output, res.output
-    assert "3 input problem(s)" in res.output and res.output.count("(1 conversations)") == 4
+    assert "4 input problem(s)" in res.output and res.output.count("(1 conversations)") == 5

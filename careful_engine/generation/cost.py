@@ -21,6 +21,7 @@ from careful_engine.core.decode import token_count
 from careful_engine.core.runs import Problem, find_result_files, load_result_file
 from careful_engine.generation import results
 from careful_engine.generation.errors import GenerationError
+from careful_engine.generation.files import UnsafePath
 from careful_engine.generation.spend import (
     ModelPrice,
     PriceTable,
@@ -89,13 +90,14 @@ def folder_volumes(run_dir: Path, problems: list[Problem] | None = None) -> list
         folder = rf.path.parent.parent if rf.path.parent.name == "multi_turn" else rf.path.parent
         fv = by_folder.get(folder)
         if fv is None:
-            try:
-                manifest = results.read_manifest(folder)
-            except GenerationError as e:  # a link or a FIFO planted as the manifest
+            try:  # the reader resume uses: a manifest it cannot trust is said, not skipped
+                manifest = results.load_manifest(folder, "priced by the folder's name")
+            except GenerationError as e:  # (a link or a FIFO there too)
                 manifest = None
                 if problems is not None:
-                    problems.append(Problem(str(folder / results.MANIFEST),
-                                            f"{e}; priced by the folder's name"))
+                    if isinstance(e, UnsafePath):
+                        e = GenerationError(f"{e}; priced by the folder's name")
+                    problems.append(Problem(str(folder / results.MANIFEST), str(e)))
             fv = by_folder[folder] = FolderVolume(folder, rf.model, manifest=manifest)
         loaded = load_result_file(rf)  # bounded, line by line, as the scorer reads it
         if problems is not None:

@@ -185,22 +185,11 @@ def totals(run_dir: Path, registry_key: str, categories: list[str]) -> dict[str,
     }
 
 
-def read_manifest(folder: Path) -> dict[str, Any] | None:
-    """The manifest, or None if missing or unreadable (a planted link is refused)."""
-    raw = files.read_bytes(folder / MANIFEST)
-    if raw is None:
-        return None
-    try:
-        data = json.loads(raw.decode("utf-8", errors="replace"))
-    except (json.JSONDecodeError, RecursionError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def load_manifest(folder: Path) -> dict[str, Any] | None:
-    """The manifest of a run being resumed: None if there is none; :class:`GenerationError`
-    (``file: reason``) if one is there but cannot be trusted to say how the run was made
-    (resuming then could mix settings in one run)."""
+def load_manifest(folder: Path, untrusted: str | None = None) -> dict[str, Any] | None:
+    """The manifest of a run: None if there is none; :class:`GenerationError` (``file:
+    reason; ``, then ``untrusted``: what is done instead) if one is there but cannot be
+    trusted to say how the run was made (resuming then could mix settings in one run)."""
+    untrusted = untrusted or _UNTRUSTED
     path = folder / MANIFEST
     raw = files.read_bytes(path)
     if raw is None:
@@ -209,22 +198,22 @@ def load_manifest(folder: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
     except UnicodeDecodeError as e:
-        raise GenerationError(f"{where}: not UTF-8 (at byte {e.start}); {_UNTRUSTED}") from None
+        raise GenerationError(f"{where}: not UTF-8 (at byte {e.start}); {untrusted}") from None
     except json.JSONDecodeError as e:
-        raise GenerationError(f"{where}:{e.lineno}: not JSON ({e.msg}); {_UNTRUSTED}") from None
+        raise GenerationError(f"{where}:{e.lineno}: not JSON ({e.msg}); {untrusted}") from None
     except (RecursionError, ValueError) as e:
         reason = str(e)[:80] if isinstance(e, ValueError) else "nested too deeply"
-        raise GenerationError(f"{where}: not usable JSON ({reason}); {_UNTRUSTED}") from None
+        raise GenerationError(f"{where}: not usable JSON ({reason}); {untrusted}") from None
     if not isinstance(data, dict):
         raise GenerationError(f"{where}: a JSON {type(data).__name__}, not a manifest; "
-                              f"{_UNTRUSTED}")
+                              f"{untrusted}")
     for key, kind in (("sessions", list), ("categories", list), ("started", str)):
         if data.get(key) is not None and not isinstance(data[key], kind):
             raise GenerationError(f"{where}: {key!r} is a {type(data[key]).__name__}, not a "
-                                  f"{kind.__name__}; {_UNTRUSTED}")
+                                  f"{kind.__name__}; {untrusted}")
     if any(c not in bfcl.CATEGORIES for c in data.get("categories") or []):
         raise GenerationError(f"{where}: 'categories' holds something other than the four "
-                              f"multi-turn categories; {_UNTRUSTED}")
+                              f"multi-turn categories; {untrusted}")
     return data
 
 
