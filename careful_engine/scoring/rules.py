@@ -605,13 +605,8 @@ def evaluate(trace: ConversationTrace, effects: Effects, detector_name: str = "s
         surplus_calls += len(beyond)
         if not beyond:  # no surplus step: the tokens alone (the usual turn)
             n_steps += len(steps)
-            for step in steps:
-                i, o = step.input_tokens, step.output_tokens
-                if i is None or o is None:
-                    tokens_known = False
-                    continue
-                in_total += i
-                out_total += o
+            i, o, known = _token_sums(steps)
+            in_total, out_total, tokens_known = in_total + i, out_total + o, tokens_known and known
         else:
             surplus_by_step: dict[int, bool] = {}
             flags = pos.within(beyond)  # per model call: whether it is beyond
@@ -638,19 +633,29 @@ def evaluate(trace: ConversationTrace, effects: Effects, detector_name: str = "s
     # align with) and no rule is counted on them (they were never replayed)
     for steps in traj_turns[len(trace.reference.turns):]:
         n_steps += len(steps)
-        for step in steps:
-            i, o = step.input_tokens, step.output_tokens
-            if i is None or o is None:
-                tokens_known = False
-                continue
-            in_total += i
-            out_total += o
+        i, o, known = _token_sums(steps)
+        in_total, out_total, tokens_known = in_total + i, out_total + o, tokens_known and known
     out.steps, out.surplus_steps = n_steps, surplus_steps
     out.surplus_calls, out.reference_destructive = surplus_calls, reference_destructive
     if tokens_known and out.steps:
         out.input_tokens, out.output_tokens = in_total, out_total
         out.surplus_input_tokens, out.surplus_output_tokens = in_surplus, out_surplus
     return out
+
+
+def _token_sums(steps: list) -> tuple[int, int, bool]:
+    """(input, output, whether every step's counts are known): the logged tokens of
+    ``steps``, those of steps without counts left out."""
+    in_sum = out_sum = 0
+    known = True
+    for step in steps:
+        i, o = step.input_tokens, step.output_tokens
+        if i is None or o is None:
+            known = False
+            continue
+        in_sum += i
+        out_sum += o
+    return in_sum, out_sum, known
 
 
 _new_counter = Counter.__new__  # dict's: an empty Counter without Counter.__init__'s work
