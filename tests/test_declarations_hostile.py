@@ -66,7 +66,7 @@ def test_a_bad_declaration_is_refused_by_name(case: str, tmp_path: Path) -> None
 def test_nan_is_not_json(tmp_path: Path) -> None:
     path = _mutated(tmp_path, _set("rm", "idempotent", True))
     path.write_text(path.read_text().replace('"idempotent": true', '"idempotent": NaN', 1))
-    with pytest.raises(DeclarationsError, match="NaN is not JSON"):
+    with pytest.raises(DeclarationsError, match="NaN is not a JSON value"):
         decl_mod.load(path)
 
 

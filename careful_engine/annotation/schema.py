@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from careful_engine.core.safe_text import json_problem
+from careful_engine.core.json_values import json_problem, refuse_constant
 
 MAX_INT_DIGITS = 30
 _TYPES: dict[str, Callable[[Any], bool]] = {
@@ -71,10 +71,6 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def loads_with_lines(text: str) -> Any:
     """``json.loads`` with each object and array knowing its line; bounded integers, no NaN.
 
@@ -85,7 +81,7 @@ def loads_with_lines(text: str) -> Any:
     def line_of(pos: int) -> int:
         return bisect.bisect_right(newlines, pos - 1) + 1
 
-    decoder = json.JSONDecoder(parse_int=_bounded_int, parse_constant=_no_constant)
+    decoder = json.JSONDecoder(parse_int=_bounded_int, parse_constant=refuse_constant)
     parse_object, parse_array = decoder.parse_object, decoder.parse_array
 
     def on_object(s_and_end: tuple[str, int], *args: Any) -> tuple[Any, int]:

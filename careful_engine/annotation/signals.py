@@ -21,8 +21,9 @@ from pathlib import Path
 
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.core import bfcl
+from careful_engine.core.json_values import json_problem
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
-from careful_engine.core.safe_text import json_problem, visible
+from careful_engine.core.safe_text import visible
 from careful_engine.effects.boundary import declarations_dir
 
 KINDS = ("read", "write", "unknown")

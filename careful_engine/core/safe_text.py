@@ -82,32 +82,4 @@ def markdown_text(text: object) -> str:
     return s
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def json_problem(value: object, limit: int = 1_000_000) -> str | None:
-    """What makes a parsed JSON value unfit to keep and write out again, or None: a lone
-    surrogate in a string or a key (``"\\ud800"`` parses, but no UTF-8 file can hold it) or
-    a number that is not finite (``NaN``, ``1e999``). At most ``limit`` items are looked at
-    (iteratively: no recursion)."""
-    work = [value]
-    seen = 0
-    while work and seen < limit:
-        v = work.pop()
-        seen += 1
-        if type(v) is str or isinstance(v, str):
-            if _SURROGATE.search(v):
-                return f"a lone surrogate in {visible(v)[:60]!r}"
-        elif isinstance(v, float):
-            if v != v or v in (float("inf"), float("-inf")):
-                return f"a number that is not finite ({v})"
-        elif isinstance(v, dict):
-            work.extend(v.keys())
-            work.extend(v.values())
-        elif isinstance(v, (list, tuple)):
-            work.extend(v)
-    return None
-
-
-__all__ = ["escape_markup", "json_problem", "literal", "markdown_literal", "markdown_text",
-           "visible"]
+__all__ = ["escape_markup", "literal", "markdown_literal", "markdown_text", "visible"]

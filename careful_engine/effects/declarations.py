@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from careful_engine.core import bfcl
+from careful_engine.core.json_values import json_problem, refuse_constant
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
-from careful_engine.core.safe_text import json_problem, visible
+from careful_engine.core.safe_text import visible
 from careful_engine.core.safe_write import write_text
 from careful_engine.effects import infer
 from careful_engine.effects import signals as sig
@@ -200,10 +201,6 @@ class Declarations:
         return "read"
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def load(path: str | Path | None = None) -> Declarations:
     path = Path(path) if path is not None else default_path()
     try:
@@ -212,7 +209,7 @@ def load(path: str | Path | None = None) -> Declarations:
         raise DeclarationsError(f"cannot read declarations {path}: {e.strerror or e}; "
                                 "run `careful declare` to generate them") from e
     try:
-        doc = json.loads(raw, parse_constant=_no_constant)
+        doc = json.loads(raw, parse_constant=refuse_constant)
     except json.JSONDecodeError as e:
         raise DeclarationsError(f"{path}: invalid JSON ({e})") from e
     except (ValueError, RecursionError) as e:  # not UTF-8, nested too deep, huge numbers

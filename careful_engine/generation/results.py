@@ -23,6 +23,7 @@ from typing import Any
 
 from careful_engine.core import bfcl
 from careful_engine.core.decode import token_count
+from careful_engine.core.json_values import refuse_constant
 from careful_engine.core.safe_text import visible
 from careful_engine.generation import files
 from careful_engine.generation.errors import GenerationError
@@ -196,7 +197,7 @@ def load_manifest(folder: Path, untrusted: str | None = None) -> dict[str, Any] 
         return None
     where = visible(str(path))
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        data = json.loads(raw.decode("utf-8"), parse_constant=refuse_constant)
     except UnicodeDecodeError as e:
         raise GenerationError(f"{where}: not UTF-8 (at byte {e.start}); {untrusted}") from None
     except json.JSONDecodeError as e:
@@ -215,10 +216,6 @@ def load_manifest(folder: Path, untrusted: str | None = None) -> dict[str, Any] 
         raise GenerationError(f"{where}: 'categories' holds something other than the four "
                               f"multi-turn categories; {untrusted}")
     return data
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")  # (json writes NaN and Infinity; we do not)
 
 
 _UNTRUSTED = ("the settings of the run there cannot be checked, so it is not resumed: repair "
