@@ -24,7 +24,7 @@ from careful_cli.common import (
     progress_bar,
 )
 from careful_engine.core import bfcl
-from careful_engine.generation.spend import OUTCOMES
+from careful_engine.generation.spend import OUTCOMES, requests_sent
 
 EXIT_STOPPED = EXIT_PROBLEMS  # stopped early, resumable
 
@@ -338,7 +338,7 @@ def requests_text(requests: dict[str, int] | None) -> str:
     """`` over N requests sent (a answered, ...)`` from a ledger's requests by outcome."""
     if not requests:
         return ""
-    sent = sum(n for k, n in requests.items() if k != "refused")
+    sent = requests_sent(requests)
     parts = [f"{requests.get(k, 0):,} {k}" for k in OUTCOMES if requests.get(k)]
     return f" over {sent:,} requests sent" + (f" ({', '.join(parts)})" if parts else "")
 

@@ -282,7 +282,8 @@ def test_a_hostile_folder_does_not_stop_the_others(tmp_path):
     assert folders["linked"].ledger_usd is None and folders["fifo"].ledger_usd is None
     text = "\n".join(str(p) for p in problems)
     assert "linked/careful_spend.jsonl is a symbolic link; refusing to read it" in text
-    assert "linked/careful_run.json is a symbolic link; refusing to read it" in text
+    assert "linked/careful_run.json is a symbolic link; refusing to read it; priced by the " \
+        "folder's name" in text
     assert "fifo/careful_spend.jsonl is not a regular file; its spend is not counted" in text
     # a manifest that is not JSON was skipped without a word (the lenient twin reader)
     assert "badjson/careful_run.json:1: not JSON (Expecting property name enclosed in " \

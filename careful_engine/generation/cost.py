@@ -21,7 +21,6 @@ from careful_engine.core.decode import token_count
 from careful_engine.core.runs import Problem, find_result_files, load_result_file
 from careful_engine.generation import results
 from careful_engine.generation.errors import GenerationError
-from careful_engine.generation.files import UnsafePath
 from careful_engine.generation.spend import (
     ModelPrice,
     PriceTable,
@@ -95,8 +94,6 @@ def folder_volumes(run_dir: Path, problems: list[Problem] | None = None) -> list
             except GenerationError as e:  # (a link or a FIFO there too)
                 manifest = None
                 if problems is not None:
-                    if isinstance(e, UnsafePath):
-                        e = GenerationError(f"{e}; priced by the folder's name")
                     problems.append(Problem(str(folder / results.MANIFEST), str(e)))
             fv = by_folder[folder] = FolderVolume(folder, rf.model, manifest=manifest)
         loaded = load_result_file(rf)  # bounded, line by line, as the scorer reads it

@@ -192,7 +192,10 @@ def load_manifest(folder: Path, untrusted: str | None = None) -> dict[str, Any] 
     trusted to say how the run was made (resuming then could mix settings in one run)."""
     untrusted = untrusted or _UNTRUSTED
     path = folder / MANIFEST
-    raw = files.read_bytes(path)
+    try:
+        raw = files.read_bytes(path)
+    except files.UnsafePath as e:  # a link or a FIFO planted there: said, with what is done
+        raise files.UnsafePath(f"{e}; {untrusted}") from None
     if raw is None:
         return None
     where = visible(str(path))

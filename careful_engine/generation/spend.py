@@ -388,9 +388,10 @@ class LedgerSummary:
     listed: float = 0.0
     requests: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
 
-    @property
-    def sent(self) -> int:
-        return sum(n for k, n in self.requests.items() if k != "refused")
+
+def requests_sent(requests: dict[str, int]) -> int:
+    """How many of a ledger's requests by outcome were sent (all but the refused)."""
+    return sum(n for k, n in requests.items() if k != "refused")
 
 
 def ledger_summary(ledger: Path) -> LedgerSummary:
