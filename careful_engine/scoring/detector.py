@@ -206,12 +206,22 @@ def _strip_structured(text: str) -> str:
     return "".join(out) + text[pos:]
 
 
-def _closing(block: re.Pattern[str], name: str) -> re.Pattern[str]:
-    """What closes a ``block`` opened as ``name`` (its ``\\1``, case as the block reads it)."""
-    n = re.escape(name)
-    if block is _SPECIAL_BLOCK:
-        return re.compile(rf"<\|/{n}\|>|</\|{n}\|>")
-    return re.compile(rf"</{n}\s*>", re.I)
+def _names(alternation: str) -> list[str]:
+    """The words an alternation of names matches (``tool_calls?``: tool_call, tool_calls)."""
+    out = []
+    for word in alternation.split("|"):
+        out += [word[:-2], word[:-1]] if word.endswith("s?") else [word]
+    return out
+
+
+# what closes each block, by the name it was opened with (lower case where the block ignores
+# case), made here from the patterns' own words: no pattern is ever made from the text read
+_BLOCK_CLOSES: dict[re.Pattern[str], dict[str, re.Pattern[str]]] = {
+    _THINK_BLOCK: {n: re.compile(rf"</{n}\s*>", re.I) for n in _names(_THINK)},
+    _TOOL_BLOCK: {n: re.compile(rf"</{n}\s*>", re.I) for n in _names(_TOOLS)},
+    _SPECIAL_BLOCK: {n: re.compile(rf"<\|/{n}\|>|</\|{n}\|>")
+                     for n in _names("tool_calls?")},
+}
 
 
 def _sub_blocks(block: re.Pattern[str], text: str, repl: str) -> str:
@@ -219,18 +229,17 @@ def _sub_blocks(block: re.Pattern[str], text: str, repl: str) -> str:
     the regex tries every opening tag against the rest of the text (minutes for many opening
     tags without a close); here an opening tag is matched only where its close is still to
     come, and a name found unclosed once is never looked for again (nothing closes it later)."""
-    opening = _OPENING[block]
+    opening, closers = _OPENING[block], _BLOCK_CLOSES[block]
     out, pos, start = [], 0, 0
     unclosed: set[str] = set()
-    closers: dict[str, re.Pattern[str]] = {}
     while (m := opening.search(text, start)) is not None:
         name = m.group(1)
         key = name.lower() if block.flags & re.I else name
         start = m.start() + 1
         if key in unclosed:
             continue
-        closer = closers.get(key) or closers.setdefault(key, _closing(block, key))
-        if closer.search(text, m.end()) is None:
+        closer = closers.get(key)  # (None for a name only case folding matches: 'ſ' for s)
+        if closer is not None and closer.search(text, m.end()) is None:
             unclosed.add(key)
             continue
         whole = block.match(text, m.start())  # the regex's own match there (it ends at the
