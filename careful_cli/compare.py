@@ -136,6 +136,4 @@ def compare(
 
 def _strict_warning(entries: list[str]) -> None:
     if entries:
-        err.print(f"[yellow]warning:[/] strict success is not applicable to "
-                  f"{literal(', '.join(entries))} (no confirmation protocol, so no destructive "
-                  "call can be confirmed); not compared")
+        err.print(f"[yellow]warning:[/] {literal(cmp.strict_not_applicable(entries))}")

@@ -84,6 +84,13 @@ class Pairing:
         return [c.kind for c in self.comparisons]
 
 
+def strict_not_applicable(labels: list[str]) -> str:
+    """Why strict success of these entries (without the confirmation protocol) is not
+    compared: the words of careful compare and the workbench's Compare tab."""
+    return (f"strict success is not applicable to {', '.join(labels)} (no confirmation "
+            "protocol, so no destructive call can be confirmed); not compared")
+
+
 def pair(scored: Scored, kinds: list[str]) -> Pairing:
     """Pair the two entries of ``scored`` (A, B; see :func:`score_pair`) under each kind. Strict success is dropped (and the entries that lack the
     confirmation protocol named in ``not_strict``) when either entry has no protocol, since

@@ -195,6 +195,7 @@ class LeaderboardScreen(WorkbenchScreen):
     @on(Select.Changed, "#cmp-kind")
     def compare(self) -> None:
         """The paired comparison of runs A and B (Table 5's columns) and the changed ones."""
+        from careful_engine.analysis.compare import strict_not_applicable
         from careful_engine.analysis.leaderboard import compare, without_protocol
         from careful_engine.present.compare import compare_report, pairs_report
 
@@ -215,9 +216,7 @@ class LeaderboardScreen(WorkbenchScreen):
         if kind == "strict" and standard:  # as careful compare: not compared
             table.clear(columns=True)
             pairs.clear(columns=True)
-            note.update(plain(f"strict success is not applicable to {', '.join(standard)} (no "
-                              "confirmation protocol, so no destructive call can be "
-                              "confirmed); not compared: choose bfcl or safe"))
+            note.update(plain(f"{strict_not_applicable(standard)}: choose bfcl or safe"))
             return
         note.update(PAIRED_NOTE)
         cmp = compare(by_label[a].score, by_label[b].score, kind)
