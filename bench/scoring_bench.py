@@ -33,7 +33,7 @@ from pathlib import Path
 
 import shared_runs  # bench/shared_runs.py (a script's folder is on its path)
 
-from careful_engine.core import bfcl, calls, environment, process, refcache
+from careful_engine.core import bfcl, calls, decode, environment, process, refcache
 from careful_engine.core.decode import decode_entry
 from careful_engine.core.perf import collector_paused
 from careful_engine.core.process import BfclProcess
@@ -76,6 +76,7 @@ def main() -> None:
     def engine() -> None:
         environment.clear_caches()
         calls.clear_caches()
+        decode.clear_caches()  # (the decodes of repeated step texts, kept per handler)
         process = BfclProcess()
         for e in entries:
             conv = bfcl.conversation(e["id"])

@@ -31,19 +31,77 @@ def is_empty_execute_response(decoded: Any) -> bool:
 def decode_step(handler: Any, item: Any, input_tokens: int | None = None,
                 output_tokens: int | None = None) -> Step:
     """Decode one logged step (with its token counts, if known)."""
+    outcome, calls, error = _decode(handler, item)
+    return _step(item, outcome, calls, error, input_tokens, output_tokens)
+
+
+def _decode(handler: Any, item: Any) -> tuple[Outcome, list, str | None]:
+    """What ``handler`` decodes ``item`` to: (outcome, calls, error message)."""
     try:
         decoded = handler.decode_execute(item, has_tool_call_tag=False)
     except Refused as e:  # model text the safe evaluator would not compute: named as such
-        return _step(item, _ERROR, [], str(e), input_tokens, output_tokens)
+        return _ERROR, [], str(e)
     except Exception as e:  # bfcl drops these steps; the message is kept here
-        return _step(item, _ERROR, [], f"{type(e).__name__}: {e}", input_tokens, output_tokens)
+        return _ERROR, [], f"{type(e).__name__}: {e}"
     try:
         empty = is_empty_execute_response(decoded)
     except TypeError as e:
-        return _step(item, _ERROR, [], f"TypeError: {e}", input_tokens, output_tokens)
+        return _ERROR, [], f"TypeError: {e}"
     if empty:
-        return _step(item, Outcome.NO_CALL, [], None, input_tokens, output_tokens)
-    return _step(item, Outcome.CALLS, list(decoded), None, input_tokens, output_tokens)
+        return Outcome.NO_CALL, [], None
+    return Outcome.CALLS, list(decoded), None
+
+
+class _Memo:
+    """One handler's decodes of the step texts met so far (a run repeats many of its steps
+    word for word: a third of xlam-2-8b-fc-r's base steps, more for other models).
+
+    bfcl's decoders are functions of the step text alone (none of the 34 ``decode_execute``
+    of bfcl-eval 2026.3.23 changes its handler), so an identical text decodes identically.
+    Kept only for text steps whose calls are text (what the replay parses); errors from
+    exhausted recursion or memory are not kept. Bounded by the step text it holds (the calls
+    are made of that text)."""
+
+    MAX_CHARS = 8_000_000
+
+    def __init__(self, handler: Any) -> None:
+        self.handler = handler  # (kept alive: the memo is found by the handler's id)
+        self.known: dict[str, tuple[Outcome, Any, str | None]] = {}
+        self.chars = 0
+
+    def miss(self, item: str) -> tuple[Outcome, Any, str | None]:
+        """Decode a text not held yet, and keep it where it may be; the calls of what is
+        returned are copied by the caller (a step owns its list)."""
+        got = _decode(self.handler, item)
+        for c in got[1]:
+            if type(c) is not str:
+                return got
+        error = got[2]
+        if error is not None and error.startswith(("RecursionError", "MemoryError")):
+            return got
+        self.chars += len(item)
+        if self.chars > self.MAX_CHARS:
+            self.known.clear()
+            self.chars = len(item)
+        got = self.known[item] = (got[0], tuple(got[1]), error)
+        return got
+
+
+_MEMOS: dict[int, _Memo] = {}
+
+
+def _memo(handler: Any) -> _Memo:
+    got = _MEMOS.get(id(handler))
+    if got is None or got.handler is not handler:
+        if len(_MEMOS) >= 64:
+            _MEMOS.clear()
+        got = _MEMOS[id(handler)] = _Memo(handler)
+    return got
+
+
+def clear_caches() -> None:
+    """Forget the decodes kept for this process (a benchmark's cold start)."""
+    _MEMOS.clear()
 
 
 _ERROR = Outcome.DECODE_ERROR
@@ -164,6 +222,8 @@ def decode_entry(entry: dict, handler: Any | None) -> Trajectory:
     in_counts = entry.get("input_token_count")
     out_counts = entry.get("output_token_count")
     decoded = 0  # characters of step text decoded so far
+    memo = _memo(handler) if handler is not None else None
+    known = memo.known if memo is not None else {}
     over: tuple[int, int, str] | None = None
     for t, turn in enumerate(result):
         steps: list[Step] = []
@@ -185,6 +245,9 @@ def decode_entry(entry: dict, handler: Any | None) -> Trajectory:
             if over is not None and (t, s) >= over[:2]:
                 steps.append(_step(item, _ERROR, [], f"not decoded: {over[2]}", ins[s],
                                    outs[s]))
+            elif type(item) is str:  # (a handler is at hand: see above)
+                got = known.get(item) or memo.miss(item)  # type: ignore[union-attr]
+                steps.append(_step(item, got[0], list(got[1]), got[2], ins[s], outs[s]))
             else:
                 steps.append(decode_step(handler, item, ins[s], outs[s]))
         shape = odd_shape(turn, steps)
