@@ -429,7 +429,7 @@ def test_audit_scores_reports_bad_score_files(tmp_path) -> None:
                      timeout=120)
     assert res.returncode == EXIT_PROBLEMS, res.stderr
     assert_no_traceback(res.stderr + res.stdout)
-    assert "not usable JSON" in res.stderr and "a FIFO" in res.stderr
+    assert "score line is not JSON" in res.stderr and "a FIFO" in res.stderr
     for name in ("multiple", "simple_java", "irrelevance"):
         assert f"BFCL_v4_{name}_score.json:1: first line is not a score header" in res.stderr
     for written in (tmp_path / "o").rglob("*.json"):  # no NaN or Infinity written

@@ -280,3 +280,51 @@ def test_python_call_marker_is_the_regex_in_linear_time() -> None:
     assert sa.attempted_call("a." * 400_000) is None
     assert sa.attempted_call("a." * 400_000 + "f(x=1)") == "python call"
     assert time.process_time() - start < 10
+
+
+def test_audit_and_provenance_read_a_score_file_alike(tmp_path: Path) -> None:
+    """One reader (analysis.bfcl_scores) for both: the same failures, error types and problem
+    lines from the same file, whatever its lines hold."""
+    from careful_engine.analysis.provenance.official import read_official
+
+    lines = [
+        '{"accuracy": 0.25, "correct_count": 1, "total_count": 4}',
+        json.dumps({"id": "multi_turn_base_1", "error": {"error_type": "multi_turn:x",
+                                                         "error_message": "m1"}}),
+        json.dumps({"id": "multi_turn_base_2", "error_type": "top:level", "error": ["m2"]}),
+        '{"id": "multi_turn_base_3", "error": {"error_type": NaN}}',
+        "[1, 2]",
+        '{"valid": false}',
+        "not json",
+    ]
+    path = tmp_path / "BFCL_v4_multi_turn_base_score.json"
+    path.write_text("\n".join(lines) + "\n")
+    audit, audit_problems = sa.read_score_file(path, "m")
+    official = read_official(path, "multi_turn_base")
+    assert audit is not None and (audit.accuracy, audit.correct, audit.total) == (0.25, 1, 4)
+    assert (official.accuracy, official.correct, official.total) == (0.25, 1, 4)
+    assert official.failed == {"multi_turn_base_1": "multi_turn:x",
+                               "multi_turn_base_2": "top:level", "multi_turn_base_3": None}
+    assert {i: f["error_type"] for i, f in audit.failed.items()} == {
+        "multi_turn_base_1": "multi_turn:x", "multi_turn_base_2": "top:level",
+        "multi_turn_base_3": ""}
+    assert audit.failed["multi_turn_base_2"]["error"] == "m2"
+    shown = [str(p).split(path.name, 1)[1] for p in audit_problems]
+    assert shown == [str(p).split(path.name, 1)[1] for p in official.problems]
+    assert shown == [":4 [multi_turn_base_3]: error_type is not text; the failure is kept "
+                     "without it", ":5: score line is not an object", ":6: score line has no id",
+                     ":7: score line is not JSON (Expecting value: line 1 column 1 (char 0))"]
+
+
+@pytest.mark.parametrize("header", ['{"accuracy": 0.5, "total_count": "4"}',
+                                    '{"accuracy": 0.5, "total_count": -4}',
+                                    '{"accuracy": true, "total_count": 4}',
+                                    '{"total_count": 4}'])
+def test_a_header_without_a_share_and_a_count_skips_the_file(tmp_path: Path, header: str) -> None:
+    path = tmp_path / "BFCL_v4_multi_turn_base_score.json"
+    path.write_text(header + "\n")
+    audit, problems = sa.read_score_file(path, "m")
+    assert audit is None
+    assert [str(p).split(path.name, 1)[1] for p in problems] == [
+        ":1: first line is not a score header with an accuracy from 0 to 1 and a total_count; "
+        "file skipped"]

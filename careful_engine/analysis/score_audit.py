@@ -25,11 +25,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from careful_engine.analysis.bfcl_scores import read_score_lines
 from careful_engine.core import bfcl
 from careful_engine.core.runs import Problem, depth_over, search_files
 from careful_engine.core.safe_read import read_regular
@@ -98,60 +99,22 @@ def _model_of(path: Path) -> str:
     return folder.name or "?"
 
 
-def _first_error(entry: dict) -> str:
-    err = entry.get("error")
-    if isinstance(err, dict):
-        err = err.get("error_message")
-    if isinstance(err, list):
-        err = err[0] if err else ""
-    return str(err or "")[:200]
-
-
-def _count(value: Any) -> int | None:
-    """``correct_count`` as an int, or None when it is missing or not a whole number."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def read_score_file(path: Path, model: str) -> tuple[ScoreFile | None, list[Problem]]:
-    """Parse a score file: line 1 the header, every later line one failed entry."""
+    """Parse a score file (:func:`~careful_engine.analysis.bfcl_scores.read_score_lines`):
+    line 1 the header, every later line one failed entry; None without a header."""
     m = SCORE_FILE.match(path.name)
     assert m, path
     version, category = int(m.group(1)), V3_ALIASES.get(m.group(2), m.group(2))
-    problems: list[Problem] = []
-    try:
-        lines = read_regular(path).decode("utf-8", errors="replace").splitlines()
-    except OSError as e:
-        return None, [Problem(str(path), f"cannot read ({e.strerror or e}); skipped")]
-    header: Any = None
-    if lines:
-        try:
-            header = json.loads(lines[0])
-        except (ValueError, RecursionError):
-            header = None
-    try:
-        out = ScoreFile(model, category, version, path, float(header["accuracy"]),
-                        _count(header.get("correct_count")), int(header["total_count"]))
-    except (TypeError, KeyError, ValueError, OverflowError, AttributeError):
-        out = None
-    if out is None or not 0 <= out.accuracy <= 1 or out.total < 0:  # (NaN fails too)
+    lines = read_score_lines(path)
+    if not lines.readable:
+        return None, [replace(p, message=f"{p.message}; skipped") for p in lines.problems]
+    if not lines.has_header:
         return None, [Problem(str(path), "first line is not a score header with an accuracy "
                               "from 0 to 1 and a total_count; file skipped", 1)]
-    for i, line in enumerate(lines[1:], start=2):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except (ValueError, RecursionError):
-            problems.append(Problem(str(path), "failed-entry line is not usable JSON; "
-                                    "skipped", i))
-            continue
-        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
-            error_type = entry.get("error_type")
-            if error_type is None and isinstance(entry.get("error"), dict):
-                error_type = entry["error"].get("error_type")
-            out.failed[entry["id"]] = {"error_type": str(error_type or ""),
-                                       "error": _first_error(entry)}
-    return out, problems
+    out = ScoreFile(model, category, version, path, lines.accuracy, lines.correct, lines.total,
+                    {i: {"error_type": f.error_type or "", "error": f.error}
+                     for i, f in lines.failed.items()})
+    return out, lines.problems
 
 
 def find_score_files(root: Path) -> tuple[dict[str, ModelScores], list[Problem]]:

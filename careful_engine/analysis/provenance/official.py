@@ -8,13 +8,12 @@ every later line is one failed entry with its error type. bfcl writes them besid
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from careful_engine.analysis.bfcl_scores import read_score_lines
 from careful_engine.core import bfcl
 from careful_engine.core.runs import Problem, ResultFile
-from careful_engine.core.safe_read import read_regular
 
 
 @dataclass
@@ -36,51 +35,11 @@ class OfficialScore:
 
 
 def read_official(path: Path, category: str) -> OfficialScore:
-    """Read a score file line by line; bad lines are problems, never fatal."""
-    out = OfficialScore(path, category)
-    try:
-        text = read_regular(path).decode("utf-8", errors="surrogateescape")  # not a FIFO
-    except OSError as e:
-        out.problems.append(Problem(str(path), "cannot read the official score file: "
-                                    f"{e.strerror or e}"))
-        return out
-    for i, line in enumerate(text.split("\n")):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except (ValueError, RecursionError) as e:  # (nested too deep to read: RecursionError)
-            reason = str(e)[:120] if isinstance(e, ValueError) else "nested too deeply"
-            out.problems.append(Problem(str(path), f"score line is not JSON ({reason})", i + 1))
-            continue
-        if not isinstance(obj, dict):
-            out.problems.append(Problem(str(path), "score line is not an object", i + 1))
-        elif i == 0 and "accuracy" in obj:
-            out.accuracy = _share(obj.get("accuracy"))
-            out.correct = _int(obj.get("correct_count"))
-            out.total = _int(obj.get("total_count"))
-        elif isinstance(obj.get("id"), str):
-            err = obj.get("error")
-            kind = err.get("error_type") if isinstance(err, dict) else None
-            if kind is not None and not isinstance(kind, str):  # (NaN reached the JSON out)
-                out.problems.append(Problem(str(path), "error_type is not text; the failure "
-                                            "is kept without it", i + 1, obj["id"]))
-                kind = None
-            out.failed[obj["id"]] = kind
-        else:
-            out.problems.append(Problem(str(path), "score line has no id", i + 1))
-    return out
-
-
-def _share(x: object) -> float | None:
-    """An accuracy: a number from 0 to 1 (NaN, -5 or 1e308 is not one: None)."""
-    if isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= 1:
-        return float(x)
-    return None
-
-
-def _int(x: object) -> int | None:
-    return x if isinstance(x, int) and not isinstance(x, bool) else None
+    """Read a score file line by line (:func:`~careful_engine.analysis.bfcl_scores.read_score_lines`);
+    bad lines are problems, never fatal."""
+    lines = read_score_lines(path)
+    return OfficialScore(path, category, lines.accuracy, lines.correct, lines.total,
+                         {i: f.error_type for i, f in lines.failed.items()}, lines.problems)
 
 
 def _model_dir(rf: ResultFile) -> Path:

@@ -1,0 +1,100 @@
+"""bfcl's score files (``BFCL_v*_<category>_score.json``, ``bfcl evaluate``'s output), read one
+way for every command that compares with them (``careful audit scores``, ``provenance``).
+
+Line 1 is the header (``accuracy``, ``correct_count``, ``total_count``); every later line is
+one failed entry: its id, its error type (in the ``error`` object for multi-turn entries, at
+the top for single-turn ones) and its error message. A line that cannot be read is one problem
+(``file:line [id]: reason``) and the rest of the file is read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from careful_engine.core.runs import Problem
+from careful_engine.core.safe_read import read_regular
+
+
+@dataclass(frozen=True)
+class FailedEntry:
+    error_type: str | None  # None where the line gives none, or gives one that is not text
+    error: str  # the first error message, at most 200 characters ("" where none)
+
+
+@dataclass
+class ScoreLines:
+    """What a score file says. ``readable`` is False where the file could not be read."""
+
+    path: Path
+    readable: bool = True
+    accuracy: float | None = None  # a number from 0 to 1, else None
+    correct: int | None = None
+    total: int | None = None  # a whole number from 0, else None
+    failed: dict[str, FailedEntry] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def has_header(self) -> bool:
+        """Whether line 1 gives an accuracy from 0 to 1 and a total count."""
+        return self.accuracy is not None and self.total is not None
+
+
+def _share(x: object) -> float | None:
+    """An accuracy: a number from 0 to 1 (NaN, -5 or 1e308 is not one: None)."""
+    if isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= 1:
+        return float(x)
+    return None
+
+
+def _count(x: object) -> int | None:
+    """A count: a whole number from 0 (not a bool, a float or text), else None."""
+    return x if isinstance(x, int) and not isinstance(x, bool) and x >= 0 else None
+
+
+def _first_error(entry: dict) -> str:
+    err = entry.get("error")
+    if isinstance(err, dict):
+        err = err.get("error_message")
+    if isinstance(err, list):
+        err = err[0] if err else ""
+    return str(err or "")[:200]
+
+
+def read_score_lines(path: Path) -> ScoreLines:
+    """Read a score file line by line; bad lines are problems, never fatal."""
+    out = ScoreLines(path)
+    try:  # a regular file only (a FIFO or a device is never opened to wait on)
+        text = read_regular(path).decode("utf-8", errors="replace")
+    except OSError as e:
+        out.readable = False
+        out.problems.append(Problem(str(path), f"cannot read the score file ({e.strerror or e})"))
+        return out
+    for i, line in enumerate(text.split("\n")):
+        if not line.strip():
+            continue
+        try:
+            obj: Any = json.loads(line)
+        except (ValueError, RecursionError) as e:  # (nested too deep to read: RecursionError)
+            reason = str(e)[:120] if isinstance(e, ValueError) else "nested too deeply"
+            out.problems.append(Problem(str(path), f"score line is not JSON ({reason})", i + 1))
+            continue
+        if not isinstance(obj, dict):
+            out.problems.append(Problem(str(path), "score line is not an object", i + 1))
+        elif i == 0 and "accuracy" in obj:
+            out.accuracy = _share(obj.get("accuracy"))
+            out.correct = _count(obj.get("correct_count"))
+            out.total = _count(obj.get("total_count"))
+        elif isinstance(obj.get("id"), str):
+            err = obj.get("error")
+            kind = err.get("error_type") if isinstance(err, dict) else obj.get("error_type")
+            if kind is not None and not isinstance(kind, str):  # (NaN, a list, a number)
+                out.problems.append(Problem(str(path), "error_type is not text; the failure "
+                                            "is kept without it", i + 1, obj["id"]))
+                kind = None
+            out.failed[obj["id"]] = FailedEntry(kind, _first_error(obj))
+        else:
+            out.problems.append(Problem(str(path), "score line has no id", i + 1))
+    return out
