@@ -198,9 +198,28 @@ def test_a_damaged_ledger_is_counted_on_the_safe_side(tmp_path):
          "list_usd": 0.05},
         {"status": "sent", "request": ["x"], "worst_usd": 1.0},
         {"status": "sent", "request": "c", "worst_usd": 0.125},  # never answered: worst case
+        {"status": "sent", "request": "d", "worst_usd": 2.0},
+        # an integer no float holds (math.isfinite raised OverflowError on it)
+        {"status": "ok", "request": "d", "worst_usd": 2.0, "conservative_usd": 10**400,
+         "list_usd": -(10**400)},
     ]
     ledger.write_text("\n".join(json.dumps(x) for x in lines) + "\n{cut")
-    assert ledger_totals(ledger) == (0.5 + 0.1 + 0.125, 0.5 + 0.05 + 0.125)
+    assert ledger_totals(ledger) == (0.5 + 0.1 + 0.125 + 2.0, 0.5 + 0.05 + 0.125 + 2.0)
+    folder = tmp_path / "run" / "m"
+    folder.mkdir(parents=True)
+    (folder / "careful_spend.jsonl").write_bytes(ledger.read_bytes())
+    res = cli.invoke(app, ["cost", str(tmp_path / "run")])
+    assert res.exit_code in (0, 2) and "Traceback" not in res.output, res.output
+
+
+def test_a_budget_no_float_holds_is_refused_in_words() -> None:
+    from careful_engine.core.budget import Budget
+    from careful_engine.generation.errors import GenerationError
+
+    with pytest.raises(ValueError, match="finite positive"):
+        Budget(seconds=10**400)
+    with pytest.raises(GenerationError, match="finite positive"):
+        SpendGuard(10**400, TABLE.get("claude-haiku-4-5"))
 
 
 @pytest.mark.parametrize("usage", [

@@ -36,6 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from careful_engine.core.json_values import finite_number
+
 BUDGET_EXCEEDED = "careful:budget_exceeded"
 
 
@@ -53,7 +55,7 @@ class Budget:
     def __post_init__(self) -> None:
         for name in ("seconds", "megabytes"):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            if not ((finite_number(value) or 0) > 0):
                 raise ValueError(f"budget {name} must be a finite positive number, not {value!r}")
 
 

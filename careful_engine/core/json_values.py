@@ -45,4 +45,17 @@ def json_problem(value: object, limit: int = 1_000_000) -> str | None:
     return None
 
 
-__all__ = ["json_problem", "refuse_constant"]
+def finite_number(value: object) -> float | None:
+    """``value`` as a finite float where it is a number (not a bool) a float can hold, else
+    None: NaN, the infinities and integers too large for a float (``math.isfinite`` raises
+    OverflowError on those: a 400-digit number in a file must not stop a command)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+__all__ = ["finite_number", "json_problem", "refuse_constant"]

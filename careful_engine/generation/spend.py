@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from careful_engine.core.decode import MAX_TOKEN_COUNT
+from careful_engine.core.json_values import finite_number
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
 from careful_engine.core.safe_text import visible
 from careful_engine.generation import files
@@ -263,8 +264,7 @@ class SpendGuard:
 
     def __init__(self, budget: float | None, price: ModelPrice, ledger: Path | None = None,
                  spent: float = 0.0, listed: float = 0.0) -> None:
-        if budget is not None and not (isinstance(budget, int | float)
-                                       and math.isfinite(budget) and budget > 0):
+        if budget is not None and not ((finite_number(budget) or 0) > 0):
             raise GenerationError(f"the budget must be a finite positive number of US "
                                   f"dollars, not {budget!r}")
         self.budget = budget
@@ -360,10 +360,8 @@ def _usd(value: Any, unreadable: float = 0.0) -> float:
     finite non-negative number as ``unreadable``."""
     if value is None:
         return 0.0
-    if isinstance(value, int | float) and not isinstance(value, bool) \
-            and math.isfinite(value) and value >= 0:
-        return float(value)
-    return unreadable
+    number = finite_number(value)  # (a 400-digit integer is no amount either)
+    return number if number is not None and number >= 0 else unreadable
 
 
 def ledger_totals(ledger: Path) -> tuple[float, float]:
