@@ -318,3 +318,29 @@ def test_workbench_tables_leave_emoji_codes_as_text(tmp_path, monkeypatch) -> No
     cells = asyncio.run(go())
     shown = [render(c) if not isinstance(c, str) else render(_markup_cell(c)) for c in cells]
     assert any(":warning:" in s for s in shown) and not any("⚠" in s for s in shown), shown
+
+
+def test_every_invisible_format_character_is_shown_as_an_escape() -> None:
+    """Unicode's format characters (Cf: bidi marks, zero-width spaces and joiners, invisible
+    operators, tag characters), line and paragraph separators: none reaches a terminal raw."""
+    import sys
+    import unicodedata
+
+    hidden = [chr(c) for c in range(sys.maxunicode + 1)
+              if unicodedata.category(chr(c)) in ("Cf", "Zl", "Zp")]
+    assert len(hidden) > 150
+    for keep in (False, True):
+        shown = visible("".join(hidden), keep_newlines=keep)
+        assert shown.isascii(), [c for c in shown if not c.isascii()][:5]
+    assert visible("\U000e0041") == "\\U000e0041"  # (five hex digits would read ambiguously)
+    assert visible("plain é 漢字 😀 \u00e9") == "plain é 漢字 😀 é"
+
+
+def test_a_model_folder_with_invisible_characters_is_shown_escaped(tmp_path) -> None:
+    name = "m\u061cx\u200by\u2060z"
+    run = tmp_path / "run"
+    hc.write_model(run, name, [json.dumps({"id": hc.ids()[0], "result": [[[{"pwd": "{}"}]]]})])
+    res = careful("score", run, "--out", tmp_path / "out")
+    assert res.exit_code in (0, 1), res.output
+    assert not any(c in res.output for c in "\u061c\u200b\u2060"), res.output
+    assert "\\u061c" in res.output.replace("\n", ""), res.output

@@ -1,6 +1,7 @@
 """Show text that came from a file, a model or a person literally: no markup, no control codes.
 
-``visible`` turns control characters (C0, C1, DEL, bidi overrides) into visible escapes;
+``visible`` turns control characters (C0, C1, DEL) and invisible format characters (bidi
+marks and overrides, zero-width characters, line separators) into visible escapes;
 ``literal`` also escapes Rich markup, for any string that goes through a Rich renderer.
 """
 
@@ -8,13 +9,16 @@ from __future__ import annotations
 
 import re
 
-_CONTROL = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
-    "|[\ud800-\udfff]"
-)
-_CONTROL_NL = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]|[\ud800-\udfff]"
-)
+# Unicode's format characters (category Cf: bidi marks and overrides, zero-width spaces and
+# joiners, invisible operators, the soft hyphen, tag characters...) and line and paragraph
+# separators (Zl, Zp), as of Unicode 14 (Python 3.11): invisible, or able to reorder or hide
+# what follows them on a terminal (tests/test_terminal_safety.py checks the list)
+_INVISIBLE = ("\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f"
+              "\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+              "\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
+              "\U000e0020-\U000e007f")
+_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_INVISIBLE}]|[\ud800-\udfff]")
+_CONTROL_NL = re.compile(f"[\x00-\x1f\x7f-\x9f{_INVISIBLE}]|[\ud800-\udfff]")
 # Rich's own markup pattern (rich.markup.escape), without importing Rich here.
 _MARKUP = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
 
@@ -22,7 +26,7 @@ _MARKUP = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
 def _escape_char(m: re.Match[str]) -> str:
     c = m.group(0)
     o = ord(c)
-    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"
 
 
 def visible(text: object, *, keep_newlines: bool = False) -> str:
