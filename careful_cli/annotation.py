@@ -12,8 +12,6 @@ import json
 import math
 import sqlite3
 import sys
-import tempfile
-import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,12 +23,12 @@ from rich.table import Table
 from typer.exceptions import TyperException
 
 from careful_cli.common import (
-    EXIT_INTERNAL,
     EXIT_PROBLEMS,
     EXIT_UNUSABLE,
     Annotators,
     console,
     err,
+    internal_error,
 )
 from careful_engine.annotation.adjudication import TIES, parse_policy
 from careful_engine.annotation.agreement import AgreementReport
@@ -100,12 +98,9 @@ def _guard() -> Iterator[None]:
 
 
 def _internal(e: BaseException) -> None:
-    with tempfile.NamedTemporaryFile("w", prefix="careful-annotation-", suffix=".log",
-                                     delete=False, encoding="utf-8") as log:
-        log.write("".join(traceback.format_exception(e)))
-    err.print(f"[red]internal error:[/] {literal(type(e).__name__)}: {literal(e)} "
-              f"(traceback in {literal(log.name)})")
-    raise typer.Exit(EXIT_INTERNAL) from None
+    """The main command's report of an unexpected error (the traceback in the user's cache
+    folder's logs/, as the README says), from inside the ``except`` that caught ``e``."""
+    raise typer.Exit(internal_error()) from None
 
 
 def _store(db: Path | None) -> Store:
@@ -177,7 +172,7 @@ def round_new(
     functions: str = typer.Option(
         "all", "--functions", "-f", help="'all', 'writes', or a comma-separated list."),
     annotator: list[str] = typer.Option(
-        None, "--annotator", "-a", help="A human annotator of the round (repeatable, or comma-separated). "
+        None, "--annotator", "-a", "--annotators", help="A human annotator of the round (repeatable, or comma-separated). "
         + NAME_HELP),
     llm: list[str] = typer.Option(
         None, "--llm", help="A language-model annotator as NAME=MODEL (repeatable)."),
@@ -226,7 +221,7 @@ def _new_round(store: Store, name: str, inputs, humans: list[str], models: dict[
 @round_app.command("add")
 def round_add(
     name: str = typer.Argument(..., help=ROUND_HELP),
-    annotator: list[str] = typer.Option(None, "--annotator", "-a", help="Human (repeatable, or comma-separated)."),
+    annotator: list[str] = typer.Option(None, "--annotator", "-a", "--annotators", help="Human (repeatable, or comma-separated)."),
     llm: list[str] = typer.Option(None, "--llm", help="NAME=MODEL (repeatable)."),
     db: Path = DB_OPTION,
 ) -> None:
@@ -249,7 +244,7 @@ def round_add(
 @round_app.command("remove")
 def round_remove(
     name: str = typer.Argument(..., help=ROUND_HELP),
-    annotator: list[str] = typer.Option(..., "--annotator", "-a", help="Whom (repeatable, or comma-separated)."),
+    annotator: list[str] = typer.Option(..., "--annotator", "-a", "--annotators", help="Whom (repeatable, or comma-separated)."),
     by: str = typer.Option(None, "--by", help="Who asks (the round's creator). Default: $USER."),
     db: Path = DB_OPTION,
 ) -> None:
@@ -582,7 +577,9 @@ def adjudicate(
         None, "--name", "-n", help="Boundary name. Default: <round>-<policy>."),
     out: Path = typer.Option(
         None, "--out", "-o", help="Boundary file. Default: declarations/boundary/<name>.json."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Show the result; write nothing."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Show the result (with the --decide decisions); write no "
+        "boundary and no decision (an --override is still recorded: labels were seen)."),
     force: bool = typer.Option(
         False, "--force", help="Replace an existing boundary file (its version is incremented)."),
     override: str = typer.Option(
@@ -608,10 +605,13 @@ def adjudicate(
         parse_policy(policy)
         with _store(db) as store:
             session = store.adjudication_session(round_, author or _user(), override=override)
-            for fn, destructive, reason in decisions:
-                session.decide(fn, destructive, reason)
+            # a dry run writes nothing, its decisions neither: they are only taken into account
+            pending = [session.decision(*d) for d in decisions]
+            if not dry_run:
+                pending = [session.decide(d.function, d.destructive, d.reason) for d in pending]
             result = session.adjudicate(policy, tie=tie, annotators=_names(annotators),
-                                        use_decisions=not no_decisions)
+                                        use_decisions=not no_decisions,
+                                        pending=pending if dry_run else ())  # (saved if not)
             boundary_name = name or f"{session.round_name}-{policy.replace(':', '-')}"
             path = None
             if not dry_run:
@@ -633,7 +633,7 @@ def adjudicate(
     if path:
         console.print(f"wrote {literal(path)}")
     else:
-        console.print("dry run: nothing written")
+        console.print("dry run: no boundary and no decision written")
 
 
 # ---------------------------------------------------------------------- labels

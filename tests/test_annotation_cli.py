@@ -182,3 +182,94 @@ def test_the_method_says_who_was_counted() -> None:
         assert "not counted for it (1 function judged by fewer)" in describe(result), policy
     full = {who: {**got, "rm": lab(who, "rm", False)} for who, got in labels.items()}
     assert "not counted" not in describe(adjudicate(full, fns, "any"))
+
+
+def _closed_round(runner, tmp_path, name: str = "t") -> None:
+    decl = paper_round.write_declarations(tmp_path / "effects.json")
+    assert invoke(runner, "round", "new", name, "-d", str(decl), "-f", "rm,cd",
+                  "--annotators", "H1,H2", "--by", "lead").exit_code == 0
+    for who in ("H1", "H2"):
+        result = invoke(runner, "label", "-r", name, "-a", who, "--submit",
+                        input="n\ny deletes a file\n")  # cd, then rm
+        assert result.exit_code == 0 and "submitted at" in result.output, result.output
+
+
+def test_a_dry_run_writes_no_decision_but_shows_it(runner, db, tmp_path):
+    _closed_round(runner, tmp_path)
+    result = invoke(runner, "adjudicate", "-r", "t", "--decide", "cd=yes:moves you",
+                    "--dry-run", "--author", "lead")
+    assert result.exit_code == 0, result.output
+    assert "2 destructive of 2" in result.output and "no decision written" in result.output
+    with Store(db) as store:
+        assert store.adjudication_session("t", "lead").decisions() == []
+    result = invoke(runner, "adjudicate", "-r", "t", "--dry-run")
+    assert "1 destructive of 2" in result.output  # the dry run's decision is gone
+    result = invoke(runner, "adjudicate", "-r", "t", "--decide", "cd=yes:moves you",
+                    "--dry-run", "--no-decisions")
+    assert "1 destructive of 2" in result.output  # --no-decisions: none taken into account
+    out = tmp_path / "b.json"
+    result = invoke(runner, "adjudicate", "-r", "t", "--decide", "cd=yes:moves you",
+                    "--out", str(out), "--author", "lead")
+    assert result.exit_code == 0 and "2 destructive of 2" in result.output
+    with Store(db) as store:
+        assert [d.function for d in store.adjudication_session("t", "lead").decisions()] == ["cd"]
+
+
+def test_round_add_and_remove_take_annotators_in_every_form(runner, db, tmp_path):
+    decl = paper_round.write_declarations(tmp_path / "effects.json")
+    assert invoke(runner, "round", "new", "u", "-d", str(decl), "-f", "rm",
+                  "--annotators", "H1").exit_code == 0
+    result = invoke(runner, "round", "add", "u", "--annotators", "H2,H3")
+    assert result.exit_code == 0 and "H1, H2, H3" in result.output, result.output
+    result = invoke(runner, "round", "remove", "u", "--annotators", "H3")
+    assert result.exit_code == 0 and "H1, H2" in result.output, result.output
+
+
+def test_force_over_a_boundary_whose_version_is_no_whole_number(runner, db, tmp_path):
+    _closed_round(runner, tmp_path)
+    out = tmp_path / "b.json"
+    for version in ("1e999", '"x"', "-1e400"):
+        out.write_text('{"version": ' + version + '}')
+        result = invoke(runner, "adjudicate", "-r", "t", "--out", str(out), "--force")
+        assert result.exit_code == 0, (version, result.output)
+        assert boundary.load(out).version == 1, version
+
+
+@pytest.mark.parametrize("extra, says", [
+    ("{not json", "its inputs are not JSON"), ("[" * 5000, "its inputs are nested too deeply"),
+    ("[1]", "its inputs are a list, not an object"), ("null", "its inputs are null"),
+    ('{"footprint": 5}', "footprint is not a list of text"),
+    ('{"signals": ["a", 7]}', "signals is not a list of text"),
+    ('{"idempotent": "x"}', "idempotent is not true, false or null"),
+    ('{"signals": NaN}', "its inputs are not JSON"),
+])
+def test_a_round_function_changed_behind_careful_is_one_error(runner, db, tmp_path, extra,
+                                                              says):
+    import sqlite3
+
+    _closed_round(runner, tmp_path)
+    conn = sqlite3.connect(db)
+    conn.execute("update round_functions set extra = ? where function = 'cd'", (extra,))
+    conn.commit()
+    conn.close()
+    for args in (["round", "status", "t"], ["agree", "-r", "t"], ["label", "-r", "t", "-a", "H1"],
+                 ["adjudicate", "-r", "t", "--dry-run"], ["labels", "export", "-r", "t"]):
+        result = invoke(runner, *args, input="q\n")
+        assert result.exit_code == 2, (args, result.output)
+        assert "Traceback" not in result.output and "internal error" not in result.output
+        assert f"round t, function cd: {says}" in result.output.replace("\n", " "), result.output
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("footprint", 5, "footprint is not a list of text"),
+    ("signals", [1], "signals is not a list of text"),
+    ("idempotent", "yes", "idempotent is not true, false or null")])
+def test_round_inputs_of_the_wrong_shape_are_refused(runner, db, tmp_path, field, value, says):
+    decl = paper_round.write_declarations(tmp_path / "effects.json")
+    doc = json.loads(decl.read_text())
+    fns = doc["functions"]
+    entry = fns["rm"] if isinstance(fns, dict) else next(f for f in fns if f["name"] == "rm")
+    entry[field] = value
+    decl.write_text(json.dumps(doc))
+    result = invoke(runner, "round", "new", "w", "-d", str(decl), "-f", "rm")
+    assert result.exit_code == 2 and f"rm: {says}" in result.output, result.output

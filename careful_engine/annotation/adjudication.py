@@ -229,8 +229,8 @@ def save_boundary(
             raise AnnotationError(f"{out} exists; choose another name or force a new version")
         try:
             version = int(json.loads(read_regular(out, MAX_SMALL_BYTES)).get("version", 0)) + 1
-        except (OSError, ValueError, TypeError, AttributeError, RecursionError):
-            version = 1
+        except (OSError, ValueError, TypeError, AttributeError, RecursionError, OverflowError):
+            version = 1  # (unreadable, or a version such as 1e999 that is no whole number)
     boundary = to_boundary(result, name, round_=round_, version=version, created=created,
                            provenance=provenance)
     return boundary, _write_atomically(

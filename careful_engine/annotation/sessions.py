@@ -383,8 +383,9 @@ class AdjudicationSession:
         fns = {f.name: f for f in self.functions()}
         return splits(self._chosen(annotators), [fns[n] for n in self._subset(subset)])
 
-    def decide(self, function: str, destructive: bool, reason: str) -> Decision:
-        """Append a manual decision (it never overwrites a label or an earlier decision)."""
+    def decision(self, function: str, destructive: bool, reason: str) -> Decision:
+        """A manual decision, checked and not saved (``id`` -1): what :meth:`decide` would
+        append, for a dry run's :meth:`adjudicate` (``pending``)."""
         if function not in {f.name for f in self.functions()}:
             raise AnnotationError(f"{function!r} is not a function of round {self.round_name}")
         if not isinstance(destructive, bool):
@@ -392,10 +393,16 @@ class AdjudicationSession:
         reason = check_reason(reason, function)
         if not reason:
             raise AnnotationError(f"{function}: a manual decision needs a reason")
+        return Decision(-1, function, destructive, self.who, reason, now())
+
+    def decide(self, function: str, destructive: bool, reason: str) -> Decision:
+        """Append a manual decision (it never overwrites a label or an earlier decision)."""
+        d = self.decision(function, destructive, reason)
         with self._conn.tx():
             self._conn.insert("decisions", {
-                "round": self.round_name, "function": function, "destructive": int(destructive),
-                "author": self.who, "reason": reason, "created": now(),
+                "round": self.round_name, "function": d.function,
+                "destructive": int(d.destructive), "author": d.author, "reason": d.reason,
+                "created": d.created,
             })
         return self.decisions()[-1]
 
@@ -415,7 +422,11 @@ class AdjudicationSession:
         tie: str = "error",
         annotators: Iterable[str] | None = None,
         use_decisions: bool = True,
+        pending: Iterable[Decision] = (),
     ) -> Adjudication:
+        """The round adjudicated under ``policy``; ``pending``: decisions from
+        :meth:`decision` taken as if appended after the saved ones (a dry run's; ignored
+        with the saved ones where ``use_decisions`` is False)."""
         from careful_engine.annotation.adjudication import adjudicate
 
         return adjudicate(
@@ -423,7 +434,7 @@ class AdjudicationSession:
             self.functions(),
             policy,
             tie=tie,
-            decisions=self.decisions() if use_decisions else (),
+            decisions=[*self.decisions(), *pending] if use_decisions else (),
             round_name=self.round_name,
         )
 

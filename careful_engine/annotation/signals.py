@@ -30,6 +30,23 @@ KINDS = ("read", "write", "unknown")
 EXTRA_KEYS = ("signals", "idempotent", "footprint")
 
 
+def extra_problem(extra: object) -> str | None:
+    """What is wrong with a function's inputs beyond its kind (``signals`` and ``footprint``
+    lists of text, ``idempotent`` true, false or null, as ``careful declare`` writes them),
+    or None."""
+    if not isinstance(extra, dict):
+        what = "null" if extra is None else f"a {type(extra).__name__}"
+        return f"its inputs are {what}, not an object"
+    for key in ("signals", "footprint"):
+        value = extra.get(key)
+        if value is not None and not (isinstance(value, list)
+                                      and all(isinstance(x, str) for x in value)):
+            return f"{key} is not a list of text"
+    if extra.get("idempotent") is not None and not isinstance(extra["idempotent"], bool):
+        return "idempotent is not true, false or null"
+    return None
+
+
 @dataclass(frozen=True)
 class FunctionInput:
     """One function as a round presents it to annotators."""
@@ -112,6 +129,9 @@ def parse_declarations(data: dict, source: str = "<data>") -> dict[str, Function
         if kind not in KINDS:
             raise AnnotationError(f"{source}: {name}: kind must be one of {KINDS}, got {kind!r}")
         proposed = entry.get("proposed", entry.get("destructive_candidate"))
+        problem = extra_problem({k: entry[k] for k in EXTRA_KEYS if k in entry})
+        if problem is not None:
+            raise AnnotationError(f"{source}: {visible(name)}: {problem}")
         out[name] = FunctionInput(
             name=name,
             cls=classes[name],

@@ -42,7 +42,9 @@ from careful_engine.annotation.sessions import (
     current_account,
     reason_rule,
 )
-from careful_engine.annotation.signals import FunctionInput, RoundInputs
+from careful_engine.annotation.signals import FunctionInput, RoundInputs, extra_problem
+from careful_engine.core.json_values import refuse_constant
+from careful_engine.core.safe_text import visible
 
 ANNOTATOR_KINDS = ("human", "llm")
 
@@ -194,12 +196,29 @@ class Store:
             FunctionInput(
                 name=r["function"], cls=r["class"], kind=r["kind"],
                 proposed=None if r["proposed"] is None else bool(r["proposed"]),
-                extra=json.loads(r["extra"] or "{}"),
+                extra=self._extra(rnd.name, r["function"], r["extra"]),
             )
             for r in self._q(
                 "select * from round_functions where round = ? order by position", [rnd.name]
             )
         ]
+
+    def _extra(self, round_name: str, function: object, text: object) -> dict:
+        """A round function's stored inputs, checked (AnnotationError, in one line, where the
+        database holds something ``round new`` never writes)."""
+        try:
+            extra = json.loads(text or "{}", parse_constant=refuse_constant)
+        except (ValueError, TypeError, RecursionError) as e:
+            reason = "nested too deeply" if isinstance(e, RecursionError) else \
+                f"not JSON ({str(e)[:80]})"
+            problem: str | None = f"its inputs are {reason}"
+        else:
+            problem = extra_problem(extra)
+        if problem is not None:
+            raise AnnotationError(f"{self.path}: round {visible(round_name)}, function "
+                                  f"{visible(str(function))}: {problem}; the database was "
+                                  "changed by something other than careful")
+        return extra
 
     def round_annotators(self, round_name: str) -> list[str]:
         """The round's roster."""
