@@ -156,11 +156,12 @@ def test_time_and_memory_budgets_between_calls(tmp_path: Path) -> None:
     assert "time budget" in lines[MATH]["official_error_message"]
     # resident memory grows only past the heap the process already holds free, and a long
     # test session holds much: the memory case runs in a fresh interpreter
-    grow = _entry(FS, _echo(200, 300_000))
+    # (an entry's line holds at most runs.MAX_ENTRY_CHARS: 48 echoes of 320,000 characters)
+    grow = _entry(FS, _echo(48, 320_000))
     run = _write_run(tmp_path / "memory", [grow])
     done = run_cli("score", str(run), "--decoder", demo.DECODER, "--out", str(run / "out"),
                    "-q", "--jobs", "1", "--max-seconds-per-conversation", "60",
-                   "--max-mb-per-conversation", "8")
+                   "--max-mb-per-conversation", "4")
     assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr
     lines = {r["id"]: r for r in map(json.loads, (run / "out" / "conversations.jsonl")
                                      .read_text().splitlines())}
@@ -261,3 +262,67 @@ def test_decoding_stops_at_the_conversation_budget(monkeypatch) -> None:
     assert trace.budget_exceeded == traj.over_budget[2]
     # bfcl had failed turn 0 already (no decoded step): that verdict stands
     assert trace.verdict.error_type == "multi_turn:empty_turn_model_response"
+
+
+class _Counting:
+    """Stands for a handler: FC steps (lists of {name: arguments}) decoded as bfcl's FC
+    decoders do, text steps as one call each per ``;``; every step it is handed is counted."""
+
+    def __init__(self) -> None:
+        self.seen: list = []
+
+    def decode_execute(self, item, has_tool_call_tag=False):  # noqa: ANN001, ANN201
+        self.seen.append(item)
+        if isinstance(item, str):
+            return [c for c in item.split(";") if c]
+        return [f"{name}()" for call in item for name in call]
+
+
+def test_a_step_of_more_calls_than_the_budget_is_not_decoded(monkeypatch) -> None:
+    """An FC step of more call objects than MAX_DECODED_CALLS is never handed to the decoder
+    (bfcl's would build every call, then the replay, the rules and the blame would run them
+    all); text that decodes to more calls stops the conversation at that step."""
+    monkeypatch.setattr(decode, "MAX_DECODED_CALLS", 5)
+    h = _Counting()
+    many = [{"pwd": "{}"}] * 6
+    traj = decode.decode_entry({"id": FS, "result": [[[{"ls": "{}"}]], [many, "x"]]}, h)
+    assert h.seen == [[{"ls": "{}"}]]  # the step of six calls never reached it
+    assert traj.over_budget[:2] == (1, 0) and "more than 5 calls" in traj.over_budget[2]
+    assert [s.outcome.value for s in traj.turns[1]] == ["decode_error", "decode_error"]
+    h = _Counting()
+    traj = decode.decode_entry({"id": FS, "result": [["a;b;c"], ["d;e;f", "g"]]}, h)
+    assert h.seen == ["a;b;c", "d;e;f"]  # decoded, then over the budget: that step stops it
+    assert traj.over_budget[:2] == (1, 0)
+    assert [s.calls for s in traj.turns[0]] == [["a", "b", "c"]]
+    assert [s.calls for s in traj.turns[1]] == [[], []]
+
+
+def test_an_fc_run_with_thousands_of_calls_in_a_step_gets_the_budget_verdict(tmp_path) -> None:
+    """The red team's file: one conversation whose first step holds 50,001 call objects. It gets
+    careful:budget_exceeded, the other entries of the file are scored, and an entry line too
+    long to read is one problem line."""
+    from careful_engine.core import runs
+
+    conv = bfcl.conversation(FS)
+    many = [{"pwd": "{}"}] * (decode.MAX_DECODED_CALLS + 1)
+    flood = {"id": FS, "result": [[many]] + [[_step([("ls", {})])]] * (len(conv.ground_truth) - 1)}
+    other = bfcl.conversation("multi_turn_base_2")
+    fine = {"id": other.id, "result": [["nothing to do"]] * len(other.ground_truth)}
+    long_id = "multi_turn_base_3"
+    folder = tmp_path / "run" / "fc-model" / "multi_turn"
+    folder.mkdir(parents=True)
+    long_line = json.dumps({"id": long_id, "result": [["x" * (runs.MAX_ENTRY_CHARS + 1)]]})
+    (folder / f"BFCL_v4_{CATEGORY}_result.json").write_text(
+        "\n".join([json.dumps(flood), json.dumps(fine), long_line]) + "\n")
+    res = runner.invoke(app, ["score", str(tmp_path / "run"), "--decoder",
+                              "fc-model=gpt-4o-2024-11-20-FC", "--out", str(tmp_path / "out"),
+                              "--jobs", "1"])
+    assert "Traceback" not in res.output and "could not be scored" not in res.output
+    assert f":3 [{long_id}]: line is 16,777," in res.output.replace("\n", " "), res.output
+    lines = {r["id"]: r for r in map(json.loads, (tmp_path / "out" / "conversations.jsonl")
+                                     .read_text().splitlines())}
+    assert lines[FS]["official_error_type"] == BUDGET_EXCEEDED
+    assert "more than 50,000 calls" in lines[FS]["official_error_message"]
+    assert lines[FS]["model_calls"] == 0
+    assert lines[other.id]["official_error_type"] == "multi_turn:empty_turn_model_response"
+    assert lines[long_id]["official_error_type"] == "careful:missing_entry"

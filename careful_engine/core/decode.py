@@ -123,9 +123,15 @@ ITERATED = (list, str, dict, tuple)  # what bfcl's evaluator iterates as a turn'
 # memory in proportion to a step's text (a prompting decode of a 1,000,000-character step
 # takes about 1.7 s and 260 MB here; logged steps of real runs stay under 3,000). A longer
 # step, or text beyond MAX_DECODED_CHARS in one conversation, is not decoded: the conversation
-# stops there with the verdict careful:budget_exceeded.
+# stops there with the verdict careful:budget_exceeded. Steps that are not text (FC runs log
+# lists of call objects, which bfcl's decoders read at C speed) are bounded by the length of
+# an entry's line (careful_engine.core.runs.MAX_ENTRY_CHARS). So does a conversation whose
+# steps decode to more than MAX_DECODED_CALLS calls (real runs: at most 37), where the replay,
+# the rules and the blame would take time and memory in proportion to them (about 70 µs and
+# 1 KB a call): an FC step of more call objects is not even handed to the decoder.
 MAX_STEP_CHARS = 1_000_000
 MAX_DECODED_CHARS = 4_000_000
+MAX_DECODED_CALLS = 50_000
 
 
 def has_steps(turn: Any) -> bool:
@@ -222,6 +228,7 @@ def decode_entry(entry: dict, handler: Any | None) -> Trajectory:
     in_counts = entry.get("input_token_count")
     out_counts = entry.get("output_token_count")
     decoded = 0  # characters of step text decoded so far
+    n_calls = 0  # and the calls they decoded to
     memo = _memo(handler) if handler is not None else None
     known = memo.known if memo is not None else {}
     over: tuple[int, int, str] | None = None
@@ -242,14 +249,23 @@ def decode_entry(entry: dict, handler: Any | None) -> Trajectory:
                 over = _over(turn, t, decoded)  # (found step by step; None: within after all)
             decoded += size
         for s, item in enumerate(turn):
+            if over is None and type(item) is not str and isinstance(item, (list, tuple)) \
+                    and n_calls + len(item) > MAX_DECODED_CALLS:
+                over = _too_many(t, s)  # (an item per call: not handed to the decoder)
             if over is not None and (t, s) >= over[:2]:
                 steps.append(_step(item, _ERROR, [], f"not decoded: {over[2]}", ins[s],
                                    outs[s]))
-            elif type(item) is str:  # (a handler is at hand: see above)
+                continue
+            if type(item) is str:  # (a handler is at hand: see above)
                 got = known.get(item) or memo.miss(item)  # type: ignore[union-attr]
-                steps.append(_step(item, got[0], list(got[1]), got[2], ins[s], outs[s]))
+                step = _step(item, got[0], list(got[1]), got[2], ins[s], outs[s])
             else:
-                steps.append(decode_step(handler, item, ins[s], outs[s]))
+                step = decode_step(handler, item, ins[s], outs[s])
+            n_calls += len(step.calls)
+            if n_calls > MAX_DECODED_CALLS:
+                over = _too_many(t, s)
+                step = _step(item, _ERROR, [], f"not decoded: {over[2]}", ins[s], outs[s])
+            steps.append(step)
         shape = odd_shape(turn, steps)
         if shape:
             problems.append(f"turn {t}: {shape}")
@@ -279,6 +295,11 @@ def _over(turn: Any, t: int, decoded: int) -> tuple[int, int, str] | None:
             return (t, s, f"the conversation's steps up to turn {t} step {s} hold more than "
                           f"{MAX_DECODED_CHARS:,} characters to decode (decoding budget)")
     return None
+
+
+def _too_many(t: int, s: int) -> tuple[int, int, str]:
+    return (t, s, f"the conversation's steps up to turn {t} step {s} decode to more than "
+                  f"{MAX_DECODED_CALLS:,} calls (decoding budget)")
 
 
 ANSWERS = "careful_user_answers"  # {"<turn>": [{"step": s, "answer": "yes", ...}, ...]}

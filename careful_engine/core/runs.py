@@ -33,6 +33,9 @@ from careful_engine.core.safe_text import visible
 
 RESULT_FILE = re.compile(r"^BFCL_v(\d+)_(\w+?)_result\.json$")
 MAX_DEPTH = 100  # nesting of one entry; bfcl's own entries stay under 12
+# characters of one entry's line: the shared runs' longest is 34,000; parsed, a line of small
+# objects takes about twenty times its length in memory, so a longer one is not read
+MAX_ENTRY_CHARS = 16 * 2**20
 TOKEN_FIELDS = ("input_token_count", "output_token_count")  # per turn, per step
 
 def depth_over(value: object, limit: int = MAX_DEPTH) -> bool:
@@ -207,6 +210,11 @@ def _load_result_file(rf: ResultFile) -> LoadedFile:
         if unparsed is not None:
             out.problems.append(unparsed)
             unparsed = None
+        if len(line) > MAX_ENTRY_CHARS:
+            out.problems.append(Problem(name, f"line is {len(line):,} characters long, more "
+                                        f"than the {MAX_ENTRY_CHARS:,} an entry is read from; "
+                                        "skipped", lineno, _guess_id(line)))
+            continue
         try:
             entry = json.loads(line)
         except json.JSONDecodeError as e:
