@@ -201,3 +201,32 @@ def test_the_score_cache_of_a_long_or_undecodable_run_name_can_be_made(tmp_path)
     long_a = browse.cache_scores_path(browse.RunRef(tmp_path / ("a" * 250), "m", (), "d"))
     long_b = browse.cache_scores_path(browse.RunRef(tmp_path / ("a" * 249 + "b"), "m", (), "d"))
     assert long_a != long_b  # cut to the same name, told apart by the key
+
+
+def test_hit_navigation_skips_hits_the_run_does_not_show(beta) -> None:
+    """Without the confirmation protocol every destructive call is 'unconfirmed' and the
+    stepper shows no such tag: h must not stop on a call whose only hits are those."""
+    import dataclasses
+
+    from careful_engine.scoring.rules import RULE_REGISTRY
+
+    confirm_only = {k for k, r in RULE_REGISTRY.items() if r.confirm}
+    skipped = 0
+    for row in beta.rows():
+        protocol = beta.open(row.id)  # (beta was generated under the protocol)
+        for view in (protocol, dataclasses.replace(protocol, confirm=False)):
+            stops = set()
+            line = -1
+            while (line := view.next_hit(line)) is not None:
+                stops.add(line)
+            for i, ln in enumerate(view.lines):
+                if ln.kind != "call":
+                    continue
+                rules = set(view.calls[ln.call].rules)
+                if rules and rules <= confirm_only and not view.confirm:
+                    skipped += 1
+                    assert i not in stops, (row.id, view.calls[ln.call].record.text)
+                elif rules:
+                    assert i in stops, (row.id, view.calls[ln.call].record.text)
+            assert view.any_hit() == bool(stops)
+    assert skipped > 0  # the run has such calls: the test can fail

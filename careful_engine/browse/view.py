@@ -12,6 +12,7 @@ from careful_engine.core.state import Change, diff, public_view
 from careful_engine.core.trajectory import CallRecord, Outcome, Verdict
 from careful_engine.scoring.rules import (
     PAPER_RULE,
+    RULE_REGISTRY,
     Blame,
     ConversationRules,
     Hit,
@@ -162,13 +163,26 @@ class ConversationView:
             return first
         return heading
 
+    def shown(self, rule: str) -> bool:
+        """Whether a hit of ``rule`` is shown: the rules meaningful only under the
+        confirmation protocol are not, on a run without it (every destructive call is
+        'unconfirmed' there)."""
+        r = RULE_REGISTRY.get(rule)
+        return self.confirm or r is None or not r.confirm
+
+    def _hit(self, ln: Line) -> bool:
+        if ln.kind == "call":
+            return any(self.shown(r) for r in self.calls[ln.call].rules)
+        return ln.kind == "turn" and any(not h.calls and self.shown(h.rule)
+                                         for h in self.turns[ln.turn].hits)
+
     def next_hit(self, line: int, step: int = 1) -> int | None:
-        """The next call with a rule hit, or turn heading with a hit that names no call."""
-        def hit(ln: Line) -> bool:
-            if ln.kind == "call":
-                return bool(self.calls[ln.call].rules)
-            return ln.kind == "turn" and any(not h.calls for h in self.turns[ln.turn].hits)
-        return self._seek(line, step, hit)
+        """The next call with a rule hit shown, or turn heading with one that names no call."""
+        return self._seek(line, step, self._hit)
+
+    def any_hit(self) -> bool:
+        """Whether any line has a rule hit shown (see :meth:`next_hit`)."""
+        return any(self._hit(ln) for ln in self.lines)
 
     def divergence_line(self) -> int | None:
         """The line of the blamed call, or of the failing turn when a change is missing."""

@@ -176,8 +176,7 @@ class ConversationScreen(WorkbenchScreen):
     def action_hit(self, step: int) -> None:
         self.go(self.view.next_hit(self.line, step),
                 ("no rule hit after this line" if step > 0 else "no rule hit before this line")
-                if any(c.rules for c in self.view.calls) or any(
-                    t.hits for t in self.view.turns) else "no rule hit in this conversation")
+                if self.view.any_hit() else "no rule hit in this conversation")
 
     def action_whole(self) -> None:
         """The selected line whole, in a modal (Escape closes it)."""
