@@ -288,3 +288,13 @@ def test_the_workbench_shows_the_synthetic_badge(tmp_path: Path, monkeypatch) ->
             assert "SYNTHETIC" not in top()
 
     asyncio.run(go())
+
+
+def test_the_readme_transcript_is_what_the_demo_prints(demo_root) -> None:
+    """The README's demo transcript, line by line (trailing spaces aside), on the same
+    100-column console."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    start = readme.index("```\ncareful demo: runs/reference") + 4
+    shown = readme[start:readme.index("```", start)].rstrip("\n").splitlines()
+    printed = [x.rstrip() for x in demo_root[1].strip("\n").splitlines()]
+    assert [x.rstrip() for x in shown] == printed
