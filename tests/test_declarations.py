@@ -330,3 +330,21 @@ def test_run_without_a_decoder_is_skipped_with_a_warning(no_runs, tmp_path: Path
     assert res.exit_code == 1
     assert "no usable decoder" in res.output and "--decoder some_unknown-model=" in res.output
     assert out.read_bytes() == no_runs[0].read_bytes()
+
+
+def test_declare_skips_a_synthetic_run(tmp_path) -> None:
+    """careful demo's flawed run is no model's behaviour: its calls are not observations."""
+    from careful_engine.effects.observe import find_runs
+
+    line = json.dumps({"id": "multi_turn_base_0", "result": [[[{"pwd": "{}"}]]]}) + "\n"
+    for model, manifest in (("flawed", {"synthetic": True}), ("real", {"synthetic": False})):
+        folder = tmp_path / "runs" / model / "multi_turn"
+        folder.mkdir(parents=True)
+        (folder / "BFCL_v4_multi_turn_base_result.json").write_text(line)
+        (folder.parent / "careful_run.json").write_text(json.dumps(
+            {**manifest, "decoder": "gpt-4o-2024-11-20-FC"}))
+    found, warnings = find_runs([tmp_path / "runs"], {})
+    assert [r.file.model for r in found] == ["real"]
+    assert [w for w in warnings if "SYNTHETIC" in w] == [
+        f"{tmp_path / 'runs' / 'flawed'}: skipped, a SYNTHETIC run (its manifest says so): no "
+        "model made its calls"]

@@ -327,14 +327,38 @@ def decoder_key(model_dir: str, first: ResultFile | None, chosen: str | None = N
             or bfcl.registry_key_for_dir(model_dir))
 
 
+MANIFEST = "careful_run.json"  # a model folder's manifest (careful generate, careful demo)
+
+
+def result_model_folder(result_file: Path) -> Path:
+    """The model folder of a result file (above ``multi_turn/`` in bfcl's V4 layout)."""
+    parent = result_file.parent
+    return parent.parent if parent.name == "multi_turn" else parent
+
+
+def model_manifest(model_folder: Path) -> dict:
+    """A model folder's ``careful_run.json`` ({} when absent, too large, unreadable or not an
+    object)."""
+    try:
+        data = json.loads(read_regular(model_folder / MANIFEST, MAX_SMALL_BYTES))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def is_synthetic(model_folder: Path) -> bool:
+    """Whether a model folder's manifest marks it synthetic (``careful demo``'s flawed run: no
+    model wrote it)."""
+    return model_manifest(model_folder).get("synthetic") is True
+
+
 def manifest_decoder(rf: ResultFile) -> str | None:
     """The decoder named by a ``careful_run.json`` in the model folder, if any.
 
     A manifest that cannot be read or parsed names none; one whose ``decoder`` is not a
     string (or that is a FIFO, a device...) raises :class:`DecoderUnavailable`.
     """
-    folder = rf.path.parent.parent if rf.path.parent.name == "multi_turn" else rf.path.parent
-    path = folder / "careful_run.json"
+    path = result_model_folder(rf.path) / MANIFEST
     if not os.path.lexists(path):
         return None
     try:

@@ -12,8 +12,10 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from careful_engine.core import bfcl
-from careful_engine.core.safe_read import read_regular
+from careful_engine.core import bfcl, runs
+from careful_engine.core.runs import is_synthetic  # noqa: F401  (the demo's names for them)
+from careful_engine.core.runs import model_manifest as manifest  # noqa: F401
+from careful_engine.core.runs import result_model_folder as model_folder  # noqa: F401
 from careful_engine.core.safe_write import write_text
 from careful_engine.demo import flaws
 from careful_engine.demo.flaws import fc_step
@@ -22,7 +24,7 @@ from careful_engine.scoring.score import load_effects
 MODEL_DIR = "reference"
 FLAWED_DIR = "demo-flawed"  # the flawed run's folder; its model folder is flaws.MODEL_DIR
 DECODER = "claude-sonnet-4-5-20250929-FC"
-MANIFEST = "careful_run.json"
+MANIFEST = runs.MANIFEST
 CLOSING = ["Done."]
 
 
@@ -48,14 +50,14 @@ def write_reference_run(out: Path, categories: tuple[str, ...] = bfcl.CATEGORIES
         _write(path, "".join(json.dumps(reference_entry(conv)) + "\n"
                              for conv in bfcl.conversations(category)))
         paths.append(path)
-    manifest = {
+    doc = {
         "model": MODEL_DIR,
         "decoder": DECODER,
         "condition": "reference",
         "bfcl_eval": bfcl.BFCL_VERSION,
         "note": "model output = the reference trajectory of every conversation",
     }
-    _write(out / MODEL_DIR / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    _write(out / MODEL_DIR / MANIFEST, json.dumps(doc, indent=2) + "\n")
     return paths
 
 
@@ -74,7 +76,7 @@ def write_flawed_run(out: Path, categories: tuple[str, ...] = bfcl.CATEGORIES,
         paths.append(path)
         per_conversation.update(placed)
         counts[category] = dict(sorted(Counter(p["flaw"] for p in placed.values()).items()))
-    manifest = {
+    doc = {
         "model": flaws.MODEL_DIR,
         "decoder": DECODER,
         "condition": "synthetic flaws",
@@ -88,28 +90,7 @@ def write_flawed_run(out: Path, categories: tuple[str, ...] = bfcl.CATEGORIES,
         "flaws_per_category": counts,
         "conversations": per_conversation,
     }
-    _write(out / flaws.MODEL_DIR / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    _write(out / flaws.MODEL_DIR / MANIFEST, json.dumps(doc, indent=2) + "\n")
     return paths
 
 
-MAX_MANIFEST_BYTES = 16 * 1024 * 1024
-
-
-def manifest(model_folder: Path) -> dict:
-    """A model folder's careful_run.json ({} when absent, too large or unreadable)."""
-    try:
-        data = json.loads(read_regular(model_folder / MANIFEST, MAX_MANIFEST_BYTES))
-    except (OSError, ValueError, RecursionError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def model_folder(result_file: Path) -> Path:
-    """The model folder of a result file (above ``multi_turn/`` in bfcl's V4 layout)."""
-    parent = result_file.parent
-    return parent.parent if parent.name == "multi_turn" else parent
-
-
-def is_synthetic(folder: Path) -> bool:
-    """Whether a model folder's manifest marks it synthetic (written by ``careful demo``)."""
-    return manifest(folder).get("synthetic") is True

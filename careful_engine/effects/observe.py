@@ -45,8 +45,10 @@ from careful_engine.core.runs import (
     ResultFile,
     decoder_key,
     find_result_files,
+    is_synthetic,
     load_result_file,
     needs_decoder,
+    result_model_folder,
 )
 from careful_engine.core.safe_read import read_regular
 from careful_engine.core.state import Change, State, diff
@@ -305,7 +307,15 @@ def find_runs(roots: Sequence[Path], decoders: dict[str, str]) -> tuple[list[Run
         files, problems = find_result_files(root)
         for p in problems:
             warnings.append(str(p))
+        synthetic: set[Path] = set()
         for rf in sorted(files, key=lambda f: f.path.as_posix()):
+            folder = result_model_folder(rf.path)
+            if folder in synthetic or is_synthetic(folder):
+                if folder not in synthetic:  # careful demo's flawed run: no model wrote it
+                    synthetic.add(folder)
+                    warnings.append(f"{folder}: skipped, a SYNTHETIC run (its manifest says so): "
+                                    "no model made its calls")
+                continue
             run = RunFile(root, rf)
             run.loaded = load_result_file(rf)
             problems = [p for p in run.loaded.problems if not p.message.startswith("id missing")]
