@@ -45,7 +45,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _top(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
-                                      help="Print the versions of careful and bfcl-eval.")
+                                      help="Print the versions of careful, bfcl-eval and Python.")
          ) -> None:
     pass
 

@@ -711,7 +711,8 @@ def annotate_llm(
         "Anthropic's."),
     api_key: str = typer.Option(
         None, "--api-key", help="Default: $ANTHROPIC_API_KEY.", show_default=False),
-    max_tokens: int = typer.Option(1024, "--max-tokens", min=16),
+    max_tokens: int = typer.Option(1024, "--max-tokens", min=16,
+                                   help="The most tokens of one answer (one label)."),
     temperature: float = typer.Option(None, "--temperature", help="Default: the API's."),
     limit: int = typer.Option(None, "--limit", min=1, help="Label at most N functions."),
     join: bool = typer.Option(False, "--join", help="Add the annotator to the round."),

@@ -89,8 +89,7 @@ def decode_cmd(
         console.print(f"[yellow]⚑ {literal(where)}{cat}:[/] {literal(f.message)}")
     print_written(reports, out, quiet)
     for a in audits:  # lines that could not be read, as score lists them
-        if a.problems:
-            print_input_problems(a.problems, a.run)
+        print_input_problems(a.problems, a.run, quiet=quiet)
     if flags or unusable or any(a.problems for a in audits):
         raise typer.Exit(EXIT_PROBLEMS)
 
@@ -142,10 +141,7 @@ def scores_cmd(
     audits, result_dir, problems = sa.audit(directory, results, near)
     if not audits:
         raise fail(f"no BFCL_v*_<category>_score.json files under {directory}")
-    if problems and not quiet:
-        err.print(f"[yellow]{len(problems)} input problem(s):[/]")
-        for p in problems[:10]:
-            err.print(f"  {p}", markup=False)
+    print_input_problems(problems, directory, quiet=quiet)
     reports = show_scores.score_audit_reports(audits, result_dir)
     write_reports(reports, out)
     console.print(show_scores.overall_terminal(audits))

@@ -101,15 +101,20 @@ def internal_error() -> int:
 
 
 def print_input_problems(problems: list, root: Path | None = None, *, per_kind: int = 5,
-                         missing: str = "counted as failed", limit: int = 25) -> None:
+                         missing: str = "counted as failed", limit: int = 25,
+                         quiet: bool = False) -> None:
     """Input problems on stderr, one ``file:line [id]: reason`` line each (file paths relative
     to the run folder ``root``), grouped by kind: the first ``per_kind`` of each kind, then a
     count, at most ``limit`` lines in all; ids missing from a file are one line per file,
-    ending with ``missing`` (what was done with them). The problems are not changed."""
+    ending with ``missing`` (what was done with them); ``quiet``: their count alone. The
+    problems are not changed."""
     if not problems:
         return
     base = "" if root is None else str(root if root.is_dir() else root.parent).rstrip("/") + "/"
     where = f" under {literal(root)}" if root is not None else ""
+    if quiet:
+        err.print(f"[yellow]{len(problems)} input problem(s){where}[/] (listed without -q)")
+        return
     err.print(f"[yellow]{len(problems)} input problem(s){where}:[/]")
     groups: dict[str, list] = {}
     absent: dict[str, int] = {}  # file -> ids missing from it
@@ -136,6 +141,19 @@ def print_input_problems(problems: list, root: Path | None = None, *, per_kind: 
         err.print(f"  {visible(file)}: {n} id(s) missing from the file; {missing}", markup=False)
 
 
+def no_result_files(run_dir: Path, models: list[str] | None) -> str:
+    """Why a run gave nothing to read: its model folders matched none of ``models`` (named,
+    with those found), or it has no multi-turn result files."""
+    if models:
+        from careful_engine.scoring.score import discover  # deferred: the scoring stack
+
+        found = sorted(discover(run_dir)[0])
+        if found and not set(models) & set(found):
+            return (f"no model folder {', '.join(models)} under {run_dir} (found: "
+                    f"{', '.join(found)})")
+    return f"no usable multi-turn result files (BFCL_v3/v4_multi_turn_*_result.json) under {run_dir}"
+
+
 def problem_kind(message: str) -> str:
     """What kind of problem a message names: its first clause, numbers as ``#``."""
     return re.sub(r"\d+", "#", message.split(":")[0].split(" (")[0])[:60]
@@ -145,7 +163,8 @@ __all__ = [
     "DEFAULT_BOUNDARY", "EXIT_GATE", "EXIT_INTERNAL", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_UNUSABLE",
     "Annotators", "Boundary", "Declarations", "Decoders", "Detector", "Format", "Jobs", "Output",
     "Quiet", "Runs", "ScoringInputs", "check_detector", "check_runs", "console", "decoder_choice",
-    "effects_or_fail", "err", "fail", "internal_error", "literal", "log_dir", "out_folder",
+    "effects_or_fail", "err", "fail", "internal_error", "literal", "log_dir", "no_result_files",
+    "out_folder",
     "print_input_problems", "print_written", "progress_bar", "refuse_out", "resolve_jobs",
     "scoring_inputs", "scoring_progress", "tables_out", "visible", "write_reports",
 ]
@@ -169,7 +188,8 @@ Detector = Annotated[str, typer.Option(
     "paper's sensitivity variants).")]
 Declarations = Annotated[Path | None, typer.Option(
     "--declarations", help="Effect declarations (default declarations/effects.json).")]
-Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the tables.")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the tables (input "
+                                     "problems as their count, on stderr).")]
 Jobs = Annotated[int, typer.Option(
     "--jobs", "-j", help="Worker processes that score independent result files at once "
     "(default 0: one per core). Results and their order are the same for any number.")]

@@ -77,8 +77,8 @@ def compare(
 
     Conversations are paired by id within each category both runs have. Per
     category and overall: conversations paired, passes in A and in B, gained
-    (fail in A, pass in B), lost (pass in A, fail in B) and the exact two-
-    sided McNemar p on the gained and lost ones. Two runs of one model under
+    (fail in A, pass in B), lost (pass in A, fail in B) and the exact
+    two-sided McNemar p on the gained and lost ones. Two runs of one model under
     conditions that change nothing differ in some conversations too (batched
     inference is not deterministic), so read a difference off p, not off
     accuracy. Writes the tables and every changed conversation (compare_pairs)

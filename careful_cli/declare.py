@@ -232,12 +232,12 @@ def audit_references(
     """
     decl = _declarations(declarations)
     bnd = _boundary(boundary)
-    short = {v: k for k, v in bfcl.SHORT_NAMES.items()}
     cats = []
     for c in category or []:
-        full = short.get(c, c)
-        if full not in bfcl.CATEGORIES:
-            raise typer.BadParameter(f"unknown category {c!r}", param_hint="--category")
+        full = bfcl.category_named(c)
+        if full is None:
+            raise typer.BadParameter(f"unknown category {c!r}; choose one of "
+                                     f"{bfcl.CATEGORY_NAMES_HELP}", param_hint="--category")
         cats.append(full)
     result = audit_mod.audit_references(decl, bnd, cats or bfcl.CATEGORIES)
     if json_out:

@@ -56,8 +56,9 @@ def generate(
     boundary: Boundary = DEFAULT_BOUNDARY,
     declarations: Path = typer.Option(None, "--declarations", help="Effect declarations for "
                                       "the hints (default declarations/effects.json)."),
-    script: str = typer.Option("paper", "--script", help="Scripted user: paper, "
-                               "withhold-failure or named-only (the stricter scripts of §7)."),
+    script: str = typer.Option("paper", "--script", help="Scripted user: paper, or one of "
+                               "the stricter scripts of §7: withhold-failure-report, "
+                               "withhold-failure, named-only."),
     retry_errors: bool = typer.Option(False, "--retry-errors", help="On resume, run again the "
                                       "conversations recorded as inference errors."),
     include_input_log: bool = typer.Option(False, "--include-input-log",
@@ -76,8 +77,11 @@ def generate(
                                       "cap (min with the model's)."),
     port: int = typer.Option(None, "--port", help="vllm: port for vllm serve (default bfcl's "
                              "1053, or LOCAL_SERVER_PORT)."),
-    num_gpus: int = typer.Option(1, "--num-gpus"),
-    gpu_memory_utilization: float = typer.Option(0.9, "--gpu-memory-utilization"),
+    num_gpus: int = typer.Option(1, "--num-gpus", help="GPUs vLLM shards the model over "
+                                 "(tensor parallel size; vllm only)."),
+    gpu_memory_utilization: float = typer.Option(
+        0.9, "--gpu-memory-utilization", help="Share of each GPU's memory vLLM may take "
+        "(vllm only)."),
     local_model_path: str = typer.Option(None, "--local-model-path", help="vllm: weights "
                                          "folder instead of the Hugging Face id."),
     ready_timeout: float = typer.Option(1800.0, "--ready-timeout", help="vllm: seconds to "
@@ -150,7 +154,12 @@ def generate(
         raise fail(str(e)) from None
     entry = bfcl.registry().get(model)
     if entry is None:
-        raise fail(f"{model!r} is not in bfcl-eval {bfcl.BFCL_VERSION}'s model registry")
+        near = sorted(k for k in bfcl.registry()
+                      if model.lower().replace("-fc", "") in k.lower())[:5]
+        hint = (f"; did you mean {', '.join(near)}?" if near else
+                "; name a registry key, such as claude-sonnet-4-5-20250929-FC or "
+                "Qwen/Qwen3-8B-FC (bfcl-eval's model_config.py lists them)")
+        raise fail(f"{model!r} is not in bfcl-eval {bfcl.BFCL_VERSION}'s model registry{hint}")
     backend = backend or ("anthropic" if entry.handler_class == "ClaudeHandler" else "vllm")
     if backend not in ("vllm", "anthropic"):
         raise typer.BadParameter(f"{backend!r}; choose vllm or anthropic",

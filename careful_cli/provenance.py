@@ -17,6 +17,8 @@ from careful_cli.common import (
     console,
     decoder_choice,
     err,
+    literal,
+    no_result_files,
     print_input_problems,
     progress_bar,
     refuse_out,
@@ -203,7 +205,7 @@ def provenance_cmd(
         refuse_out(out, file=True)
     loaded, problems = load_run(run_dir, model)
     if not loaded:
-        err.print(f"[red]error:[/] no multi-turn result files under {safe(str(run_dir), None)}")
+        err.print(f"[red]error:[/] {literal(no_result_files(run_dir, model))}")
         raise typer.Exit(EXIT_UNUSABLE)
     runs: list[dict] = []
     checked: list[Any] = []

@@ -25,6 +25,7 @@ from careful_cli.common import (
     effects_or_fail,
     err,
     literal,
+    no_result_files,
     print_input_problems,
     progress_bar,
     refuse_out,
@@ -141,8 +142,7 @@ def score(
         if run.problems:
             print_input_problems(run.problems, run_dir)
         if not run.unusable:
-            err.print(f"[red]error:[/] no usable multi-turn result files (BFCL_v3/v4_multi_turn_"
-                      f"*_result.json) under {literal(run_dir)}")
+            err.print(f"[red]error:[/] {literal(no_result_files(run_dir, model))}")
         raise typer.Exit(EXIT_UNUSABLE)
 
     try:
@@ -152,8 +152,7 @@ def score(
         raise typer.Exit(EXIT_UNUSABLE) from None
     confirmation = confirm_table(run.scores) if effects is not None else None
 
-    if run.problems and not quiet:
-        print_input_problems(run.problems, run_dir)
+    print_input_problems(run.problems, run_dir, quiet=quiet)
 
     for flag in flags(run):  # a decoder that (almost) never decodes is not model behaviour
         err.print(f"warning: {visible(flag)}", markup=False, style="yellow")

@@ -14,7 +14,10 @@ def report_problems(scored: Scored, quiet: bool) -> None:
     """Unusable folders in full; input problems grouped by kind (unless ``quiet``)."""
     for msg in scored.unusable:
         err.print("error: " + visible(msg), markup=False, style="red")
-    if not scored.problems or quiet:
+    if not scored.problems:
+        return
+    if quiet:
+        err.print(f"[yellow]{len(scored.problems)} input problem(s)[/] (listed without -q)")
         return
     err.print(f"[yellow]{len(scored.problems)} input problem(s)[/] (`careful score RUN` lists "
               "each one):")

@@ -57,13 +57,15 @@ def sensitivity(
     safe rule (§7 Sensitivity).
 
     The default setting is boundary paper-final with the strict detector and
-    the paper's safe rule (attempted collateral, all duplicate writes). Each
-    other setting changes one thing: every detector variant (qmark: question
-    marks only; last: the last sentence only; loose: the EffectWorld rule),
-    every boundary in declarations/boundary/ plus those given with
+    the paper's safe rule (attempted collateral, all duplicate writes). The
+    other settings change one thing each: every detector variant (qmark:
+    question marks only; last: the last sentence only; loose: the EffectWorld
+    rule), every boundary in declarations/boundary/ plus those given with
     --boundary (--grid: all combinations), effective collateral, visible
-    duplicates. Each run is replayed once; the rules are re-evaluated on the
-    kept traces. Prints one table per entry (its safe score under every
+    duplicates; one row, coll effective/dups visible, changes both rules of
+    the safe verdict at once. Each run is replayed once; the rules are
+    re-evaluated on the kept traces. Prints one table per entry (its safe
+    score under every
     setting) and, for runs under the confirmation protocol, every logged
     scripted-user answer re-judged under the stricter scripts; then
     Spearman's rho between the BFCL and the safe ranking under each setting,

@@ -26,7 +26,8 @@ def workbench(
         "with the embedded reference run written to runs/reference first if missing."),
     db: Path = typer.Option(
         None, "--db", envvar="CAREFUL_DB", show_envvar=False,
-        help="Annotation database. Default: $CAREFUL_DB, else annotations/careful.db."),
+        help="Annotation database. Default: $CAREFUL_DB, else annotations/careful.db in the "
+        "repository."),
     boundary: Boundary = DEFAULT_BOUNDARY,
     decoder: Decoders = None,
     declarations: Declarations = None,

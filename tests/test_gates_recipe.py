@@ -139,3 +139,12 @@ def test_recipe_stops_a_run_below_its_floors(recipe: dict, runs: dict, tmp_path:
     failed = [c["message"] for c in _score_doc(work)["gate"]["conditions"] if not c["passed"]]
     assert failed == ["bfcl mean 25% < floor 40%", "safe mean 25% < floor 35%"]
     assert _junit_failures(work, recipe) == 6  # 3 categories missing, under bfcl and safe
+
+
+def test_the_document_lists_every_rule_a_gate_takes() -> None:
+    from careful_engine.analysis.gates import RULES
+
+    text = DOC.read_text(encoding="utf-8")
+    part = text[text.index("--max-increase [CATEGORY:]RULE=N`"):]
+    listed = part[part.index("Rules: "):part.index("(see `careful score --help`)")]
+    assert re.findall(r"`(\w+)`", listed) == list(RULES)

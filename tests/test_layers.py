@@ -152,3 +152,27 @@ def test_the_readme_layout_names_every_module():
         if p.stem != "__init__" and p.stem not in words
         or p.stem == "__init__" and p.parent.name not in words)
     assert not missing
+
+
+def test_every_option_says_what_it_does_and_no_word_is_split():
+    """Every option of every command has a help text; no hyphenated word of a docstring is
+    split across lines (the help reflow joins "two-\\n sided" as "two- sided")."""
+    import re
+
+    _load()
+    runner = CliRunner()
+    root = typer.main.get_command(app)
+    silent, split = [], []
+    for path in _commands(root, []):
+        command = root
+        for name in path:
+            command = command.commands[name]  # type: ignore[attr-defined]
+        for param in command.params:
+            if param.param_type_name == "option" and not (getattr(param, "help", "") or "").strip():
+                silent.append(f"careful {' '.join(path)} {param.opts[0]}")
+        result = runner.invoke(app, [*path, "--help"], terminal_width=80,
+                               env={"COLUMNS": "80", "TERM": "dumb", "NO_COLOR": "1"})
+        split += [f"careful {' '.join(path)}: {m.group()!r}"
+                  for m in re.finditer(r"\b[a-z]+- [a-z]+\b", result.output)]
+    assert not silent, silent
+    assert not split, split

@@ -60,3 +60,13 @@ def test_text_is_literal(tmp_path: Path, stderr) -> None:
     text = stderr.export_text()
     assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
     assert "[bold]x[/] :smile:" in text and "😄" not in text
+
+
+def test_quiet_gives_the_count_alone(tmp_path: Path, stderr) -> None:
+    """-q prints the tables only; a run with bad input still says so, in one line."""
+    f = str(tmp_path / "m" / "BFCL_v4_multi_turn_base_result.json")
+    problems = [Problem(f, "line is not JSON (x)", 2), Problem(f, "id missing from the file")]
+    common.print_input_problems(problems, tmp_path, quiet=True)
+    assert stderr.export_text() == f"2 input problem(s) under {tmp_path} (listed without -q)\n"
+    common.print_input_problems([], tmp_path, quiet=True)
+    assert stderr.export_text() == ""

@@ -138,3 +138,31 @@ def test_help_explains() -> None:
     assert res.exit_code == 0
     for word in ("RUN_DIR", "--decoder", "--out", "Exit code"):
         assert word in res.output
+
+
+def test_a_model_filter_that_matches_nothing_says_what_there_is(tmp_path) -> None:
+    folder = tmp_path / "run" / "some-model" / "multi_turn"
+    folder.mkdir(parents=True)
+    (folder / "BFCL_v4_multi_turn_base_result.json").write_text(
+        json.dumps({"id": "multi_turn_base_0", "result": [[]]}) + "\n")
+    for command in (["score", str(tmp_path / "run"), "-o", str(tmp_path / "o")],
+                    ["provenance", str(tmp_path / "run")]):
+        res = runner.invoke(app, [*command, "-m", "nosuch"], env={"COLUMNS": "300"})
+        assert res.exit_code == 2, res.output
+        assert f"no model folder nosuch under {tmp_path / 'run'} (found: some-model)" \
+            in res.output, res.output
+
+
+@pytest.mark.parametrize("name", ["long_ctx", "long_context", "multi_turn_long_context"])
+def test_a_category_is_named_as_any_screen_shows_it(name) -> None:
+    """Full names, short names and the tables' column headers all name a category."""
+    from careful_engine.analysis.gates import parse_category
+    from careful_engine.generation.dataset import parse_categories
+
+    assert bfcl.category_named(f" {name} ") == "multi_turn_long_context"
+    assert parse_category(name) == "multi_turn_long_context"
+    assert parse_categories([name]) == ("multi_turn_long_context",)
+    res = runner.invoke(app, ["audit", "references", "-c", name])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["audit", "references", "-c", "basee"], env={"COLUMNS": "300"})
+    assert res.exit_code == 2 and "miss_fn" in res.output, res.output

@@ -38,12 +38,11 @@ MEAN = "mean"
 
 def parse_category(name: str) -> str:
     """A category by its short (``base``) or full (``multi_turn_base``) name."""
-    name = name.strip()
-    for full, sh in bfcl.SHORT_NAMES.items():
-        if name in (full, sh):
-            return full
-    raise ValueError(f"unknown category {name!r}; choose one of "
-                     f"{', '.join(bfcl.SHORT_NAMES.values())}")
+    full = bfcl.category_named(name)
+    if full is None:
+        raise ValueError(f"unknown category {name.strip()!r}; choose one of "
+                         f"{bfcl.CATEGORY_NAMES_HELP}")
+    return full
 
 
 def _split(text: str, what: str) -> tuple[str | None, str, str]:

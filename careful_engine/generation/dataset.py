@@ -14,22 +14,19 @@ _ALIASES = {"all": bfcl.CATEGORIES, "multi_turn": bfcl.CATEGORIES}
 def parse_categories(values: Iterable[str] | None) -> tuple[str, ...]:
     """``base``, ``multi_turn_base``, ``all`` ..., comma-separated or repeated; in bfcl's order."""
     wanted: set[str] = set()
-    short = {v: k for k, v in bfcl.SHORT_NAMES.items()}
     for value in values or ["all"]:
         for part in str(value).split(","):
             name = part.strip()
             if not name:
                 continue
+            full = bfcl.category_named(name)
             if name in _ALIASES:
                 wanted.update(_ALIASES[name])
-            elif name in bfcl.CATEGORIES:
-                wanted.add(name)
-            elif name in short:
-                wanted.add(short[name])
+            elif full is not None:
+                wanted.add(full)
             else:
-                raise GenerationError(f"unknown category {name!r}; expected one of "
-                                      f"{', '.join(bfcl.CATEGORIES)} (or base, miss_func, "
-                                      "miss_param, long_context, all)")
+                raise GenerationError(f"unknown category {name!r}; expected "
+                                      f"{bfcl.CATEGORY_NAMES_HELP}, or all")
     return tuple(c for c in bfcl.CATEGORIES if c in wanted)
 
 

@@ -19,12 +19,7 @@ from careful_engine.scoring.rules import PAPER_RULE, RULE_REGISTRY, RULES, SafeR
 from careful_engine.scoring.score import MISSING, CategoryScore, ModelScore
 
 # category column headers of the 80-column tables
-TERMINAL_CATEGORY = {
-    "multi_turn_base": "base",
-    "multi_turn_miss_func": "miss_fn",
-    "multi_turn_miss_param": "miss_par",
-    "multi_turn_long_context": "long_ctx",
-}
+TERMINAL_CATEGORY = bfcl.COLUMN_NAMES
 
 STRICT_NA = ("strict: not applicable (–) to runs without the confirmation protocol, where no "
              "destructive call can be confirmed")

@@ -12,8 +12,10 @@ from careful_engine.core.bfcl.dataset import (
     ANSWER_DIR,
     BFCL_VERSION,
     CATEGORIES,
+    CATEGORY_NAMES_HELP,
     CLASS_FILE_PATH_MAPPING,
     CLASSES,
+    COLUMN_NAMES,
     DATA_DIR,
     FUNC_DOC_DIR,
     MAXIMUM_STEP_LIMIT,
@@ -22,6 +24,7 @@ from careful_engine.core.bfcl.dataset import (
     SIM_PACKAGE,
     Conversation,
     all_func_docs,
+    category_named,
     category_of,
     conversation,
     conversation_index,
@@ -63,10 +66,12 @@ from careful_engine.core.bfcl.simulators import (
 )
 
 __all__ = [
-    "ANSWER_DIR", "BFCL_VERSION", "CATEGORIES", "CLASSES", "CLASS_FILE_PATH_MAPPING", "DATA_DIR",
+    "ANSWER_DIR", "BFCL_VERSION", "CATEGORIES", "CATEGORY_NAMES_HELP", "CLASSES",
+    "CLASS_FILE_PATH_MAPPING", "COLUMN_NAMES", "DATA_DIR",
     "FUNC_DOC_DIR", "MAXIMUM_STEP_LIMIT", "PACKAGE_DIR", "SHORT_NAMES", "SIM_PACKAGE",
     "Conversation", "HandlerSends", "RegistryEntry", "UnknownModel", "all_func_docs",
-    "base_handler_class", "bound_arguments", "category_of", "claude_handler_class",
+    "base_handler_class", "bound_arguments", "category_named", "category_of",
+    "claude_handler_class",
     "clear_executor_instances", "construct", "conversation", "conversation_index", "conversations",
     "func_docs", "function_class", "handler", "installed_version", "instance_name",
     "is_long_context", "is_stateless", "load_dataset_entry", "make_json_serializable",

@@ -31,6 +31,25 @@ SHORT_NAMES = {
     "multi_turn_miss_param": "miss_param",
     "multi_turn_long_context": "long_context",
 }
+# the category column headers of the 80-column tables
+COLUMN_NAMES = {
+    "multi_turn_base": "base",
+    "multi_turn_miss_func": "miss_fn",
+    "multi_turn_miss_param": "miss_par",
+    "multi_turn_long_context": "long_ctx",
+}
+CATEGORY_NAMES_HELP = ("base, miss_func, miss_param or long_context (the full names and the "
+                       "tables' miss_fn, miss_par and long_ctx too)")
+
+
+def category_named(name: str) -> str | None:
+    """The category a user names: its full name (``multi_turn_base``), its short name
+    (``base``) or its table column (``long_ctx``); None for anything else."""
+    name = name.strip()
+    for full in CATEGORIES:
+        if name in (full, SHORT_NAMES[full], COLUMN_NAMES[full]):
+            return full
+    return None
 
 
 def short_name(category: str) -> str:
