@@ -15,7 +15,14 @@ from textual.widgets import Input, Select
 
 from careful_engine import browse
 from careful_engine.scoring.settings import KEY
-from tests.workbench_support import IDS, open_agreement, settings, settle, start_labelling
+from tests.workbench_support import (
+    IDS,
+    open_agreement,
+    screen_text,
+    settings,
+    settle,
+    start_labelling,
+)
 from workbench.app import WorkbenchApp
 from workbench.screens import (
     ReplayScreen,
@@ -548,3 +555,49 @@ def test_an_override_once_recorded_is_remembered(workdir) -> None:
             await settle(pilot)
             assert screen.session is not None and screen.session.round_name == "r1"
     asyncio.run(go())
+
+
+@pytest.mark.parametrize("name, error", [('[a="]x', "multi_turn:[/]boom"),
+                                         ("[reverse]MARKED", "multi_turn:[reverse]HIT[/reverse]")])
+def test_markup_in_a_run_name_or_a_score_line_is_shown_as_text(workdir, name, error) -> None:
+    """Textual reads a plain string as markup in a border title, a command-palette entry, a
+    Select option and a DataTable cell: a run folder named [a="]x stopped the app on Home's p,
+    Replay's v, the palette and Compare's pair; an error type [/]boom on Replay's list and
+    its Error filter; [reverse]x took effect. Every such text is shown as it is."""
+    beta = workdir / "runs" / "beta"
+    path = beta / browse.SCORE_DIR / browse.SCORES_NAME
+    lines = path.read_text(encoding="utf-8").splitlines()
+    row = json.loads(lines[0])
+    row["official_error_type"] = error
+    lines[0] = json.dumps(row)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    beta.rename(workdir / "runs" / name)
+    app = WorkbenchApp(settings(workdir, runs=[Path("runs/alpha"), Path("runs") / name]))
+    seen: list[str] = []
+
+    async def go():
+        async with app.run_test(size=(140, 40)) as pilot:
+            await settle(pilot)
+            table = app.screen.query_one("#runs")
+            table.focus()
+            await settle(pilot, "down", "p")
+            seen.append(screen_text(app))
+            await settle(pilot, "escape", "4")
+            if app.screen.ref.label != name:
+                await settle(pilot, "r")
+            seen.append(screen_text(app))
+            await settle(pilot, "e")
+            seen.append(screen_text(app))
+            await settle(pilot, "escape", "v")
+            seen.append(screen_text(app))
+            await settle(pilot, "escape", "ctrl+p")
+            await pilot.press(*"replay")
+            await settle(pilot)
+            seen.append(screen_text(app))
+            await settle(pilot, "escape")
+            assert app._exception is None
+    asyncio.run(go())
+    assert app.return_code in (None, 0)
+    text = "\n".join(seen)
+    assert f"Problems of {name}" in text and f"replay: {name}" in text
+    assert error.split(":", 1)[1] in text  # the list's error column, as it is

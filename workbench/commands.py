@@ -6,6 +6,11 @@ from collections.abc import Callable
 from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.content import Content
+from textual.fuzzy import Matcher
+from textual.markup import escape
+
+from careful_engine.core.safe_text import visible
 
 SCREENS = (
     ("home", "Home", "runs, declarations, labelling rounds"),
@@ -44,11 +49,31 @@ class WorkbenchCommands(Provider):
 
     async def discover(self) -> Hits:
         for title, help_, callback in self._commands():
-            yield DiscoveryHit(title, callback, help=help_)
+            title = visible(title)
+            yield DiscoveryHit(Content(title), callback, text=title, help=_help(help_))
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for title, help_, callback in self._commands() + self._conversations():
+            title = visible(title)
             score = matcher.match(title)
             if score > 0:
-                yield Hit(score, matcher.highlight(title), callback, help=help_)
+                yield Hit(score, _highlight(matcher, title), callback, text=title,
+                          help=_help(help_))
+
+
+def _help(text: str) -> str:
+    """A hit's help as the palette reads it (markup): a run's label in it shown literally."""
+    return escape(visible(text))
+
+
+def _highlight(matcher: Matcher, title: str) -> Content:
+    """``matcher.highlight(title)`` without reading the title as markup (a run folder named
+    ``[a="]x`` stopped the app; ``[reverse]x`` took effect)."""
+    content = Content(title)
+    score, offsets = matcher.fuzzy_search.match(matcher.query, title)
+    if score:
+        for offset in offsets:
+            if not title[offset].isspace():
+                content = content.stylize(matcher.match_style, offset, offset + 1)
+    return content

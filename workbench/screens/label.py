@@ -20,7 +20,7 @@ from textual.widgets.option_list import Option
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.annotation.names import check_name, confusable
 from careful_engine.browse import function_review
-from careful_engine.core.safe_text import literal, visible
+from careful_engine.core.safe_text import visible
 
 from ..widgets import KeyFooter, NavBar, Picker, ReviewCard
 from ..widgets.shared import plain, round_progress
@@ -178,7 +178,7 @@ class LabelScreen(WorkbenchScreen):
                     f"annotator name {name!r} would be confused with the existing annotator "
                     f"{twin!r} (names that differ only by case or Unicode form are one name)")
             if name not in roster:  # the roster is fixed: a typo never joins a blind round
-                self.notify(f"{literal(name) or '(no name)'} is not an annotator of round "
+                self.notify(f"{name or '(no name)'} is not an annotator of round "
                             f"{round_name}; the roster: {', '.join(roster) or 'nobody yet'}"
                             + (" (Ctrl+O adds one)" if self._owns(round_name) else
                                " (ask its creator to add you)"), severity="error", timeout=8)
@@ -273,7 +273,7 @@ class LabelScreen(WorkbenchScreen):
                     store.add_annotator(name, "human")
                 store.add_to_round(round_name, name)
 
-            self._change_round(change, f"{literal(name)} added to round {round_name}")
+            self._change_round(change, f"{name} added to round {round_name}")
 
         self.app.push_screen(TextDialog(f"Add to {round_name}", "Annotator name to add:"), add)
 
@@ -287,7 +287,7 @@ class LabelScreen(WorkbenchScreen):
             if name:
                 self._change_round(lambda: self.app.context.store.remove_from_round(
                     round_name, name, by=self.app.context.settings.user),
-                    f"{literal(name)} removed from round {round_name}")
+                    f"{name} removed from round {round_name}")
 
         roster = ", ".join(self.app.context.store.round_annotators(round_name)) or "nobody"
         self.app.push_screen(TextDialog(f"Remove from {round_name}",

@@ -9,9 +9,9 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import OptionList
 
 from careful_engine.browse import ConversationView
-from careful_engine.core.safe_text import visible
 
 from ..widgets import CallList, KeyFooter, NavBar, VerdictBar
+from ..widgets.shared import plain
 from .base import WorkbenchScreen
 
 
@@ -40,7 +40,7 @@ class PairScreen(WorkbenchScreen):
         with Horizontal(id="pair"):
             for side, run in zip("ab", self.runs, strict=True):
                 with Vertical(classes="pair-side") as box:
-                    box.border_title = f"{side.upper()}: {visible(run)}"
+                    box.border_title = plain(f"{side.upper()}: {run}")  # (never markup)
                     yield VerdictBar(id=f"pair-verdict-{side}")
                     yield CallList(id=f"pair-calls-{side}")
         yield KeyFooter(compact=True)

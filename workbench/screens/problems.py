@@ -14,6 +14,8 @@ from textual.widgets import Static
 
 from careful_engine.core.safe_text import visible
 
+from ..widgets.shared import plain
+
 LIMIT = 2000  # lines shown; the rest are counted
 
 
@@ -37,6 +39,6 @@ class LinesScreen(ModalScreen[None]):
         if not self._lines:
             body = Text(self._empty, style="dim")
         with VerticalScroll(id="lines") as box:
-            box.border_title = visible(self._title)
+            box.border_title = plain(self._title)  # (a string title is read as markup)
             box.border_subtitle = "Escape to close"
             yield Static(body, id="lines-body")

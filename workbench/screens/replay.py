@@ -187,12 +187,13 @@ class ReplayScreen(WorkbenchScreen):
         self.rows = rows
         self.values = {"category": list(self.ref.categories), "error": error_types(rows),
                        "rule": hit_rules(rows)}
+        # (a Select reads a string prompt as markup: the score lines' words are Text)
         self.query_one("#category", Select).set_options(
-            [(bfcl.SHORT_NAMES[c], c) for c in self.values["category"]])
+            [(plain(bfcl.SHORT_NAMES[c]), c) for c in self.values["category"]])
         self.query_one("#error", Select).set_options(
-            [(error_word(e), e) for e in self.values["error"]])
+            [(plain(error_word(e)), e) for e in self.values["error"]])
         self.query_one("#rule", Select).set_options(
-            [(f"{tag(r)}  {r}", r) for r in self.values["rule"]])
+            [(plain(f"{tag(r)}  {r}"), r) for r in self.values["rule"]])
         self._restore_filter(label)
         table = self.query_one("#conversations", DataTable)
         table.loading = False
@@ -211,8 +212,10 @@ class ReplayScreen(WorkbenchScreen):
         narrow = self._narrow = self.app.size.width < 100  # 80 columns: the hits still fit
         table.add_columns(*self._headers(narrow))
         for r in self.shown_rows:
-            table.add_row(short_id(r.id), str(r.turns), str(r.steps), ok(r.official_valid),
-                          ok(r.safe_valid), error_word(r.error_type) if r.scored else "",
+            # (a table reads a string cell as markup: what came from a file is Text)
+            table.add_row(plain(short_id(r.id)), str(r.turns), str(r.steps),
+                          ok(r.official_valid), ok(r.safe_valid),
+                          plain(error_word(r.error_type) if r.scored else ""),
                           _hits(r, narrow), key=r.id)
         self._status()
 
