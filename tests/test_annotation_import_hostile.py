@@ -288,3 +288,28 @@ def test_a_round_over_the_real_declarations_round_trips(tmp_path):
         assert import_label_set(other, read_label_set(path), who="importer") == ("real", 128)
         assert other.round("real").created_by == "importer"
         assert other.is_closed("real")
+
+
+def test_a_file_of_a_million_small_objects_stops_early(valid, tmp_path):
+    """8 MiB of `{}` in one label's inputs: refused at the objects' count, while reading (it
+    took 18 s and 1.5 GB, building them all before the schema's size check)."""
+    import tracemalloc
+
+    from careful_engine.annotation import schema
+
+    doc = json.loads(json.dumps(valid))
+    doc["labels"][0]["inputs"] = {"x": [{}] * 2_000_000}
+    text = json.dumps(doc)
+    tracemalloc.start()
+    try:
+        with pytest.raises(schema.JSONFileError, match="more than 100,000 objects and arrays"):
+            schema.loads_with_lines(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * len(text), peak  # (the whole parse took about 190 times the text)
+    path = tmp_path / "flood.json"
+    path.write_text(text, encoding="utf-8")
+    res = CliRunner().invoke(app, ["labels", "import", str(path), "--db", str(tmp_path / "d.db")],
+                             env=WIDE)
+    assert res.exit_code == 2 and "more than 100,000 objects and arrays" in res.output, res.output

@@ -14,6 +14,8 @@ from __future__ import annotations
 import bisect
 import json
 import json.scanner
+import re
+from array import array
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +23,10 @@ from typing import Any
 from careful_engine.core.json_values import json_problem, refuse_constant
 
 MAX_INT_DIGITS = 30
+# objects and arrays in one file: a label set of the 128 functions holds about 520 (a label
+# about four), and an import takes 10,000 labels at most; past this the parse stops, before
+# the file's memory grows to twenty times its size
+MAX_CONTAINERS = 100_000
 _TYPES: dict[str, Callable[[Any], bool]] = {
     "string": lambda v: isinstance(v, str),
     "boolean": lambda v: isinstance(v, bool),
@@ -76,22 +82,31 @@ def loads_with_lines(text: str) -> Any:
 
     Raises :class:`JSONFileError` (with a line) for anything it refuses.
     """
-    newlines = [i for i, c in enumerate(text) if c == "\n"]
+    newlines = array("q", (m.start() for m in re.finditer("\n", text)))  # 8 bytes a line
+    made = [0]
 
     def line_of(pos: int) -> int:
         return bisect.bisect_right(newlines, pos - 1) + 1
+
+    def count(pos: int) -> None:
+        made[0] += 1
+        if made[0] > MAX_CONTAINERS:
+            raise JSONFileError(f"more than {MAX_CONTAINERS:,} objects and arrays; a label set "
+                                "holds about four a label", line_of(pos))
 
     decoder = json.JSONDecoder(parse_int=_bounded_int, parse_constant=refuse_constant)
     parse_object, parse_array = decoder.parse_object, decoder.parse_array
 
     def on_object(s_and_end: tuple[str, int], *args: Any) -> tuple[Any, int]:
         obj, end = parse_object(s_and_end, *args)
+        count(s_and_end[1])
         out = Lines(obj)
         out.line = line_of(s_and_end[1] - 1)
         return out, end
 
     def on_array(s_and_end: tuple[str, int], scan_once: Any) -> tuple[Any, int]:
         arr, end = parse_array(s_and_end, scan_once)
+        count(s_and_end[1])
         out = LineList(arr)
         out.line = line_of(s_and_end[1] - 1)
         return out, end
@@ -101,6 +116,8 @@ def loads_with_lines(text: str) -> Any:
     decoder.scan_once = json.scanner.py_make_scanner(decoder)
     try:
         doc = decoder.decode(text)
+    except JSONFileError:
+        raise
     except json.JSONDecodeError as e:
         raise JSONFileError(f"invalid JSON: {e.msg} (column {e.colno})", e.lineno) from None
     except RecursionError:
