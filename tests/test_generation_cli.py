@@ -109,6 +109,15 @@ def test_repair_names_line_and_id(tmp_path):
                      f"{path.name}:3: dropped a line without a string id",
                      f"{path.name}:4 [multi_turn_base_0]: dropped a duplicate of line 1"]
     assert path.read_text() == good + "\n"
+    # an id of another category, or of none, can never run: dropped, named, not counted
+    foreign = [json.dumps({"id": i, "result": "planted"})
+               for i in ("not_a_real_id", "multi_turn_miss_func_3")]
+    path.write_text("\n".join([good, *foreign]) + "\n")
+    ids, notes = repair(path, category="multi_turn_base")
+    assert ids == {"multi_turn_base_0"} and path.read_text() == good + "\n"
+    assert notes == [f"{path.name}:2 [not_a_real_id]: dropped, the id is not in multi_turn_base",
+                     f"{path.name}:3 [multi_turn_miss_func_3]: dropped, the id is not in "
+                     "multi_turn_base"]
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -59,13 +59,17 @@ def read_entries(path: Path) -> list[dict]:
     return [e for e in records if isinstance(e.get("id"), str)]
 
 
-def repair(path: Path, drop_errors: bool = False) -> tuple[set[str], list[str]]:
+def repair(path: Path, drop_errors: bool = False,
+           category: str | None = None) -> tuple[set[str], list[str]]:
     """Make a result file safe to append to; returns the ids it holds and what was fixed.
 
     A last line without its newline (a kill during the write) or any line that is not JSON is
-    dropped, and duplicates keep their first line. With ``drop_errors``, entries whose result is
-    an inference error are dropped so that they run again.
+    dropped, and duplicates keep their first line; so is an entry whose id is not one of
+    ``category``'s (it can never be run, and bfcl's evaluate would stop on it). With
+    ``drop_errors``, entries whose result is an inference error are dropped so that they run
+    again.
     """
+    valid = {c.id for c in bfcl.conversations(category)} if category else None
     notes: list[str] = []
     raw = files.read_bytes(path)
     if raw is None:
@@ -88,6 +92,10 @@ def repair(path: Path, drop_errors: bool = False) -> tuple[set[str], list[str]]:
         entry_id = entry.get("id") if isinstance(entry, dict) else None
         if not isinstance(entry_id, str):
             notes.append(f"{path.name}:{lineno}: dropped a line without a string id")
+            continue
+        if valid is not None and entry_id not in valid:
+            notes.append(visible(f"{path.name}:{lineno} [{entry_id}]: dropped, the id is not "
+                                 f"in {category}"))
             continue
         if entry_id in ids:
             notes.append(visible(f"{path.name}:{lineno} [{entry_id}]: dropped a duplicate of "

@@ -226,7 +226,7 @@ def generate(
     already = 0
     for cat, entries in selection.items():
         done, fixed = results.repair(results.result_path(options.run_dir, options.model, cat),
-                                     drop_errors=options.retry_errors)
+                                     drop_errors=options.retry_errors, category=cat)
         notes += fixed
         for e in entries:
             if e["id"] in done:
