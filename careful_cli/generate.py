@@ -128,9 +128,9 @@ def generate(
     unavailable, interrupted), resumable; 2 bad input, or the run failed: the endpoint
     failed every attempt and nothing was written.
     """
+    from careful_engine.core.bounded_http import Limits
     from careful_engine.generation import GenerationError, RunOptions, StopRun, results
     from careful_engine.generation import generate as run_gen
-    from careful_engine.generation.bounded import Limits
     from careful_engine.generation.dataset import parse_categories, parse_ids
     from careful_engine.generation.retry import RetryPolicy
     from careful_engine.generation.runner import Condition

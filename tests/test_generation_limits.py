@@ -20,12 +20,12 @@ import pytest
 from typer.testing import CliRunner
 
 from careful_cli import _load, app
+from careful_engine.core import bounded_http
 from careful_engine.generation import (
     ApiUnavailable,
     GenerationError,
     RunOptions,
     anthropic_backend,
-    bounded,
     generate,
     vllm_backend,
 )
@@ -40,7 +40,7 @@ _load()
 cli = CliRunner()
 QWEN = "Qwen/Qwen3-0.6B"
 CLAUDE = "claude-haiku-4-5-20251001-FC"
-LIMITS = bounded.Limits(connect=0.5, total=1.5, max_bytes=256 * 1024)
+LIMITS = bounded_http.Limits(connect=0.5, total=1.5, max_bytes=256 * 1024)
 FAST = RetryPolicy(max_attempts=2, max_wait=0.0, base_wait=0.0)
 
 # behaviour, options, what a request ends in
@@ -77,12 +77,12 @@ def _ids(case) -> str:
 def _openai(url: str) -> vllm_backend.GuardedCompletions:
     return vllm_backend.GuardedCompletions(
         openai.OpenAI(base_url=url, api_key="x", max_retries=0,
-                      http_client=bounded.client(LIMITS)), FAST)
+                      http_client=bounded_http.client(LIMITS)), FAST)
 
 
 def _requester(url: str, guard: SpendGuard | None = None) -> anthropic_backend.Requester:
     client = anthropic.Anthropic(api_key="x", base_url=url, max_retries=0,
-                                 http_client=bounded.client(LIMITS))
+                                 http_client=bounded_http.client(LIMITS))
     return anthropic_backend.Requester(client, guard, FAST)
 
 
@@ -117,10 +117,10 @@ def test_each_hostile_answer_is_a_bounded_retryable_failure(case, tmp_path):
 
 
 def test_a_trickle_of_one_byte_every_two_seconds_ends_at_the_deadline():
-    limits = bounded.Limits(connect=0.5, total=3.0, max_bytes=1024)
+    limits = bounded_http.Limits(connect=0.5, total=3.0, max_bytes=1024)
     with HostileServer("trickle-body", interval=2.0) as s:
         client = openai.OpenAI(base_url=s.url, api_key="x", max_retries=0,
-                               http_client=bounded.client(limits))
+                               http_client=bounded_http.client(limits))
         start = time.monotonic()
         with pytest.raises(openai.APITimeoutError):
             client.completions.create(model="m", prompt="x", max_tokens=3, timeout=72000)
@@ -135,13 +135,13 @@ def test_a_refused_connection_stops_at_once(tmp_path):
     with pytest.raises(ApiUnavailable, match="endpoint unavailable.*connection refused"):
         vllm_backend.GuardedCompletions(openai.OpenAI(
             base_url=url, api_key="x", max_retries=0,
-            http_client=bounded.client(LIMITS)), slow).create(model="m", prompt="x",
+            http_client=bounded_http.client(LIMITS)), slow).create(model="m", prompt="x",
                                                                max_tokens=1)
     guard = SpendGuard(1.0, load_prices().get("claude-haiku-4-5"), tmp_path / "l.jsonl")
     with pytest.raises(ApiUnavailable, match="endpoint unavailable.*connection refused"):
         anthropic_backend.Requester(anthropic.Anthropic(
             api_key="x", base_url=url[:-3], max_retries=0,
-            http_client=bounded.client(LIMITS)), guard, slow).create(
+            http_client=bounded_http.client(LIMITS)), guard, slow).create(
             {"model": "m", "max_tokens": 3, "messages": [{"role": "user", "content": "x"}]})
     assert time.monotonic() - start < 2.0
     assert guard.spent == 0 and ledger_totals(guard.ledger) == (0, 0)  # nothing was sent
@@ -179,7 +179,7 @@ def test_a_run_whose_every_attempt_fails_ends_failed(tmp_path, behaviour):
     assert m["status"] == "failed" and "ApiUnavailable" in m["stop_reason"]
     assert m["conversations"] == {"multi_turn_base": {"written": 0}}
     assert m["settings"]["limits"] == {"connect_s": 0.5, "request_s": 1.5,
-                                       "max_response_bytes": bounded.MAX_RESPONSE_BYTES}
+                                       "max_response_bytes": bounded_http.MAX_RESPONSE_BYTES}
 
 
 def test_an_endpoint_that_dies_mid_run_stops_resumably(tmp_path):
@@ -190,7 +190,7 @@ def test_an_endpoint_that_dies_mid_run_stops_resumably(tmp_path):
         guarded = handler.client
         live = guarded.client
         dead = openai.OpenAI(base_url=refused_url(), api_key="x", max_retries=0,
-                             http_client=bounded.client(LIMITS))
+                             http_client=bounded_http.client(LIMITS))
         calls = {"n": 0}
 
         class Dying:

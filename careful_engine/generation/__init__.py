@@ -2,8 +2,8 @@
 through the Anthropic API, under the standard, effect-hints and confirmation-aware conditions.
 
 * :mod:`.runner` — the run: bfcl's handlers on bfcl's entries, resumable, with a manifest
-  (bfcl's loops call :mod:`careful_engine.core.executor`, the engine's executor, no eval);
-* :mod:`.bounded` — HTTP with a connect timeout, a total deadline and a size cap per request;
+  (bfcl's loops call :mod:`careful_engine.core.executor`, the engine's executor, no eval;
+  HTTP is bounded by :mod:`careful_engine.core.bounded_http`);
 * :mod:`.retry` — bounded retries and what counts as an endpoint failure;
 * :mod:`.files` — run folders and writes that never follow a planted link;
 * :mod:`.results` — result files in bfcl's layout (append, fsync, repair, sort) and totals;

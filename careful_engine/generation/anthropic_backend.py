@@ -25,8 +25,7 @@ import threading
 import time
 from typing import Any
 
-from careful_engine.core import bfcl
-from careful_engine.generation import bounded
+from careful_engine.core import bfcl, bounded_http
 from careful_engine.generation.errors import ApiUnavailable, FatalApiError, GenerationError
 from careful_engine.generation.retry import (
     FATAL,
@@ -189,7 +188,7 @@ def make_handler_class() -> type:
 def build(key: str, *, max_output_tokens: int = DEFAULT_MAX_TOKENS, api_model: str | None = None,
           base_url: str | None = None, api_key: str | None = None,
           guard: SpendGuard | None = None, policy: RetryPolicy | None = None,
-          client: Any = None, limits: bounded.Limits | None = None) -> Any:
+          client: Any = None, limits: bounded_http.Limits | None = None) -> Any:
     """A CarefulClaudeHandler for a registry key whose handler is bfcl's ClaudeHandler."""
     import anthropic
 
@@ -200,11 +199,11 @@ def build(key: str, *, max_output_tokens: int = DEFAULT_MAX_TOKENS, api_model: s
         raise GenerationError(f"{key!r} uses {entry.handler_class}; the anthropic backend runs "
                               "models registered with bfcl's ClaudeHandler")
     if client is None:
-        limits = limits or bounded.Limits.from_env()
+        limits = limits or bounded_http.Limits.from_env()
         client = anthropic.Anthropic(
             api_key=api_key or os.getenv("ANTHROPIC_API_KEY"),
             base_url=base_url or os.getenv("ANTHROPIC_BASE_URL") or None,
-            max_retries=0, timeout=limits.total, http_client=bounded.client(limits),
+            max_retries=0, timeout=limits.total, http_client=bounded_http.client(limits),
         )
     cls = make_handler_class()
     return cls(

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from careful_engine.generation.bounded import unreachable
+from careful_engine.core.bounded_http import unreachable
 from careful_engine.generation.errors import ApiUnavailable, FatalApiError
 
 RETRYABLE = frozenset({408, 409, 429, 500, 502, 503, 504, 529})

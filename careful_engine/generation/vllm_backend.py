@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from careful_engine.core import bfcl
-from careful_engine.generation import bounded, files
+from careful_engine.core import bfcl, bounded_http
+from careful_engine.generation import files
 from careful_engine.generation.errors import ApiUnavailable, GenerationError
 from careful_engine.generation.retry import (
     RetryPolicy,
@@ -40,29 +40,29 @@ DEFAULT_MAX_MODEL_LEN = 65_536
 TOKENIZERS = ("auto", "hf", "server")
 
 
-_clients: dict[bounded.Limits, Any] = {}
+_clients: dict[bounded_http.Limits, Any] = {}
 
 
-def _http(limits: bounded.Limits | None = None) -> Any:
-    limits = limits or bounded.Limits.from_env()
+def _http(limits: bounded_http.Limits | None = None) -> Any:
+    limits = limits or bounded_http.Limits.from_env()
     if limits not in _clients:
-        _clients[limits] = bounded.client(limits)
+        _clients[limits] = bounded_http.client(limits)
     return _clients[limits]
 
 
-def _get_json(url: str, limits: bounded.Limits | None = None) -> Any:
+def _get_json(url: str, limits: bounded_http.Limits | None = None) -> Any:
     r = _http(limits).get(url)
     r.raise_for_status()
     return r.json()
 
 
-def _post_json(url: str, body: dict, limits: bounded.Limits | None = None) -> Any:
+def _post_json(url: str, body: dict, limits: bounded_http.Limits | None = None) -> Any:
     r = _http(limits).post(url, json=body)
     r.raise_for_status()
     return r.json()
 
 
-def served_models(base_url: str, limits: bounded.Limits | None = None) -> list[dict]:
+def served_models(base_url: str, limits: bounded_http.Limits | None = None) -> list[dict]:
     """``GET {base_url}/models``: the models an OpenAI-compatible endpoint serves (entries
     with a text id only)."""
     data = _get_json(base_url.rstrip("/") + "/models", limits)
@@ -109,7 +109,7 @@ def _tokenize_problem(out: Any) -> str | None:
 class ServerTokenizer:
     """Token counts from a vLLM server's ``POST /tokenize`` (no local tokenizer needed)."""
 
-    def __init__(self, base_url: str, model: str, limits: bounded.Limits | None = None,
+    def __init__(self, base_url: str, model: str, limits: bounded_http.Limits | None = None,
                  policy: RetryPolicy | None = None) -> None:
         root = base_url.rstrip("/")
         self.url = (root[: -len("/v1")] if root.endswith("/v1") else root) + "/tokenize"
@@ -172,7 +172,7 @@ def build(key: str, temperature: float) -> Any:
 def attach(handler: Any, base_url: str, *, model: str | None = None, tokenizer: Any = None,
            tokenizer_kind: str = "auto", max_model_len: int = DEFAULT_MAX_MODEL_LEN,
            local_model_path: str | None = None, api_key: str = "EMPTY",
-           limits: bounded.Limits | None = None,
+           limits: bounded_http.Limits | None = None,
            policy: RetryPolicy | None = None) -> dict[str, Any]:
     """Point an OSS handler at an endpoint; give it a tokenizer and a context length.
 
@@ -183,7 +183,7 @@ def attach(handler: Any, base_url: str, *, model: str | None = None, tokenizer: 
     from openai import OpenAI
 
     wanted = model or local_model_path or handler.model_name_huggingface
-    limits = limits or bounded.Limits.from_env()
+    limits = limits or bounded_http.Limits.from_env()
     served = []
     try:
         served = served_models(base_url, limits)
@@ -197,7 +197,7 @@ def attach(handler: Any, base_url: str, *, model: str | None = None, tokenizer: 
     handler.base_url = base_url
     handler.client = GuardedCompletions(
         OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=limits.total,
-               http_client=bounded.client(limits)), policy)
+               http_client=bounded_http.client(limits)), policy)
     ctx: int | None = None
     kind = tokenizer_kind
     if tokenizer is None:
@@ -253,7 +253,7 @@ def vllm_command(model_path_or_id: str, *, port: int = DEFAULT_PORT, dtype: str 
 
 def wait_ready(base_url: str, process: subprocess.Popen | None = None,
                timeout: float = 1800.0, interval: float = 1.0,
-               refused_is_final: bool = False, limits: bounded.Limits | None = None) -> None:
+               refused_is_final: bool = False, limits: bounded_http.Limits | None = None) -> None:
     """Poll ``GET {base_url}/models`` until it answers 200, as bfcl does (with a timeout).
 
     ``refused_is_final`` (an existing ``--endpoint``): a refused connection or an unknown host
@@ -286,7 +286,7 @@ class VllmServer:
     base_url: str
     log_path: Path
     ready_timeout: float = 1800.0
-    limits: bounded.Limits | None = None
+    limits: bounded_http.Limits | None = None
     process: subprocess.Popen | None = field(default=None, init=False)
 
     def __enter__(self) -> VllmServer:

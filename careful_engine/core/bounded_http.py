@@ -1,5 +1,5 @@
-"""Bounded HTTP for generation: every request has a connect timeout, a total deadline and a
-cap on the bytes it may receive.
+"""Bounded HTTP for generation and the LLM annotator: every request has a connect timeout,
+a total deadline and a cap on the bytes it may receive.
 
 httpx's timeouts apply to each socket operation, so a body that trickles one byte every two
 seconds, or headers that do, never times out, and an endless body grows memory without bound
@@ -11,7 +11,7 @@ requested uncompressed and a compressed answer is refused, so the cap bounds wha
 memory.
 
 Both SDKs (anthropic, openai) use ``httpx2``; :func:`client` builds the ``httpx2.Client`` they
-are given. The limits are per attempt (the backends' retry policies bound the attempts).
+are given. The limits are per attempt (the callers' retry policies bound the attempts).
 Env proxies are not routed through these limits (loopback endpoints need none).
 """
 
