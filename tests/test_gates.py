@@ -91,14 +91,18 @@ def test_parse_floor_and_increase() -> None:
     assert g.parse_floor("bfcl=75e-1").percent == Fraction(15, 2)
     assert g.parse_floor("bfcl=100/3").percent == Fraction(100, 3)
     for bad in ("bfcl", "=40", "bfcl=", "speed=40", "nope:bfcl=40", "bfcl=forty", "bfcl=101",
-                "bfcl=-1", "bfcl=1e-99999999", "bfcl=1e999999999", "bfcl=nan", "bfcl=0x10"):
+                "bfcl=-1", "bfcl=1e-99999999", "bfcl=1e999999999", "bfcl=nan", "bfcl=0x10",
+                "bfcl=\uff15", "bfcl=1_0", "bfcl=\u0665\u0660"):  # fullwidth, _, Arabic-Indic
         with pytest.raises(ValueError):  # at once: Fraction would expand 10**99999999 first
             g.parse_floor(bad)
     with pytest.raises(ValueError, match="effect rules"):
         g.parse_floor("safe=3", effects=False)
-    for bad in ("collateral", "speed=1", "collateral=1.5", "collateral=-1", "nope:collateral=1"):
+    for bad in ("collateral", "speed=1", "collateral=1.5", "collateral=-1", "nope:collateral=1",
+                "collateral=\uff15", "collateral=1_0", "collateral=+1", "collateral=" + "9" * 30):
         with pytest.raises(ValueError):
             g.parse_increase(bad)
+    with pytest.raises(ValueError, match=">= 0"):
+        g.parse_increase("collateral=-2")
 
 
 @pytest.mark.parametrize(("args", "says"), [
