@@ -202,3 +202,115 @@ def test_annotate_llm_command(env):
         result = runner.invoke(app, [*args[:-1], other.url, "--model", "claude-x"],
                                env={"ANTHROPIC_API_KEY": "k"})
     assert result.exit_code == 2 and "exists already" in result.output
+
+
+# ------------------------------------------------------------- hostile endpoints
+
+def _msg(content, usage_=None) -> dict:
+    return {"id": "msg_h", "type": "message", "role": "assistant", "model": "m",
+            "content": content, "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": usage_ or {"input_tokens": 10, "output_tokens": 5}}
+
+
+_OK = [{"type": "text", "text": '{"destructive": true, "reason": "deletes data"}'}]
+HOSTILE_BODIES = {
+    "usage-text": _msg(_OK, {"input_tokens": "abc", "output_tokens": 5}),
+    "usage-huge": _msg(_OK, {"input_tokens": 10**30, "output_tokens": 5}),
+    "usage-negative": _msg(_OK, {"input_tokens": 10, "output_tokens": -1}),
+    "cache-float": _msg(_OK, {"input_tokens": 1, "output_tokens": 1,
+                              "cache_read_input_tokens": 1.5}),
+    "text-not-text": _msg([{"type": "text", "text": {"a": 1}}]),
+    "tool-input-list": _msg([{"type": "tool_use", "id": "t", "name": "x", "input": [1]}]),
+    "content-not-list": _msg("just text"),
+    "long-answer": _msg([{"type": "text", "text": '{"destructive": true, "reason": "'
+                          + "x" * 40_000 + '"}'}]),
+    "a-list": [1, 2, 3],
+    "deep-body": b"[" * 100_000 + b"]" * 100_000,
+    "not-json": b"{nope",
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_BODIES))
+def test_a_malformed_answer_is_recorded_and_the_run_stops_with_one_line(env, case):
+    """Answers that are not a usable message (bad usage, text that is not text, too long,
+    not JSON) never end in a traceback: each is recorded as a failed call, and three in a
+    row stop the run with one line and exit 2 (as API errors do)."""
+    from tests.fakes.hostile_server import HostileServer
+
+    store, _, _ = env
+    body = HOSTILE_BODIES[case]
+    raw_body = body if isinstance(body, bytes) else json.dumps(body).encode()
+    with HostileServer("status", status=200, body=raw_body) as server:
+        result = CliRunner().invoke(
+            app, ["annotate-llm", "--db", str(store.path), "-r", "r", "-m", "claude-test",
+                  "-a", "A2", "--base-url", server.root],
+            env={"ANTHROPIC_API_KEY": "k", "COLUMNS": "300"})
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and result.exception is None \
+        or isinstance(result.exception, SystemExit)
+    assert "3 API errors in a row (last: malformed answer" in result.output
+    calls = list(raw(store.path)["llm_calls"].rows)
+    assert len(calls) == 3 and not any(c["ok"] for c in calls)
+    assert all(c["error"].startswith("malformed answer: ") for c in calls)
+    assert not store.annotator_session("r", "A2").labels()
+
+
+def test_a_slow_endpoint_is_cut_at_the_request_deadline(env, monkeypatch):
+    """A body that trickles one byte at a time fails at the request deadline (the client
+    is bounded like generation's), instead of holding the run for ever."""
+    import time
+
+    from tests.fakes.hostile_server import HostileServer
+
+    store, _, _ = env
+    monkeypatch.setenv("CAREFUL_REQUEST_TIMEOUT", "1.0")
+    with HostileServer("trickle-body", interval=0.2) as server:
+        client = llm.make_client("k", server.root, max_retries=0)
+        start = time.monotonic()
+        run = llm.annotate(store, "r", "A2", "claude-test", client=client, limit=1)
+        took = time.monotonic() - start
+    assert took < 5, took
+    [(fn, error)] = run.failed.items()
+    assert "APITimeoutError" in error or "Timeout" in error, error
+
+
+def test_an_answer_that_is_not_one_verdict_about_this_function_is_asked_again(env):
+    store, server, _ = env
+    lone = "\ud800"
+    server.enqueue(
+        '{"destructive": false, "reason": "first"} {"destructive": true, "reason": "second"}',
+        '{"function": "zzz_other", "destructive": true, "reason": "another function"}',
+        '{"destructive": true, "reason": "x", "deep": ' + "[" * 5000 + "]" * 5000 + "}",
+        '{"destructive": true, "reason": "a lone surrogate ' + lone + '"}',
+    )
+    run = llm.annotate(store, "r", "A2", "claude-test", base_url=server.url, api_key="t",
+                       limit=2, attempts=2)
+    assert not run.labelled and len(run.failed) == 2
+    calls = list(raw(store.path)["llm_calls"].rows)
+    errors = [c["error"] for c in calls]
+    assert "contradicting verdicts" in errors[0]
+    assert "about 'zzz_other'" in errors[1]
+    assert "nested too deeply" in errors[2]
+    assert "control character" in errors[3]
+    assert lone not in calls[3]["response"] and "\ufffd" in calls[3]["response"]
+    retry = server.messages_requests()[1]  # the same function asked again, told why
+    assert "contradicting verdicts" in retry.body["messages"][2]["content"]
+
+
+def test_parse_answer_refuses_contradictions_and_other_functions():
+    assert llm.parse_answer('{"destructive": true, "reason": "r"} {"destructive": "yes", '
+                            '"reason": "again"}') == (True, "r")
+    assert llm.parse_answer('{"answer": {"destructive": false, "reason": "nested"}}') \
+        == (False, "nested")
+    assert llm.parse_answer('{"function": "`rm`", "destructive": true, "reason": "r"}',
+                            "rm") == (True, "r")
+    for bad, why in [
+        ('{"destructive": true, "reason": "a"} {"destructive": false, "reason": "b"}',
+         "contradicting"),
+        ('destructive: true ... destructive: no', "contradicting"),
+        ('{"name": "mv", "destructive": true, "reason": "r"}', "about 'mv'"),
+        ('{"destructive": true, "x": ' + "[" * 3000 + "]" * 3000 + "}", "nested too deeply"),
+        ("{" + "x" * llm.MAX_ANSWER_CHARS, "characters"),
+    ]:
+        with pytest.raises(llm.AnswerError, match=why):
+            llm.parse_answer(bad, "rm")

@@ -6,6 +6,13 @@ through an ordinary :class:`~.sessions.AnnotatorSession`, so it is blind to the 
 same way a human is, and every label is committed as it arrives (a rerun resumes). Each call's
 token usage and raw answer are recorded in the ``llm_calls`` table.
 
+The endpoint's answers are untrusted: every request is bounded (connect timeout, deadline,
+size cap: :mod:`careful_engine.core.bounded_http`); an answer that is not a message, with usage
+that is not token counts, text that is not text, or more than :data:`MAX_ANSWER_CHARS`
+characters is a malformed answer (recorded, retried, and counted like an API error); an answer
+whose JSON is nested too deeply, holds contradicting verdicts or names another function is
+unusable (recorded and asked again).
+
 The review sheet is a Markdown file with one section per function (a heading naming it); give
 annotators the blind copy, without other annotators' labels. Without a sheet, a minimal entry
 is built from bfcl-eval's function doc and the round's kind and proposal.
@@ -25,7 +32,8 @@ from typing import Any
 from careful_engine.annotation.errors import AnnotationError, LabelError
 from careful_engine.annotation.signals import FunctionInput
 from careful_engine.annotation.store import Store
-from careful_engine.core import bfcl
+from careful_engine.core import bfcl, bounded_http
+from careful_engine.core.decode import MAX_TOKEN_COUNT
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
 
 DEFINITION = (
@@ -45,6 +53,9 @@ SYSTEM_PROMPT = (
 )
 
 MAX_CONSECUTIVE_API_ERRORS = 3
+MAX_ANSWER_CHARS = 32 * 1024  # one JSON object and a sentence or two; longer is refused
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
+               "cache_read_input_tokens")
 
 
 class AnswerError(ValueError):
@@ -151,28 +162,67 @@ def _coerce(value: Any) -> bool:
     raise AnswerError(f"'destructive' is {value!r}, not true or false")
 
 
-def parse_answer(text: str) -> tuple[bool, str]:
-    """(destructive, reason) from a reply that holds a JSON object, fenced or not."""
+_BRACE = re.compile(r"\{")
+_FLAG = re.compile(r'"?destructive"?\s*[:=]\s*"?(true|false|yes|no)\b', re.I)
+_NAME_KEYS = ("function", "name", "function_name")
+
+
+def _verdicts(obj: Any) -> list[dict]:
+    """The objects holding a ``destructive`` key in a parsed value, outermost first
+    (iteratively; the value is at most :data:`MAX_ANSWER_CHARS` long)."""
+    found, work = [], [obj]
+    while work:
+        v = work.pop(0)
+        if isinstance(v, dict):
+            if "destructive" in v:
+                found.append(v)
+            else:
+                work.extend(v.values())
+        elif isinstance(v, list):
+            work.extend(v)
+    return found
+
+
+def parse_answer(text: str, function: str | None = None) -> tuple[bool, str]:
+    """(destructive, reason) from a reply that holds a JSON object, fenced or not. A reply
+    with verdicts that contradict each other, or that names a function other than
+    ``function``, is refused (:class:`AnswerError`), as is one nested too deeply."""
+    if len(text) > MAX_ANSWER_CHARS:
+        raise AnswerError(f"the answer has {len(text):,} characters; at most "
+                          f"{MAX_ANSWER_CHARS:,} are read")
     decoder = json.JSONDecoder()
-    found: dict | None = None
-    for m in re.finditer(r"\{", text):
+    verdicts: list[dict] = []
+    pos = 0
+    while (m := _BRACE.search(text, pos)) is not None:
         try:
-            obj, _ = decoder.raw_decode(text, m.start())
-        except json.JSONDecodeError:
+            obj, end = decoder.raw_decode(text, m.start())
+        except RecursionError:
+            raise AnswerError("the answer's JSON is nested too deeply") from None
+        except ValueError:
+            pos = m.start() + 1
             continue
-        if isinstance(obj, dict) and "destructive" in obj:
-            found = obj
-            break
-    if found is None:
-        flag = re.search(r'"?destructive"?\s*[:=]\s*"?(true|false|yes|no)\b', text, re.I)
-        if not flag:
+        verdicts += _verdicts(obj)
+        pos = end
+    if verdicts:
+        for v in verdicts:
+            named = next((v[k] for k in _NAME_KEYS if isinstance(v.get(k), str)), None)
+            if function is not None and named is not None and named.strip("` ") != function:
+                raise AnswerError(f"the answer is about {named[:80]!r}, not {function!r}")
+        values = {_coerce(v["destructive"]) for v in verdicts}
+        found = verdicts[0]
+    else:
+        flags = _FLAG.findall(text)
+        if not flags:
             raise AnswerError(f"no JSON answer in the reply: {text[:200]!r}")
+        values = {_coerce(f) for f in flags}
         reason = re.search(r'"?reason"?\s*[:=]\s*"((?:[^"\\]|\\.)*)"', text, re.S)
-        found = {"destructive": flag.group(1), "reason": reason.group(1) if reason else ""}
+        found = {"destructive": flags[0], "reason": reason.group(1) if reason else ""}
+    if len(values) > 1:
+        raise AnswerError("the answer holds contradicting verdicts (both true and false)")
     return _coerce(found["destructive"]), str(found.get("reason") or "").strip()
 
 
-def answer_of(message: Any) -> tuple[bool, str, str]:
+def answer_of(message: Any, function: str | None = None) -> tuple[bool, str, str]:
     """(destructive, reason, raw text) from a Messages API response (text or tool_use)."""
     texts = []
     for block in getattr(message, "content", None) or []:
@@ -180,20 +230,75 @@ def answer_of(message: Any) -> tuple[bool, str, str]:
         if kind == "tool_use" and isinstance(getattr(block, "input", None), dict):
             data = block.input
             if "destructive" in data:
-                raw = json.dumps(data)
-                return _coerce(data["destructive"]), str(data.get("reason") or "").strip(), raw
+                raw = json.dumps(data, ensure_ascii=False)
+                destructive, reason = parse_answer(raw, function)
+                return destructive, reason, raw
         elif kind == "text":
             texts.append(block.text)
     raw = "\n".join(texts)
-    destructive, reason = parse_answer(raw)
+    destructive, reason = parse_answer(raw, function)
     return destructive, reason, raw
 
 
-def usage_of(message: Any) -> dict[str, int | None]:
+def _token_count(value: Any) -> bool:
+    return type(value) is int and 0 <= value <= MAX_TOKEN_COUNT
+
+
+def message_problem(message: Any) -> str | None:
+    """Why an answer from the endpoint is not a usable message (None when it is): content
+    that is not a list of blocks, a text block whose text is not text, a tool call whose
+    input is not an object, more than :data:`MAX_ANSWER_CHARS` characters, or usage that is
+    not token counts."""
+    content = getattr(message, "content", None)
+    if not isinstance(content, list):
+        return f"the answer is not a message ({type(message).__name__} without content)"
+    size = 0
+    for block in content:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            text = getattr(block, "text", None)
+            if not isinstance(text, str):
+                return f"a text block holds {type(text).__name__}, not text"
+            size += len(text)
+        elif kind == "tool_use":
+            data = getattr(block, "input", None)
+            if not isinstance(data, dict):
+                return f"a tool call's input is {type(data).__name__}, not an object"
+            try:
+                size += len(json.dumps(data, ensure_ascii=False))
+            except (RecursionError, ValueError):
+                return "a tool call's input is nested too deeply"
+        if size > MAX_ANSWER_CHARS:
+            return f"the answer has more than {MAX_ANSWER_CHARS:,} characters"
     usage = getattr(message, "usage", None)
-    keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
-            "cache_read_input_tokens")
-    return {k: getattr(usage, k, None) for k in keys}
+    for key in _USAGE_KEYS:
+        value = getattr(usage, key, None)
+        if (value is None and key in _USAGE_KEYS[2:]) or _token_count(value):
+            continue
+        return f"the answer's usage {key} is {str(value)[:40]!r}, not a token count"
+    return None
+
+
+def usage_of(message: Any) -> dict[str, int | None]:
+    """The token usage of a message that passed :func:`message_problem`."""
+    usage = getattr(message, "usage", None)
+    return {k: getattr(usage, k, None) for k in _USAGE_KEYS}
+
+
+def _id(value: Any) -> str | None:
+    """An identifier from the answer (request id, stop reason) as stored: short text."""
+    return value[:200] if isinstance(value, str) else None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _stored(text: str) -> str:
+    """Answer text as kept in the database: at most :data:`MAX_ANSWER_CHARS` characters,
+    lone surrogates (which no UTF-8 column holds) replaced."""
+    if len(text) > MAX_ANSWER_CHARS:
+        text = text[:MAX_ANSWER_CHARS] + f"… ({len(text):,} characters)"
+    return _SURROGATE.sub("\ufffd", text)
 
 
 @dataclass
@@ -212,14 +317,19 @@ class LLMRun:
 
 
 def make_client(api_key: str | None = None, base_url: str | None = None, *,
-                max_retries: int = 4, timeout: float = 120.0) -> Any:
+                max_retries: int = 4, limits: bounded_http.Limits | None = None) -> Any:
+    """An Anthropic client whose every request is bounded (default: ``Limits.from_env()``)."""
     import anthropic
 
     key = api_key or os.environ.get("ANTHROPIC_API_KEY")
     if not key:
         raise AnnotationError("no Anthropic API key: set ANTHROPIC_API_KEY or pass --api-key")
+    try:
+        limits = limits or bounded_http.Limits.from_env()
+    except ValueError as e:
+        raise AnnotationError(f"request limits: {e}") from None
     return anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=max_retries,
-                               timeout=timeout)
+                               timeout=limits.total, http_client=bounded_http.client(limits))
 
 
 def annotate(
@@ -273,31 +383,41 @@ def annotate(
                 session.log_call(fn.name, model=model, ok=0, error=error[:2000])
                 api_errors += 1
                 break
+            except (ValueError, RecursionError) as e:  # a 200 body that is not a message
+                message, problem = None, f"the answer is not JSON ({type(e).__name__})"
+            else:
+                problem = message_problem(message)
+            if problem is not None:
+                error = f"malformed answer: {problem}"
+                session.log_call(fn.name, model=model, ok=0, error=error[:2000],
+                                 request_id=_id(getattr(message, "id", None)))
+                api_errors += 1
+                if api_errors >= MAX_CONSECUTIVE_API_ERRORS:
+                    break
+                continue
             api_errors = 0
             usage = usage_of(message)
             run.add_usage(usage)
+            ids = dict(request_id=_id(getattr(message, "id", None)),
+                       stop_reason=_id(getattr(message, "stop_reason", None)))
             raw = ""
             try:
-                destructive, reason, raw = answer_of(message)
+                destructive, reason, raw = answer_of(message, fn.name)
                 session.label(fn.name, destructive, reason)
             except (AnswerError, LabelError) as e:
                 error = str(e)
-                session.log_call(
-                    fn.name, model=model, request_id=getattr(message, "id", None), ok=0,
-                    error=error[:2000], stop_reason=getattr(message, "stop_reason", None),
-                    response=raw or _text(message), **usage,
-                )
+                text = _text(message)
+                session.log_call(fn.name, model=model, ok=0, error=error[:2000],
+                                 response=_stored(raw or text), **ids, **usage)
                 messages = messages + [
-                    {"role": "assistant", "content": _text(message) or "(empty)"},
+                    {"role": "assistant", "content": _stored(text) or "(empty)"},
                     {"role": "user", "content": f"That answer could not be used ({error}). "
                      'Answer with one JSON object only: {"destructive": true or false, '
                      '"reason": "..."}; a reason is required.'},
                 ]
                 continue
-            session.log_call(
-                fn.name, model=model, request_id=getattr(message, "id", None), ok=1,
-                stop_reason=getattr(message, "stop_reason", None), response=raw, **usage,
-            )
+            session.log_call(fn.name, model=model, ok=1, response=_stored(raw), **ids,
+                             **usage)
             run.labelled.append(fn.name)
             error = ""
             if on_result:
