@@ -164,3 +164,82 @@ def test_attach_ignores_a_served_length_that_is_not_a_length(served_len):
         info = vllm_backend.attach(handler, s.url, tokenizer_kind="server",
                                    max_model_len=20000)
     assert info["max_context_length"] == handler.max_context_length == 20000
+
+
+# ------------------------------------------------- every line written is read back by score
+
+def _read_back(path: Path):
+    from careful_engine.core import runs
+
+    files, problems = runs.find_result_files(path.parents[2])
+    assert not problems
+    [rf] = files
+    return runs.load_result_file(rf)
+
+
+def test_every_line_generate_writes_is_one_score_reads(tmp_path, monkeypatch):
+    """An entry longer or deeper than a result line may be, or one that would grow the file
+    past the size a result file is read with, is written as an inference error that says why
+    (token counts kept), so ``careful score`` never skips what generate wrote. A lone
+    surrogate from the model is kept, escaped."""
+    from careful_engine.core import runs
+    from careful_engine.generation import results
+
+    writer = results.ResultWriter(tmp_path / "r", KEY)
+    ids = [f"multi_turn_base_{i}" for i in range(6)]
+    counts = {"input_token_count": [[5, 6]], "output_token_count": [[1, 2]], "latency": [[0.1]]}
+    huge = {"id": ids[0], "result": [["x" * (runs.MAX_ENTRY_CHARS + 10)]], **counts}
+    deep: list = []
+    for _ in range(runs.MAX_DEPTH + 5):
+        deep = [deep]
+    whys = [writer.write(huge),
+            writer.write({"id": ids[1], "result": [[deep]], **counts}),
+            writer.write({"id": ids[2], "result": [["said \ud800 and \udfff"]], **counts})]
+    assert "characters" in whys[0] and "nests deeper" in whys[1] and whys[2] is None
+    path = results.result_path(tmp_path / "r", KEY, "multi_turn_base")
+    monkeypatch.setattr(results, "MAX_RESULT_BYTES", path.stat().st_size + 3000)
+    whys += [writer.write({"id": ids[3], "result": [["y" * 1000]], **counts}),
+             writer.write({"id": ids[4], "result": [["z" * 3000]], **counts})]
+    assert whys[3] is None and "would grow past" in whys[4]
+    loaded = _read_back(path)
+    assert list(loaded.entries) == ids[:5]  # every line read back
+    assert [p.message for p in loaded.problems if p.id in ids[:5]
+            and "error string" not in p.message] == []
+    for i in (0, 1, 4):
+        entry = loaded.entries[ids[i]]
+        assert entry["result"].startswith("Error during inference: ")
+        assert entry["input_token_count"] == [[5, 6]] and entry["latency"] == [[0.1]]
+    assert loaded.entries[ids[2]]["result"] == [["said \ud800 and \udfff"]]
+
+
+def test_a_run_whose_conversation_outgrows_a_result_line_scores(tmp_path, monkeypatch):
+    """Through ``generate``: a model whose calls make a conversation longer than a result
+    line may be gets an inference error for it, and the run completes."""
+    from careful_engine.generation import results
+
+    monkeypatch.setattr(results, "MAX_ENTRY_CHARS", 60_000)
+    arg = "x" * 25_000
+    call = '<tool_call>\n{"name": "ls", "arguments": {"a": "' + arg + '"}}\n</tool_call>'
+    with FakeCompletionsServer(KEY, responder=lambda r: call if len(
+            [m for m in r.body["prompt"].split("<tool_call>")]) < 4 else "Done.") as s:
+        report, _ = _run(tmp_path / "r", s, limit=1)
+    assert report.status == "complete"
+    path = results.result_path(tmp_path / "r", KEY, "multi_turn_base")
+    [entry] = _read_back(path).entries.values()
+    assert len(path.read_text()) < 10_000
+    assert entry["result"].startswith("Error during inference: the conversation's result line")
+    assert len(entry["input_token_count"]) == 4  # the counts of every turn are kept
+
+
+@pytest.mark.parametrize("usage", [10**10, 10**11, -1, True, 1.5])
+def test_usage_that_score_would_refuse_is_a_malformed_answer(usage):
+    from careful_engine.generation.retry import completion_problem, message_problem
+
+    completion = {"choices": [{"text": "ok"}],
+                  "usage": {"prompt_tokens": usage, "completion_tokens": 1}}
+    assert "not token counts" in completion_problem(completion)
+    message = {"content": [], "usage": {"input_tokens": 1, "output_tokens": usage}}
+    assert "not token counts" in message_problem(message)
+    big = {"choices": [{"text": "x" * (2 * 2**20 + 1)}],
+           "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
+    assert "characters" in completion_problem(big)

@@ -24,6 +24,8 @@ from typing import Any
 from careful_engine.core import bfcl
 from careful_engine.core.decode import token_count
 from careful_engine.core.json_values import refuse_constant
+from careful_engine.core.runs import MAX_DEPTH, MAX_ENTRY_CHARS, TOKEN_FIELDS, depth_over
+from careful_engine.core.safe_read import MAX_RESULT_BYTES
 from careful_engine.core.safe_text import visible
 from careful_engine.generation import files
 from careful_engine.generation.errors import GenerationError
@@ -117,23 +119,77 @@ def _atomic_write(path: Path, text: str) -> None:
     files.atomic_write(path, text)
 
 
+def _unreadable(entry: dict[str, Any], line: str | None) -> str | None:
+    """Why ``careful score`` would not read this entry's line back, or None."""
+    if depth_over(entry):
+        return f"the conversation's result nests deeper than {MAX_DEPTH} levels"
+    if line is None:
+        return "the conversation's result cannot be written as JSON"
+    if len(line) > MAX_ENTRY_CHARS:
+        return (f"the conversation's result line would have {len(line):,} characters, more "
+                f"than the {MAX_ENTRY_CHARS:,} a result line is read with")
+    return None
+
+
+def as_inference_error(entry: dict[str, Any], why: str) -> dict[str, Any]:
+    """The entry written in place of one that could not be read back: bfcl's inference
+    error (``result`` is a string; the conversation fails), keeping its token counts when
+    they are small."""
+    out: dict[str, Any] = {"id": entry.get("id"), "result": f"Error during inference: {why}"}
+    for key in (*TOKEN_FIELDS, "latency"):
+        if key in entry:
+            try:
+                if len(json.dumps(entry[key])) <= 2**20:
+                    out[key] = entry[key]
+            except (ValueError, RecursionError, TypeError):
+                pass
+    return out
+
+
+def entry_line(entry: dict[str, Any]) -> tuple[str, str | None]:
+    """The line written for a finished conversation and, when it had to be replaced by an
+    inference error (longer or deeper than a result line may be), why."""
+    try:
+        line: str | None = json.dumps(entry, ensure_ascii=False)
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate from the model: kept, as an escape
+            line = json.dumps(entry)
+    except (ValueError, RecursionError):
+        line = None
+    why = _unreadable(entry, line)
+    if why is not None:
+        line = json.dumps(as_inference_error(entry, why), ensure_ascii=False)
+    return line + "\n", why
+
+
 class ResultWriter:
-    """Appends finished conversations to their category files; thread-safe."""
+    """Appends finished conversations to their category files; thread-safe. Every line
+    written is one ``careful score`` reads back: an entry too long or too deep for a result
+    line, or one that would grow its file past :data:`~careful_engine.core.safe_read.
+    MAX_RESULT_BYTES`, is written as an inference error that says why."""
 
     def __init__(self, run_dir: Path, registry_key: str) -> None:
         self.run_dir = run_dir
         self.key = registry_key
         self._lock = threading.Lock()
 
-    def write(self, entry: dict[str, Any]) -> None:
+    def write(self, entry: dict[str, Any]) -> str | None:
+        """Append one entry; returns why it was written as an inference error, or None."""
         path = result_path(self.run_dir, self.key, bfcl.category_of(entry["id"]))
-        line = json.dumps(entry, ensure_ascii=False) + "\n"
+        line, why = entry_line(entry)
         with self._lock:
             files.ensure_dir(path.parent, self.run_dir.parent)
             with files.open_append(path) as f:
+                size = os.fstat(f.fileno()).st_size
+                if size + len(line.encode("utf-8")) > MAX_RESULT_BYTES:
+                    why = (f"the result file would grow past the {MAX_RESULT_BYTES:,} bytes "
+                           "a result file is read with")
+                    line = json.dumps(as_inference_error(entry, why), ensure_ascii=False) + "\n"
                 f.write(line)
                 f.flush()
                 os.fsync(f.fileno())
+        return why
 
     def sort(self, category: str) -> None:
         """Sort a finished file by id (bfcl's order), atomically."""

@@ -18,11 +18,13 @@ After ``max_attempts`` failed attempts the run stops (:class:`~.errors.ApiUnavai
 from __future__ import annotations
 
 import email.utils
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from careful_engine.core.bounded_http import unreachable
+from careful_engine.core.decode import MAX_TOKEN_COUNT
 from careful_engine.generation.errors import ApiUnavailable, FatalApiError
 
 RETRYABLE = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -110,8 +112,26 @@ def _get(obj: Any, key: str) -> Any:
     return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
 
 
+# characters of one answer: bfcl asks for at most 4,096 tokens an answer from open models
+# and --max-tokens from Claude; a longer answer is malformed (it would make a result line that
+# ``careful score`` does not read, and a conversation of them holds gigabytes)
+MAX_ANSWER_CHARS = 2 * 2**20
+
+
 def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**12
+    """A token count as ``careful score`` reads one (:data:`~careful_engine.core.decode.
+    MAX_TOKEN_COUNT` at most), so a run's usage is never logged and then refused."""
+    return type(value) is int and 0 <= value <= MAX_TOKEN_COUNT
+
+
+def _size(value: Any) -> int:
+    """Characters of an answer's text or tool input (a bound on its JSON length)."""
+    if isinstance(value, str):
+        return len(value)
+    try:
+        return len(json.dumps(value, ensure_ascii=False, default=str))
+    except (ValueError, RecursionError):
+        return MAX_ANSWER_CHARS + 1
 
 
 def message_problem(response: Any) -> str | None:
@@ -119,6 +139,9 @@ def message_problem(response: Any) -> str | None:
     content = _get(response, "content")
     if not isinstance(content, list):
         return f"the answer is not a message ({type(response).__name__} without content)"
+    size = sum(_size(_get(b, "text") or _get(b, "input") or "") for b in content)
+    if size > MAX_ANSWER_CHARS:
+        return f"the answer has more than {MAX_ANSWER_CHARS:,} characters"
     usage = _get(response, "usage")
     if usage is None or not (_count(_get(usage, "input_tokens"))
                              and _count(_get(usage, "output_tokens"))):
@@ -137,6 +160,8 @@ def completion_problem(response: Any) -> str | None:
         return f"the answer is not a completion ({type(response).__name__} without choices)"
     if not isinstance(_get(choices[0], "text"), str):
         return "the answer's first choice has no text"
+    if len(_get(choices[0], "text")) > MAX_ANSWER_CHARS:
+        return f"the answer has more than {MAX_ANSWER_CHARS:,} characters"
     usage = _get(response, "usage")
     if usage is None or not (_count(_get(usage, "prompt_tokens"))
                              and _count(_get(usage, "completion_tokens"))):
