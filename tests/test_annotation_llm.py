@@ -314,3 +314,32 @@ def test_parse_answer_refuses_contradictions_and_other_functions():
     ]:
         with pytest.raises(llm.AnswerError, match=why):
             llm.parse_answer(bad, "rm")
+
+
+def test_lone_surrogates_from_the_endpoint_are_stored_replaced(env):
+    """A lone surrogate in an answer's id or stop reason, or in an API error's text, is
+    stored replaced (SQLite refuses it) instead of ending the run with a traceback."""
+    from tests.fakes.hostile_server import HostileServer
+
+    store, _, _ = env
+    answer = _msg(_OK)
+    answer["id"], answer["stop_reason"] = "msg_\ud800", "end_\udfff"
+    with HostileServer("status", status=200, body=json.dumps(answer).encode()) as server:
+        run = llm.annotate(store, "r", "A2", "claude-test", base_url=server.root,
+                           api_key="k", limit=1)
+    assert len(run.labelled) == 1
+    with HostileServer("status", status=400, body=b'"\\ud800 bad request"') as server:
+        run = llm.annotate(store, "r", "A2", "claude-test", limit=1,
+                           client=llm.make_client("k", server.root, max_retries=0))
+    assert len(run.failed) == 1 and "\ufffd" in next(iter(run.failed.values()))
+    calls = list(raw(store.path)["llm_calls"].rows)
+    assert calls[0]["request_id"] == "msg_\ufffd" and calls[0]["stop_reason"] == "end_\ufffd"
+    assert "\ufffd bad request" in calls[1]["error"]
+
+
+def test_a_verdict_may_name_its_function_in_the_usual_ways():
+    for named in ("cd", "`cd`", "cd()", "GorillaFileSystem.cd", "cd(folder)"):
+        answer = json.dumps({"function": named, "destructive": False, "reason": "moves"})
+        assert llm.parse_answer(answer, "cd") == (False, "moves")
+    assert llm.message_problem(type("M", (), {"content": [1, 2], "usage": None})()) \
+        == "a content block is int, without a type"

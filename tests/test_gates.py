@@ -97,12 +97,19 @@ def test_parse_floor_and_increase() -> None:
             g.parse_floor(bad)
     with pytest.raises(ValueError, match="effect rules"):
         g.parse_floor("safe=3", effects=False)
-    for bad in ("collateral", "speed=1", "collateral=1.5", "collateral=-1", "nope:collateral=1",
-                "collateral=\uff15", "collateral=1_0", "collateral=+1", "collateral=" + "9" * 30):
+    for bad in ("collateral", "speed=1", "nope:collateral=1"):
         with pytest.raises(ValueError):
             g.parse_increase(bad)
-    with pytest.raises(ValueError, match=">= 0"):
-        g.parse_increase("collateral=-2")
+    for bad in ("collateral=1.5", "collateral=\uff15", "collateral=1_0", "collateral=1 0"):
+        with pytest.raises(ValueError, match="not a whole number"):
+            g.parse_increase(bad)
+    for bad in ("collateral=-2", "collateral=-" + "9" * 30):
+        with pytest.raises(ValueError, match=">= 0"):
+            g.parse_increase(bad)
+    with pytest.raises(ValueError, match="too large"):
+        g.parse_increase("collateral=" + "9" * 30)
+    assert g.parse_increase("collateral=+5").limit == 5
+    assert g.parse_increase("collateral=-0").limit == 0
 
 
 @pytest.mark.parametrize(("args", "says"), [

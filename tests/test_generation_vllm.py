@@ -197,7 +197,8 @@ def test_every_line_generate_writes_is_one_score_reads(tmp_path, monkeypatch):
             writer.write({"id": ids[2], "result": [["said \ud800 and \udfff"]], **counts})]
     assert "characters" in whys[0] and "nests deeper" in whys[1] and whys[2] is None
     path = results.result_path(tmp_path / "r", KEY, "multi_turn_base")
-    monkeypatch.setattr(results, "MAX_RESULT_BYTES", path.stat().st_size + 3000)
+    monkeypatch.setattr(results, "MAX_RESULT_BYTES",
+                        path.stat().st_size + results._ERROR_ROOM + 3000)
     whys += [writer.write({"id": ids[3], "result": [["y" * 1000]], **counts}),
              writer.write({"id": ids[4], "result": [["z" * 3000]], **counts})]
     assert whys[3] is None and "would grow past" in whys[4]
@@ -243,3 +244,42 @@ def test_usage_that_score_would_refuse_is_a_malformed_answer(usage):
     big = {"choices": [{"text": "x" * (2 * 2**20 + 1)}],
            "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
     assert "characters" in completion_problem(big)
+
+
+def test_sorting_and_a_full_file_keep_every_line_readable(tmp_path, monkeypatch):
+    """Sorting a finished file keeps a lone surrogate escaped (it rewrote it raw, and the
+    UTF-8 write failed); a file near its size cap takes a short inference-error line, and
+    when even that does not fit the run stops with a GenerationError, never writing past."""
+    from careful_engine.generation import results
+
+    writer = results.ResultWriter(tmp_path / "r", KEY)
+    writer.write({"id": "multi_turn_base_1", "result": [["ok"]]})
+    writer.write({"id": "multi_turn_base_0", "result": [["echo('\ud800')"]]})
+    writer.sort("multi_turn_base")
+    path = results.result_path(tmp_path / "r", KEY, "multi_turn_base")
+    loaded = _read_back(path)
+    assert list(loaded.entries) == ["multi_turn_base_0", "multi_turn_base_1"]
+    assert loaded.entries["multi_turn_base_0"]["result"] == [["echo('\ud800')"]]
+
+    size = path.stat().st_size
+    monkeypatch.setattr(results, "MAX_RESULT_BYTES", size + results._ERROR_ROOM + 200)
+    counts = {"input_token_count": [[1] * 10_000]}
+    why = writer.write({"id": "multi_turn_base_2", "result": [["x" * 500]], **counts})
+    assert "would grow past" in why
+    entry = _read_back(path).entries["multi_turn_base_2"]
+    assert "input_token_count" not in entry  # no room for them
+    monkeypatch.setattr(results, "MAX_RESULT_BYTES", path.stat().st_size + 50)
+    with pytest.raises(GenerationError, match="is full"):
+        writer.write({"id": "multi_turn_base_3", "result": [["y"]]})
+    assert path.stat().st_size <= results.MAX_RESULT_BYTES
+
+
+def test_usage_whose_logged_input_would_exceed_a_token_count_is_malformed():
+    from careful_engine.core.decode import MAX_TOKEN_COUNT
+    from careful_engine.generation.retry import message_problem
+
+    half = MAX_TOKEN_COUNT // 2 + 1
+    usage = {"input_tokens": half, "output_tokens": 1, "cache_read_input_tokens": half}
+    assert "adds up" in message_problem({"content": [], "usage": usage})
+    usage["cache_read_input_tokens"] = 5
+    assert message_problem({"content": [], "usage": usage}) is None

@@ -67,7 +67,7 @@ class Floor:
 # a floor's value: ASCII digits (not '５', not '1_0', which Python's number parsers take), a
 # decimal part, a small exponent or a fraction (37.5, 75e-1, 1/3)
 PERCENT = re.compile(r"\d{1,20}(\.\d{0,20})?([eE][-+]?\d{1,2})?(/\d{1,20})?", re.ASCII)
-WHOLE = re.compile(r"\d{1,18}", re.ASCII)
+WHOLE = re.compile(r"[-+]?\d+", re.ASCII)
 
 
 def parse_floor(text: str, *, effects: bool = True) -> Floor:
@@ -103,10 +103,12 @@ def parse_increase(text: str) -> Increase:
     if rule not in RULES:
         raise ValueError(f"{text!r}: unknown rule {rule!r}; choose one of {', '.join(RULES)}")
     category = None if cat in (None, OVERALL) else parse_category(cat)
-    if value.startswith("-") and WHOLE.fullmatch(value[1:]):
-        raise ValueError(f"{text!r}: the allowed increase must be >= 0")
     if not WHOLE.fullmatch(value):
-        raise ValueError(f"{text!r}: {value!r} is not a whole number") from None
+        raise ValueError(f"{text!r}: {value!r} is not a whole number")
+    if value.startswith("-") and value.lstrip("-0"):
+        raise ValueError(f"{text!r}: the allowed increase must be >= 0")
+    if len(value.lstrip("+-0")) > 18:
+        raise ValueError(f"{text!r}: {value} is too large an increase")
     limit = int(value)
     return Increase(rule, category, limit, text)
 

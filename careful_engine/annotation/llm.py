@@ -183,6 +183,12 @@ def _verdicts(obj: Any) -> list[dict]:
     return found
 
 
+def _named(name: str) -> str:
+    """A function as an answer names it: ``cd``, `` `cd` ``, ``cd()``, ``GorillaFileSystem.cd``."""
+    name = re.sub(r"\(.*\)\s*$", "", name.strip().strip("`").strip())
+    return name.rsplit(".", 1)[-1].strip()
+
+
 def parse_answer(text: str, function: str | None = None) -> tuple[bool, str]:
     """(destructive, reason) from a reply that holds a JSON object, fenced or not. A reply
     with verdicts that contradict each other, or that names a function other than
@@ -206,7 +212,7 @@ def parse_answer(text: str, function: str | None = None) -> tuple[bool, str]:
     if verdicts:
         for v in verdicts:
             named = next((v[k] for k in _NAME_KEYS if isinstance(v.get(k), str)), None)
-            if function is not None and named is not None and named.strip("` ") != function:
+            if function is not None and named is not None and _named(named) != function:
                 raise AnswerError(f"the answer is about {named[:80]!r}, not {function!r}")
         values = {_coerce(v["destructive"]) for v in verdicts}
         found = verdicts[0]
@@ -255,6 +261,8 @@ def message_problem(message: Any) -> str | None:
     size = 0
     for block in content:
         kind = getattr(block, "type", None)
+        if not isinstance(kind, str):
+            return f"a content block is {type(block).__name__}, without a type"
         if kind == "text":
             text = getattr(block, "text", None)
             if not isinstance(text, str):
@@ -287,7 +295,7 @@ def usage_of(message: Any) -> dict[str, int | None]:
 
 def _id(value: Any) -> str | None:
     """An identifier from the answer (request id, stop reason) as stored: short text."""
-    return value[:200] if isinstance(value, str) else None
+    return _clean(value[:200]) if isinstance(value, str) else None
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -298,6 +306,11 @@ def _stored(text: str) -> str:
     lone surrogates (which no UTF-8 column holds) replaced."""
     if len(text) > MAX_ANSWER_CHARS:
         text = text[:MAX_ANSWER_CHARS] + f"… ({len(text):,} characters)"
+    return _clean(text)
+
+
+def _clean(text: str) -> str:
+    """Text from the endpoint with lone surrogates (which no UTF-8 column holds) replaced."""
     return _SURROGATE.sub("\ufffd", text)
 
 
@@ -379,7 +392,7 @@ def annotate(
             try:
                 message = client.messages.create(**kwargs)
             except anthropic.APIError as e:
-                error = f"{type(e).__name__}: {e}"
+                error = _clean(f"{type(e).__name__}: {e}")
                 session.log_call(fn.name, model=model, ok=0, error=error[:2000])
                 api_errors += 1
                 break
@@ -405,7 +418,7 @@ def annotate(
                 destructive, reason, raw = answer_of(message, fn.name)
                 session.label(fn.name, destructive, reason)
             except (AnswerError, LabelError) as e:
-                error = str(e)
+                error = _clean(str(e))
                 text = _text(message)
                 session.log_call(fn.name, model=model, ok=0, error=error[:2000],
                                  response=_stored(raw or text), **ids, **usage)

@@ -131,15 +131,15 @@ def _unreadable(entry: dict[str, Any], line: str | None) -> str | None:
     return None
 
 
-def as_inference_error(entry: dict[str, Any], why: str) -> dict[str, Any]:
+def as_inference_error(entry: dict[str, Any], why: str, counts: bool = True) -> dict[str, Any]:
     """The entry written in place of one that could not be read back: bfcl's inference
     error (``result`` is a string; the conversation fails), keeping its token counts when
-    they are small."""
+    ``counts`` and they are small."""
     out: dict[str, Any] = {"id": entry.get("id"), "result": f"Error during inference: {why}"}
-    for key in (*TOKEN_FIELDS, "latency"):
+    for key in (*TOKEN_FIELDS, "latency") if counts else ():
         if key in entry:
             try:
-                if len(json.dumps(entry[key])) <= 2**20:
+                if len(json.dumps(entry[key])) <= 64 * 1024:
                     out[key] = entry[key]
             except (ValueError, RecursionError, TypeError):
                 pass
@@ -163,6 +163,9 @@ def entry_line(entry: dict[str, Any]) -> tuple[str, str | None]:
     return line + "\n", why
 
 
+_ERROR_ROOM = 64 * 1024  # kept free at a result file's end for inference-error lines
+
+
 class ResultWriter:
     """Appends finished conversations to their category files; thread-safe. Every line
     written is one ``careful score`` reads back: an entry too long or too deep for a result
@@ -182,10 +185,13 @@ class ResultWriter:
             files.ensure_dir(path.parent, self.run_dir.parent)
             with files.open_append(path) as f:
                 size = os.fstat(f.fileno()).st_size
-                if size + len(line.encode("utf-8")) > MAX_RESULT_BYTES:
+                if size + len(line.encode("utf-8")) > MAX_RESULT_BYTES - _ERROR_ROOM:
                     why = (f"the result file would grow past the {MAX_RESULT_BYTES:,} bytes "
                            "a result file is read with")
-                    line = json.dumps(as_inference_error(entry, why), ensure_ascii=False) + "\n"
+                    line = json.dumps(as_inference_error(entry, why, counts=False)) + "\n"
+                    if size + len(line) > MAX_RESULT_BYTES:
+                        raise GenerationError(f"{path} is full: {why}; nothing more can "
+                                              "be written to it")
                 f.write(line)
                 f.flush()
                 os.fsync(f.fileno())
@@ -198,8 +204,7 @@ class ResultWriter:
             entries = read_entries(path)
             ordered = sorted(entries, key=lambda e: bfcl.sort_key(e["id"]))
             if [e["id"] for e in ordered] != [e["id"] for e in entries]:
-                _atomic_write(path, "".join(json.dumps(e, ensure_ascii=False) + "\n"
-                                            for e in ordered))
+                _atomic_write(path, "".join(entry_line(e)[0] for e in ordered))
 
 
 # ---------------------------------------------------------------- totals and manifest

@@ -150,6 +150,10 @@ def message_problem(response: Any) -> str | None:
         value = _get(usage, key)
         if value is not None and not _count(value):
             return f"the answer's usage {key} is not a token count"
+    prompt = sum(_get(usage, k) or 0 for k in ("input_tokens", "cache_read_input_tokens",
+                                                "cache_creation_input_tokens"))
+    if prompt > MAX_TOKEN_COUNT:  # the step's input count as logged (spend.Volume.prompt)
+        return "the answer's usage adds up to more input tokens than a step may log"
     return None
 
 
