@@ -46,7 +46,7 @@ def generate(
     backend: str = typer.Option(None, "--backend", help="vllm or anthropic (default: from the "
                                 "model's registered handler)."),
     runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="Folder holding runs."),
-    limit: int = typer.Option(None, "--limit", help="Only the first N conversations of each "
+    limit: int = typer.Option(None, "--limit", min=1, help="Only the first N conversations of each "
                               "category (smoke runs)."),
     ids: list[str] = typer.Option(None, "--ids", help="Only these conversation ids "
                                   "(comma-separated or repeated; their categories are run, "
@@ -75,7 +75,7 @@ def generate(
                                   "bfcl), server (the endpoint's /tokenize) or auto."),
     max_model_len: int = typer.Option(65536, "--max-model-len", help="vllm: context length "
                                       "cap (min with the model's)."),
-    port: int = typer.Option(None, "--port", help="vllm: port for vllm serve (default bfcl's "
+    port: int = typer.Option(None, "--port", min=1, max=65535, help="vllm: port for vllm serve (default bfcl's "
                              "1053, or LOCAL_SERVER_PORT)."),
     num_gpus: int = typer.Option(1, "--num-gpus", help="GPUs vLLM shards the model over "
                                  "(tensor parallel size; vllm only)."),
@@ -128,7 +128,7 @@ def generate(
     unavailable, interrupted), resumable; 2 bad input, or the run failed: the endpoint
     failed every attempt and nothing was written.
     """
-    from careful_engine.core.bounded_http import Limits
+    from careful_engine.core.bounded_http import Limits, check_port, check_url
     from careful_engine.generation import GenerationError, RunOptions, StopRun, results
     from careful_engine.generation import generate as run_gen
     from careful_engine.generation.dataset import parse_categories, parse_ids
@@ -145,6 +145,20 @@ def generate(
         raise fail("--max-attempts must be at least 1 and --max-wait a finite number >= 0")
     try:
         limits = Limits.from_env(connect_timeout, request_timeout, max_response_bytes)
+    except ValueError as e:
+        raise fail(str(e)) from None
+    try:  # endpoints as given, before bfcl's handler or a client parses them mid-run
+        if endpoint is not None:
+            check_url(endpoint, "--endpoint")
+        if base_url is not None:
+            check_url(base_url, "--base-url")
+        elif os.getenv("ANTHROPIC_BASE_URL"):
+            check_url(os.environ["ANTHROPIC_BASE_URL"], "ANTHROPIC_BASE_URL")
+        if os.getenv("LOCAL_SERVER_PORT") is not None:
+            check_port(os.environ["LOCAL_SERVER_PORT"], "LOCAL_SERVER_PORT")
+        if os.getenv("LOCAL_SERVER_ENDPOINT") is not None:
+            check_url(f"http://{os.environ['LOCAL_SERVER_ENDPOINT']}:1/v1",
+                      "LOCAL_SERVER_ENDPOINT (a host name)")
     except ValueError as e:
         raise fail(str(e)) from None
     policy = RetryPolicy(max_attempts=max_attempts, max_wait=max_wait)

@@ -343,3 +343,11 @@ def test_a_verdict_may_name_its_function_in_the_usual_ways():
         assert llm.parse_answer(answer, "cd") == (False, "moves")
     assert llm.message_problem(type("M", (), {"content": [1, 2], "usage": None})()) \
         == "a content block is int, without a type"
+
+
+def test_a_base_url_that_is_not_a_url_is_one_error(monkeypatch):
+    with pytest.raises(AnnotationError, match=r"--base-url: 'x\\x1b\[31m' is not a URL"):
+        llm.make_client("k", "x\x1b[31m")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:abc")
+    with pytest.raises(AnnotationError, match="ANTHROPIC_BASE_URL: .* is not a valid URL"):
+        llm.make_client("k")

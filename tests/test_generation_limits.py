@@ -315,3 +315,38 @@ def test_an_endpoint_whose_models_route_misbehaves_is_bounded(tmp_path, behaviou
             tokenizer.tokenize("a b c")
     assert took < 8, took
     assert res.exit_code == 2 and "not ready" in res.output
+
+
+@pytest.mark.parametrize(("args", "env", "says"), [
+    (["--endpoint", "x\x1b[31mRED\x1b]0;title\x07"], {}, "--endpoint: 'x\\x1b[31mRED"),
+    (["--endpoint", "http://127.0.0.1:notaport/v1"], {}, "is not a valid URL"),
+    (["--endpoint", "http://[::1/v1"], {}, "is not a valid URL"),
+    (["--endpoint", "ftp://127.0.0.1:1/v1"], {}, "not an http:// or https:// URL"),
+    (["--endpoint", "http://127.0.0.1: 1/v1"], {}, "printable ASCII without spaces"),
+    (["--model", CLAUDE, "--base-url", "x\x1b[31m"], {}, "--base-url: 'x\\x1b[31m'"),
+    (["--model", CLAUDE], {"ANTHROPIC_BASE_URL": "http://127.0.0.1:abc"},
+     "ANTHROPIC_BASE_URL: 'http://127.0.0.1:abc' is not a valid URL"),
+    ([], {"LOCAL_SERVER_PORT": "abc"}, "LOCAL_SERVER_PORT: 'abc' is not a port number"),
+    ([], {"LOCAL_SERVER_PORT": "\uff11\uff10"}, "is not a port number"),
+    ([], {"LOCAL_SERVER_PORT": "70000"}, "is not a port number"),
+    ([], {"LOCAL_SERVER_ENDPOINT": "a b"}, "LOCAL_SERVER_ENDPOINT (a host name)"),
+    (["--limit", "-1"], {}, "--limit"),
+    (["--limit", "0"], {}, "--limit"),
+    (["--port", "0"], {}, "--port"),
+])
+def test_endpoints_ports_and_limits_are_checked_before_anything_runs(tmp_path, monkeypatch,
+                                                                    args, env, says):
+    """A URL or port that a client or bfcl's handler would choke on mid-run (InvalidURL,
+    exit 3), with control characters echoed raw, is one error line naming where it came
+    from, shown escaped, exit 2; --limit -1 (all but one: entries[:-1]) and 0 are refused."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    model = [] if "--model" in args else ["--model", QWEN]
+    res = _gen(tmp_path / "runs", *model, "--run", "e", "--categories", "base", *args)
+    assert res.exit_code == 2, res.output
+    assert says in res.output and "\x1b" not in res.output and "\x07" not in res.output
+    assert "internal error" not in res.output and not (tmp_path / "runs" / "e").exists()
+    with pytest.raises(GenerationError, match="--limit"):
+        generate(RunOptions(model=QWEN, run_dir=tmp_path / "r", backend="vllm", limit=-1),
+                 object())

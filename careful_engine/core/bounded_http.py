@@ -23,12 +23,15 @@ import os
 import socket
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import httpcore2
 import httpx2
+
+from careful_engine.core.safe_text import visible
 
 CONNECT_TIMEOUT = 10.0  # seconds to open a connection
 REQUEST_TIMEOUT = 600.0  # seconds for a whole request: connect, send, headers and body
@@ -182,6 +185,32 @@ def client(limits: Limits, **kwargs: Any) -> httpx2.Client:
     timeout = httpx2.Timeout(limits.total, connect=limits.connect)
     return httpx2.Client(transport=BoundedTransport(limits), timeout=timeout,
                          follow_redirects=False, **kwargs)
+
+
+def check_url(url: object, what: str) -> str:
+    """An endpoint's base URL as given (``what`` names where it came from): printable ASCII,
+    http or https, a host and a valid port; else ValueError with the value shown escaped
+    (clients and bfcl's handlers raise their own errors on such a URL, mid-run)."""
+    shown = f"'{visible(str(url))[:200]}'"
+    if not isinstance(url, str) or not url or not all(0x21 <= ord(c) < 0x7F for c in url):
+        raise ValueError(f"{what}: {shown} is not a URL (printable ASCII without spaces)")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a port that is not a number
+        httpx2.URL(url)
+    except (ValueError, httpx2.InvalidURL) as e:
+        raise ValueError(f"{what}: {shown} is not a valid URL ({e})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{what}: {shown} is not an http:// or https:// URL with a host")
+    return url
+
+
+def check_port(value: object, what: str) -> int:
+    """A TCP port number (1-65535) from an option or an environment value, else ValueError."""
+    text = str(value)
+    if not (text.isascii() and text.isdigit() and len(text) <= 5 and 1 <= int(text) <= 65535):
+        raise ValueError(f"{what}: '{visible(text)[:40]}' is not a port number (1-65535)")
+    return int(text)
 
 
 # ---------------------------------------------------------------- classifying failures

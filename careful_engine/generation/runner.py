@@ -187,6 +187,8 @@ def generate(
     """Generate (or resume) a run; returns how far it got."""
     if options.threads < 1:
         raise GenerationError("--threads must be at least 1")
+    if options.limit is not None and options.limit < 1:  # (entries[:-1] is all but one)
+        raise GenerationError("--limit must be at least 1")
     condition = Condition(options)
     safe_loops(handler)
     folder = results.model_dir(options.run_dir, options.model)
