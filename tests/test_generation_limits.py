@@ -317,6 +317,23 @@ def test_an_endpoint_whose_models_route_misbehaves_is_bounded(tmp_path, behaviou
     assert res.exit_code == 2 and "not ready" in res.output
 
 
+@pytest.mark.parametrize(("status", "says"), [(404, "answered HTTP 404"),
+                                              (401, "answered HTTP 401"),
+                                              (503, "not ready after 2 s")])
+def test_an_endpoint_without_a_models_route_fails_at_once(tmp_path, status, says):
+    """A 4xx on ``/models`` (a wrong path, a refused key) is final for an existing
+    ``--endpoint``: no wait changes it (it was waited out for --ready-timeout, 1800 s by
+    default); a 5xx may pass (a proxy warming up) and is waited for."""
+    with HostileServer("status", status=status, model=QWEN, break_models=True) as s:
+        start = time.monotonic()
+        res = _gen(tmp_path, "--model", QWEN, "--run", "m", "--endpoint", s.url,
+                   "--tokenizer", "server", "--limit", "1", "--categories", "base",
+                   "--ready-timeout", "60" if status < 500 else "2")
+        took = time.monotonic() - start
+    assert res.exit_code == 2 and says in res.output, res.output
+    assert took < 8, took
+
+
 @pytest.mark.parametrize(("args", "env", "says"), [
     (["--endpoint", "x\x1b[31mRED\x1b]0;title\x07"], {}, "--endpoint: 'x\\x1b[31mRED"),
     (["--endpoint", "http://127.0.0.1:notaport/v1"], {}, "is not a valid URL"),

@@ -257,7 +257,8 @@ def wait_ready(base_url: str, process: subprocess.Popen | None = None,
     """Poll ``GET {base_url}/models`` until it answers 200, as bfcl does (with a timeout).
 
     ``refused_is_final`` (an existing ``--endpoint``): a refused connection or an unknown host
-    fails at once as "endpoint unavailable" instead of being waited out.
+    fails at once as "endpoint unavailable" instead of being waited out, and so does an answer
+    no wait changes (a 4xx other than 408 and 429: a wrong path or a refused key).
     """
     deadline = time.monotonic() + timeout
     while True:
@@ -265,8 +266,15 @@ def wait_ready(base_url: str, process: subprocess.Popen | None = None,
             raise GenerationError(f"the server exited with code {process.returncode} before "
                                   "it was ready; see its log")
         try:
-            if _http(limits).get(base_url.rstrip("/") + "/models").status_code == 200:
+            status = _http(limits).get(base_url.rstrip("/") + "/models").status_code
+            if status == 200:
                 return
+            if refused_is_final and 400 <= status < 500 and status not in (408, 429):
+                raise GenerationError(
+                    f"endpoint unusable: {base_url}/models answered HTTP {status}; an "
+                    "OpenAI-compatible endpoint answers 200 there (is the URL's /v1 right?)")
+        except GenerationError:
+            raise
         except Exception as e:  # noqa: BLE001 - classified: only "unreachable" may be final
             kind, why = classify(e)
             if kind == "bug":
