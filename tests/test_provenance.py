@@ -336,8 +336,9 @@ def test_official_score_file_robustness(tmp_path: Path) -> None:
     path.write_bytes(b'{"accuracy": 0.9, "correct_count": 180, "total_count": 200}\n'
                      b'{"id": "multi_turn_base_1"}\nnot json\n[1]\n{"x": 1}\n\xff\xfe\n')
     off = read_official(path, "multi_turn_base")
-    assert off.valid("multi_turn_base_1") is False and off.valid("multi_turn_base_2") is True
-    assert len(off.problems) == 4
+    assert off.valid("multi_turn_base_1") is False
+    assert off.valid("multi_turn_base_2") is None  # 20 failed by the header, 1 listed
+    assert len(off.problems) == 5 and "header counts 20 failed" in off.problems[-1].message
     assert read_official(tmp_path / "absent.json", "multi_turn_base").problems
     # an error type that is not text (NaN reached the --json report, which is then not JSON)
     path.write_bytes(b'{"id": "multi_turn_base_3", "error": {"error_type": {"a": NaN}}}\n'
@@ -355,3 +356,53 @@ def test_parse_log_keeps_what_it_can() -> None:
     assert any("numbered" in p for p in log.problems)
     assert any("second state list" in p for p in log.problems)
     assert parse_log(None) is None
+
+
+# ------------------------------------------------- score files and logs from others
+
+def test_a_score_file_whose_header_disagrees_with_its_failures_is_not_trusted(tmp_path):
+    """A header whose failures (total - correct) are not the failure lines made provenance
+    take every unlisted conversation as passed on the day (86 pass->fail from a header-only
+    file, 76.5 % then): now a problem line, the day's accuracy unknown, unlisted ones unknown.
+    A failure line of another category is a problem and left out."""
+    from careful_engine.analysis.provenance.official import read_official
+
+    base = "multi_turn_base"
+    path = tmp_path / "BFCL_v4_multi_turn_base_score.json"
+    path.write_text('{"accuracy": 0.765, "correct_count": 153, "total_count": 200}\n'
+                    + "".join(json.dumps({"id": f"multi_turn_miss_func_{i}", "error": {
+                        "error_type": "x"}}) + "\n" for i in range(47)))
+    off = read_official(path, base)
+    assert off.failed == {} and off.accuracy is None and not off.consistent
+    assert off.valid("multi_turn_base_0") is None
+    messages = [p.message for p in off.problems]
+    assert sum("not in multi_turn_base; left out" in m for m in messages) == 47
+    assert any("header counts 47 failed" in m and "0 are listed" in m for m in messages)
+    lines = ['{"accuracy": 0.99, "correct_count": 198, "total_count": 200}']
+    lines += [json.dumps({"id": f"{base}_{i}", "error": {"error_type": "x"}}) for i in (3, 3, 7)]
+    path.write_text("\n".join(lines) + "\n")  # bfcl repeats failure lines (deepseek's file)
+    off = read_official(path, base)
+    assert off.consistent and not off.problems and off.valid(f"{base}_0") is True
+
+
+def test_every_shared_score_file_reads_consistent(shared_runs):
+    from careful_engine.analysis.provenance.official import read_official
+
+    files = sorted(shared_runs.rglob("BFCL_v*_multi_turn_*_score.json"))
+    assert files
+    for path in files:
+        category = "multi_turn_" + path.name.split("_multi_turn_")[1].rsplit("_score", 1)[0]
+        off = read_official(path, category)
+        assert off.consistent and not off.problems, (path, off.problems)
+
+
+@pytest.mark.parametrize("key", ["step_\u00b2", "step_\u0661", "step_" + "9" * 5000])
+def test_a_log_step_key_that_is_not_a_small_ascii_number_is_one_problem(key):
+    """'²'.isdigit() is true but int('²') fails, and 5000 digits exceed int()'s limit: the
+    whole conversation was 'could not be checked' with Python's error text."""
+    from careful_engine.analysis.provenance.log import parse_log
+
+    log = parse_log([{"begin_of_turn_query": [{"role": "user", "content": "hi"}],
+                      "step_0": [], key: []}])
+    assert any("unexpected key" in p for p in log.problems), log.problems
+    assert len(log.turns[0].steps) == 1

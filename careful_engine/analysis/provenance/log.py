@@ -139,10 +139,10 @@ def _turn(index: int, item: dict, problems: list[str]) -> LoggedTurn:
         if key == "begin_of_turn_query":
             continue
         suffix = key[5:] if isinstance(key, str) and key.startswith("step_") else ""
-        if suffix.isdigit():
+        if suffix.isascii() and suffix.isdigit() and len(suffix) <= 6:  # not '²', not 5000 digits
             numbered.append((int(suffix), value))
         else:
-            problems.append(f"{where} has an unexpected key {key!r}")
+            problems.append(f"{where} has an unexpected key {str(key)[:60]!r}")
     numbered.sort(key=lambda x: x[0])
     if [n for n, _ in numbered] != list(range(len(numbered))):
         problems.append(f"{where} steps are not numbered 0..{len(numbered) - 1}")

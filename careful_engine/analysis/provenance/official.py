@@ -26,20 +26,43 @@ class OfficialScore:
     failed: dict[str, str | None] = field(default_factory=dict)  # id -> error type
     problems: list[Problem] = field(default_factory=list)
 
+    consistent: bool = True  # the header's failures are the failure lines
+
     def valid(self, entry_id: str) -> bool | None:
-        """The verdict of the day; None when the file cannot tell."""
+        """The verdict of the day; None when the file cannot tell (it lists only part of the
+        conversations, or its header disagrees with its failure lines)."""
         if entry_id in self.failed:
             return False
-        complete = self.total == len(bfcl.conversations(self.category))
+        complete = self.consistent and self.total == len(bfcl.conversations(self.category))
         return True if complete else None
 
 
 def read_official(path: Path, category: str) -> OfficialScore:
     """Read a score file line by line (:func:`~careful_engine.analysis.bfcl_scores.read_score_lines`);
-    bad lines are problems, never fatal."""
+    bad lines are problems, never fatal. A failure line for a conversation of another category
+    is a problem and is left out; a header whose failures (``total_count - correct_count``)
+    are not the failure lines is a problem, and then neither its accuracy nor the passes it
+    implies are used."""
     lines = read_score_lines(path)
-    return OfficialScore(path, category, lines.accuracy, lines.correct, lines.total,
-                         {i: f.error_type for i, f in lines.failed.items()}, lines.problems)
+    ids = {c.id for c in bfcl.conversations(category)}
+    problems = list(lines.problems)
+    failed: dict[str, str | None] = {}
+    for i, f in lines.failed.items():
+        if i in ids:
+            failed[i] = f.error_type
+        else:
+            problems.append(Problem(str(path), f"a failure line for a conversation that is not "
+                                    f"in {category}; left out", id=i))
+    out = OfficialScore(path, category, lines.accuracy, lines.correct, lines.total, failed,
+                        problems)
+    if lines.correct is not None and lines.total is not None \
+            and len(failed) != lines.total - lines.correct:
+        out.consistent, out.accuracy = False, None
+        problems.append(Problem(
+            str(path), f"the header counts {lines.total - lines.correct} failed conversations "
+            f"({lines.correct} of {lines.total} correct) but {len(failed)} are listed; the "
+            "day's accuracy and the conversations not listed are taken as unknown", 1))
+    return out
 
 
 def _model_dir(rf: ResultFile) -> Path:
