@@ -184,8 +184,8 @@ def test_cost_of_nothing_is_an_error(tmp_path):
 
 def test_a_damaged_ledger_is_counted_on_the_safe_side(tmp_path):
     """The spend guard's ledger read back: a final line whose amount is not a number is
-    charged its request's worst case, not nothing; a request id that is not text, or a line
-    that is not JSON, changes nothing else."""
+    charged its request's worst case, not nothing; so is a request sent under an id that is
+    not text (no answer can be matched to it); a line that is not JSON changes nothing else."""
     from careful_engine.generation.spend import ledger_totals
 
     ledger = tmp_path / "ledger.jsonl"
@@ -204,7 +204,8 @@ def test_a_damaged_ledger_is_counted_on_the_safe_side(tmp_path):
          "list_usd": -(10**400)},
     ]
     ledger.write_text("\n".join(json.dumps(x) for x in lines) + "\n{cut")
-    assert ledger_totals(ledger) == (0.5 + 0.1 + 0.125 + 2.0, 0.5 + 0.05 + 0.125 + 2.0)
+    assert ledger_totals(ledger) == (0.5 + 0.1 + 1.0 + 0.125 + 2.0,
+                                     0.5 + 0.05 + 1.0 + 0.125 + 2.0)
     folder = tmp_path / "run" / "m"
     folder.mkdir(parents=True)
     (folder / "careful_spend.jsonl").write_bytes(ledger.read_bytes())
@@ -310,3 +311,25 @@ def test_a_hostile_folder_does_not_stop_the_others(tmp_path):
     res = cli.invoke(app, ["cost", str(run)])
     assert res.exit_code == 1 and "Traceback" not in res.output, res.output
     assert "4 input problem(s)" in res.output and res.output.count("(1 conversations)") == 5
+
+
+def test_a_ledger_of_huge_amounts_and_bad_lines_adds_up_to_a_finite_sum(tmp_path):
+    """Two finite amounts of 1e308 added up to $inf (and --json printed Infinity, not JSON);
+    a 'sent' line whose request id is not text was never charged; a line that is not a record
+    was skipped unsaid. Amounts over a million dollars are unreadable (the worst case is
+    charged), an id-less request is charged its worst case, bad lines are numbered (a last
+    line cut short by a kill is not a problem)."""
+    from careful_engine.generation.spend import ledger_summary
+
+    ledger = tmp_path / "careful_spend.jsonl"
+    ledger.write_text(
+        '{"request": "a", "status": "ok", "conservative_usd": 1e308, "list_usd": 1e308}\n'
+        '{"request": "b", "status": "ok", "conservative_usd": 1e308, "list_usd": 1e308}\n'
+        '{"request": ["x"], "status": "sent", "worst_usd": 5}\n'
+        "not json\n[1, 2]\n"
+        '{"request": "c", "status": "ok", "conservative_usd": 0.25, "list_usd": 0.5}\n'
+        '{"request": "d", "sta')
+    summary = ledger_summary(ledger)
+    assert (summary.spent, summary.listed) == (5.25, 5.5)
+    assert summary.skipped == [4, 5]
+    assert summary.requests["answered"] == 3 and summary.requests["worst case"] == 1

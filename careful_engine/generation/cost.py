@@ -117,6 +117,12 @@ def folder_volumes(run_dir: Path, problems: list[Problem] | None = None) -> list
                 if problems is not None:
                     problems.append(Problem(str(ledger), f"{e}; its spend is not counted"))
                 continue
+            if summary.skipped and problems is not None:
+                lines = ", ".join(map(str, summary.skipped[:5]))
+                problems.append(Problem(str(ledger), f"{len(summary.skipped)} line(s) that are "
+                                        f"not ledger records (line {lines}"
+                                        f"{', ...' if len(summary.skipped) > 5 else ''}); "
+                                        "skipped", summary.skipped[0]))
             fv.ledger.update(summary.requests)
             fv.ledger_usd = (summary.spent, summary.listed)
     return sorted(by_folder.values(), key=lambda f: str(f.folder))

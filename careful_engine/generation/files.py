@@ -119,21 +119,27 @@ def read_bytes(path: Path) -> bytes | None:
         raise UnsafePath(f"{path}: cannot read it ({e.strerror or e})") from e
 
 
-def read_records(path: Path) -> list[dict]:
+def read_records(path: Path, skipped: list[int] | None = None) -> list[dict]:
     """The JSON objects of a JSON-lines file, in order (none if it is missing); a line that does
-    not parse (one cut by a kill) or holds no object is skipped. A link or special file raises
-    :class:`UnsafePath` (:func:`read_bytes`)."""
+    not parse (one cut by a kill) or holds no object is skipped, and its number is added to
+    ``skipped`` unless it is a last line cut short (no newline: a kill). A link or special
+    file raises :class:`UnsafePath` (:func:`read_bytes`)."""
     raw = read_bytes(path)
     if raw is None:
         return []
     out = []
-    for line in raw.decode("utf-8", errors="replace").splitlines():
+    text = raw.decode("utf-8", errors="replace")
+    lines = text.splitlines()
+    for n, line in enumerate(lines, 1):
         try:
             record = json.loads(line)
         except (ValueError, RecursionError):  # cut short, not JSON, nested too deep
-            continue
+            record = None
         if isinstance(record, dict):
             out.append(record)
+        elif skipped is not None and line.strip() and not (
+                n == len(lines) and not text.endswith("\n")):
+            skipped.append(n)
     return out
 
 

@@ -350,18 +350,22 @@ class SpendGuard:
             os.fsync(f.fileno())
 
 
-def read_ledger(ledger: Path) -> list[dict[str, Any]]:
-    """The ledger's records; a line cut by a kill is skipped."""
-    return files.read_records(ledger)
+def read_ledger(ledger: Path, skipped: list[int] | None = None) -> list[dict[str, Any]]:
+    """The ledger's records; a line cut by a kill is skipped (others: numbers in ``skipped``)."""
+    return files.read_records(ledger, skipped)
+
+
+MAX_REQUEST_USD = 1e6  # no one request costs a million dollars; more is no amount
 
 
 def _usd(value: Any, unreadable: float = 0.0) -> float:
     """A ledger amount: none (absent: nothing was charged) counts as 0; anything else but a
-    finite non-negative number as ``unreadable``."""
+    finite number from 0 to :data:`MAX_REQUEST_USD` as ``unreadable`` (so a sum of amounts is
+    always finite: two lines of 1e308 made ``$inf`` and JSON that was not JSON)."""
     if value is None:
         return 0.0
     number = finite_number(value)  # (a 400-digit integer is no amount either)
-    return number if number is not None and number >= 0 else unreadable
+    return number if number is not None and 0 <= number <= MAX_REQUEST_USD else unreadable
 
 
 def ledger_totals(ledger: Path) -> tuple[float, float]:
@@ -385,6 +389,7 @@ class LedgerSummary:
     spent: float = 0.0
     listed: float = 0.0
     requests: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
+    skipped: list[int] = field(default_factory=list)  # lines that are not records
 
 
 def requests_sent(requests: dict[str, int]) -> int:
@@ -396,14 +401,13 @@ def ledger_summary(ledger: Path) -> LedgerSummary:
     """What a spend ledger adds up to (see :class:`LedgerSummary`)."""
     out = LedgerSummary()
     spent = listed = 0.0
-    pending: dict[str, float] = {}
-    for rec in read_ledger(ledger):
+    pending: dict[object, float] = {}
+    for n, rec in enumerate(read_ledger(ledger, out.skipped)):
         uid = rec.get("request")
         uid = uid if isinstance(uid, str) else None
         status = rec.get("status")
-        if status == "sent":
-            if uid:
-                pending[uid] = _usd(rec.get("worst_usd"))
+        if status == "sent":  # (without a request id it can never be answered: its worst case)
+            pending[uid if uid else ("line", n)] = _usd(rec.get("worst_usd"))
             continue
         if status == "refused":
             out.requests["refused"] += 1
