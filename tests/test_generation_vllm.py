@@ -284,3 +284,20 @@ def test_usage_whose_logged_input_would_exceed_a_token_count_is_malformed():
     assert "adds up" in message_problem({"content": [], "usage": usage})
     usage["cache_read_input_tokens"] = 5
     assert message_problem({"content": [], "usage": usage}) is None
+
+
+@pytest.mark.parametrize("answers", [["x"], 5, {"0": 7}, {"0": [{"answer": ["yes"]}]},
+                                     {"0": [{"answer": {"a": 1}}, "yes", None]}])
+def test_totals_read_user_answers_of_any_shape(tmp_path, answers):
+    """A result file edited by hand (or by another tool) between sessions: careful_user_answers
+    of the wrong shape counts as no answers instead of stopping generate's summary with
+    AttributeError or TypeError."""
+    from careful_engine.generation import results
+
+    writer = results.ResultWriter(tmp_path / "r", KEY)
+    writer.write({"id": "multi_turn_base_0", "result": [["ok"]],
+                  "careful_user_answers": answers})
+    writer.write({"id": "multi_turn_base_1", "result": [["ok"]],
+                  "careful_user_answers": {"0": [{"answer": "yes"}, {"answer": "restate"}]}})
+    out = results.totals(tmp_path / "r", KEY, ["multi_turn_base"])
+    assert out["user_answers"] == {"yes": 1, "no": 0, "restate": 1}

@@ -233,6 +233,15 @@ def entry_volume(entry: dict) -> Volume:
     )
 
 
+def _user_answers(by_turn: Any) -> list[str]:
+    """The scripted user's answers (``yes``, ``no``, ``restate``) an entry records; anything
+    else in a result file (a list, a number, an answer that is not text) counts as none."""
+    if not isinstance(by_turn, dict):
+        return []
+    return [a["answer"] for turn in by_turn.values() if isinstance(turn, list)
+            for a in turn if isinstance(a, dict) and isinstance(a.get("answer"), str)]
+
+
 def totals(run_dir: Path, registry_key: str, categories: list[str]) -> dict[str, Any]:
     """Conversations written, token volume and scripted-user answers, from the result files."""
     volume = Volume()
@@ -245,8 +254,7 @@ def totals(run_dir: Path, registry_key: str, categories: list[str]) -> dict[str,
         for e in entries:
             volume.add(entry_volume(e))
             errors += _is_error(e)
-            for turn in (e.get("careful_user_answers") or {}).values():
-                answers.update(a.get("answer") for a in turn if isinstance(a, dict))
+            answers.update(_user_answers(e.get("careful_user_answers")))
     return {
         "conversations": per_category,
         "inference_errors": errors,
