@@ -348,3 +348,20 @@ def test_declare_skips_a_synthetic_run(tmp_path) -> None:
     assert [w for w in warnings if "SYNTHETIC" in w] == [
         f"{tmp_path / 'runs' / 'flawed'}: skipped, a SYNTHETIC run (its manifest says so): no "
         "model made its calls"]
+
+
+def test_export_mcp_stamps_the_hash_of_what_it_read(tmp_path: Path) -> None:
+    """A declarations file edited by hand keeps the content_sha256 of the file it was: the
+    export stamped that claim, naming declarations it did not read. It computes the hash."""
+    doc = json.loads((REPO / "declarations" / "effects.json").read_text())
+    claimed = doc["content_sha256"]
+    doc["functions"]["mv"]["kind"] = "read"
+    edited = tmp_path / "effects.json"
+    edited.write_text(json.dumps(doc))
+    out = tmp_path / "tools.json"
+    res = _run("export", "mcp", "--declarations", str(edited), "--out", str(out))
+    assert res.exit_code == 0, res.output
+    stamped = json.loads(out.read_text())["declarations_content_sha256"]
+    assert stamped != claimed and stamped == decl_mod.content_hash(doc["functions"])
+    shipped = json.loads((REPO / "declarations" / "mcp_tools.json").read_text())
+    assert shipped["declarations_content_sha256"] == claimed  # the shipped pair agrees

@@ -30,7 +30,7 @@ from careful_engine.core import bfcl
 from careful_engine.core.safe_write import write_text
 from careful_engine.effects import signals as sig
 from careful_engine.effects.boundary import Boundary, declarations_dir
-from careful_engine.effects.declarations import Declarations
+from careful_engine.effects.declarations import Declarations, content_hash
 from careful_engine.effects.probes import doc_enum
 
 SCHEMA = "careful.mcp-tools/1"
@@ -106,7 +106,8 @@ def export(decl: Declarations, boundary: Boundary) -> dict[str, Any]:
         "mcp_specification": SPEC_VERSION,
         "bfcl_eval": bfcl.BFCL_VERSION,
         "boundary": {"name": boundary.name, "version": boundary.version},
-        "declarations_content_sha256": decl.document.get("content_sha256"),
+        # computed, not the file's claim: an edited file keeps the claim of the file it was
+        "declarations_content_sha256": content_hash(decl.functions),
         "tools": tools,
     }
 
