@@ -257,3 +257,27 @@ def test_beyond_calls_by_kind_add_up_to_the_surplus_calls(shared_runs, tmp_path)
             # the steps behind steps/conv are every logged step, those of turns the pinned
             # dataset does not have included (33 of xlam's conversations log one more turn)
             assert r["model_steps"] == sum(r["steps"].values()), r["id"]
+
+
+def test_a_folder_given_twice_is_one_entry(tmp_path):
+    """``leaderboard d/R d/R/`` (or a link to it) made two identical entries, both ranked 1,
+    and 'sensitivity' three tables for one run: a repeat is noted and scored once."""
+    import os
+
+    from careful_engine.analysis.leaderboard import score_runs
+
+    run = tmp_path / "R"
+    run.mkdir()
+    os.symlink(run, tmp_path / "link")
+    scored = score_runs([run, Path(str(run) + "/"), tmp_path / "link"])
+    assert sum("given more than once" in u for u in scored.unusable) == 2
+    assert sum("no multi-turn result files" in u for u in scored.unusable) == 1
+
+
+def test_entry_tables_get_distinct_file_names():
+    """Entries 'T/m a' and 'T/m_a' wrote one sensitivity_T_m_a file, the second over the
+    first."""
+    from careful_engine.present.sensitivity import entry_names
+
+    names = entry_names(["T/m a", "T/m_a", "T/other"])
+    assert len(set(names)) == 3 and names[2] == "sensitivity_T_other"

@@ -8,6 +8,7 @@ only ranks the entries that have the category.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -143,7 +144,13 @@ def score_run_groups(
     plans: list[RunPlan] = []
     owner: list[int] = []  # the group of each plan
     for g, (runs, models) in enumerate(groups):
+        seen: dict[str, Path] = {}  # a folder given twice (d/R and d/R/) is one entry
         for run_dir in runs:
+            first = seen.setdefault(os.path.realpath(run_dir), run_dir)
+            if first is not run_dir:
+                out[g].unusable.append(f"{run_dir}: given more than once (as {first} "
+                                       "first); scored once")
+                continue
             by_model, _ = discover(run_dir)
             by_key: dict[str | None, list[str]] = {}
             for model in by_model:

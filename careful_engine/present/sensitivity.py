@@ -4,6 +4,8 @@ entry, and the scripted-user answers re-judged per script."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from rich.table import Table
 from rich.text import Text
 
@@ -70,6 +72,15 @@ def _slug(label: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)[:80]
 
 
+def entry_names(labels: list[str]) -> list[str]:
+    """A file name for each entry's table, distinct even where labels slug alike (``m a`` and
+    ``m_a``: one overwrote the other): colliding ones get the entry's number."""
+    slugs = [_slug(label) for label in labels]
+    seen = Counter(slugs)
+    return [f"sensitivity_{s}" + (f"_{i + 1}" if seen[s] > 1 else "")
+            for i, s in enumerate(slugs)]
+
+
 def entry_report(sens: Sensitivity, i: int) -> Report:
     """One entry's table: its safe score under every setting (and the counts that move)."""
     label = sens.labels[i]
@@ -81,7 +92,7 @@ def entry_report(sens: Sensitivity, i: int) -> Report:
                  "duplicates", *[f"{short(c)} safe" for c in cats], "mean safe",
                  "Δ mean safe", "collateral calls", "coll. effective", "dup. writes",
                  "dup. visible", "asked"],
-        name=f"sensitivity_{_slug(label)}",
+        name=entry_names(sens.labels)[i],
         caption=f"mean BFCL {pct(base.mean('bfcl'))} (the same under every setting); "
                 "collateral: attempted (the paper's) or effective (succeeded and changed "
                 "state); duplicates: all (the paper's) or visible (hidden-only writes such as "
