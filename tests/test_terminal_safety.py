@@ -137,6 +137,19 @@ def test_report_markdown_keeps_its_columns() -> None:
     assert "<b>" not in out and "<a " not in out and "<em>" not in out and "<ul>" not in out
 
 
+def test_report_csv_escapes_control_characters_as_every_table_does() -> None:
+    import csv
+    import io
+
+    rep = Report("t", ["model", f"n{NAME}"])
+    rep.add(NAME, 1)
+    text = rep.csv()
+    assert "\x1b" not in text and "\x07" not in text
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[1] == [visible(NAME), "1"] and rows[0][1] == visible(f"n{NAME}")
+    assert rep.json()["rows"][0]["model"] == NAME  # the JSON keeps the exact text
+
+
 def test_problem_lines_are_visible() -> None:
     p = Problem(f"/runs/{NAME}/x.json", f"id is not in {NAME}", 3, NAME)
     s = str(p)

@@ -75,10 +75,14 @@ class Report:
         return "\n".join(lines) + "\n"
 
     def csv(self) -> str:
+        """The table as CSV; text cells with control characters escaped, as every table
+        shows them (a folder name's ESC reached the score and sensitivity CSVs raw, where
+        leaderboard's and compare's were escaped; the JSON keeps the exact text)."""
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(self.columns)
-        writer.writerows([["" if c is None else c for c in row] for row in self.rows])
+        writer.writerow([visible(c) for c in self.columns])
+        writer.writerows([["" if c is None else visible(c) if isinstance(c, str) else c
+                           for c in row] for row in self.rows])
         return buf.getvalue()
 
     def json(self) -> dict[str, Any]:
