@@ -103,6 +103,10 @@ def from_json(data: Any, source: str = "<data>") -> Boundary:
         if not isinstance(name, str) or name not in known:
             raise BoundaryError(f"{source}: {visible(repr(name))[:80]} is not one of the 128 "
                                 "multi-turn functions")
+        cls = item.get("class", known[name])  # (optional; written by careful adjudicate)
+        if cls != known[name]:
+            raise BoundaryError(f"{source}: {name} is a function of {known[name]}, not of "
+                                f"{visible(repr(cls))[:80]}")
         if not isinstance(reason, str) or not reason.strip():
             raise BoundaryError(f"{source}: {name} has no reason")
         if name in destructive:
