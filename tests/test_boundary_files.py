@@ -33,6 +33,7 @@ def _doc(**change) -> dict:
     ([], "a JSON list, not an object"),
     (_doc(destructive=None), "'destructive' must be a list of functions, not missing"),
     (_doc(destructive="rm"), "'destructive' must be a list of functions, not str"),
+    ({**STOCK, "destructive": None}, "'destructive' must be a list of functions, not null"),
     (_doc(destructive=["rm"]), "destructive[0] is a str"),
     (_doc(destructive=[{"name": "rm"}]), "rm has no reason"),
     (_doc(destructive=[{"name": "rm", "reason": "x"}] * 2), "rm is listed twice"),

@@ -91,8 +91,9 @@ def from_json(data: Any, source: str = "<data>") -> Boundary:
                             f"{visible(repr(data.get('schema')))[:80]})")
     items = data.get("destructive")
     if not isinstance(items, list):
-        raise BoundaryError(f"{source}: 'destructive' must be a list of functions, not "
-                            f"{'missing' if items is None else type(items).__name__}")
+        given = ("missing" if "destructive" not in data else "null" if items is None
+                 else type(items).__name__)
+        raise BoundaryError(f"{source}: 'destructive' must be a list of functions, not {given}")
     known = bfcl.function_class()
     destructive: dict[str, str] = {}
     for k, item in enumerate(items):
