@@ -14,7 +14,13 @@ from typer.testing import CliRunner
 
 from careful_cli import _load, app
 from careful_engine.core.runs import Problem
-from careful_engine.core.safe_text import literal, markdown_literal, markdown_text, visible
+from careful_engine.core.safe_text import (
+    csv_cell,
+    literal,
+    markdown_literal,
+    markdown_text,
+    visible,
+)
 from careful_engine.present.report import Report
 from careful_engine.present.tables import terminal_table
 from tests import hostile_corpus as hc
@@ -148,6 +154,40 @@ def test_report_csv_escapes_control_characters_as_every_table_does() -> None:
     rows = list(csv.reader(io.StringIO(text)))
     assert rows[1] == [visible(NAME), "1"] and rows[0][1] == visible(f"n{NAME}")
     assert rep.json()["rows"][0]["model"] == NAME  # the JSON keeps the exact text
+
+
+@pytest.mark.parametrize(("text", "cell"), [
+    ("=HYPERLINK(\"http://x\",\"y\")", "'=HYPERLINK(\"http://x\",\"y\")"),
+    ("+cmd|' /C calc'!A0", "'+cmd|' /C calc'!A0"), ("-2+3", "'-2+3"), ("@SUM(A1)", "'@SUM(A1)"),
+    ("\t=1", "\\x09=1"),  # (a tab is escaped first: the cell starts with a backslash)
+    ("-2", "-2"), ("+1.7", "+1.7"), ("-0.5e3", "-0.5e3"), ("model", "model"), ("", ""),
+    ("a=b", "a=b"),
+])
+def test_csv_cell_is_never_a_formula(text, cell) -> None:
+    assert csv_cell(text) == cell
+
+
+def test_score_and_leaderboard_csvs_never_hold_a_formula(tmp_path) -> None:
+    """A model folder named as a spreadsheet formula: every CSV the commands write shows it
+    with a leading quote; the JSON keeps the exact name."""
+    import csv
+    import io
+
+    name = "=HYPERLINK(\"evil\",\"x\")+cmd|' -C calc'!A0"
+    run = tmp_path / "@SUM(1+1)"  # (leaderboard's entries are run folders)
+    hc.write_model(run, name, good=3)
+    for args in (["score", run, "--out", tmp_path / "s"],
+                 ["leaderboard", run, "--out", tmp_path / "l"]):
+        res = careful(*args)
+        # (1: the folder holds 3 of the category's conversations; the rest count as failed)
+        assert res.exit_code in (0, 1) and "Traceback" not in res.output, res.output
+    written = sorted((tmp_path / "s").rglob("*.csv")) + sorted((tmp_path / "l").rglob("*.csv"))
+    assert written
+    cells = [c for p in written for row in csv.reader(io.StringIO(p.read_text())) for c in row]
+    assert "'" + name in cells and "'@SUM(1+1)" in cells
+    assert not [c for c in cells if c[:1] in ("=", "@") or (c[:1] in "+-" and c[1:2].isalpha())]
+    assert any(json.dumps(name)[1:-1] in p.read_text() for p in (tmp_path / "s").rglob("*.json"))
+    assert any("\"@SUM(1+1)\"" in p.read_text() for p in (tmp_path / "l").rglob("*.json"))
 
 
 def test_problem_lines_are_visible() -> None:

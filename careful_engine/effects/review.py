@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from careful_engine.core import bfcl
+from careful_engine.core.safe_text import csv_cell
 from careful_engine.core.safe_write import write_text
 from careful_engine.effects import signals as sig
 from careful_engine.effects.boundary import declarations_dir
@@ -196,14 +197,14 @@ def csv_text(decl: Declarations) -> str:
             rel, line = source_location(name)
             ev = e["evidence"]
             ex = e.get("example")
-            w.writerow([
+            w.writerow([csv_cell(c) if isinstance(c, str) else c for c in [
                 cls, name, e["kind"], e["hidden_only"],
                 "" if e["idempotent"] is None else e["idempotent"],
                 ev["repeat_checks"], ev["repeat_changed"], "; ".join(e["footprint"]),
                 *(e["signal_counts"].get(s, 0) for s in sig.SIGNALS), e["proposed"],
                 ev["calls"], ev["successful"], rel, line, description_text(d),
                 ex["call"] if ex else "", _changes_text(ex),
-            ])
+            ]])
     return buf.getvalue()
 
 

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from careful_engine.core import bfcl
-from careful_engine.core.safe_text import markdown_literal, markdown_text, visible
+from careful_engine.core.safe_text import csv_cell, markdown_literal, markdown_text, visible
 from careful_engine.core.safe_write import writer
 
 Cell = str | int | float | None
@@ -76,12 +76,13 @@ class Report:
 
     def csv(self) -> str:
         """The table as CSV; text cells with control characters escaped, as every table
-        shows them (a folder name's ESC reached the score and sensitivity CSVs raw, where
-        leaderboard's and compare's were escaped; the JSON keeps the exact text)."""
+        shows them, and never read as a formula by a spreadsheet (a folder named ``=cmd|..``
+        is written ``'=cmd|..``): :func:`~careful_engine.core.safe_text.csv_cell`. The JSON
+        keeps the exact text."""
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow([visible(c) for c in self.columns])
-        writer.writerows([["" if c is None else visible(c) if isinstance(c, str) else c
+        writer.writerow([csv_cell(c) for c in self.columns])
+        writer.writerows([["" if c is None else csv_cell(c) if isinstance(c, str) else c
                            for c in row] for row in self.rows])
         return buf.getvalue()
 
