@@ -481,6 +481,38 @@ def test_a_planted_link_is_not_followed(private_cache: Path, tmp_path: Path) -> 
     assert target.read_bytes()[:8] == refcache.MAGIC  # the target untouched
 
 
+def test_files_of_other_versions_left_for_a_week_are_removed(private_cache: Path,
+                                                               tmp_path: Path) -> None:
+    """An upgrade leaves the files of the engine versions before it: a write removes those
+    nothing has written for a week (a link itself, never its target), and keeps a recent one
+    (another install may still use it), every file of this version however old (another
+    category's, here), and anything not named as a cache file."""
+    import os
+    import time
+
+    private_cache.mkdir(parents=True, exist_ok=True)
+    mine = refcache.engine_version()
+    stale = private_cache / f"{CATEGORY}-{'a' * 24}-{'b' * 24}.bin"
+    other = private_cache / f"multi_turn_long_context-{'c' * 24}-{'d' * 24}.bin"
+    recent = private_cache / f"{CATEGORY}-{'e' * 24}-{'f' * 24}.bin"
+    current_other = private_cache / f"multi_turn_miss_func-{'0' * 24}-{mine}.bin"
+    notes = private_cache / "notes.bin"
+    target = tmp_path / "target.bin"
+    link = private_cache / f"{CATEGORY}-{'1' * 24}-{'2' * 24}.bin"
+    for p in (stale, other, recent, current_other, notes, target):
+        p.write_bytes(b"x")
+    link.symlink_to(target)
+    old = time.time() - 8 * 24 * 3600  # (a week and a day)
+    for p in (stale, other, current_other, notes):
+        os.utime(p, (old, old))
+    os.utime(link, (old, old), follow_symlinks=False)
+    _load()
+    assert _entry_path(private_cache).is_file()
+    assert not stale.exists() and not other.exists() and not link.is_symlink()
+    assert recent.exists() and current_other.exists() and notes.exists()
+    assert target.read_bytes() == b"x"
+
+
 def test_a_key_file_not_private_turns_the_disk_cache_off(private_cache: Path) -> None:
     _load()
     key = private_cache / "key"

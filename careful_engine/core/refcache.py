@@ -1004,8 +1004,36 @@ def flush() -> None:
             entries = _read(path, disk[1], category) or {}
             entries.update(mine)
             _write(path, disk[1], category, entries, cat.encoded)
+            _prune(disk[0], path)
         cat.new.clear()
         cat.encoded.clear()
+
+
+STALE_SECONDS = 7 * 24 * 3600
+_ENTRY_FILE = re.compile(r"[a-z_]+-[0-9a-f]{6,64}-([0-9a-f]{6,64})\.bin")
+
+
+def _prune(folder: Path, keep: Path) -> None:
+    """Remove the cache files of other engine versions (every upgrade of careful or
+    bfcl-eval leaves its files behind; the engine version covers bfcl-eval's data) that
+    nothing has written for :data:`STALE_SECONDS` (a file of another install still in use is
+    kept); a link is removed itself, never what it points to; ``keep``: the file just
+    written."""
+    cutoff, mine = time.time() - STALE_SECONDS, engine_version()
+    try:
+        with os.scandir(folder) as it:
+            for e in it:
+                m = _ENTRY_FILE.fullmatch(e.name)
+                if m is None or m.group(1) == mine or e.name == keep.name:
+                    continue
+                try:
+                    st = e.stat(follow_symlinks=False)
+                    if st.st_mtime < cutoff and not stat.S_ISDIR(st.st_mode):
+                        os.unlink(e.path)
+                except OSError:
+                    continue
+    except OSError:
+        return
 
 
 @contextmanager
