@@ -35,15 +35,15 @@ def _set(name: str, key: str, value):
 
 
 CASES = {
-    "no kind": (lambda d: d["functions"]["rm"].pop("kind"), "rm: kind is missing"),
-    "kind destroy": (_set("rm", "kind", "destroy"), "rm: kind 'destroy' is neither"),
+    "no kind": (lambda d: d["functions"]["rm"].pop("kind"), "[rm]: kind is missing"),
+    "kind destroy": (_set("rm", "kind", "destroy"), "[rm]: kind 'destroy' is neither"),
     "entry a string": (lambda d: d["functions"].__setitem__("rm", "write"),
-                       "rm: a JSON str, not an object"),
+                       "[rm]: a JSON str, not an object"),
     "functions a list": (lambda d: d.__setitem__("functions", list(d["functions"].values())),
                          "'functions' is a JSON list"),
-    "footprint numbers": (_set("rm", "footprint", [1, 2]), "rm: footprint and signals"),
-    "hidden_only text": (_set("rm", "hidden_only", "no"), "rm: hidden_only is str"),
-    "lone surrogate": (_set("rm", "note", "\ud800"), "rm: a lone surrogate"),
+    "footprint numbers": (_set("rm", "footprint", [1, 2]), "[rm]: footprint and signals"),
+    "hidden_only text": (_set("rm", "hidden_only", "no"), "[rm]: hidden_only is str"),
+    "lone surrogate": (_set("rm", "note", "\ud800"), "[rm]: a lone surrogate"),
     "all entries strings": (lambda d: d["functions"].update(
         dict.fromkeys(d["functions"], "read")), "128 declaration(s)"),
 }
@@ -61,6 +61,89 @@ def test_a_bad_declaration_is_refused_by_name(case: str, tmp_path: Path) -> None
         res = CliRunner().invoke(app, args)
         assert res.exit_code == 2, (args, res.exit_code, res.output[-400:])
         assert "Traceback" not in res.output and message in " ".join(res.output.split())
+
+
+def _set_in(name: str, key: str, change):
+    def mutate(doc):
+        change(doc["functions"][name][key])
+    return mutate
+
+
+# what the review sheet, the workbench and the MCP export read inside an entry (before: a
+# TypeError or KeyError from deep inside, exit 3, or an escape code written into the sheet)
+CONTENT_CASES = {
+    "signal count text": (_set_in("post_tweet", "signal_counts",
+                                  lambda c: c.__setitem__("third-party", "x")),
+                          "[post_tweet]: signal_counts['third-party'] is 'x', not a count"),
+    "signal count negative": (_set_in("post_tweet", "signal_counts",
+                                      lambda c: c.__setitem__("third-party", -1)),
+                              "[post_tweet]: signal_counts['third-party'] is -1, not a count"),
+    "evidence empty": (_set("rm", "evidence", {}), "[rm]: evidence.calls is missing"),
+    "evidence calls text": (_set_in("rm", "evidence",
+                                    lambda ev: ev.__setitem__("calls", "\x1b[31mred")),
+                            "[rm]: evidence.calls is str"),
+    "evidence repeat bool": (_set_in("rm", "evidence",
+                                     lambda ev: ev.__setitem__("repeat_changed", True)),
+                             "[rm]: evidence.repeat_changed is bool"),
+    "example call only": (_set("rm", "example", {"call": 1}), "[rm]: example.call is int"),
+    "example no source": (_set("rm", "example", {"call": "rm()", "where": "w", "changes": []}),
+                          "[rm]: example.source is missing"),
+    "change a string": (_set("rm", "example", {"call": "rm()", "source": "s", "where": "w",
+                                               "changes": ["x"]}),
+                        "[rm]: example.changes[0] is a str, not an object"),
+    "change path number": (_set("rm", "example", {"call": "rm()", "source": "s", "where": "w",
+                                                  "changes": [{"kind": "added", "path": 1}]}),
+                           "[rm]: example.changes[0].path is int"),
+    "repeat check text": (_set("rm", "idempotence_evidence", [{"call": "rm()", "checks": "2",
+                                                               "repeat_changed": 0}]),
+                          "[rm]: idempotence_evidence[0].checks is str"),
+    "class of another": (_set("rm", "class", "\x1b[2JTwitterAPI"),
+                         "[rm]: class '\\x1b[2JTwitterAPI' is not its function's"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONTENT_CASES))
+def test_what_readers_use_inside_a_declaration_is_checked(case: str, tmp_path: Path) -> None:
+    change, message = CONTENT_CASES[case]
+    doc = json.loads(SHIPPED.read_text(encoding="utf-8"))
+    change(doc)
+    path = tmp_path / "effects.json"
+    text = json.dumps(doc, indent=1)
+    path.write_text(text, encoding="utf-8")
+    name = message[1:message.index("]")]
+    line = text.splitlines().index(f'  "{name}": {{') + 1  # the line its declaration starts on
+    for args in (["export", "mcp", "-d", str(path), "-o", str(tmp_path / "mcp.json")],
+                 ["review-sheet", "-d", str(path), "--out", str(tmp_path / "sheet")]):
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 2, (args, res.exit_code, res.output[-400:])
+        out = " ".join(res.output.split())
+        assert f"{path}:{line} {message}" in out, out
+        assert "Traceback" not in res.output and "\x1b" not in res.output
+    assert not (tmp_path / "sheet.md").exists() and not (tmp_path / "mcp.json").exists()
+
+
+def test_the_review_sheet_shows_declared_text_literally(tmp_path: Path) -> None:
+    doc = json.loads(SHIPPED.read_text(encoding="utf-8"))
+    rm = doc["functions"]["rm"]
+    rm["example"] = {"call": "rm(file_name='`x` \x1b[31m')", "source": "runs\u202e",
+                     "where": "[click](https://evil.example) <b>run</b>", "success": True,
+                     "changes": [{"kind": "more", "path": "```"},
+                                 {"kind": "added", "path": "p\x07", "after": "a\nb"}]}
+    rm["footprint"] = ["`root`/**"]
+    path = tmp_path / "effects.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    res = CliRunner().invoke(app, ["review-sheet", "-d", str(path), "--out",
+                                   str(tmp_path / "sheet")])
+    assert res.exit_code == 0, res.output
+    md = (tmp_path / "sheet.md").read_text(encoding="utf-8")
+    assert not any(c in md for c in "\x1b\x07\u202e")
+    section = md[md.index("## GorillaFileSystem.rm"):md.index("## GorillaFileSystem.rmdir")]
+    assert "- Footprint: `` `root`/** ``" in section
+    assert ("- ``rm(file_name='`x` \\x1b[31m')`` (`runs\\u202e`, "
+            "`[click](https://evil.example) <b>run</b>`)") in section
+    # the changes in a fence longer than any backticks in them, one change a line
+    assert "  ````\n  ```\n  + p\\x07 = a\\x0ab\n  ````\n" in section
+    assert "\x1b" not in (tmp_path / "sheet.csv").read_text(encoding="utf-8")
 
 
 def test_nan_is_not_json(tmp_path: Path) -> None:

@@ -6,6 +6,10 @@ lone surrogate; written out again they give a file that is not JSON, or no file 
 
 from __future__ import annotations
 
+import bisect
+import json
+import json.decoder
+import json.scanner
 import math
 import re
 from typing import Any
@@ -58,4 +62,89 @@ def finite_number(value: object) -> float | None:
     return number if math.isfinite(number) else None
 
 
-__all__ = ["finite_number", "json_problem", "refuse_constant"]
+class JSONTextError(ValueError):
+    """Text refused as JSON, with the line (from 1) it is refused at where known."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+class Located(dict):
+    """A JSON object from :func:`loads_located`: ``line`` is the line of its ``{``,
+    ``lines[key]`` the line where the key's value starts."""
+
+    line: int = 0
+    lines: dict[str, int]
+
+
+class LocatedList(list):
+    """A JSON array from :func:`loads_located`: ``line`` is the line of its ``[``,
+    ``lines[k]`` the line where item ``k`` starts."""
+
+    line: int = 0
+    lines: list[int]
+
+
+def loads_located(text: str) -> Any:
+    """``json.loads`` with every object a :class:`Located` and every array a
+    :class:`LocatedList`, which know the lines they and their items start on (about ten times
+    slower: for finding where a value read is wrong); NaN, Infinity and a key given twice in
+    one object refused."""
+    newlines = [m.start() for m in re.finditer("\n", text)]
+
+    def line_of(pos: int) -> int:
+        return bisect.bisect_left(newlines, pos) + 1
+
+    def on_object(s_and_end: tuple[str, int], strict: bool, scan_once: Any, object_hook: Any,
+                  pairs_hook: Any, memo: Any = None) -> tuple[Located, int]:
+        starts: list[int] = []
+
+        def scan(s: str, idx: int) -> Any:
+            starts.append(idx)
+            return scan_once(s, idx)
+
+        pairs, end = json.decoder.JSONObject(s_and_end, strict, scan, None, list, memo)
+        out = Located()
+        out.line, out.lines = line_of(s_and_end[1] - 1), {}
+        for (key, value), at in zip(pairs, starts, strict=True):
+            if key in out:
+                raise JSONTextError(f"{visible(repr(key))[:80]} is given twice in one object",
+                                    line_of(at))
+            out[key], out.lines[key] = value, line_of(at)
+        return out, end
+
+    def on_array(s_and_end: tuple[str, int], scan_once: Any) -> tuple[LocatedList, int]:
+        starts: list[int] = []
+
+        def scan(s: str, idx: int) -> Any:
+            starts.append(idx)
+            return scan_once(s, idx)
+
+        values, end = json.decoder.JSONArray(s_and_end, scan)
+        out = LocatedList(values)
+        out.line, out.lines = line_of(s_and_end[1] - 1), [line_of(at) for at in starts]
+        return out, end
+
+    decoder = json.JSONDecoder(parse_constant=refuse_constant)
+    decoder.parse_object = on_object  # type: ignore[assignment]
+    decoder.parse_array = on_array  # type: ignore[assignment]
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)
+    return decoder.decode(text)
+
+
+def line_at(doc: Any, *keys: str | int) -> int | None:
+    """The line where ``doc[keys[0]][keys[1]]...`` starts in a :func:`loads_located`
+    document, or None where that is not known."""
+    line = None
+    for key in keys:
+        lines = getattr(doc, "lines", None)
+        try:
+            line, doc = lines[key], doc[key]  # type: ignore[index]
+        except (KeyError, IndexError, TypeError):
+            return line
+    return line
+
+
+__all__ = ["JSONTextError", "Located", "LocatedList", "finite_number", "json_problem",
+           "line_at", "loads_located", "refuse_constant"]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from careful_engine.core import bfcl
-from careful_engine.core.json_values import json_problem, refuse_constant
+from careful_engine.core.json_values import json_problem, line_at, loads_located, refuse_constant
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
 from careful_engine.core.safe_text import visible
 from careful_engine.core.safe_write import write_text
@@ -226,13 +226,28 @@ def load(path: str | Path | None = None) -> Declarations:
     if missing:
         raise DeclarationsError(f"{where}: no declaration for {', '.join(missing[:5])}"
                                 + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
-    bad = [f"{visible(name)[:60]}: {reason}" for name, e in functions.items()
-           if (reason := entry_problem(e)) is not None]
+    known = bfcl.function_class()
+    bad = [(name, reason) for name, e in functions.items()
+           if (reason := entry_problem(e, known.get(name))) is not None]
     if bad:
-        raise DeclarationsError(f"{where}: {len(bad)} declaration(s) not of the shape careful "
-                                f"declare writes: {'; '.join(bad[:3])}"
-                                + (f"; and {len(bad) - 3} more" if len(bad) > 3 else ""))
+        raise DeclarationsError(_entry_problems(where, raw, bad))
     return Declarations(functions, doc, hashlib.sha256(raw).hexdigest(), str(path))
+
+
+def _entry_problems(where: str, raw: bytes, bad: list[tuple[str, str]]) -> str:
+    """``file:line [function]: reason`` for the first three bad declarations, and how many
+    there are (the lines found by reading the file again, now that something is wrong)."""
+    try:
+        located = loads_located(raw.decode(json.detect_encoding(raw)))
+    except (ValueError, RecursionError):  # (read once already; deeper than this reader goes)
+        located = None
+    shown = []
+    for name, reason in bad[:3]:
+        line = line_at(located, "functions", name)
+        shown.append(f"{where}{f':{line}' if line else ''} [{visible(name)[:60]}]: {reason}")
+    more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
+    return (f"{'; '.join(shown)}{more} ({len(bad)} declaration(s) not of the shape careful "
+            "declare writes)")
 
 
 # what each field of a declaration holds (careful declare writes every one of them)
@@ -245,10 +260,52 @@ _FIELDS: dict[str, tuple[type | None, ...]] = {
 }
 
 
-def entry_problem(entry: Any) -> str | None:
+# what the fields of an evidence object, an example and a repeat check hold (what the review
+# sheet, the workbench and the MCP export read)
+_EVIDENCE = {"calls": (int,), "successful": (int,), "changing": (int,), "repeat_checks": (int,),
+             "repeat_changed": (int,), "failed": (int, None), "failed_changing": (int, None),
+             "hidden_only_calls": (int, None), "cyclic_state_calls": (int, None),
+             "by_source": (dict, None)}
+_EXAMPLE = {"call": (str,), "source": (str,), "where": (str,), "changes": (list,),
+            "success": (bool, None)}
+_CHANGE = {"kind": (str,), "path": (str,), "before": (str, None), "after": (str, None)}
+_REPEAT = {"call": (str,), "checks": (int,), "repeat_changed": (int,)}
+
+
+def _field_problem(obj: dict, fields: dict[str, tuple[type | None, ...]],
+                   prefix: str = "") -> str | None:
+    """The first field of ``obj`` not of its type in ``fields`` (None: may be missing or
+    null; ints are counts from 0), or None."""
+    for key, types in fields.items():
+        value = obj.get(key)
+        if not any(value is None if t is None else type(value) is t for t in types):
+            return f"{prefix}{key} is {'missing' if key not in obj else type(value).__name__}"
+        if type(value) is int and value < 0:
+            return f"{prefix}{key} is {value}, not a count"
+    return None
+
+
+def _example_problem(ex: Any, key: str) -> str | None:
+    if ex is None:
+        return None
+    problem = _field_problem(ex, _EXAMPLE, f"{key}.")
+    if problem is not None:
+        return problem
+    for k, change in enumerate(ex["changes"]):
+        if not isinstance(change, dict):
+            return f"{key}.changes[{k}] is a {type(change).__name__}, not an object"
+        problem = _field_problem(change, _CHANGE, f"{key}.changes[{k}].")
+        if problem is not None:
+            return problem
+    return None
+
+
+def entry_problem(entry: Any, cls: str | None = None) -> str | None:
     """Why a function's declaration is not one ``careful declare`` writes, or None: an object
     whose fields hold what :data:`_FIELDS` says (kind read or write; footprint and signals
-    lists of names), with no lone surrogate or non-finite number anywhere in it."""
+    lists of names; signal counts, evidence, examples and repeat checks with the fields and
+    types their readers use), of class ``cls`` where given, with no lone surrogate or
+    non-finite number anywhere in it."""
     if not isinstance(entry, dict):
         return f"a JSON {type(entry).__name__}, not an object"
     for key, types in _FIELDS.items():
@@ -257,9 +314,23 @@ def entry_problem(entry: Any) -> str | None:
             return f"{key} is {'missing' if key not in entry else type(value).__name__}"
     if entry["kind"] not in ("read", "write"):
         return f"kind {visible(entry['kind'])[:20]!r} is neither read nor write"
+    if cls is not None and entry["class"] != cls:
+        return f"class {visible(repr(entry['class']))[:40]} is not its function's ({cls})"
     if not all(isinstance(x, str) for x in (*entry["footprint"], *entry["signals"])):
         return "footprint and signals must be lists of names"
-    return json_problem(entry)
+    for name, count in entry["signal_counts"].items():
+        if type(count) is not int or count < 0:
+            return (f"signal_counts[{visible(repr(name))[:40]}] is "
+                    f"{visible(repr(count))[:20]}, not a count")
+    problems = (_field_problem(entry["evidence"], _EVIDENCE, "evidence."),
+                *(_example_problem(entry[key], key)
+                  for key in ("example", "example_2", "idempotence_counterexample")),
+                *(f"idempotence_evidence[{k}] is a {type(check).__name__}, not an object"
+                  if not isinstance(check, dict)
+                  else _field_problem(check, _REPEAT, f"idempotence_evidence[{k}].")
+                  for k, check in enumerate(entry["idempotence_evidence"])))
+    problem = next((p for p in problems if p is not None), None)
+    return problem or json_problem(entry)
 
 
 # ---------------------------------------------------------------- Table 2

@@ -13,16 +13,22 @@ import csv
 import inspect
 import io
 import json
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from careful_engine.core import bfcl
-from careful_engine.core.safe_text import csv_cell
+from careful_engine.core.safe_text import csv_cell, markdown_literal, markdown_text, visible
 from careful_engine.core.safe_write import write_text
 from careful_engine.effects import signals as sig
 from careful_engine.effects.boundary import declarations_dir
-from careful_engine.effects.declarations import Declarations
+from careful_engine.effects.declarations import (
+    DEFINITIONS,
+    Declarations,
+    class_counts,
+    content_hash,
+)
 
 CSV_COLUMNS = (
     "class", "function", "kind", "hidden_only", "idempotent", "repeat_checks",
@@ -86,30 +92,43 @@ def kind_text(e: dict) -> str:
     return "read" + (f" ({e['note']})" if e.get("note") else "")
 
 
+def _code(text: object) -> str:
+    """``visible`` text as a Markdown code span (shown as it is, whatever backticks it has)."""
+    s = visible(text)
+    fence = "`" * (max(map(len, re.findall("`+", s)), default=0) + 1)
+    pad = " " if s[:1] in (" ", "`") or s[-1:] in (" ", "`") else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
 def _example_block(ex: dict) -> list[str]:
-    lines = [f"- `{ex['call']}` ({ex['source']}, {ex['where']}"
-             + ("" if ex.get("success", True) else ", failed") + ")", "", "  ```"]
+    """An example call and its changes; text from the declarations shown as it is (a code
+    span, ``visible`` lines in a code block no line of which can close it)."""
+    body = []
     if not ex["changes"]:
-        lines.append("  (no state change)")
+        body.append("(no state change)")
     for c in ex["changes"]:
+        path = visible(c["path"])
         if c["kind"] == "more":
-            lines.append(f"  {c['path']}")
+            body.append(path)
             continue
-        before = c.get("before", "")
-        after = c.get("after", "")
+        before = visible(c.get("before", ""))
+        after = visible(c.get("after", ""))
         if c["kind"] == "added":
-            lines.append(f"  + {c['path']} = {after}")
+            body.append(f"+ {path} = {after}")
         elif c["kind"] == "removed":
-            lines.append(f"  - {c['path']} (was {before})")
+            body.append(f"- {path} (was {before})")
         else:
-            lines.append(f"  ~ {c['path']}: {before} -> {after}")
-    lines += ["  ```", ""]
-    return lines
+            body.append(f"~ {path}: {before} -> {after}")
+    fence = "`" * max([3, *(len(run) + 1 for line in body for run in re.findall("`+", line))])
+    return [f"- {_code(ex['call'])} ({markdown_literal(ex['source'])}, "
+            f"{markdown_literal(ex['where'])}"
+            + ("" if ex.get("success", True) else ", failed") + ")", "", f"  {fence}",
+            *(f"  {line}" for line in body), f"  {fence}", ""]
 
 
 def function_section(name: str, e: dict) -> list[str]:
     doc = bfcl.all_func_docs()[name]
-    cls = e["class"]
+    cls = bfcl.function_class()[name]
     rel, line = source_location(name)
     lines = [f"## {cls}.{name}", "", description_text(doc), ""]
     props = (doc.get("parameters") or {}).get("properties") or {}
@@ -124,9 +143,9 @@ def function_section(name: str, e: dict) -> list[str]:
     else:
         lines += ["Parameters: none", ""]
     lines += [
-        f"- Kind (inferred by executing it): {kind_text(e)}",
+        f"- Kind (inferred by executing it): {markdown_text(kind_text(e))}",
         f"- Idempotence: {idempotence_text(e)}",
-        f"- Footprint: {', '.join(f'`{p}`' for p in e['footprint']) or 'none'}",
+        f"- Footprint: {', '.join(map(_code, e['footprint'])) or 'none'}",
         f"- Signals: {signals_text(e)}",
         f"- Evidence: {evidence_text(e)}",
         f"- Source: `{rel}:{line}` (`{cls}.{name}`)",
@@ -135,7 +154,8 @@ def function_section(name: str, e: dict) -> list[str]:
     per_call = [x for x in e.get("idempotence_evidence") or [] if x["repeat_changed"]]
     if e["kind"] == "write" and per_call:
         lines.append("Calls whose repetition changed the state again:")
-        lines += [f"- `{x['call']}`: {x['repeat_changed']} of {x['checks']}" for x in per_call]
+        lines += [f"- {_code(x['call'])}: {x['repeat_changed']} of {x['checks']}"
+                  for x in per_call]
         lines.append("")
     examples = [x for x in (e.get("example"), e.get("example_2")) if x]
     if examples:
@@ -150,13 +170,13 @@ def function_section(name: str, e: dict) -> list[str]:
 
 
 def markdown(decl: Declarations) -> str:
-    doc = decl.document
-    total = doc["summary"]["total"]
+    by_class = class_counts(decl.functions)  # (counted, not the file's summary)
+    total = {k: sum(c[k] for c in by_class.values()) for k in next(iter(by_class.values()))}
     lines = [
         "# Review sheet: effect declarations of BFCL's multi-turn functions",
         "",
-        f"bfcl-eval {doc['bfcl_eval']}; generated by `careful review-sheet` from "
-        f"`effects.json` (content sha256 `{doc['content_sha256'][:16]}`).",
+        f"bfcl-eval {bfcl.BFCL_VERSION}; generated by `careful review-sheet` from "
+        f"`effects.json` (content sha256 `{content_hash(decl.functions)[:16]}`).",
         "",
         f"{total['functions']} functions: {total['reads']} reads and {total['writes']} writes, "
         f"{total['non_idempotent_writes']} of them not idempotent, {total['hidden_only']} "
@@ -170,7 +190,7 @@ def markdown(decl: Declarations) -> str:
         "here; read the source when in doubt.",
         "",
         "Signals: " + "; ".join(f"**{k}**: {v}" for k, v in
-                                doc["definitions"]["signals"].items()) + ".",
+                                sorted(DEFINITIONS["signals"].items())) + ".",
         "",
     ]
     for cls in bfcl.CLASSES:
