@@ -106,3 +106,24 @@ def test_a_manifests_boundary_is_read_bounded_and_by_name(tmp_path) -> None:
     name = generation_boundary(result)
     with pytest.raises(BoundaryError, match="no boundary"):
         boundaries.load_named(name)
+
+
+def test_a_key_given_twice_is_refused_with_its_line(tmp_path) -> None:
+    """JSON keeps the last of two equal keys: a file whose first "destructive" lists rm and
+    whose second lists the stock functions was read as the stock boundary, rm unnoticed."""
+    text = json.dumps(_doc(), indent=1)
+    text = text.replace('\n "destructive": [',
+                        '\n "destructive": [{"name": "rm", "reason": "x"}],\n "destructive": [', 1)
+    line = text.splitlines().index(' "destructive": [') + 1
+    path = tmp_path / "b.json"
+    path.write_text(text)
+    res = runner.invoke(app, ["export", "mcp", "--boundary", str(path), "-o",
+                              str(tmp_path / "mcp.json")])
+    assert res.exit_code == 2, res.output
+    out = " ".join(res.output.split())
+    assert f"{path}:{line}: 'destructive' is given twice in one object" in out, out
+    assert "Traceback" not in res.output and not (tmp_path / "mcp.json").exists()
+    nested = _doc(destructive=[{"name": "rm", "reason": "x"}])
+    path.write_text(json.dumps(nested).replace('"reason": "x"', '"reason": "x", "name": "cp"'))
+    with pytest.raises(BoundaryError, match=":1: 'name' is given twice"):
+        boundaries.load(path)

@@ -146,6 +146,24 @@ def test_the_review_sheet_shows_declared_text_literally(tmp_path: Path) -> None:
     assert "\x1b" not in (tmp_path / "sheet.csv").read_text(encoding="utf-8")
 
 
+def test_a_key_given_twice_is_refused_with_its_line(tmp_path: Path) -> None:
+    """JSON keeps the last of two equal keys: a second "rm" entry, or a second "kind" in one,
+    silently replaced the first."""
+    text = json.dumps(json.loads(SHIPPED.read_text(encoding="utf-8")), indent=1)
+    start = text.index('\n  "rm": {')
+    kind = text.index('\n   "kind": ', start) + 1
+    text = text[:kind] + '   "kind": "read",\n' + text[kind:]
+    line = text.count("\n", 0, kind) + 2  # the second "kind"
+    path = tmp_path / "effects.json"
+    path.write_text(text, encoding="utf-8")
+    for args in (["export", "mcp", "-d", str(path), "-o", str(tmp_path / "mcp.json")],
+                 ["review-sheet", "-d", str(path), "--out", str(tmp_path / "sheet")]):
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 2, (args, res.exit_code, res.output[-400:])
+        out = " ".join(res.output.split())
+        assert f"{path}:{line}: 'kind' is given twice in one object" in out, out
+
+
 def test_nan_is_not_json(tmp_path: Path) -> None:
     path = _mutated(tmp_path, _set("rm", "idempotent", True))
     path.write_text(path.read_text().replace('"idempotent": true', '"idempotent": NaN', 1))

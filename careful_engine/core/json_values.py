@@ -86,11 +86,39 @@ class LocatedList(list):
     lines: list[int]
 
 
+class _KeyTwice(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _KeyTwice
+    return out
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` for a file others wrote: ``NaN`` and ``Infinity`` are refused, and so is
+    an object that gives a key twice (json would keep the last silently):
+    :class:`JSONTextError` with the line of the second. Otherwise the errors of
+    ``json.loads`` (``JSONDecodeError`` with its line; ValueError, RecursionError)."""
+    try:
+        return json.loads(text, parse_constant=refuse_constant, object_pairs_hook=_unique_keys)
+    except _KeyTwice:
+        pass
+    try:  # (again, slower, to find where)
+        loads_located(text)
+    except JSONTextError:
+        raise
+    except (ValueError, RecursionError):
+        pass
+    raise JSONTextError("a key is given twice in one object")
+
+
 def loads_located(text: str) -> Any:
-    """``json.loads`` with every object a :class:`Located` and every array a
+    """:func:`loads` with every object a :class:`Located` and every array a
     :class:`LocatedList`, which know the lines they and their items start on (about ten times
-    slower: for finding where a value read is wrong); NaN, Infinity and a key given twice in
-    one object refused."""
+    slower: for finding where a value that :func:`loads` read is wrong)."""
     newlines = [m.start() for m in re.finditer("\n", text)]
 
     def line_of(pos: int) -> int:
@@ -147,4 +175,4 @@ def line_at(doc: Any, *keys: str | int) -> int | None:
 
 
 __all__ = ["JSONTextError", "Located", "LocatedList", "finite_number", "json_problem",
-           "line_at", "loads_located", "refuse_constant"]
+           "line_at", "loads", "loads_located", "refuse_constant"]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from careful_engine.core import bfcl
+from careful_engine.core.json_values import JSONTextError, loads
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
 from careful_engine.core.safe_text import visible
 from careful_engine.core.safe_write import write_text
@@ -175,7 +176,8 @@ def load_named(name: str) -> Boundary:
 
 
 def _read(path: Path) -> Boundary:
-    """A boundary file, read bounded (a FIFO or device is refused, not waited on)."""
+    """A boundary file, read bounded (a FIFO or device is refused, not waited on); a key
+    given twice in one object, NaN or Infinity is refused."""
     where = visible(str(path))
     try:
         text = read_regular(path, MAX_SMALL_BYTES).decode("utf-8")
@@ -184,9 +186,11 @@ def _read(path: Path) -> Boundary:
     except UnicodeDecodeError as e:
         raise BoundaryError(f"{where}: not UTF-8 (at byte {e.start})") from None
     try:
-        data = json.loads(text)
+        data = loads(text)
     except json.JSONDecodeError as e:
         raise BoundaryError(f"{where}:{e.lineno}: invalid JSON ({e.msg})") from None
+    except JSONTextError as e:
+        raise BoundaryError(f"{where}:{e.line or 1}: {e}") from None
     except (RecursionError, ValueError) as e:
         raise BoundaryError(f"{where}: not usable JSON ({str(e)[:80]})") from None
     return from_json(data, where)

@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from careful_engine.core import bfcl
-from careful_engine.core.json_values import json_problem, line_at, loads_located, refuse_constant
+from careful_engine.core.json_values import (
+    JSONTextError,
+    json_problem,
+    line_at,
+    loads,
+    loads_located,
+)
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
 from careful_engine.core.safe_text import visible
 from careful_engine.core.safe_write import write_text
@@ -208,10 +214,12 @@ def load(path: str | Path | None = None) -> Declarations:
     except OSError as e:
         raise DeclarationsError(f"cannot read declarations {path}: {e.strerror or e}; "
                                 "run `careful declare` to generate them") from e
-    try:
-        doc = json.loads(raw, parse_constant=refuse_constant)
+    try:  # (UTF-8, or the UTF-16 or 32 that json.loads reads from bytes)
+        doc = loads(raw.decode(json.detect_encoding(raw)))
     except json.JSONDecodeError as e:
         raise DeclarationsError(f"{path}: invalid JSON ({e})") from e
+    except JSONTextError as e:  # a key given twice
+        raise DeclarationsError(f"{path}:{e.line or 1}: {e}") from e
     except (ValueError, RecursionError) as e:  # not UTF-8, nested too deep, huge numbers
         raise DeclarationsError(f"{path}: not usable JSON ({str(e)[:100]})") from e
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
