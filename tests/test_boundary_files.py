@@ -127,3 +127,22 @@ def test_a_key_given_twice_is_refused_with_its_line(tmp_path) -> None:
     path.write_text(json.dumps(nested).replace('"reason": "x"', '"reason": "x", "name": "cp"'))
     with pytest.raises(BoundaryError, match=":1: 'name' is given twice"):
         boundaries.load(path)
+
+
+def test_a_byte_order_mark_is_dropped_and_lines_stay_right(tmp_path) -> None:
+    """Editors on Windows write a BOM; label sets accepted it while boundaries were refused
+    as invalid JSON."""
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(_doc(), indent=1), encoding="utf-8-sig")
+    res = runner.invoke(app, ["export", "mcp", "--boundary", str(path), "-o",
+                              str(tmp_path / "mcp.json")])
+    assert res.exit_code == 0, res.output
+    tools = json.loads((tmp_path / "mcp.json").read_text())["tools"]
+    assert {t["name"] for t in tools if t["annotations"]["destructiveHint"]} == {
+        item["name"] for item in STOCK["destructive"]}
+    path.write_text('{\n "schema": "careful.boundary/1",\n nope', encoding="utf-8-sig")
+    with pytest.raises(BoundaryError, match=r"b\.json:3: invalid JSON"):
+        boundaries.load(path)
+    path.write_text('{\n "name": "a",\n "name": "b"}', encoding="utf-8-sig")
+    with pytest.raises(BoundaryError, match=r"b\.json:3: 'name' is given twice"):
+        boundaries.load(path)

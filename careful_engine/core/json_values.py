@@ -62,6 +62,9 @@ def finite_number(value: object) -> float | None:
     return number if math.isfinite(number) else None
 
 
+BOM = "\ufeff"  # a byte-order mark, which some editors write at the start of a UTF-8 file
+
+
 class JSONTextError(ValueError):
     """Text refused as JSON, with the line (from 1) it is refused at where known."""
 
@@ -98,10 +101,11 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def loads(text: str) -> Any:
-    """``json.loads`` for a file others wrote: ``NaN`` and ``Infinity`` are refused, and so is
-    an object that gives a key twice (json would keep the last silently):
-    :class:`JSONTextError` with the line of the second. Otherwise the errors of
-    ``json.loads`` (``JSONDecodeError`` with its line; ValueError, RecursionError)."""
+    """``json.loads`` for a file others wrote: a leading byte-order mark is dropped, ``NaN``
+    and ``Infinity`` are refused, and so is an object that gives a key twice (json would keep
+    the last silently): :class:`JSONTextError` with the line of the second. Otherwise the
+    errors of ``json.loads`` (``JSONDecodeError`` with its line; ValueError, RecursionError)."""
+    text = text.removeprefix(BOM)
     try:
         return json.loads(text, parse_constant=refuse_constant, object_pairs_hook=_unique_keys)
     except _KeyTwice:
@@ -119,6 +123,7 @@ def loads_located(text: str) -> Any:
     """:func:`loads` with every object a :class:`Located` and every array a
     :class:`LocatedList`, which know the lines they and their items start on (about ten times
     slower: for finding where a value that :func:`loads` read is wrong)."""
+    text = text.removeprefix(BOM)
     newlines = [m.start() for m in re.finditer("\n", text)]
 
     def line_of(pos: int) -> int:
@@ -174,5 +179,5 @@ def line_at(doc: Any, *keys: str | int) -> int | None:
     return line
 
 
-__all__ = ["JSONTextError", "Located", "LocatedList", "finite_number", "json_problem",
+__all__ = ["BOM", "JSONTextError", "Located", "LocatedList", "finite_number", "json_problem",
            "line_at", "loads", "loads_located", "refuse_constant"]

@@ -176,8 +176,9 @@ def load_named(name: str) -> Boundary:
 
 
 def _read(path: Path) -> Boundary:
-    """A boundary file, read bounded (a FIFO or device is refused, not waited on); a key
-    given twice in one object, NaN or Infinity is refused."""
+    """A boundary file, read bounded (a FIFO or device is refused, not waited on); a leading
+    byte-order mark is dropped (as in label sets); a key given twice in one object, NaN or
+    Infinity is refused."""
     where = visible(str(path))
     try:
         text = read_regular(path, MAX_SMALL_BYTES).decode("utf-8")
