@@ -333,3 +333,42 @@ def test_a_ledger_of_huge_amounts_and_bad_lines_adds_up_to_a_finite_sum(tmp_path
     assert (summary.spent, summary.listed) == (5.25, 5.5)
     assert summary.skipped == [4, 5]
     assert summary.requests["answered"] == 3 and summary.requests["worst case"] == 1
+
+
+PRICES = Path(__file__).resolve().parents[1] / "careful_engine" / "data" / "prices.json"
+
+
+def _table(tmp_path: Path, change) -> tuple[Path, str]:
+    """The shipped table, changed, written one entry a line; its path and text."""
+    doc = json.loads(PRICES.read_text(encoding="utf-8"))
+    change(doc["models"])
+    models = ",\n".join(json.dumps(m) for m in doc.pop("models"))
+    text = json.dumps(doc)[:-1] + ',\n"models": [\n' + models + "\n]}\n"
+    path = tmp_path / "prices.json"
+    path.write_text(text, encoding="utf-8")
+    return path, text
+
+
+@pytest.mark.parametrize(("change", "bad", "reason"), [
+    # a second entry of a model (free here) was ignored: the run was priced by the first
+    (lambda ms: ms.insert(3, {**ms[2], "input": 0, "output": 0, "display": "free"}), 3,
+     "'claude-haiku-4-5' is already priced by models[2]"),
+    (lambda ms: ms.append({**ms[0], "model": "mine", "ids": ["claude-haiku-4-5"]}), 13,
+     "'claude-haiku-4-5' is already priced by models[2]"),
+    # bool("false") is True: a real model was shown with the paper's placeholder mark
+    (lambda ms: ms[1].__setitem__("fictional", "false"), 1,
+     "fictional must be true or false, not 'false'"),
+])
+def test_a_model_twice_or_a_fictional_not_true_or_false_is_refused(tmp_path, change, bad,
+                                                                   reason):
+    path, text = _table(tmp_path, change)
+    line = text.splitlines().index('"models": [') + 2 + bad
+    with pytest.raises(ValueError) as e:
+        load_prices(path)
+    assert str(e.value) == f"{path}:{line} [models[{bad}]]: {reason}"
+    run = tmp_path / "run"
+    _write_run(run, "claude-haiku-4-5-20251001-FC",
+               [_entry("multi_turn_base_0", [[1000]], [[10]])])
+    res = cli.invoke(app, ["cost", str(run), "--prices", str(path)])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert f"{path}:{line} [models[{bad}]]: {reason}" in " ".join(res.output.split())

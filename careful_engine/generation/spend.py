@@ -33,7 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from careful_engine.core.decode import MAX_TOKEN_COUNT
-from careful_engine.core.json_values import finite_number
+from careful_engine.core.json_values import (
+    JSONTextError,
+    finite_number,
+    line_at,
+    loads,
+    loads_located,
+)
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
 from careful_engine.core.safe_text import visible
 from careful_engine.generation import files
@@ -191,15 +197,19 @@ MAX_PRICE = 1_000_000  # dollars per million tokens: beyond any real price, far 
 
 
 def load_prices(path: str | Path | None = None) -> PriceTable:
-    """A price table; :class:`GenerationError` naming the file and the entry for anything the
-    spend guard could not trust (prices must be finite and not negative: a negative or NaN
-    price would let the guard count less than is spent)."""
+    """A price table; :class:`GenerationError` naming the file, the line and the entry for
+    anything the spend guard could not trust (prices must be finite and not negative: a
+    negative or NaN price would let the guard count less than is spent; a model named twice
+    would be priced by its first entry alone)."""
     path = Path(path) if path else default_prices_path()
     where = visible(str(path))
     try:
-        doc = json.loads(read_regular(path, MAX_SMALL_BYTES).decode("utf-8"))
+        text = read_regular(path, MAX_SMALL_BYTES).decode("utf-8")
+        doc = loads(text)
     except OSError as e:
         raise GenerationError(f"cannot read price table {where}: {e.strerror or e}") from None
+    except JSONTextError as e:  # a key given twice
+        raise GenerationError(f"{where}:{e.line or 1}: not a JSON price table ({e})") from None
     except (ValueError, RecursionError) as e:  # JSON, UTF-8
         raise GenerationError(f"{where}: not a JSON price table ({str(e)[:100]})") from None
     if not isinstance(doc, dict) or doc.get("schema") != "careful.prices/1":
@@ -209,12 +219,24 @@ def load_prices(path: str | Path | None = None) -> PriceTable:
     entries = doc.get("models", [])
     if not isinstance(entries, list):
         raise GenerationError(f"{where}: 'models' must be a list, not {type(entries).__name__}")
-    models = []
+    models: list[ModelPrice] = []
+    named: dict[str, int] = {}  # a model's name or id -> its entry
     for k, m in enumerate(entries):
         try:
-            models.append(_price(m))
+            price = _price(m)
+            for name in (price.model, *price.ids):
+                if name in named:
+                    raise ValueError(f"{visible(repr(name))[:80]} is already priced by "
+                                     f"models[{named[name]}]")
+                named[name] = k
         except (KeyError, TypeError, ValueError) as e:
-            raise GenerationError(f"{where}: models[{k}]: {visible(str(e))[:160]}") from None
+            try:  # (again, to find the entry's line)
+                line = line_at(loads_located(text), "models", k)
+            except (ValueError, RecursionError):
+                line = None
+            raise GenerationError(f"{where}{f':{line}' if line else ''} [models[{k}]]: "
+                                  f"{visible(str(e))[:160]}") from None
+        models.append(price)
     return PriceTable(tuple(models), doc, str(path))
 
 
@@ -234,11 +256,14 @@ def _price(m: Any) -> ModelPrice:
         raise TypeError("model and display must be text")
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
         raise TypeError("ids must be a list of names")
+    fictional = m.get("fictional", False)
+    if type(fictional) is not bool:
+        raise TypeError(f"fictional must be true or false, not {fictional!r:.40}")
     return ModelPrice(
         model=name, input=usd("input"), output=usd("output"),
         cache_write=usd("cache_write_5m"), cache_read=usd("cache_read"),
         cache_write_1h=usd("cache_write_1h") if m.get("cache_write_1h") else None,
-        display=display, ids=tuple(ids), fictional=bool(m.get("fictional", False)),
+        display=display, ids=tuple(ids), fictional=fictional,
     )
 
 
