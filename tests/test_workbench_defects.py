@@ -601,3 +601,26 @@ def test_markup_in_a_run_name_or_a_score_line_is_shown_as_text(workdir, name, er
     text = "\n".join(seen)
     assert f"Problems of {name}" in text and f"replay: {name}" in text
     assert error.split(":", 1)[1] in text  # the list's error column, as it is
+
+
+@pytest.mark.parametrize("name", ['[B="]x', "a[$accent]b[B]c", "[ b]y[_x]", "ends\\"])
+def test_the_palette_shows_any_run_name_literally(workdir, name) -> None:
+    """The palette's help ("open run NAME in Replay") is Textual markup: textual.markup.escape
+    left [B="]x (the app stopped with MarkupError) and [$accent], [B] (read as tags: abc shown)
+    alone. Every name is shown as it is."""
+    (workdir / "runs" / "beta").rename(workdir / "runs" / name)
+    app = WorkbenchApp(settings(workdir, runs=[Path("runs") / name]))
+    seen: list[str] = []
+
+    async def go():
+        async with app.run_test(size=(140, 40)) as pilot:
+            await settle(pilot)
+            await settle(pilot, "ctrl+p")
+            await pilot.press(*"replay")
+            await settle(pilot)
+            seen.append(screen_text(app))
+            await settle(pilot, "escape")
+            assert app._exception is None
+    asyncio.run(go())
+    assert app.return_code in (None, 0)
+    assert f"open run {name} in Replay" in seen[0], seen[0]

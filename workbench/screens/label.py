@@ -330,9 +330,9 @@ class LabelScreen(WorkbenchScreen):
         bar = self.query_one("#label-progress", ProgressBar)
         bar.update(total=total, progress=len(labels))
         state = " · submitted" if self.session.submitted else ""
-        self.query_one("#label-count", Static).update(
+        self.query_one("#label-count", Static).update(plain(  # (names: never markup)
             f"{len(labels)}/{total} labelled as {self.session.annotator} in "
-            f"{self.session.round_name}{state}")
+            f"{self.session.round_name}{state}"))
 
     def select(self, name: str) -> None:
         """Show one function, with this annotator's own label if there is one."""
