@@ -624,3 +624,28 @@ def test_the_palette_shows_any_run_name_literally(workdir, name) -> None:
     asyncio.run(go())
     assert app.return_code in (None, 0)
     assert f"open run {name} in Replay" in seen[0], seen[0]
+
+
+def test_a_run_given_twice_is_listed_once_and_noted(workdir) -> None:
+    """``careful workbench R R`` (or R and R/., or a link to R): Home stopped with DuplicateKey.
+    The run is listed once and the repeat noted as the CLI notes it."""
+    beta = Path("runs/beta")
+    (workdir / "link").symlink_to(workdir / "runs" / "beta")
+    app = WorkbenchApp(settings(workdir, runs=[beta, beta, Path("runs/beta/."), Path("link")]))
+    seen: list[str] = []
+
+    async def go():
+        async with app.run_test(size=(200, 40)) as pilot:
+            await settle(pilot)
+            assert app.screen.query_one("#runs").row_count == 1
+            seen.append(screen_text(app))
+            await settle(pilot, "4")
+            await settle(pilot, "5")
+            assert app._exception is None
+    asyncio.run(go())
+    assert app.return_code in (None, 0)
+    assert [r.label for r in app.context.refs] == ["beta"]
+    assert app.context.run_notes == [
+        f"{p}: given more than once (as runs/beta first); scored once"
+        for p in ("runs/beta", "runs/beta", "link")]
+    assert "runs/beta: given more than once (as runs/beta first); scored once" in seen[0]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from careful_engine.analysis.leaderboard import label_entries
+from careful_engine.analysis.leaderboard import distinct_runs, label_entries
 from careful_engine.browse.view import ConversationView, build_view
 from careful_engine.core import bfcl
 from careful_engine.core.runs import (
@@ -62,10 +62,13 @@ class RunRef:
         return self.label or self.run.name
 
 
-def find_runs(paths: Sequence[Path], decoders: DecoderChoice | None = None) -> list[RunRef]:
-    """One :class:`RunRef` per model folder with multi-turn result files under ``paths``."""
+def find_runs(paths: Sequence[Path], decoders: DecoderChoice | None = None,
+              notes: list[str] | None = None) -> list[RunRef]:
+    """One :class:`RunRef` per model folder with multi-turn result files under ``paths``; a
+    folder given more than once (``R``, ``R/.``, a link to it) is listed once, the repeat
+    noted in ``notes`` as the CLI notes it."""
     found: list[tuple[Path, str, list[ResultFile]]] = []
-    for path in paths:
+    for path in distinct_runs(list(paths), notes if notes is not None else []):
         by_model, _ = discover(path)
         found += [(path, model, files) for model, files in by_model.items() if files]
     labels = label_entries([(run, model) for run, model, _ in found])

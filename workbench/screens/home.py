@@ -153,7 +153,10 @@ class HomeScreen(WorkbenchScreen):
         if any(ref.run.name == "reference" and ref.model == "reference" for ref in wb.refs):
             note += ("; reference is the embedded default: the reference trajectories as a "
                      "model's output (`careful demo`)")
-        self.query_one("#runs-note", Static).update(plain(note))
+        # a folder given twice, as the CLI says it (listed once)
+        self.query_one("#runs-note", Static).update(plain("; ".join([*wb.run_notes, note])))
+        if wb.run_notes:
+            self.notify("; ".join(wb.run_notes), severity="warning", timeout=8)
 
     def refresh_rounds(self) -> None:
         store = self.app.context.store
