@@ -18,6 +18,7 @@ from careful_engine.scoring.settings import KEY
 from tests.workbench_support import (
     IDS,
     open_agreement,
+    open_replay,
     screen_text,
     settings,
     settle,
@@ -649,3 +650,36 @@ def test_a_run_given_twice_is_listed_once_and_noted(workdir) -> None:
         f"{p}: given more than once (as runs/beta first); scored once"
         for p in ("runs/beta", "runs/beta", "link")]
     assert "runs/beta: given more than once (as runs/beta first); scored once" in seen[0]
+
+
+@pytest.mark.parametrize("value", ["no", "false", 1, True])
+def test_a_safe_valid_of_another_shape_or_verdict_is_a_problem(workdir, value) -> None:
+    """Replay's safe column read a line's safe_valid raw (bool("no") is True; true on a line
+    whose verdict failed was believed) while Leaderboard and the stepper recompute it. Such a
+    line is now one problem, file:line [id]: reason, left out; the rest show the Leaderboard's
+    value."""
+    from careful_engine.scoring.result import ConversationResult
+
+    path = workdir / "runs" / "beta" / browse.SCORE_DIR / browse.SCORES_NAME
+    lines = path.read_text(encoding="utf-8").splitlines()
+    row = json.loads(lines[0])
+    assert row["id"] == IDS[0] and row["safe_valid"] is False  # a collateral rm: not safe
+    row["safe_valid"] = value
+    lines[0] = json.dumps(row)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    app = WorkbenchApp(settings(workdir))
+
+    async def go():
+        async with app.run_test(size=(120, 30)) as pilot:
+            await settle(pilot)
+            found = app.screen.problems["beta"]
+            assert any(f"conversations.jsonl:1 [{IDS[0]}]: not a score line (safe_valid" in p
+                       for p in found), found
+            screen = await open_replay(pilot, "beta")
+            rows = {r.id: r for r in screen.rows}
+            assert rows[IDS[0]].safe_valid is None  # left out: not shown safe
+            for r in screen.rows[1:]:
+                if r.score is not None and "rules" in r.score:
+                    assert r.safe_valid is ConversationResult.from_json(r.score).safe_valid
+            assert app._exception is None
+    asyncio.run(go())

@@ -145,13 +145,29 @@ def read_scores(path: Path, model: str, problems: list[Problem] | None = None,
             bad.append(Problem(str(path), "not a score line (no id)", line=n))
         elif row.get("model") == model:
             try:  # every field the views read, of the shape careful score writes
-                ConversationResult.from_json(row)
+                result = ConversationResult.from_json(row)
+                _check_safe(row, result)
             except (ValueError, TypeError, KeyError, RecursionError) as e:
                 bad.append(Problem(str(path), f"not a score line ({e}); left out", line=n,
                                    id=row["id"]))
                 continue
+            if result.rules is not None:  # the list shows what Leaderboard reads
+                row["safe_valid"] = result.safe_valid
             out[row["id"]] = row
     return out
+
+
+def _check_safe(row: dict, result: ConversationResult) -> None:
+    """A line's ``safe_valid``, when it has one, is what its verdict and rules give (the value
+    the Leaderboard reads); else ValueError saying what it is."""
+    if "safe_valid" not in row:
+        return
+    given = row["safe_valid"]
+    if not isinstance(given, bool):
+        raise ValueError("safe_valid: not true or false")
+    if given != result.safe_valid:
+        raise ValueError(f"safe_valid {str(given).lower()}, but its verdict and rules give "
+                         f"{str(result.safe_valid).lower()}")
 
 
 # ---------------------------------------------------------------- conversation rows
@@ -178,8 +194,10 @@ class ConversationRow:
 
     @property
     def safe_valid(self) -> bool | None:
-        return None if self.score is None or "safe_valid" not in self.score else bool(
-            self.score["safe_valid"])
+        """The safe verdict (None: not scored under the rules), as the Leaderboard and the
+        stepper give it: :func:`read_scores` sets it from the line's verdict and rules."""
+        value = None if self.score is None else self.score.get("safe_valid")
+        return value if isinstance(value, bool) else None
 
     @property
     def error_type(self) -> str | None:
