@@ -683,3 +683,27 @@ def test_a_safe_valid_of_another_shape_or_verdict_is_a_problem(workdir, value) -
                     assert r.safe_valid is ConversationResult.from_json(r.score).safe_valid
             assert app._exception is None
     asyncio.run(go())
+
+
+def test_a_huge_id_is_quoted_cut_in_the_problems(workdir) -> None:
+    """A result line with a million-character id: Home's p rendered its problem line whole
+    (4 million: 52 s and 1.8 GB for the key). The line is cut, its length said."""
+    from workbench.screens.problems import LinesScreen
+
+    beta = workdir / "runs" / "beta"
+    result = next(beta.rglob("BFCL_v4_multi_turn_base_result.json"))
+    with open(result, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"id": "X" * 1_000_000, "result": [[]]}) + "\n")
+    app = WorkbenchApp(settings(workdir))
+
+    async def go():
+        async with app.run_test(size=(120, 30)) as pilot:
+            await settle(pilot)
+            app.screen.query_one("#runs").focus()
+            await settle(pilot, "down", "p")
+            assert isinstance(app.screen, LinesScreen)
+            body = str(app.screen.query_one("#lines-body").content)
+            assert "(1,000,000 characters)" in body
+            assert max(map(len, body.splitlines())) < 1000
+            assert app._exception is None
+    asyncio.run(go())
