@@ -707,3 +707,58 @@ def test_a_huge_id_is_quoted_cut_in_the_problems(workdir) -> None:
             assert max(map(len, body.splitlines())) < 1000
             assert app._exception is None
     asyncio.run(go())
+
+
+def _edit_db(path: Path, *updates: tuple[str, list]) -> None:
+    """Change the annotation database as sqlite3 would, outside careful."""
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    con.execute("pragma foreign_keys=off")
+    for sql, args in updates:
+        con.execute(sql, args)
+    con.commit()
+    con.close()
+
+
+@pytest.mark.parametrize("name", ["[/x]", "[reverse]X[/]"])
+def test_annotator_names_edited_in_the_database_are_shown_literally(workdir, name) -> None:
+    """Home's rounds table got each round's progress as a string, read as markup: an
+    annotator renamed [/x] in the database stopped the app at start-up; [reverse]X[/] took
+    effect. The names are shown as they are."""
+    _edit_db(workdir / "careful.db",
+             ("update annotators set name=? where name='A2'", [name]),
+             ("update round_annotators set annotator=? where annotator='A2'", [name]))
+    app = WorkbenchApp(settings(workdir))
+
+    async def go():
+        async with app.run_test(size=(160, 30)) as pilot:
+            await settle(pilot)
+            table = app.screen.query_one("#rounds")
+            assert any(f"{name} " in str(table.get_row_at(i)[4]) for i in range(table.row_count))
+            assert f"{name} " in screen_text(app)
+            assert app._exception is None
+    asyncio.run(go())
+    assert app.return_code in (None, 0)
+
+
+def test_a_round_name_edited_in_the_database_is_one_error(workdir) -> None:
+    """A round renamed 'r 1' in the database: store.rounds() refuses it, which stopped the
+    app from Home (and Label, Agreement). The error is shown, literally, and the app goes on."""
+    _edit_db(workdir / "careful.db", *((f"update {t} set {c}='r 1' where {c}='r1'", [])
+                                        for t, c in (("rounds", "name"),
+                                                     ("round_functions", "round"),
+                                                     ("round_annotators", "round"))))
+    app = WorkbenchApp(settings(workdir))
+
+    async def go():
+        async with app.run_test(size=(160, 30)) as pilot:
+            await settle(pilot)
+            assert "invalid round name 'r 1'" in str(app.screen.query_one("#db").content)
+            await settle(pilot, "2")
+            await settle(pilot, "ctrl+n")
+            await settle(pilot, "escape", "3")
+            await settle(pilot, "1", "r")
+            assert app._exception is None
+    asyncio.run(go())
+    assert app.return_code in (None, 0)
