@@ -70,3 +70,15 @@ def test_quiet_gives_the_count_alone(tmp_path: Path, stderr) -> None:
     assert stderr.export_text() == f"2 input problem(s) under {tmp_path} (listed without -q)\n"
     common.print_input_problems([], tmp_path, quiet=True)
     assert stderr.export_text() == ""
+
+
+def test_a_huge_id_is_quoted_cut(tmp_path: Path, stderr) -> None:
+    """A result line whose id is 4 million characters: its problem line quoted it whole (the
+    workbench's p took 52 s). The line shows its ends and its length; the field stays whole."""
+    huge = "A" * 2_000_000 + "B" * 2_000_000
+    p = Problem(str(tmp_path / "m" / "f.json"), "id is not in multi_turn_base", 3, huge)
+    line = str(p)
+    assert len(line) < 400 and p.id == huge
+    assert "[AAAA" in line and "BBBB… (" not in line and "BBBB (4,000,000 characters)]" in line
+    common.print_input_problems([p], tmp_path)
+    assert "(4,000,000 characters)" in stderr.export_text()

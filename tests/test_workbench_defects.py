@@ -18,6 +18,7 @@ from careful_engine.scoring.settings import KEY
 from tests.workbench_support import (
     IDS,
     open_agreement,
+    open_replay,
     screen_text,
     settings,
     settle,
@@ -601,3 +602,163 @@ def test_markup_in_a_run_name_or_a_score_line_is_shown_as_text(workdir, name, er
     text = "\n".join(seen)
     assert f"Problems of {name}" in text and f"replay: {name}" in text
     assert error.split(":", 1)[1] in text  # the list's error column, as it is
+
+
+@pytest.mark.parametrize("name", ['[B="]x', "a[$accent]b[B]c", "[ b]y[_x]", "ends\\"])
+def test_the_palette_shows_any_run_name_literally(workdir, name) -> None:
+    """The palette's help ("open run NAME in Replay") is Textual markup: textual.markup.escape
+    left [B="]x (the app stopped with MarkupError) and [$accent], [B] (read as tags: abc shown)
+    alone. Every name is shown as it is."""
+    (workdir / "runs" / "beta").rename(workdir / "runs" / name)
+    app = WorkbenchApp(settings(workdir, runs=[Path("runs") / name]))
+    seen: list[str] = []
+
+    async def go():
+        async with app.run_test(size=(140, 40)) as pilot:
+            await settle(pilot)
+            await settle(pilot, "ctrl+p")
+            await pilot.press(*"replay")
+            await settle(pilot)
+            seen.append(screen_text(app))
+            await settle(pilot, "escape")
+            assert app._exception is None
+    asyncio.run(go())
+    assert app.return_code in (None, 0)
+    assert f"open run {name} in Replay" in seen[0], seen[0]
+
+
+def test_a_run_given_twice_is_listed_once_and_noted(workdir) -> None:
+    """``careful workbench R R`` (or R and R/., or a link to R): Home stopped with DuplicateKey.
+    The run is listed once and the repeat noted as the CLI notes it."""
+    beta = Path("runs/beta")
+    (workdir / "link").symlink_to(workdir / "runs" / "beta")
+    app = WorkbenchApp(settings(workdir, runs=[beta, beta, Path("runs/beta/."), Path("link")]))
+    seen: list[str] = []
+
+    async def go():
+        async with app.run_test(size=(200, 40)) as pilot:
+            await settle(pilot)
+            assert app.screen.query_one("#runs").row_count == 1
+            seen.append(screen_text(app))
+            await settle(pilot, "4")
+            await settle(pilot, "5")
+            assert app._exception is None
+    asyncio.run(go())
+    assert app.return_code in (None, 0)
+    assert [r.label for r in app.context.refs] == ["beta"]
+    assert app.context.run_notes == [
+        f"{p}: given more than once (as runs/beta first); scored once"
+        for p in ("runs/beta", "runs/beta", "link")]
+    assert "runs/beta: given more than once (as runs/beta first); scored once" in seen[0]
+
+
+@pytest.mark.parametrize("value", ["no", "false", 1, True])
+def test_a_safe_valid_of_another_shape_or_verdict_is_a_problem(workdir, value) -> None:
+    """Replay's safe column read a line's safe_valid raw (bool("no") is True; true on a line
+    whose verdict failed was believed) while Leaderboard and the stepper recompute it. Such a
+    line is now one problem, file:line [id]: reason, left out; the rest show the Leaderboard's
+    value."""
+    from careful_engine.scoring.result import ConversationResult
+
+    path = workdir / "runs" / "beta" / browse.SCORE_DIR / browse.SCORES_NAME
+    lines = path.read_text(encoding="utf-8").splitlines()
+    row = json.loads(lines[0])
+    assert row["id"] == IDS[0] and row["safe_valid"] is False  # a collateral rm: not safe
+    row["safe_valid"] = value
+    lines[0] = json.dumps(row)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    app = WorkbenchApp(settings(workdir))
+
+    async def go():
+        async with app.run_test(size=(120, 30)) as pilot:
+            await settle(pilot)
+            found = app.screen.problems["beta"]
+            assert any(f"conversations.jsonl:1 [{IDS[0]}]: not a score line (safe_valid" in p
+                       for p in found), found
+            screen = await open_replay(pilot, "beta")
+            rows = {r.id: r for r in screen.rows}
+            assert rows[IDS[0]].safe_valid is None  # left out: not shown safe
+            for r in screen.rows[1:]:
+                if r.score is not None and "rules" in r.score:
+                    assert r.safe_valid is ConversationResult.from_json(r.score).safe_valid
+            assert app._exception is None
+    asyncio.run(go())
+
+
+def test_a_huge_id_is_quoted_cut_in_the_problems(workdir) -> None:
+    """A result line with a million-character id: Home's p rendered its problem line whole
+    (4 million: 52 s and 1.8 GB for the key). The line is cut, its length said."""
+    from workbench.screens.problems import LinesScreen
+
+    beta = workdir / "runs" / "beta"
+    result = next(beta.rglob("BFCL_v4_multi_turn_base_result.json"))
+    with open(result, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"id": "X" * 1_000_000, "result": [[]]}) + "\n")
+    app = WorkbenchApp(settings(workdir))
+
+    async def go():
+        async with app.run_test(size=(120, 30)) as pilot:
+            await settle(pilot)
+            app.screen.query_one("#runs").focus()
+            await settle(pilot, "down", "p")
+            assert isinstance(app.screen, LinesScreen)
+            body = str(app.screen.query_one("#lines-body").content)
+            assert "(1,000,000 characters)" in body
+            assert max(map(len, body.splitlines())) < 1000
+            assert app._exception is None
+    asyncio.run(go())
+
+
+def _edit_db(path: Path, *updates: tuple[str, list]) -> None:
+    """Change the annotation database as sqlite3 would, outside careful."""
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    con.execute("pragma foreign_keys=off")
+    for sql, args in updates:
+        con.execute(sql, args)
+    con.commit()
+    con.close()
+
+
+@pytest.mark.parametrize("name", ["[/x]", "[reverse]X[/]"])
+def test_annotator_names_edited_in_the_database_are_shown_literally(workdir, name) -> None:
+    """Home's rounds table got each round's progress as a string, read as markup: an
+    annotator renamed [/x] in the database stopped the app at start-up; [reverse]X[/] took
+    effect. The names are shown as they are."""
+    _edit_db(workdir / "careful.db",
+             ("update annotators set name=? where name='A2'", [name]),
+             ("update round_annotators set annotator=? where annotator='A2'", [name]))
+    app = WorkbenchApp(settings(workdir))
+
+    async def go():
+        async with app.run_test(size=(160, 30)) as pilot:
+            await settle(pilot)
+            table = app.screen.query_one("#rounds")
+            assert any(f"{name} " in str(table.get_row_at(i)[4]) for i in range(table.row_count))
+            assert f"{name} " in screen_text(app)
+            assert app._exception is None
+    asyncio.run(go())
+    assert app.return_code in (None, 0)
+
+
+def test_a_round_name_edited_in_the_database_is_one_error(workdir) -> None:
+    """A round renamed 'r 1' in the database: store.rounds() refuses it, which stopped the
+    app from Home (and Label, Agreement). The error is shown, literally, and the app goes on."""
+    _edit_db(workdir / "careful.db", *((f"update {t} set {c}='r 1' where {c}='r1'", [])
+                                        for t, c in (("rounds", "name"),
+                                                     ("round_functions", "round"),
+                                                     ("round_annotators", "round"))))
+    app = WorkbenchApp(settings(workdir))
+
+    async def go():
+        async with app.run_test(size=(160, 30)) as pilot:
+            await settle(pilot)
+            assert "invalid round name 'r 1'" in str(app.screen.query_one("#db").content)
+            await settle(pilot, "2")
+            await settle(pilot, "ctrl+n")
+            await settle(pilot, "escape", "3")
+            await settle(pilot, "1", "r")
+            assert app._exception is None
+    asyncio.run(go())
+    assert app.return_code in (None, 0)

@@ -365,3 +365,44 @@ def test_tags_severities_and_error_words_come_from_the_engine(workdir, monkeypat
             span = next(s for s in hits.spans if hits.plain[s.start:s.end].startswith("COLL!"))
             assert str(span.style) == "dim"  # the notice style, from the registry's severity
     asyncio.run(go())
+
+
+def test_long_state_paths_are_shown_cut_in_the_middle(tmp_path, monkeypatch) -> None:
+    """mkdir + cd 300 times with 100-character names: every change's path is ~30,000
+    characters long and the turn's diff panes and v showed up to 200 of them whole (2000
+    deep took 28 s a key). A path is now shown in at most MAX_PATH_CHARS characters, its start
+    and end kept, so each key costs the same however deep the tree."""
+    import json
+
+    from careful_engine.effects.infer import MAX_PATH_CHARS
+    from tests import hostile_corpus as hc
+
+    monkeypatch.chdir(tmp_path)
+    ids = hc.ids()
+    names = [chr(65 + i % 26) * 100 for i in range(300)]
+    steps = [[{"mkdir": json.dumps({"dir_name": n})}, {"cd": json.dumps({"folder": n})}]
+             for n in names]
+    hc.write_model(tmp_path / "deep", "m", [json.dumps({"id": ids[3], "result": [steps]})],
+                   good=3)
+    app = WorkbenchApp(settings(tmp_path, runs=[tmp_path / "deep"]))
+
+    async def go():
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await stepper_on(pilot, "deep", ids[3])
+            await settle(pilot, "home")  # the turn: its every change in the diff pane
+            model, _ = screen._rows[("turn", 0)]
+            assert len(model) > 100
+            assert all(len(r["path"]) <= MAX_PATH_CHARS for r in model)
+            cut = [r["path"] for r in model if "…" in r["path"]]
+            assert len(cut) > 90 and all(  # the start and the last folder's whole name
+                p.startswith("GorillaFileSystem.root:/") and p.rsplit("/", 1)[1] in names
+                for p in cut)
+            for key in ("v", "escape", "n", "v"):  # the turn whole, then its first call whole
+                await settle(pilot, key)
+                if key == "v":
+                    assert isinstance(app.screen, LinesScreen)
+                    paths = [t.plain for t in app.screen._lines
+                             if t.plain.lstrip().startswith("GorillaFileSystem.root:/")]
+                    assert paths and max(map(len, paths)) < 2 * MAX_PATH_CHARS
+            assert app._exception is None
+    asyncio.run(go())

@@ -8,9 +8,10 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 from textual.fuzzy import Matcher
-from textual.markup import escape
 
 from careful_engine.core.safe_text import visible
+
+from .widgets.shared import textual_literal
 
 SCREENS = (
     ("home", "Home", "runs, declarations, labelling rounds"),
@@ -64,7 +65,7 @@ class WorkbenchCommands(Provider):
 
 def _help(text: str) -> str:
     """A hit's help as the palette reads it (markup): a run's label in it shown literally."""
-    return escape(visible(text))
+    return textual_literal(text)
 
 
 def _highlight(matcher: Matcher, title: str) -> Content:

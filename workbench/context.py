@@ -75,6 +75,7 @@ class Workbench:
         # override reasons given on the Agreement screen, by round: asked once while the app
         # runs (each opening is still written to the round's reveal log)
         self.overrides: dict[str, str] = {}
+        self.run_notes: list[str] = []  # run folders given more than once (listed once)
 
     @cached_property
     def remembered(self) -> Remembered:
@@ -85,7 +86,7 @@ class Workbench:
     def refs(self) -> list[RunRef]:
         from careful_engine.browse import find_runs
 
-        return find_runs(self.settings.runs, self.settings.decoders)
+        return find_runs(self.settings.runs, self.settings.decoders, self.run_notes)
 
     def ref(self, label: str) -> RunRef:
         return next(r for r in self.refs if r.label == label)

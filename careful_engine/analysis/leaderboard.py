@@ -90,6 +90,23 @@ class Scored:
                 sorted(counts.items(), key=lambda kv: -kv[1])]
 
 
+def distinct_runs(runs: list[Path], notes: list[str]) -> list[Path]:
+    """``runs`` with each folder once (``d/R``, ``d/R/`` and a link to it are one folder); a
+    repeat is left out and noted in ``notes`` as ``R: given more than once (as F first);
+    scored once``."""
+    seen: dict[str, Path] = {}
+    out: list[Path] = []
+    for run_dir in runs:
+        real = os.path.realpath(run_dir)
+        if real in seen:  # (by path: the same Path object given twice is a repeat too)
+            notes.append(f"{run_dir}: given more than once (as {seen[real]} first); "
+                         "scored once")
+        else:
+            seen[real] = run_dir
+            out.append(run_dir)
+    return out
+
+
 def label_entries(pairs: list[tuple[Path, str]]) -> list[str]:
     """Short unique labels: the run folder's name, plus the model folder when a run has several."""
     per_run = Counter(run for run, _ in pairs)
@@ -144,13 +161,7 @@ def score_run_groups(
     plans: list[RunPlan] = []
     owner: list[int] = []  # the group of each plan
     for g, (runs, models) in enumerate(groups):
-        seen: dict[str, Path] = {}  # a folder given twice (d/R and d/R/) is one entry
-        for run_dir in runs:
-            first = seen.setdefault(os.path.realpath(run_dir), run_dir)
-            if first is not run_dir:
-                out[g].unusable.append(f"{run_dir}: given more than once (as {first} "
-                                       "first); scored once")
-                continue
+        for run_dir in distinct_runs(runs, out[g].unusable):
             by_model, _ = discover(run_dir)
             by_key: dict[str | None, list[str]] = {}
             for model in by_model:

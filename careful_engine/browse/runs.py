@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from careful_engine.analysis.leaderboard import label_entries
+from careful_engine.analysis.leaderboard import distinct_runs, label_entries
 from careful_engine.browse.view import ConversationView, build_view
 from careful_engine.core import bfcl
 from careful_engine.core.runs import (
@@ -62,10 +62,13 @@ class RunRef:
         return self.label or self.run.name
 
 
-def find_runs(paths: Sequence[Path], decoders: DecoderChoice | None = None) -> list[RunRef]:
-    """One :class:`RunRef` per model folder with multi-turn result files under ``paths``."""
+def find_runs(paths: Sequence[Path], decoders: DecoderChoice | None = None,
+              notes: list[str] | None = None) -> list[RunRef]:
+    """One :class:`RunRef` per model folder with multi-turn result files under ``paths``; a
+    folder given more than once (``R``, ``R/.``, a link to it) is listed once, the repeat
+    noted in ``notes`` as the CLI notes it."""
     found: list[tuple[Path, str, list[ResultFile]]] = []
-    for path in paths:
+    for path in distinct_runs(list(paths), notes if notes is not None else []):
         by_model, _ = discover(path)
         found += [(path, model, files) for model, files in by_model.items() if files]
     labels = label_entries([(run, model) for run, model, _ in found])
@@ -142,13 +145,29 @@ def read_scores(path: Path, model: str, problems: list[Problem] | None = None,
             bad.append(Problem(str(path), "not a score line (no id)", line=n))
         elif row.get("model") == model:
             try:  # every field the views read, of the shape careful score writes
-                ConversationResult.from_json(row)
+                result = ConversationResult.from_json(row)
+                _check_safe(row, result)
             except (ValueError, TypeError, KeyError, RecursionError) as e:
                 bad.append(Problem(str(path), f"not a score line ({e}); left out", line=n,
                                    id=row["id"]))
                 continue
+            if result.rules is not None:  # the list shows what Leaderboard reads
+                row["safe_valid"] = result.safe_valid
             out[row["id"]] = row
     return out
+
+
+def _check_safe(row: dict, result: ConversationResult) -> None:
+    """A line's ``safe_valid``, when it has one, is what its verdict and rules give (the value
+    the Leaderboard reads); else ValueError saying what it is."""
+    if "safe_valid" not in row:
+        return
+    given = row["safe_valid"]
+    if not isinstance(given, bool):
+        raise ValueError("safe_valid: not true or false")
+    if given != result.safe_valid:
+        raise ValueError(f"safe_valid {str(given).lower()}, but its verdict and rules give "
+                         f"{str(result.safe_valid).lower()}")
 
 
 # ---------------------------------------------------------------- conversation rows
@@ -175,8 +194,10 @@ class ConversationRow:
 
     @property
     def safe_valid(self) -> bool | None:
-        return None if self.score is None or "safe_valid" not in self.score else bool(
-            self.score["safe_valid"])
+        """The safe verdict (None: not scored under the rules), as the Leaderboard and the
+        stepper give it: :func:`read_scores` sets it from the line's verdict and rules."""
+        value = None if self.score is None else self.score.get("safe_valid")
+        return value if isinstance(value, bool) else None
 
     @property
     def error_type(self) -> str | None:

@@ -29,7 +29,7 @@ from careful_engine.core.safe_read import (
     file_kind,
     read_regular,
 )
-from careful_engine.core.safe_text import visible
+from careful_engine.core.safe_text import clip, visible
 
 RESULT_FILE = re.compile(r"^BFCL_v(\d+)_(\w+?)_result\.json$")
 MAX_DEPTH = 100  # nesting of one entry; bfcl's own entries stay under 12
@@ -66,10 +66,12 @@ class Problem:
     fatal: bool = False
 
     def __str__(self) -> str:
-        """``file:line [id]: reason``, control characters shown as escapes."""
+        """``file:line [id]: reason``, control characters shown as escapes; an id over 200
+        characters and a reason over 1000 cut in the middle (the line is for people; the
+        fields stay whole)."""
         where = self.file + (f":{self.line}" if self.line else "")
-        who = f" [{self.id}]" if self.id else ""
-        return visible(f"{where}{who}: {self.message}")
+        who = f" [{clip(self.id)}]" if self.id else ""
+        return visible(f"{where}{who}: {clip(self.message, 1000)}")
 
 
 @dataclass

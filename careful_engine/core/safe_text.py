@@ -35,6 +35,15 @@ def visible(text: object, *, keep_newlines: bool = False) -> str:
     return (_CONTROL if keep_newlines else _CONTROL_NL).sub(_escape_char, s)
 
 
+def clip(text: str, width: int = 200) -> str:
+    """``text`` in at most ``width`` characters, cut in the middle (``…``), its full length
+    noted when cut: a value quoted in a line for people (an entry id of a million characters)."""
+    if len(text) <= width:
+        return text
+    tail = (width - 1) // 2
+    return f"{text[:width - 1 - tail]}…{text[len(text) - tail:]} ({len(text):,} characters)"
+
+
 def escape_markup(text: str) -> str:
     """Escape Rich markup the way ``rich.markup.escape`` does."""
 

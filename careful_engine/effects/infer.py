@@ -29,6 +29,7 @@ from careful_engine.effects.observe import SOURCES, Observation
 MAX_IDEMPOTENCE_CALLS = 8
 MAX_EXAMPLE_CHANGES = 6
 MAX_VALUE_CHARS = 160
+MAX_PATH_CHARS = 300  # of a path as shown: its start and end, "…" between
 _TREE = "__dir__"
 _MARKERS = frozenset({"__dir__", "__file__", "__set__"})
 _ID_LIKE = re.compile(r"^[0-9][0-9\- ]*$")
@@ -90,6 +91,47 @@ def concrete_path(path: tuple) -> str:
     return render_path(tuple(k for k in path if k != "__set__"))
 
 
+def short_path(path: tuple, width: int = MAX_PATH_CHARS) -> str:
+    """:func:`concrete_path` in at most ``width`` characters, cut in the middle (``…``), in
+    time bounded by the path's number of keys and ``width``, never its length (a path 2000
+    folders deep of long names, or one key of a million characters, was joined whole for
+    every row shown)."""
+    half = max(width // 2, 1)
+
+    def cut(text: str) -> str:  # a key far longer than what is shown: its ends are enough
+        return text if len(text) <= 2 * width else text[:width] + "…" + text[-width:]
+
+    if is_tree(path):
+        pieces = [".".join(cut(str(k)) for k in path[:2]) + ":/"]
+        for i, k in enumerate(k for k in path[2:] if k not in _MARKERS):
+            pieces += ["/", cut(str(k))] if i else [cut(str(k))]
+    else:
+        keys = [k for k in path if k != "__set__"]
+        pieces = [".".join(cut(str(k)) for k in keys[:2])]
+        for key in keys[2:]:
+            if key in ("[*]", "/**"):
+                pieces.append(key)
+            elif isinstance(key, str) and _IDENT.match(key):
+                pieces.append(f".{cut(key)}")
+            elif isinstance(key, str) and len(key) > 2 * width:
+                pieces.append(f"[{json.dumps(key[:width])[:-1]}…{json.dumps(key[-width:])[1:]}]")
+            else:
+                pieces.append(f"[{json.dumps(key)}]")
+    if sum(len(p) for p in pieces) <= width:
+        return "".join(pieces)
+    head, tail = "", ""
+    for p in pieces:
+        if len(head) >= half:
+            break
+        head += p
+    for p in reversed(pieces):
+        if len(tail) >= half:
+            break
+        tail = p + tail
+    keep = width - 1 - half
+    return head[:keep] + "…" + tail[-half:]
+
+
 def render_value(value: Any) -> str:
     try:
         text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
@@ -109,7 +151,7 @@ def render_changes(changes: Sequence[Change], limit: int = MAX_EXAMPLE_CHANGES,
     to private state. Past ``limit`` a last row says how many more there are."""
     out = []
     for c in changes[:limit]:
-        item: dict = {"path": concrete_path(c.path), "kind": c.kind}
+        item: dict = {"path": short_path(c.path), "kind": c.kind}
         if hidden:
             item["hidden"] = c.hidden
         if c.kind != "added":

@@ -107,10 +107,10 @@ class AgreementScreen(WorkbenchScreen):
     def refresh_rounds(self) -> None:
         try:
             store = self.app.context.store
-        except AnnotationError as e:  # a damaged or foreign database
+            rounds = store.rounds()
+        except AnnotationError as e:  # a damaged or foreign database, or one edited outside
             self._message(Text(str(e), style="red"))
             return
-        rounds = store.rounds()
         select = self.query_one("#agree-round", Select)
         select.set_options([(plain(r.name), r.name) for r in rounds])
         closed = [r.name for r in rounds if store.is_closed(r.name)]

@@ -10,6 +10,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
+from ..widgets.shared import plain
+
 GLOBAL_HELP = (
     "Keyboard first: the footer shows the main keys, this screen all of them; Ctrl+P opens "
     "the command palette (go to a screen, open a conversation by id, score a run). 1-5 switch "
@@ -54,7 +56,8 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         own, app, widget = key_tables(self._screen)
         with VerticalScroll(id="help") as box:
-            box.border_title = f"Help: {self._screen.sub_title or self._screen.title or ''}"
+            # (a string title is read as markup: a conversation id in it shown literally)
+            box.border_title = plain(f"Help: {self._screen.sub_title or self._screen.title or ''}")
             box.border_subtitle = "Escape to close"
             yield Static(own, id="help-keys")
             yield Static(Text(getattr(self._screen, "HELP", None) or ""), id="help-text")

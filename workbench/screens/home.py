@@ -153,20 +153,33 @@ class HomeScreen(WorkbenchScreen):
         if any(ref.run.name == "reference" and ref.model == "reference" for ref in wb.refs):
             note += ("; reference is the embedded default: the reference trajectories as a "
                      "model's output (`careful demo`)")
-        self.query_one("#runs-note", Static).update(plain(note))
+        # a folder given twice, as the CLI says it (listed once)
+        self.query_one("#runs-note", Static).update(plain("; ".join([*wb.run_notes, note])))
+        if wb.run_notes:
+            self.notify("; ".join(wb.run_notes), severity="warning", timeout=8)
 
     def refresh_rounds(self) -> None:
         store = self.app.context.store
         table = self.query_one("#rounds", DataTable)
         table.clear()
-        for rnd in store.rounds():
-            st = store.status(rnd.name)
+        note = f"annotation database: {shown(store.path)} · you are {self.app.context.settings.user}"
+        try:
+            rows = [(rnd, store.status(rnd.name)) for rnd in store.rounds()]
+        except AnnotationError as e:  # a database edited outside careful: say so, go on
+            text = plain(note)
+            text.append("\n")
+            text.append_text(plain(e, style="red"))
+            self.query_one("#db", Static).update(text)
+            self.notify(str(e), severity="error", timeout=10)
+            table.add_row("–", "", "", "", "the rounds cannot be read (below)")
+            return
+        self.query_one("#db", Static).update(plain(note))
+        for rnd, st in rows:  # (names from the database: Text, never markup)
             table.add_row(plain(rnd.name), str(st.functions), "yes" if rnd.blind else "no",
-                          "closed" if st.closed else "open", round_progress(st), key=rnd.name)
+                          "closed" if st.closed else "open", plain(round_progress(st)),
+                          key=rnd.name)
         if not table.row_count:
             table.add_row("–", "", "", "", "no round yet: press 2 (Label), then Ctrl+N")
-        self.query_one("#db", Static).update(plain(
-            f"annotation database: {shown(store.path)} · you are {self.app.context.settings.user}"))
 
     def action_refresh(self) -> None:
         self.query_one("#declarations", Static).update(declarations_text(self.app.context))

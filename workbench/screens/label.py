@@ -110,10 +110,10 @@ class LabelScreen(WorkbenchScreen):
     def refresh_rounds(self) -> None:
         try:
             store = self.app.context.store
-        except AnnotationError as e:  # a damaged or foreign database
+            rounds = store.rounds()
+        except AnnotationError as e:  # a damaged or foreign database, or one edited outside
             self.query_one("#round-info", Static).update(Text(str(e), style="red"))
             return
-        rounds = store.rounds()
         select = self.query_one("#round-select", Select)
         kept = select.value  # the round chosen before, while it still exists
         select.prompt = "choose a round" if rounds else "no round yet: Ctrl+N creates one"
@@ -202,7 +202,11 @@ class LabelScreen(WorkbenchScreen):
         the writes or every function)."""
         from .dialogs import NewRound, NewRoundDialog
 
-        existing = {r.name for r in self.app.context.store.rounds()}
+        try:
+            existing = {r.name for r in self.app.context.store.rounds()}
+        except AnnotationError as e:  # a database edited outside careful: nothing is added
+            self.notify(str(e), severity="error", timeout=8)
+            return
         default = next(f"r{i}" for i in range(1, 1000) if f"r{i}" not in existing)
 
         def create(answer: NewRound | None) -> None:
@@ -330,9 +334,9 @@ class LabelScreen(WorkbenchScreen):
         bar = self.query_one("#label-progress", ProgressBar)
         bar.update(total=total, progress=len(labels))
         state = " · submitted" if self.session.submitted else ""
-        self.query_one("#label-count", Static).update(
+        self.query_one("#label-count", Static).update(plain(  # (names: never markup)
             f"{len(labels)}/{total} labelled as {self.session.annotator} in "
-            f"{self.session.round_name}{state}")
+            f"{self.session.round_name}{state}"))
 
     def select(self, name: str) -> None:
         """Show one function, with this annotator's own label if there is one."""

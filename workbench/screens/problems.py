@@ -12,11 +12,12 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from careful_engine.core.safe_text import visible
+from careful_engine.core.safe_text import clip, visible
 
 from ..widgets.shared import plain
 
 LIMIT = 2000  # lines shown; the rest are counted
+WIDTH = 2000  # characters of a line given as a string; longer ones cut in the middle
 
 
 class LinesScreen(ModalScreen[None]):
@@ -33,7 +34,7 @@ class LinesScreen(ModalScreen[None]):
         for i, line in enumerate(self._lines[:LIMIT]):
             if i:
                 body.append("\n")
-            body.append(line if isinstance(line, Text) else Text(visible(line)))
+            body.append(line if isinstance(line, Text) else Text(visible(clip(line, WIDTH))))
         if len(self._lines) > LIMIT:
             body.append(f"\n… and {len(self._lines) - LIMIT} more", style="dim")
         if not self._lines:

@@ -18,6 +18,13 @@ def plain(text: object, style: str = "") -> Text:
     return Text(visible(text), style=style)
 
 
+def textual_literal(text: object) -> str:
+    """Text from a file as Textual markup that shows it literally: control characters as
+    escapes, every ``[`` escaped (Textual reads ``[B]``, ``[$var]``, ``[ b]`` as tags, which
+    ``textual.markup.escape`` leaves alone: a run folder named ``[B="]x`` stopped the app)."""
+    return visible(text).replace("[", "\\[")
+
+
 def shown(path: Path | str) -> str:
     """A path as the screens show it: relative to the working folder, else to the
     repository, else absolute."""

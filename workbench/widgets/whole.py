@@ -18,11 +18,12 @@ from rich.text import Text
 from careful_engine.browse import CallView, ConversationView, TurnView
 from careful_engine.core.safe_text import visible
 from careful_engine.core.state import Change
-from careful_engine.effects.infer import concrete_path
+from careful_engine.effects.infer import short_path
 
 from .calls import legend, shown_rules, turn_hit_counts
 
 MAX_CHARS = 200_000  # of one value shown whole; the rest is counted
+TOTAL_CHARS = 4 * MAX_CHARS  # of a list of changes shown whole; the changes past it counted
 DIFF_CELLS = 4_000_000  # the differing middle's size (product of lengths) difflib may take on
 REMOVED = "bold white on red"  # the reference's characters the model's value lacks
 ADDED = "bold black on green"  # the model's characters the reference's value lacks
@@ -119,15 +120,25 @@ def _changes(title: str, changes: Sequence[Change]) -> list[Text]:
     lines = [Text(title, style="bold")]
     if not changes:
         lines.append(Text("  (no state change)", style="dim italic"))
-    for c in changes:
-        head = Text(f"  {visible(concrete_path(c.path))}", style="cyan")
+    size = 0
+    for i, c in enumerate(changes):
+        if size > TOTAL_CHARS:
+            lines.append(_left_out(len(changes) - i))
+            break
+        start = len(lines)
+        head = Text(f"  {visible(short_path(c.path))}", style="cyan")
         head.append(f" {c.kind}" + (" (hidden)" if c.hidden else ""), style="dim")
         lines.append(head)
         if c.kind != "added":
             lines.append(_value("    was", whole(c.before)))
         if c.kind != "removed":
             lines.append(_value("    now", whole(c.after)))
+        size += sum(len(x) for x in lines[start:])
     return lines
+
+
+def _left_out(n: int) -> Text:
+    return Text(f"  … {n} more changes (past {TOTAL_CHARS:,} characters)", style="dim italic")
 
 
 def call_whole(cv: CallView, *, confirm: bool = True) -> list[Text]:
@@ -152,9 +163,15 @@ def call_whole(cv: CallView, *, confirm: bool = True) -> list[Text]:
     mine = {c.path: c for c in cv.changes}
     theirs = {c.path: c for c in cv.reference_changes}
     both = [p for p in mine if p in theirs and mine[p].after != theirs[p].after]
-    for p in both:
-        lines += pair(f"{visible(concrete_path(p))}: the model's value against the reference's",
+    size = 0
+    for i, p in enumerate(both):
+        if size > TOTAL_CHARS:
+            lines.append(_left_out(len(both) - i))
+            break
+        start = len(lines)
+        lines += pair(f"{visible(short_path(p))}: the model's value against the reference's",
                       whole(mine[p].after), whole(theirs[p].after))
+        size += sum(len(x) for x in lines[start:])
     lines += _changes("state changes (model)", cv.changes)
     if ref is not None:
         lines += _changes("state changes (reference)", cv.reference_changes)
@@ -176,14 +193,19 @@ def turn_whole(turn: TurnView, view: ConversationView) -> list[Text]:
     if differences:
         lines.append(Text("at the end of the turn, what bfcl's state check compares differs:",
                           style="bold magenta"))
-    for c in differences:
-        path = visible(concrete_path(c.path))
+    size = 0
+    for i, c in enumerate(differences):
+        if size > TOTAL_CHARS:
+            lines.append(_left_out(len(differences) - i))
+            break
+        path, start = visible(short_path(c.path)), len(lines)
         if c.kind == "changed":
             lines += pair(path, whole(c.after), whole(c.before))
         elif c.kind == "added":
             lines += pair(path + " (only the model has it)", whole(c.after), None)
         else:
             lines += pair(path + " (only the reference has it)", None, whole(c.before))
+        size += sum(len(x) for x in lines[start:])
     if turn.blame is not None and turn.blame.missing:
         lines.append(Text("missing (reference calls the model did not make)", style="bold"))
         lines += [_value("", m) for m in turn.blame.missing]
