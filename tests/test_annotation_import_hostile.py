@@ -125,6 +125,13 @@ def corpus(valid: dict) -> dict[str, bytes | str]:
         "unknown_kind": _doc(valid, lambda d: _label(d, "rm").update(kind="destroy")),
         "nested_junk_inputs": _doc(valid, lambda d: _label(d, "rm").update(inputs=junk_inputs)),
         "inputs_list": _doc(valid, lambda d: _label(d, "rm").update(inputs=[1, 2])),
+        # the store refuses such inputs when it reads them back: every later command failed
+        "inputs_signals_numbers": _doc(
+            valid, lambda d: _label(d, "rm").update(inputs={"signals": [1, 2]})),
+        "inputs_idempotent_text": _doc(
+            valid, lambda d: _label(d, "rm").update(inputs={"idempotent": "yes"})),
+        "inputs_footprint_text": _doc(
+            valid, lambda d: _label(d, "cd").update(inputs={"footprint": "abc"})),
         "unknown_fields": _doc(valid, many_fields),
         "unknown_top_level": _doc(valid, _set(["extra"], {"x": [1, {"y": None}]})),
         "name_newline": _doc(valid, _set(["annotator", "name"], "alice\n")),
@@ -223,6 +230,24 @@ def test_a_line_per_bad_item_at_its_line(valid, tmp_path):
                for p in problems), problems
     assert any(f"{path}:{line_of('nonexistent')} [nonexistent]: " in p
                and "not a multi-turn function" in p for p in problems), problems
+
+
+def test_inputs_are_checked_as_the_store_reads_them(valid, tmp_path):
+    text = _doc(valid, lambda d: _label(d, "rm").update(
+        inputs={"signals": [1, 2], "idempotent": "yes"}))
+    path = _write(tmp_path, "inputs", text)
+    db = tmp_path / "x.db"
+    result = CliRunner().invoke(app, ["labels", "import", str(path), "--db", str(db)], env=WIDE)
+    assert result.exit_code == 2, result.output
+    lines = text.splitlines()
+    at = next(i for i, ln in enumerate(lines) if '"function": "rm"' in ln)
+    line = next(i for i in range(at, len(lines)) if '"inputs": {' in lines[i]) + 1
+    assert re.fullmatch(re.escape(f"error: {path}:{line} [rm]: labels[") + r"\d\]"
+                        + re.escape(".inputs: signals is not a list of text"),
+                        " ".join(result.output.split())), result.output
+    assert _empty(db)
+    # the database stays usable: nothing half-imported poisons the other commands
+    assert CliRunner().invoke(app, ["round", "status", "--db", str(db)]).exit_code == 0
 
 
 def test_a_wrong_reason_type_leaves_no_half_created_round(valid, tmp_path):
