@@ -605,18 +605,16 @@ def adjudicate(
         parse_policy(policy)
         with _store(db) as store:
             session = store.adjudication_session(round_, author or _user(), override=override)
-            # a dry run writes nothing, its decisions neither: they are only taken into account
+            # the decisions are taken into account, and saved only with the boundary file
+            # (a dry run, or a run that fails, records none)
             pending = [session.decision(*d) for d in decisions]
-            if not dry_run:
-                pending = [session.decide(d.function, d.destructive, d.reason) for d in pending]
             result = session.adjudicate(policy, tie=tie, annotators=_names(annotators),
-                                        use_decisions=not no_decisions,
-                                        pending=pending if dry_run else ())  # (saved if not)
+                                        use_decisions=not no_decisions, pending=pending)
             boundary_name = name or f"{session.round_name}-{policy.replace(':', '-')}"
             path = None
             if not dry_run:
                 _, path = session.write_boundary(result, boundary_name, path=out, force=force,
-                                                 created=created)
+                                                 created=created, decisions=pending)
     table = Table(title=f"{literal(boundary_name)}: {len(result.destructive)} destructive of "
                   f"{len(result.outcomes)} ({literal(policy)})")
     for col in ("function", "yes", "no", "by"):

@@ -215,6 +215,32 @@ def test_a_dry_run_writes_no_decision_but_shows_it(runner, db, tmp_path):
         assert [d.function for d in store.adjudication_session("t", "lead").decisions()] == ["cd"]
 
 
+def test_a_failed_adjudication_records_no_decision(runner, db, tmp_path):
+    _closed_round(runner, tmp_path)
+    exists = tmp_path / "exists.json"
+    exists.write_text("{}")
+    result = invoke(runner, "adjudicate", "-r", "t", "--decide", "rm=no:oops",
+                    "--out", str(exists), "--author", "lead")
+    assert result.exit_code == 2 and "exists" in result.output, result.output
+    result = invoke(runner, "adjudicate", "-r", "t", "--decide", "cd=yes:oops", "--policy",
+                    "annotator:nobody", "--out", str(tmp_path / "never.json"))
+    assert result.exit_code == 2, result.output
+    assert exists.read_text() == "{}" and not (tmp_path / "never.json").exists()
+    with Store(db) as store:
+        session = store.adjudication_session("t", "lead")
+        assert session.decisions() == []
+        assert rows_of(db, "adjudications") == []
+    result = invoke(runner, "adjudicate", "-r", "t", "--dry-run")
+    assert "1 destructive of 2" in result.output and "decision" not in result.output.replace(
+        "no decision written", "")
+
+
+def rows_of(db, table: str) -> list:
+    from tests.annotation_db import rows
+
+    return rows(db, f"select * from {table}")
+
+
 def test_round_add_and_remove_take_annotators_in_every_form(runner, db, tmp_path):
     decl = paper_round.write_declarations(tmp_path / "effects.json")
     assert invoke(runner, "round", "new", "u", "-d", str(decl), "-f", "rm",

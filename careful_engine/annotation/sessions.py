@@ -399,12 +399,15 @@ class AdjudicationSession:
         """Append a manual decision (it never overwrites a label or an earlier decision)."""
         d = self.decision(function, destructive, reason)
         with self._conn.tx():
-            self._conn.insert("decisions", {
-                "round": self.round_name, "function": d.function,
-                "destructive": int(d.destructive), "author": d.author, "reason": d.reason,
-                "created": d.created,
-            })
+            self._insert_decision(d)
         return self.decisions()[-1]
+
+    def _insert_decision(self, d: Decision) -> None:
+        self._conn.insert("decisions", {
+            "round": self.round_name, "function": d.function,
+            "destructive": int(d.destructive), "author": d.author, "reason": d.reason,
+            "created": d.created,
+        })
 
     def decisions(self) -> list[Decision]:
         return [
@@ -446,16 +449,23 @@ class AdjudicationSession:
         path: str | Path | None = None,
         force: bool = False,
         created: str | None = None,
+        decisions: Iterable[Decision] = (),
     ) -> tuple[Boundary, Path]:
-        """Write ``result`` as a boundary file (refusing to replace one unless ``force``)."""
+        """Write ``result`` as a boundary file (refusing to replace one unless ``force``).
+
+        ``decisions`` (from :meth:`decision`, already taken into ``result`` as ``pending``)
+        are appended in the same transaction as the adjudication's record: where the file
+        cannot be written, neither is recorded."""
         from careful_engine.annotation.adjudication import save_boundary
 
         rnd = self.round
-        boundary, out = save_boundary(
-            result, name, round_=rnd, path=path, force=force, created=created,
-            provenance={"adjudicated_by": self.who, "override": self.overridden},
-        )
         with self._conn.tx():
+            for d in decisions:
+                self._insert_decision(d)
+            boundary, out = save_boundary(
+                result, name, round_=rnd, path=path, force=force, created=created,
+                provenance={"adjudicated_by": self.who, "override": self.overridden},
+            )
             self._conn.insert("adjudications", {
                 "round": self.round_name, "author": self.who, "policy": result.policy,
                 "params": json.dumps(result.params, sort_keys=True), "boundary": name,
