@@ -304,6 +304,27 @@ def test_round_remove_and_close_commands(db, decl):
     assert result.exit_code == 0 and "closed at" in result.output
 
 
+def test_a_draft_left_when_the_round_was_closed_does_not_count(db, decl):
+    assert invoke("round", "new", "c", "-d", str(decl), "-f", "rm,cd,ls", "-a", "alice",
+                  "-a", "bob", user="lead").exit_code == 0
+    assert invoke("label", "-r", "c", "-a", "alice", "--submit",  # cd, ls, rm
+                  input="n\nn\ny gone\n", user="alice").exit_code == 0
+    assert invoke("label", "-r", "c", "-a", "bob", "-f", "cd", input="y draft, unsure\nq\n",
+                  user="bob").exit_code == 0
+    assert invoke("round", "close", "c", user="lead").exit_code == 0
+    result = invoke("adjudicate", "-r", "c", "--dry-run", user="lead")
+    assert result.exit_code == 0, result.output
+    assert "1 destructive of 3" in result.output and "bob" not in result.output
+    data = json.loads(invoke("agree", "-r", "c", "--subset", "all", "--json",
+                             user="lead").output)
+    assert data["splits"] == [] and "bob" not in json.dumps(data["agreement"])
+    result = invoke("agree", "-r", "c", "-a", "alice,bob", user="lead")
+    assert result.exit_code == 2 and "bob did not submit round c" in result.output
+    # the draft is kept: its label set can still be exported
+    assert invoke("labels", "export", "-r", "c", "-a", "bob", "-o", str(db.parent / "out"),
+                  user="lead").exit_code == 0
+
+
 # ---------------------------------------------------------------- blindness as an API
 
 

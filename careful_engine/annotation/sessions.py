@@ -352,15 +352,32 @@ class AdjudicationSession:
             return [f.name for f in functions if f.kind == "write"]
         raise AnnotationError(f"subset must be 'writes' or 'all', not {subset!r}")
 
-    def _chosen(self, annotators: Iterable[str] | None) -> dict[str, dict[str, Label]]:
+    def counted(self) -> dict[str, dict[str, Label]]:
+        """The labels agreement and adjudication count: once the round is closed, those of
+        the annotators who submitted (a draft left when its creator closed the round does not
+        count); before that (an override, a round that is not blind), every annotator's."""
         labels = self.labels()
+        if not self._store.is_closed(self.round_name):
+            return labels
+        submitted = self.submitted()
+        return {a: got for a, got in labels.items() if submitted.get(a)}
+
+    def _chosen(self, annotators: Iterable[str] | None) -> dict[str, dict[str, Label]]:
+        labels = self.counted()
         chosen = list(dict.fromkeys(check_name(a) for a in annotators)) if annotators else list(
             labels)
+        roster = self._store.round_annotators(self.round_name)
+        drafts = [a for a in chosen if a in roster and a not in labels]
+        if drafts:
+            raise AnnotationError(
+                f"{', '.join(drafts)} did not submit round {self.round_name} before it was "
+                f"closed: only the annotators who submitted count "
+                f"({', '.join(labels) or 'none'})")
         unknown = [a for a in chosen if a not in labels]
         if unknown:
             raise AnnotationError(
                 f"not annotators of round {self.round_name}: {', '.join(unknown)} "
-                f"(annotators: {', '.join(labels) or 'none'})"
+                f"(annotators: {', '.join(roster) or 'none'})"
             )
         return {a: labels[a] for a in chosen}
 
