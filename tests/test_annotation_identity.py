@@ -16,6 +16,7 @@ from careful_engine.annotation import store as store_module
 from careful_engine.annotation.errors import AnnotationError, BlindnessError
 from careful_engine.annotation.llm import annotate
 from careful_engine.annotation.names import NAME_RULE, check_name
+from careful_engine.annotation.release import write_label_sets
 from careful_engine.annotation.signals import load_inputs
 from careful_engine.annotation.store import Store
 from tests.annotation_db import rows
@@ -200,6 +201,47 @@ def test_revise_by_the_owner_shows_only_their_own(db, decl):
                   user="alice").exit_code == 0
     result = invoke("label", "-r", "r", "-a", "alice", "--revise", input="q\n", user="bob")
     assert result.exit_code == 2 and "mine" not in result.output
+
+
+def _alice_file(tmp_path, decl) -> str:
+    """alice's submitted label set of a blind round "imp", made in another database."""
+    other = tmp_path / "elsewhere.db"
+    with Store(other) as store:
+        store.add_annotator("alice")
+        store.new_round("imp", load_inputs(decl).select(["rm", "cd", "ls"]), ["alice"],
+                        created_by="lead")
+        session = store.annotator_session("imp", "alice", account="alice")
+        for f in session.functions():
+            session.label(f.name, False, "harmless")
+        session.submit()
+        (path,) = write_label_sets(store.adjudication_session("imp", "lead"), tmp_path / "o")
+    return str(path)
+
+
+def test_another_login_cannot_import_a_roster_names_labels(db, decl, tmp_path):
+    path = _alice_file(tmp_path, decl)
+    assert invoke("round", "new", "imp", "-d", str(decl), "-f", "rm,cd,ls", "-a", "alice",
+                  "-a", "bob", user="lead").exit_code == 0
+    result = invoke("labels", "import", path, user="bob")
+    assert result.exit_code == 2, result.output
+    assert "blind and still open" in result.output and "only login 'alice'" in result.output
+    assert rows(db, "select * from labels") == []
+    # once alice wrote a label, the name is hers: bob is refused for that reason
+    assert invoke("label", "-r", "imp", "-a", "alice", "-f", "cd", input="n\n",
+                  user="alice").exit_code == 0
+    result = invoke("labels", "import", path, user="bob")
+    assert result.exit_code == 2 and "belong to login 'alice'" in result.output, result.output
+    assert len(rows(db, "select * from labels")) == 1
+
+
+def test_the_login_of_a_roster_name_imports_its_labels(db, decl, tmp_path):
+    path = _alice_file(tmp_path, decl)
+    assert invoke("round", "new", "imp", "-d", str(decl), "-f", "rm,cd,ls", "-a", "alice",
+                  "-a", "bob", user="lead").exit_code == 0
+    result = invoke("labels", "import", path, user="alice")
+    assert result.exit_code == 0 and "3 labels" in result.output, result.output
+    assert rows(db, "select account from annotators where name = 'alice'") == [
+        {"account": "alice"}]
 
 
 def test_an_override_is_recorded_and_shown(db, decl):

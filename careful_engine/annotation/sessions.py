@@ -556,9 +556,11 @@ class ImportSession:
                         "(functions, kinds, proposals or declarations hash differ); import it "
                         "under another round name"
                     )
-            new = store.annotator(ann) is None
+            existing_ann = store.annotator(ann)
+            if existing_ann is not None:
+                self._may_write(name, existing_ann)
             store.add_annotator(ann, labelset.kind, labelset.model)
-            if new:
+            if existing_ann is None:
                 conn.execute("update annotators set account = ? where name = ?", [IMPORTED, ann])
             existing = _labels(conn, name, ann)
             if existing:
@@ -582,6 +584,31 @@ class ImportSession:
                 )
                 _mark_closed(conn, store, name, now())
         return name, len(rows)
+
+    def _may_write(self, round_name: str, annotator: Annotator) -> None:
+        """The rule of :class:`AnnotatorSession` for a name that exists: its labels belong to
+        the login that wrote the first of them (names made by an import belong to the files).
+        In a blind, open round another login may not write them; a name on the round's roster
+        that no login owns yet is imported only by the login of that name, who then owns it."""
+        owner, name = annotator.account, annotator.name
+        if owner in (IMPORTED, self.who):
+            return
+        rnd = self._store.round(round_name)
+        if not rnd.blind or self._store.is_closed(rnd.name):
+            return
+        if owner is None:
+            if name not in self._store.round_annotators(rnd.name):
+                return
+            if self.who == name:
+                self._conn.execute("update annotators set account = ? where name = ? "
+                                   "and account is null", [self.who, name])
+                return
+            whose = f"no login has labelled as {name} yet, so only login {name!r} may"
+        else:
+            whose = f"{name}'s labels belong to login {owner!r}, so only that login may"
+        raise BlindnessError(
+            f"round {rnd.name} is blind and still open: {whose} import them, and you are "
+            f"{self.who!r}; import the set under another annotator name")
 
 
 __all__ = ["IMPORTED", "AdjudicationSession", "AnnotatorSession", "ImportSession",
