@@ -223,9 +223,10 @@ def round_add(
     name: str = typer.Argument(..., help=ROUND_HELP),
     annotator: list[str] = typer.Option(None, "--annotator", "-a", "--annotators", help="Human (repeatable, or comma-separated)."),
     llm: list[str] = typer.Option(None, "--llm", help="NAME=MODEL (repeatable)."),
+    by: str = typer.Option(None, "--by", help="Who asks (the round's creator). Default: $USER."),
     db: Path = DB_OPTION,
 ) -> None:
-    """Add annotators to an existing round."""
+    """Add annotators to a round that is still open (its creator only)."""
     if not annotator and not llm:
         raise typer.BadParameter("name at least one --annotator or --llm")
     models = _llm_pairs(llm)
@@ -233,10 +234,10 @@ def round_add(
         store.round(name)
         for who in _names(annotator) or []:
             store.add_annotator(who, "human")
-            store.add_to_round(name, who)
+            store.add_to_round(name, who, by=by or _user())
         for who, model in models.items():
             store.add_annotator(who, "llm", model)
-            store.add_to_round(name, who)
+            store.add_to_round(name, who, by=by or _user())
         names = store.round_annotators(name)
     console.print(f"round {literal(name)}: annotators {literal(', '.join(names))}")
 
@@ -713,7 +714,8 @@ def annotate_llm(
                                    help="The most tokens of one answer (one label)."),
     temperature: float = typer.Option(None, "--temperature", help="Default: the API's."),
     limit: int = typer.Option(None, "--limit", min=1, help="Label at most N functions."),
-    join: bool = typer.Option(False, "--join", help="Add the annotator to the round."),
+    join: bool = typer.Option(False, "--join", help="Add the annotator to the round (its creator only, as "
+                              "`careful round add`)."),
     submit: bool = typer.Option(
         True, "--submit/--no-submit", help="Submit when every function is labelled."),
     db: Path = DB_OPTION,

@@ -104,7 +104,7 @@ def test_every_entry_checks_names(tmp_path, decl):
             lambda: store.add_annotator("bot", "llm", "model with spaces"),
             lambda: store.new_round("r2\n", inputs),
             lambda: store.new_round("r2", inputs, created_by="lead\x1b[2J"),
-            lambda: store.add_to_round("r", "A1\n"),
+            lambda: store.add_to_round("r", "A1\n", by="lead"),
             lambda: store.annotator_session("r", "A1\t"),
             lambda: store.annotator_session("r", "A1", account="bob\n"),
             lambda: store.adjudication_session("r", " lead", override="x"),
@@ -330,7 +330,7 @@ def test_roster_remove_and_close(tmp_path, decl):
         with pytest.raises(AnnotationError, match="closed"):
             store.annotator_session("r", "bob", account="bob").label("rm", False, "x")
         with pytest.raises(AnnotationError, match="closed"):
-            store.add_annotator("dave") and store.add_to_round("r", "dave")
+            store.add_annotator("dave") and store.add_to_round("r", "dave", by="lead")
         assert set(store.adjudication_session("r", "lead").labels()) == {"alice", "bob"}
 
 
@@ -344,6 +344,27 @@ def test_round_remove_and_close_commands(db, decl):
                   user="alice").exit_code == 0
     result = invoke("round", "close", "r", user="lead")
     assert result.exit_code == 0 and "closed at" in result.output
+
+
+def test_round_add_is_the_creators_and_never_reopens_a_round(db, decl):
+    assert invoke("round", "new", "r", "-d", str(decl), "-f", "rm", "-a", "alice",
+                  user="lead").exit_code == 0
+    result = invoke("round", "add", "r", "-a", "zed", user="eve")
+    assert result.exit_code == 2 and "only lead, who created round r, may add zed" in \
+        result.output, result.output
+    assert invoke("round", "add", "r", "-a", "bob", user="lead").exit_code == 0
+    assert invoke("round", "remove", "r", "-a", "bob", user="lead").exit_code == 0
+    assert invoke("label", "-r", "r", "-a", "alice", "--submit", input="y gone\n",
+                  user="alice").exit_code == 0
+    # every annotator submitted: the round is closed, and adding one would open it again
+    result = invoke("round", "add", "r", "-a", "zed", user="lead")
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and "takes no new annotator" in result.output
+    assert rows(db, "select annotator from round_annotators") == [{"annotator": "alice"}]
+    assert invoke("agree", "-r", "r", user="lead").exit_code == 0
+    assert invoke("round", "close", "r", user="lead").exit_code == 0
+    result = invoke("round", "add", "r", "-a", "zed", user="lead")
+    assert result.exit_code == 2 and "was closed by lead" in result.output, result.output
 
 
 def test_a_draft_left_when_the_round_was_closed_does_not_count(db, decl):
