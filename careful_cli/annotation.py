@@ -30,7 +30,7 @@ from careful_cli.common import (
     err,
     internal_error,
 )
-from careful_engine.annotation.adjudication import TIES, parse_policy
+from careful_engine.annotation.adjudication import TIES, name_problem, parse_policy
 from careful_engine.annotation.agreement import AgreementReport
 from careful_engine.annotation.errors import AnnotationError, LabelError
 from careful_engine.annotation.names import check_name
@@ -613,6 +613,10 @@ def adjudicate(
                                         use_decisions=not no_decisions, pending=pending)
             boundary_name = name or f"{session.round_name}-{policy.replace(':', '-')}"
             path = None
+            problem = name_problem(boundary_name)
+            if problem and not dry_run:
+                raise AnnotationError(problem + ("" if name else
+                                                 " (made from the round's); give one with -n"))
             if not dry_run:
                 _, path = session.write_boundary(result, boundary_name, path=out, force=force,
                                                  created=created, decisions=pending)

@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from careful_cli import _load, app
+from careful_engine.annotation.errors import AnnotationError
 from careful_engine.annotation.store import Store
 from careful_engine.effects import boundary
 from tests.fakes import paper_round
@@ -254,11 +255,38 @@ def test_round_add_and_remove_take_annotators_in_every_form(runner, db, tmp_path
 def test_force_over_a_boundary_whose_version_is_no_whole_number(runner, db, tmp_path):
     _closed_round(runner, tmp_path)
     out = tmp_path / "b.json"
-    for version in ("1e999", '"x"', "-1e400"):
+    for version in ("1e999", '"x"', "-1e400", "-5", "1e300", "0", "1" + "0" * 40, "2.5"):
         out.write_text('{"version": ' + version + '}')
         result = invoke(runner, "adjudicate", "-r", "t", "--out", str(out), "--force")
         assert result.exit_code == 0, (version, result.output)
         assert boundary.load(out).version == 1, version
+    out.write_text('{"version": 7}')
+    assert invoke(runner, "adjudicate", "-r", "t", "--out", str(out), "--force").exit_code == 0
+    assert boundary.load(out).version == 8
+
+
+def test_a_boundary_name_its_reader_refuses_is_never_written(runner, db, tmp_path):
+    _closed_round(runner, tmp_path, name="r\u00e91")
+    result = invoke(runner, "adjudicate", "-r", "r\u00e91", "--decide", "cd=yes:moves",
+                    "--out", str(tmp_path / "b.json"))
+    assert result.exit_code == 2 and "'r\u00e91-any'" in result.output, result.output
+    assert "give one with -n" in result.output
+    for bad in ("my boundary", "../escape", "a/b", ".hidden", "x" * 101):
+        result = invoke(runner, "adjudicate", "-r", "r\u00e91", "-n", bad,
+                        "--out", str(tmp_path / "b.json"))
+        assert result.exit_code == 2 and "boundary name" in result.output, (bad, result.output)
+        assert "Traceback" not in result.output
+    assert not (tmp_path / "b.json").exists()
+    # without --out the name is a path under declarations/boundary/: refused before it is one
+    from careful_engine.annotation.adjudication import save_boundary
+
+    with pytest.raises(AnnotationError, match="boundary name"):
+        save_boundary(None, "../../escape")  # type: ignore[arg-type]
+    assert rows_of(db, "decisions") == [] and rows_of(db, "adjudications") == []
+    result = invoke(runner, "adjudicate", "-r", "r\u00e91", "-n", "r1-any",
+                    "--out", str(tmp_path / "b.json"))
+    assert result.exit_code == 0, result.output
+    assert boundary.load(tmp_path / "b.json").name == "r1-any"
 
 
 @pytest.mark.parametrize("extra, says", [
