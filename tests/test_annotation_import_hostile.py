@@ -155,6 +155,10 @@ def corpus(valid: dict) -> dict[str, bytes | str]:
         "inputs_lone_surrogate": text.replace('"inputs": {', '"inputs": {"x": "\\ud800", ', 1),
         "inputs_surrogate_key": text.replace('"inputs": {', '"inputs": {"\\udc00": 1, ', 1),
         "inputs_infinite": text.replace('"inputs": {', '"inputs": {"x": 1e999, ', 1),
+        # json keeps the last of two keys silently: the label read as not destructive
+        "duplicate_key": text.replace('"destructive": true,',
+                                      '"destructive": true, "destructive": false,', 1),
+        "duplicate_name": text.replace('"name": "A1",', '"name": "A1", "name": "B2",', 1),
     }
     return cases
 
@@ -248,6 +252,27 @@ def test_inputs_are_checked_as_the_store_reads_them(valid, tmp_path):
     assert _empty(db)
     # the database stays usable: nothing half-imported poisons the other commands
     assert CliRunner().invoke(app, ["round", "status", "--db", str(db)]).exit_code == 0
+
+
+@pytest.mark.parametrize("old, new, says", [
+    ('"destructive": true,', '"destructive": true,\n"destructive": false,',
+     "the key 'destructive' appears twice in one object"),
+    ('"blind": true', '"blind": NaN', "NaN is not a JSON value"),
+    ('"inputs": {', '"inputs": {"x": ' + "9" * 31 + ",", "an integer of 31 digits"),
+])
+def test_a_value_json_refuses_is_named_at_its_line(valid, tmp_path, old, new, says):
+    text = json.dumps(valid, indent=2)
+    assert old in text
+    text = text.replace(old, new, 1)
+    path = _write(tmp_path, "bad", text)
+    lines = text.splitlines()
+    at = text[:text.index(new)].count("\n") + new.count("\n") + 1  # the value's line
+    if "twice" in says:  # the line of the object holding the key twice
+        at = max(i for i in range(at) if lines[i].strip() == "{") + 1
+    with pytest.raises(LabelSetError) as info:
+        read_label_set(path)
+    assert info.value.problems == [f"{path}:{at} [file]: invalid JSON: {says}"]
+    assert at > 1
 
 
 def test_a_wrong_reason_type_leaves_no_half_created_round(valid, tmp_path):
