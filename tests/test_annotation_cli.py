@@ -327,3 +327,25 @@ def test_round_inputs_of_the_wrong_shape_are_refused(runner, db, tmp_path, field
     decl.write_text(json.dumps(doc))
     result = invoke(runner, "round", "new", "w", "-d", str(decl), "-f", "rm")
     assert result.exit_code == 2 and f"rm: {says}" in result.output, result.output
+
+
+@pytest.mark.parametrize("text, says", [
+    ('{"functions": [{"name": "rm", "kind": "write", "proposed": true},\n'
+     ' {"name": "rm", "kind": "read", "proposed": false}]}',
+     ":2: functions[1]: rm is listed twice (first at functions[0])"),
+    ('{"functions": {"rm": {"kind": "write"},\n "cd": null}}', ":1: cd: expected an object, got null"),
+    ('{"functions": {"rm": {"kind": "write"},\n "cd": 0}}', ":1: cd: expected an object, got int"),
+    ('{"functions": {\n "rm": {"kind": "write"},\n "rm": {"kind": "read"}}}',
+     ":1: invalid JSON: the key 'rm' appears twice in one object"),
+    ('{"functions": {\n "rm": {"kind": "write",\n "kind": "read"}}}',
+     ":2: invalid JSON: the key 'kind' appears twice in one object"),
+])
+def test_round_declarations_say_each_doubt_at_its_line(runner, db, tmp_path, text, says):
+    decl = tmp_path / "d.json"
+    decl.write_text(text)
+    result = invoke(runner, "round", "new", "w", "-d", str(decl), "-a", "H1")
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == f"error: {decl}{says}", result.output
+    with Store(db) as store:
+        assert store.rounds() == []
+
