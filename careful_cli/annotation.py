@@ -692,8 +692,12 @@ def labels_import(
                     prefix = "" if line.startswith(str(path)) else f"{path}: "
                     err.print(f"[red]error:[/] {literal(prefix + line)}")
                 continue
+            labelled = sum(lb.destructive is not None for lb in labelset.labels)
+            said = (f"{n} labels" if n else "already present" if labelled else
+                    f"no labels (all {len(labelset.labels)} functions unlabelled); "
+                    "on the round's roster")
             console.print(f"{literal(path)}: {literal(labelset.annotator)} -> round "
-                          f"{literal(name)}: " + (f"{n} labels" if n else "already present"))
+                          f"{literal(name)}: {said}")
     if failed:
         raise typer.Exit(EXIT_UNUSABLE if failed == len(files) else EXIT_PROBLEMS)
 

@@ -275,6 +275,20 @@ def test_a_value_json_refuses_is_named_at_its_line(valid, tmp_path, old, new, sa
     assert at > 1
 
 
+def test_a_set_of_no_labels_says_so(valid, tmp_path):
+    def unlabelled(d):
+        d["submitted"] = None
+        for item in d["labels"]:
+            item.update(destructive=None, reason=None)
+    path = _write(tmp_path, "none", _doc(valid, unlabelled))
+    db = tmp_path / "x.db"
+    result = CliRunner().invoke(app, ["labels", "import", str(path), "--db", str(db)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert "already present" not in result.output  # (it was: nothing had been there)
+    assert "A1 -> round r: no labels (all 3 functions unlabelled)" in result.output
+    assert rows(db, "select annotator from round_annotators") == [{"annotator": "A1"}]
+
+
 def test_a_wrong_reason_type_leaves_no_half_created_round(valid, tmp_path):
     db = tmp_path / "x.db"
     with Store(db) as store:
