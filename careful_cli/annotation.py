@@ -30,7 +30,7 @@ from careful_cli.common import (
     err,
     internal_error,
 )
-from careful_engine.annotation.adjudication import TIES, parse_policy
+from careful_engine.annotation.adjudication import TIES, name_problem, parse_policy
 from careful_engine.annotation.agreement import AgreementReport
 from careful_engine.annotation.errors import AnnotationError, LabelError
 from careful_engine.annotation.names import check_name
@@ -223,9 +223,10 @@ def round_add(
     name: str = typer.Argument(..., help=ROUND_HELP),
     annotator: list[str] = typer.Option(None, "--annotator", "-a", "--annotators", help="Human (repeatable, or comma-separated)."),
     llm: list[str] = typer.Option(None, "--llm", help="NAME=MODEL (repeatable)."),
+    by: str = typer.Option(None, "--by", help="Who asks (the round's creator). Default: $USER."),
     db: Path = DB_OPTION,
 ) -> None:
-    """Add annotators to an existing round."""
+    """Add annotators to a round that is still open (its creator only)."""
     if not annotator and not llm:
         raise typer.BadParameter("name at least one --annotator or --llm")
     models = _llm_pairs(llm)
@@ -233,10 +234,10 @@ def round_add(
         store.round(name)
         for who in _names(annotator) or []:
             store.add_annotator(who, "human")
-            store.add_to_round(name, who)
+            store.add_to_round(name, who, by=by or _user())
         for who, model in models.items():
             store.add_annotator(who, "llm", model)
-            store.add_to_round(name, who)
+            store.add_to_round(name, who, by=by or _user())
         names = store.round_annotators(name)
     console.print(f"round {literal(name)}: annotators {literal(', '.join(names))}")
 
@@ -605,18 +606,20 @@ def adjudicate(
         parse_policy(policy)
         with _store(db) as store:
             session = store.adjudication_session(round_, author or _user(), override=override)
-            # a dry run writes nothing, its decisions neither: they are only taken into account
+            # the decisions are taken into account, and saved only with the boundary file
+            # (a dry run, or a run that fails, records none)
             pending = [session.decision(*d) for d in decisions]
-            if not dry_run:
-                pending = [session.decide(d.function, d.destructive, d.reason) for d in pending]
             result = session.adjudicate(policy, tie=tie, annotators=_names(annotators),
-                                        use_decisions=not no_decisions,
-                                        pending=pending if dry_run else ())  # (saved if not)
+                                        use_decisions=not no_decisions, pending=pending)
             boundary_name = name or f"{session.round_name}-{policy.replace(':', '-')}"
             path = None
+            problem = name_problem(boundary_name)
+            if problem and not dry_run:
+                raise AnnotationError(problem + ("" if name else
+                                                 " (made from the round's); give one with -n"))
             if not dry_run:
                 _, path = session.write_boundary(result, boundary_name, path=out, force=force,
-                                                 created=created)
+                                                 created=created, decisions=pending)
     table = Table(title=f"{literal(boundary_name)}: {len(result.destructive)} destructive of "
                   f"{len(result.outcomes)} ({literal(policy)})")
     for col in ("function", "yes", "no", "by"):
@@ -689,8 +692,12 @@ def labels_import(
                     prefix = "" if line.startswith(str(path)) else f"{path}: "
                     err.print(f"[red]error:[/] {literal(prefix + line)}")
                 continue
+            labelled = sum(lb.destructive is not None for lb in labelset.labels)
+            said = (f"{n} labels" if n else "already present" if labelled else
+                    f"no labels (all {len(labelset.labels)} functions unlabelled); "
+                    "on the round's roster")
             console.print(f"{literal(path)}: {literal(labelset.annotator)} -> round "
-                          f"{literal(name)}: " + (f"{n} labels" if n else "already present"))
+                          f"{literal(name)}: {said}")
     if failed:
         raise typer.Exit(EXIT_UNUSABLE if failed == len(files) else EXIT_PROBLEMS)
 
@@ -715,7 +722,8 @@ def annotate_llm(
                                    help="The most tokens of one answer (one label)."),
     temperature: float = typer.Option(None, "--temperature", help="Default: the API's."),
     limit: int = typer.Option(None, "--limit", min=1, help="Label at most N functions."),
-    join: bool = typer.Option(False, "--join", help="Add the annotator to the round."),
+    join: bool = typer.Option(False, "--join", help="Add the annotator to the round (its creator only, as "
+                              "`careful round add`)."),
     submit: bool = typer.Option(
         True, "--submit/--no-submit", help="Submit when every function is labelled."),
     db: Path = DB_OPTION,

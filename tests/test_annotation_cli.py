@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from careful_cli import _load, app
+from careful_engine.annotation.errors import AnnotationError
 from careful_engine.annotation.store import Store
 from careful_engine.effects import boundary
 from tests.fakes import paper_round
@@ -215,6 +216,32 @@ def test_a_dry_run_writes_no_decision_but_shows_it(runner, db, tmp_path):
         assert [d.function for d in store.adjudication_session("t", "lead").decisions()] == ["cd"]
 
 
+def test_a_failed_adjudication_records_no_decision(runner, db, tmp_path):
+    _closed_round(runner, tmp_path)
+    exists = tmp_path / "exists.json"
+    exists.write_text("{}")
+    result = invoke(runner, "adjudicate", "-r", "t", "--decide", "rm=no:oops",
+                    "--out", str(exists), "--author", "lead")
+    assert result.exit_code == 2 and "exists" in result.output, result.output
+    result = invoke(runner, "adjudicate", "-r", "t", "--decide", "cd=yes:oops", "--policy",
+                    "annotator:nobody", "--out", str(tmp_path / "never.json"))
+    assert result.exit_code == 2, result.output
+    assert exists.read_text() == "{}" and not (tmp_path / "never.json").exists()
+    with Store(db) as store:
+        session = store.adjudication_session("t", "lead")
+        assert session.decisions() == []
+        assert rows_of(db, "adjudications") == []
+    result = invoke(runner, "adjudicate", "-r", "t", "--dry-run")
+    assert "1 destructive of 2" in result.output and "decision" not in result.output.replace(
+        "no decision written", "")
+
+
+def rows_of(db, table: str) -> list:
+    from tests.annotation_db import rows
+
+    return rows(db, f"select * from {table}")
+
+
 def test_round_add_and_remove_take_annotators_in_every_form(runner, db, tmp_path):
     decl = paper_round.write_declarations(tmp_path / "effects.json")
     assert invoke(runner, "round", "new", "u", "-d", str(decl), "-f", "rm",
@@ -228,11 +255,38 @@ def test_round_add_and_remove_take_annotators_in_every_form(runner, db, tmp_path
 def test_force_over_a_boundary_whose_version_is_no_whole_number(runner, db, tmp_path):
     _closed_round(runner, tmp_path)
     out = tmp_path / "b.json"
-    for version in ("1e999", '"x"', "-1e400"):
+    for version in ("1e999", '"x"', "-1e400", "-5", "1e300", "0", "1" + "0" * 40, "2.5"):
         out.write_text('{"version": ' + version + '}')
         result = invoke(runner, "adjudicate", "-r", "t", "--out", str(out), "--force")
         assert result.exit_code == 0, (version, result.output)
         assert boundary.load(out).version == 1, version
+    out.write_text('{"version": 7}')
+    assert invoke(runner, "adjudicate", "-r", "t", "--out", str(out), "--force").exit_code == 0
+    assert boundary.load(out).version == 8
+
+
+def test_a_boundary_name_its_reader_refuses_is_never_written(runner, db, tmp_path):
+    _closed_round(runner, tmp_path, name="r\u00e91")
+    result = invoke(runner, "adjudicate", "-r", "r\u00e91", "--decide", "cd=yes:moves",
+                    "--out", str(tmp_path / "b.json"))
+    assert result.exit_code == 2 and "'r\u00e91-any'" in result.output, result.output
+    assert "give one with -n" in result.output
+    for bad in ("my boundary", "../escape", "a/b", ".hidden", "x" * 101):
+        result = invoke(runner, "adjudicate", "-r", "r\u00e91", "-n", bad,
+                        "--out", str(tmp_path / "b.json"))
+        assert result.exit_code == 2 and "boundary name" in result.output, (bad, result.output)
+        assert "Traceback" not in result.output
+    assert not (tmp_path / "b.json").exists()
+    # without --out the name is a path under declarations/boundary/: refused before it is one
+    from careful_engine.annotation.adjudication import save_boundary
+
+    with pytest.raises(AnnotationError, match="boundary name"):
+        save_boundary(None, "../../escape")  # type: ignore[arg-type]
+    assert rows_of(db, "decisions") == [] and rows_of(db, "adjudications") == []
+    result = invoke(runner, "adjudicate", "-r", "r\u00e91", "-n", "r1-any",
+                    "--out", str(tmp_path / "b.json"))
+    assert result.exit_code == 0, result.output
+    assert boundary.load(tmp_path / "b.json").name == "r1-any"
 
 
 @pytest.mark.parametrize("extra, says", [
@@ -273,3 +327,25 @@ def test_round_inputs_of_the_wrong_shape_are_refused(runner, db, tmp_path, field
     decl.write_text(json.dumps(doc))
     result = invoke(runner, "round", "new", "w", "-d", str(decl), "-f", "rm")
     assert result.exit_code == 2 and f"rm: {says}" in result.output, result.output
+
+
+@pytest.mark.parametrize("text, says", [
+    ('{"functions": [{"name": "rm", "kind": "write", "proposed": true},\n'
+     ' {"name": "rm", "kind": "read", "proposed": false}]}',
+     ":2: functions[1]: rm is listed twice (first at functions[0])"),
+    ('{"functions": {"rm": {"kind": "write"},\n "cd": null}}', ":1: cd: expected an object, got null"),
+    ('{"functions": {"rm": {"kind": "write"},\n "cd": 0}}', ":1: cd: expected an object, got int"),
+    ('{"functions": {\n "rm": {"kind": "write"},\n "rm": {"kind": "read"}}}',
+     ":1: invalid JSON: the key 'rm' appears twice in one object"),
+    ('{"functions": {\n "rm": {"kind": "write",\n "kind": "read"}}}',
+     ":2: invalid JSON: the key 'kind' appears twice in one object"),
+])
+def test_round_declarations_say_each_doubt_at_its_line(runner, db, tmp_path, text, says):
+    decl = tmp_path / "d.json"
+    decl.write_text(text)
+    result = invoke(runner, "round", "new", "w", "-d", str(decl), "-a", "H1")
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == f"error: {decl}{says}", result.output
+    with Store(db) as store:
+        assert store.rounds() == []
+

@@ -16,6 +16,7 @@ from careful_engine.annotation import store as store_module
 from careful_engine.annotation.errors import AnnotationError, BlindnessError
 from careful_engine.annotation.llm import annotate
 from careful_engine.annotation.names import NAME_RULE, check_name
+from careful_engine.annotation.release import write_label_sets
 from careful_engine.annotation.signals import load_inputs
 from careful_engine.annotation.store import Store
 from tests.annotation_db import rows
@@ -103,7 +104,7 @@ def test_every_entry_checks_names(tmp_path, decl):
             lambda: store.add_annotator("bot", "llm", "model with spaces"),
             lambda: store.new_round("r2\n", inputs),
             lambda: store.new_round("r2", inputs, created_by="lead\x1b[2J"),
-            lambda: store.add_to_round("r", "A1\n"),
+            lambda: store.add_to_round("r", "A1\n", by="lead"),
             lambda: store.annotator_session("r", "A1\t"),
             lambda: store.annotator_session("r", "A1", account="bob\n"),
             lambda: store.adjudication_session("r", " lead", override="x"),
@@ -202,6 +203,47 @@ def test_revise_by_the_owner_shows_only_their_own(db, decl):
     assert result.exit_code == 2 and "mine" not in result.output
 
 
+def _alice_file(tmp_path, decl) -> str:
+    """alice's submitted label set of a blind round "imp", made in another database."""
+    other = tmp_path / "elsewhere.db"
+    with Store(other) as store:
+        store.add_annotator("alice")
+        store.new_round("imp", load_inputs(decl).select(["rm", "cd", "ls"]), ["alice"],
+                        created_by="lead")
+        session = store.annotator_session("imp", "alice", account="alice")
+        for f in session.functions():
+            session.label(f.name, False, "harmless")
+        session.submit()
+        (path,) = write_label_sets(store.adjudication_session("imp", "lead"), tmp_path / "o")
+    return str(path)
+
+
+def test_another_login_cannot_import_a_roster_names_labels(db, decl, tmp_path):
+    path = _alice_file(tmp_path, decl)
+    assert invoke("round", "new", "imp", "-d", str(decl), "-f", "rm,cd,ls", "-a", "alice",
+                  "-a", "bob", user="lead").exit_code == 0
+    result = invoke("labels", "import", path, user="bob")
+    assert result.exit_code == 2, result.output
+    assert "blind and still open" in result.output and "only login 'alice'" in result.output
+    assert rows(db, "select * from labels") == []
+    # once alice wrote a label, the name is hers: bob is refused for that reason
+    assert invoke("label", "-r", "imp", "-a", "alice", "-f", "cd", input="n\n",
+                  user="alice").exit_code == 0
+    result = invoke("labels", "import", path, user="bob")
+    assert result.exit_code == 2 and "belong to login 'alice'" in result.output, result.output
+    assert len(rows(db, "select * from labels")) == 1
+
+
+def test_the_login_of_a_roster_name_imports_its_labels(db, decl, tmp_path):
+    path = _alice_file(tmp_path, decl)
+    assert invoke("round", "new", "imp", "-d", str(decl), "-f", "rm,cd,ls", "-a", "alice",
+                  "-a", "bob", user="lead").exit_code == 0
+    result = invoke("labels", "import", path, user="alice")
+    assert result.exit_code == 0 and "3 labels" in result.output, result.output
+    assert rows(db, "select account from annotators where name = 'alice'") == [
+        {"account": "alice"}]
+
+
 def test_an_override_is_recorded_and_shown(db, decl):
     _bob_labels(db, decl)
     result = invoke("label", "-r", "r", "-a", "bob", "--revise", "--override",
@@ -288,7 +330,7 @@ def test_roster_remove_and_close(tmp_path, decl):
         with pytest.raises(AnnotationError, match="closed"):
             store.annotator_session("r", "bob", account="bob").label("rm", False, "x")
         with pytest.raises(AnnotationError, match="closed"):
-            store.add_annotator("dave") and store.add_to_round("r", "dave")
+            store.add_annotator("dave") and store.add_to_round("r", "dave", by="lead")
         assert set(store.adjudication_session("r", "lead").labels()) == {"alice", "bob"}
 
 
@@ -302,6 +344,48 @@ def test_round_remove_and_close_commands(db, decl):
                   user="alice").exit_code == 0
     result = invoke("round", "close", "r", user="lead")
     assert result.exit_code == 0 and "closed at" in result.output
+
+
+def test_round_add_is_the_creators_and_never_reopens_a_round(db, decl):
+    assert invoke("round", "new", "r", "-d", str(decl), "-f", "rm", "-a", "alice",
+                  user="lead").exit_code == 0
+    result = invoke("round", "add", "r", "-a", "zed", user="eve")
+    assert result.exit_code == 2 and "only lead, who created round r, may add zed" in \
+        result.output, result.output
+    assert invoke("round", "add", "r", "-a", "bob", user="lead").exit_code == 0
+    assert invoke("round", "remove", "r", "-a", "bob", user="lead").exit_code == 0
+    assert invoke("label", "-r", "r", "-a", "alice", "--submit", input="y gone\n",
+                  user="alice").exit_code == 0
+    # every annotator submitted: the round is closed, and adding one would open it again
+    result = invoke("round", "add", "r", "-a", "zed", user="lead")
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and "takes no new annotator" in result.output
+    assert rows(db, "select annotator from round_annotators") == [{"annotator": "alice"}]
+    assert invoke("agree", "-r", "r", user="lead").exit_code == 0
+    assert invoke("round", "close", "r", user="lead").exit_code == 0
+    result = invoke("round", "add", "r", "-a", "zed", user="lead")
+    assert result.exit_code == 2 and "was closed by lead" in result.output, result.output
+
+
+def test_a_draft_left_when_the_round_was_closed_does_not_count(db, decl):
+    assert invoke("round", "new", "c", "-d", str(decl), "-f", "rm,cd,ls", "-a", "alice",
+                  "-a", "bob", user="lead").exit_code == 0
+    assert invoke("label", "-r", "c", "-a", "alice", "--submit",  # cd, ls, rm
+                  input="n\nn\ny gone\n", user="alice").exit_code == 0
+    assert invoke("label", "-r", "c", "-a", "bob", "-f", "cd", input="y draft, unsure\nq\n",
+                  user="bob").exit_code == 0
+    assert invoke("round", "close", "c", user="lead").exit_code == 0
+    result = invoke("adjudicate", "-r", "c", "--dry-run", user="lead")
+    assert result.exit_code == 0, result.output
+    assert "1 destructive of 3" in result.output and "bob" not in result.output
+    data = json.loads(invoke("agree", "-r", "c", "--subset", "all", "--json",
+                             user="lead").output)
+    assert data["splits"] == [] and "bob" not in json.dumps(data["agreement"])
+    result = invoke("agree", "-r", "c", "-a", "alice,bob", user="lead")
+    assert result.exit_code == 2 and "bob did not submit round c" in result.output
+    # the draft is kept: its label set can still be exported
+    assert invoke("labels", "export", "-r", "c", "-a", "bob", "-o", str(db.parent / "out"),
+                  user="lead").exit_code == 0
 
 
 # ---------------------------------------------------------------- blindness as an API

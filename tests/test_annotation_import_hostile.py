@@ -125,6 +125,13 @@ def corpus(valid: dict) -> dict[str, bytes | str]:
         "unknown_kind": _doc(valid, lambda d: _label(d, "rm").update(kind="destroy")),
         "nested_junk_inputs": _doc(valid, lambda d: _label(d, "rm").update(inputs=junk_inputs)),
         "inputs_list": _doc(valid, lambda d: _label(d, "rm").update(inputs=[1, 2])),
+        # the store refuses such inputs when it reads them back: every later command failed
+        "inputs_signals_numbers": _doc(
+            valid, lambda d: _label(d, "rm").update(inputs={"signals": [1, 2]})),
+        "inputs_idempotent_text": _doc(
+            valid, lambda d: _label(d, "rm").update(inputs={"idempotent": "yes"})),
+        "inputs_footprint_text": _doc(
+            valid, lambda d: _label(d, "cd").update(inputs={"footprint": "abc"})),
         "unknown_fields": _doc(valid, many_fields),
         "unknown_top_level": _doc(valid, _set(["extra"], {"x": [1, {"y": None}]})),
         "name_newline": _doc(valid, _set(["annotator", "name"], "alice\n")),
@@ -148,6 +155,10 @@ def corpus(valid: dict) -> dict[str, bytes | str]:
         "inputs_lone_surrogate": text.replace('"inputs": {', '"inputs": {"x": "\\ud800", ', 1),
         "inputs_surrogate_key": text.replace('"inputs": {', '"inputs": {"\\udc00": 1, ', 1),
         "inputs_infinite": text.replace('"inputs": {', '"inputs": {"x": 1e999, ', 1),
+        # json keeps the last of two keys silently: the label read as not destructive
+        "duplicate_key": text.replace('"destructive": true,',
+                                      '"destructive": true, "destructive": false,', 1),
+        "duplicate_name": text.replace('"name": "A1",', '"name": "A1", "name": "B2",', 1),
     }
     return cases
 
@@ -223,6 +234,59 @@ def test_a_line_per_bad_item_at_its_line(valid, tmp_path):
                for p in problems), problems
     assert any(f"{path}:{line_of('nonexistent')} [nonexistent]: " in p
                and "not a multi-turn function" in p for p in problems), problems
+
+
+def test_inputs_are_checked_as_the_store_reads_them(valid, tmp_path):
+    text = _doc(valid, lambda d: _label(d, "rm").update(
+        inputs={"signals": [1, 2], "idempotent": "yes"}))
+    path = _write(tmp_path, "inputs", text)
+    db = tmp_path / "x.db"
+    result = CliRunner().invoke(app, ["labels", "import", str(path), "--db", str(db)], env=WIDE)
+    assert result.exit_code == 2, result.output
+    lines = text.splitlines()
+    at = next(i for i, ln in enumerate(lines) if '"function": "rm"' in ln)
+    line = next(i for i in range(at, len(lines)) if '"inputs": {' in lines[i]) + 1
+    assert re.fullmatch(re.escape(f"error: {path}:{line} [rm]: labels[") + r"\d\]"
+                        + re.escape(".inputs: signals is not a list of text"),
+                        " ".join(result.output.split())), result.output
+    assert _empty(db)
+    # the database stays usable: nothing half-imported poisons the other commands
+    assert CliRunner().invoke(app, ["round", "status", "--db", str(db)]).exit_code == 0
+
+
+@pytest.mark.parametrize("old, new, says", [
+    ('"destructive": true,', '"destructive": true,\n"destructive": false,',
+     "the key 'destructive' appears twice in one object"),
+    ('"blind": true', '"blind": NaN', "NaN is not a JSON value"),
+    ('"inputs": {', '"inputs": {"x": ' + "9" * 31 + ",", "an integer of 31 digits"),
+])
+def test_a_value_json_refuses_is_named_at_its_line(valid, tmp_path, old, new, says):
+    text = json.dumps(valid, indent=2)
+    assert old in text
+    text = text.replace(old, new, 1)
+    path = _write(tmp_path, "bad", text)
+    lines = text.splitlines()
+    at = text[:text.index(new)].count("\n") + new.count("\n") + 1  # the value's line
+    if "twice" in says:  # the line of the object holding the key twice
+        at = max(i for i in range(at) if lines[i].strip() == "{") + 1
+    with pytest.raises(LabelSetError) as info:
+        read_label_set(path)
+    assert info.value.problems == [f"{path}:{at} [file]: invalid JSON: {says}"]
+    assert at > 1
+
+
+def test_a_set_of_no_labels_says_so(valid, tmp_path):
+    def unlabelled(d):
+        d["submitted"] = None
+        for item in d["labels"]:
+            item.update(destructive=None, reason=None)
+    path = _write(tmp_path, "none", _doc(valid, unlabelled))
+    db = tmp_path / "x.db"
+    result = CliRunner().invoke(app, ["labels", "import", str(path), "--db", str(db)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert "already present" not in result.output  # (it was: nothing had been there)
+    assert "A1 -> round r: no labels (all 3 functions unlabelled)" in result.output
+    assert rows(db, "select annotator from round_annotators") == [{"annotator": "A1"}]
 
 
 def test_a_wrong_reason_type_leaves_no_half_created_round(valid, tmp_path):

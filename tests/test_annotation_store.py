@@ -169,7 +169,7 @@ def test_unknown_annotator_in_round(store, decl):
     store.add_annotator("Z")
     with pytest.raises(AnnotationError, match="not an annotator of round"):
         store.annotator_session("r", "Z")
-    store.add_to_round("r", "Z")
+    store.add_to_round("r", "Z", by="lead")
     assert "Z" in store.round_annotators("r")
 
 

@@ -132,7 +132,7 @@ def test_blindness_other_labels_never_shown(workdir) -> None:
 
 def test_labelling_resumes_where_it_was_left(workdir) -> None:
     with Store(workdir / "careful.db") as store:
-        store.add_to_round("r1", "A1")
+        store.add_to_round("r1", "A1", by="lead")
         session = store.annotator_session("r1", "A1")
         for f in session.functions()[:3]:
             session.label(f.name, False, "no")

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.core import safe_write
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
-from careful_engine.effects.boundary import Boundary, boundary_dir
+from careful_engine.core.safe_text import visible
+from careful_engine.effects.boundary import NAME, Boundary, boundary_dir
 
 if TYPE_CHECKING:
     from careful_engine.annotation.signals import FunctionInput
@@ -222,19 +223,40 @@ def save_boundary(
 
     An existing file is replaced only with ``force``, and its version is then incremented.
     """
+    problem = name_problem(name)
+    if problem:
+        raise AnnotationError(problem)
     out = Path(path) if path is not None else boundary_dir() / f"{name}.json"
     version = 1
     if out.exists():
         if not force:
             raise AnnotationError(f"{out} exists; choose another name or force a new version")
-        try:
-            version = int(json.loads(read_regular(out, MAX_SMALL_BYTES)).get("version", 0)) + 1
-        except (OSError, ValueError, TypeError, AttributeError, RecursionError, OverflowError):
-            version = 1  # (unreadable, or a version such as 1e999 that is no whole number)
+        version = _previous_version(out) + 1
     boundary = to_boundary(result, name, round_=round_, version=version, created=created,
                            provenance=provenance)
     return boundary, _write_atomically(
         out, json.dumps(boundary.to_json(), indent=2, ensure_ascii=False) + "\n")
+
+
+def name_problem(name: object) -> str | None:
+    """Why ``name`` cannot name a boundary (the rule of its reader, ``--boundary``, which also
+    keeps ``declarations/boundary/<name>.json`` inside its folder), or None."""
+    if isinstance(name, str) and NAME.fullmatch(name):
+        return None
+    return (f"boundary name {visible(repr(name))[:80]}: 1-100 letters, digits, '.', '_' and "
+            "'-' (ASCII), starting with a letter or digit")
+
+
+def _previous_version(path: Path) -> int:
+    """The version of the boundary file at ``path`` where its reader accepts it (a whole
+    number from 1, at most 9 digits), else 0: a file whose version is -5, 1e300 or text is
+    replaced by version 1."""
+    try:
+        data = json.loads(read_regular(path, MAX_SMALL_BYTES))
+    except (OSError, ValueError, RecursionError):
+        return 0
+    version = data.get("version", 0) if isinstance(data, dict) else 0
+    return version if type(version) is int and 1 <= version < 10**9 else 0
 
 
 def _write_atomically(path: Path, text: str) -> Path:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from careful_engine.annotation.errors import AnnotationError, LabelError
+from careful_engine.annotation.sessions import current_account
 from careful_engine.annotation.signals import FunctionInput
 from careful_engine.annotation.store import Store
 from careful_engine.core import bfcl, bounded_http
@@ -372,7 +373,7 @@ def annotate(
 
     store.add_annotator(annotator, "llm", model)
     if join:
-        store.add_to_round(round_name, annotator)
+        store.add_to_round(round_name, annotator, by=current_account())  # (creator only)
     session = store.annotator_session(round_name, annotator)
     if session.submitted:
         raise LabelError(f"{annotator} has submitted round {round_name} already")

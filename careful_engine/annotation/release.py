@@ -37,7 +37,7 @@ from careful_engine.annotation.schema import (
     loads_with_lines,
     validate,
 )
-from careful_engine.annotation.signals import KINDS, FunctionInput
+from careful_engine.annotation.signals import KINDS, FunctionInput, extra_problem
 from careful_engine.annotation.store import reason_rule, repo_root
 from careful_engine.core import bfcl
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, NotRegular, TooLarge, read_regular
@@ -60,7 +60,8 @@ LABEL_SCHEMA: dict[str, Any] = {
         "class": {"type": ["string", "null"], "maxLength": 128},
         "kind": {"type": "string", "enum": list(KINDS)},
         "proposed": {"type": ["boolean", "null"]},
-        "inputs": {"type": ["object", "null"], "maxDepth": 8, "maxSize": 20_000},
+        "inputs": {"type": ["object", "null"], "maxDepth": 8, "maxSize": 20_000,
+                   "format": "inputs"},
         "destructive": {"type": ["boolean", "null"]},
         "reason": {"type": ["string", "null"], "maxLength": REASON_MAX, "format": "reason"},
         "labelled": _TIME,
@@ -211,7 +212,8 @@ def _formats() -> dict[str, Any]:
     return {"round": refusal(lambda v: check_name(v, "round")),
             "annotator": refusal(lambda v: check_name(v, "annotator")), "function": function,
             "reason": refusal(check_reason), "model": refusal(check_model),
-            "timestamp": timestamp, "sha256": sha256, "text": text}
+            "timestamp": timestamp, "sha256": sha256, "text": text,
+            "inputs": extra_problem}  # what the store checks again when it reads them
 
 
 def _short(value: object) -> str:

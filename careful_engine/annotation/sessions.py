@@ -352,15 +352,32 @@ class AdjudicationSession:
             return [f.name for f in functions if f.kind == "write"]
         raise AnnotationError(f"subset must be 'writes' or 'all', not {subset!r}")
 
-    def _chosen(self, annotators: Iterable[str] | None) -> dict[str, dict[str, Label]]:
+    def counted(self) -> dict[str, dict[str, Label]]:
+        """The labels agreement and adjudication count: once the round is closed, those of
+        the annotators who submitted (a draft left when its creator closed the round does not
+        count); before that (an override, a round that is not blind), every annotator's."""
         labels = self.labels()
+        if not self._store.is_closed(self.round_name):
+            return labels
+        submitted = self.submitted()
+        return {a: got for a, got in labels.items() if submitted.get(a)}
+
+    def _chosen(self, annotators: Iterable[str] | None) -> dict[str, dict[str, Label]]:
+        labels = self.counted()
         chosen = list(dict.fromkeys(check_name(a) for a in annotators)) if annotators else list(
             labels)
+        roster = self._store.round_annotators(self.round_name)
+        drafts = [a for a in chosen if a in roster and a not in labels]
+        if drafts:
+            raise AnnotationError(
+                f"{', '.join(drafts)} did not submit round {self.round_name} before it was "
+                f"closed: only the annotators who submitted count "
+                f"({', '.join(labels) or 'none'})")
         unknown = [a for a in chosen if a not in labels]
         if unknown:
             raise AnnotationError(
                 f"not annotators of round {self.round_name}: {', '.join(unknown)} "
-                f"(annotators: {', '.join(labels) or 'none'})"
+                f"(annotators: {', '.join(roster) or 'none'})"
             )
         return {a: labels[a] for a in chosen}
 
@@ -399,12 +416,15 @@ class AdjudicationSession:
         """Append a manual decision (it never overwrites a label or an earlier decision)."""
         d = self.decision(function, destructive, reason)
         with self._conn.tx():
-            self._conn.insert("decisions", {
-                "round": self.round_name, "function": d.function,
-                "destructive": int(d.destructive), "author": d.author, "reason": d.reason,
-                "created": d.created,
-            })
+            self._insert_decision(d)
         return self.decisions()[-1]
+
+    def _insert_decision(self, d: Decision) -> None:
+        self._conn.insert("decisions", {
+            "round": self.round_name, "function": d.function,
+            "destructive": int(d.destructive), "author": d.author, "reason": d.reason,
+            "created": d.created,
+        })
 
     def decisions(self) -> list[Decision]:
         return [
@@ -446,16 +466,23 @@ class AdjudicationSession:
         path: str | Path | None = None,
         force: bool = False,
         created: str | None = None,
+        decisions: Iterable[Decision] = (),
     ) -> tuple[Boundary, Path]:
-        """Write ``result`` as a boundary file (refusing to replace one unless ``force``)."""
+        """Write ``result`` as a boundary file (refusing to replace one unless ``force``).
+
+        ``decisions`` (from :meth:`decision`, already taken into ``result`` as ``pending``)
+        are appended in the same transaction as the adjudication's record: where the file
+        cannot be written, neither is recorded."""
         from careful_engine.annotation.adjudication import save_boundary
 
         rnd = self.round
-        boundary, out = save_boundary(
-            result, name, round_=rnd, path=path, force=force, created=created,
-            provenance={"adjudicated_by": self.who, "override": self.overridden},
-        )
         with self._conn.tx():
+            for d in decisions:
+                self._insert_decision(d)
+            boundary, out = save_boundary(
+                result, name, round_=rnd, path=path, force=force, created=created,
+                provenance={"adjudicated_by": self.who, "override": self.overridden},
+            )
             self._conn.insert("adjudications", {
                 "round": self.round_name, "author": self.who, "policy": result.policy,
                 "params": json.dumps(result.params, sort_keys=True), "boundary": name,
@@ -529,9 +556,11 @@ class ImportSession:
                         "(functions, kinds, proposals or declarations hash differ); import it "
                         "under another round name"
                     )
-            new = store.annotator(ann) is None
+            existing_ann = store.annotator(ann)
+            if existing_ann is not None:
+                self._may_write(name, existing_ann)
             store.add_annotator(ann, labelset.kind, labelset.model)
-            if new:
+            if existing_ann is None:
                 conn.execute("update annotators set account = ? where name = ?", [IMPORTED, ann])
             existing = _labels(conn, name, ann)
             if existing:
@@ -555,6 +584,31 @@ class ImportSession:
                 )
                 _mark_closed(conn, store, name, now())
         return name, len(rows)
+
+    def _may_write(self, round_name: str, annotator: Annotator) -> None:
+        """The rule of :class:`AnnotatorSession` for a name that exists: its labels belong to
+        the login that wrote the first of them (names made by an import belong to the files).
+        In a blind, open round another login may not write them; a name on the round's roster
+        that no login owns yet is imported only by the login of that name, who then owns it."""
+        owner, name = annotator.account, annotator.name
+        if owner in (IMPORTED, self.who):
+            return
+        rnd = self._store.round(round_name)
+        if not rnd.blind or self._store.is_closed(rnd.name):
+            return
+        if owner is None:
+            if name not in self._store.round_annotators(rnd.name):
+                return
+            if self.who == name:
+                self._conn.execute("update annotators set account = ? where name = ? "
+                                   "and account is null", [self.who, name])
+                return
+            whose = f"no login has labelled as {name} yet, so only login {name!r} may"
+        else:
+            whose = f"{name}'s labels belong to login {owner!r}, so only that login may"
+        raise BlindnessError(
+            f"round {rnd.name} is blind and still open: {whose} import them, and you are "
+            f"{self.who!r}; import the set under another annotator name")
 
 
 __all__ = ["IMPORTED", "AdjudicationSession", "AnnotatorSession", "ImportSession",

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from careful_engine.annotation.errors import AnnotationError
+from careful_engine.annotation.schema import JSONFileError, loads_with_lines
 from careful_engine.core import bfcl
 from careful_engine.core.json_values import json_problem
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
@@ -97,6 +98,12 @@ def _bool_or_none(value: object, where: str) -> bool | None:
     raise AnnotationError(f"{where}: expected true, false or null, got {value!r}")
 
 
+def _at(source: str, value: object) -> str:
+    """``source:line`` where ``value`` was read with its line (:func:`.schema.loads_with_lines`)."""
+    line = getattr(value, "line", None)
+    return f"{source}:{line}" if line else source
+
+
 def parse_declarations(data: dict, source: str = "<data>") -> dict[str, FunctionInput]:
     """The per-function inputs of a declarations document (names checked against bfcl)."""
     if not isinstance(data, dict) or "functions" not in data:
@@ -106,6 +113,13 @@ def parse_declarations(data: dict, source: str = "<data>") -> dict[str, Function
         if not all(isinstance(item, dict) and isinstance(item.get("name"), str)
                    for item in raw):
             raise AnnotationError(f"{source}: every function in the list needs a name")
+        first: dict[str, int] = {}
+        for i, item in enumerate(raw):
+            if item["name"] in first:
+                raise AnnotationError(
+                    f"{_at(source, item)}: functions[{i}]: {visible(item['name'])[:60]} is "
+                    f"listed twice (first at functions[{first[item['name']]}])")
+            first[item["name"]] = i
         raw = {item["name"]: item for item in raw}
     if not isinstance(raw, dict):
         raise AnnotationError(f"{source}: 'functions' must be an object or a list")
@@ -122,9 +136,10 @@ def parse_declarations(data: dict, source: str = "<data>") -> dict[str, Function
         raise AnnotationError(f"{source}: {problem}")
     out: dict[str, FunctionInput] = {}
     for name in sorted(raw, key=lambda n: (bfcl.CLASSES.index(classes[n]), n)):
-        entry = raw[name] or {}
+        entry = raw[name]
         if not isinstance(entry, dict):
-            raise AnnotationError(f"{source}: {name}: expected an object")
+            got = "null" if entry is None else type(entry).__name__
+            raise AnnotationError(f"{_at(source, raw)}: {name}: expected an object, got {got}")
         kind = entry.get("kind", "unknown") or "unknown"
         if kind not in KINDS:
             raise AnnotationError(f"{source}: {name}: kind must be one of {KINDS}, got {kind!r}")
@@ -166,10 +181,10 @@ def load_inputs(path: str | Path | None = None) -> RoundInputs:
         raw = read_regular(path, MAX_SMALL_BYTES)  # not a FIFO, bounded
     except OSError as e:
         raise AnnotationError(f"cannot read declarations {path}: {e.strerror or e}") from e
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise AnnotationError(f"{path}: invalid JSON ({e})") from e
-    except (ValueError, RecursionError) as e:  # not UTF-8, nested too deep, huge numbers
+    try:  # (a key twice in one object is refused, with its line, as in a label set)
+        data = loads_with_lines(raw.decode(json.detect_encoding(raw)))
+    except UnicodeDecodeError as e:
         raise AnnotationError(f"{path}: not usable JSON ({str(e)[:100]})") from e
+    except JSONFileError as e:
+        raise AnnotationError(f"{path}:{e.line or 1}: {e}") from e
     return RoundInputs(parse_declarations(data, str(path)), _sha256(raw), str(path))

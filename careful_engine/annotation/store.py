@@ -229,17 +229,26 @@ class Store:
             )
         ]
 
-    def add_to_round(self, round_name: str, annotator: str) -> None:
-        """Add a registered annotator to a round (a no-op if it is in the round already)."""
+    def add_to_round(self, round_name: str, annotator: str, *, by: str) -> None:
+        """Add a registered annotator to a round (only its creator may; a no-op if it is in
+        the round already). Refused once the round is closed, by its creator or because every
+        annotator submitted (a new one would open it again)."""
         rnd = self.round(round_name)
         annotator = check_name(annotator)
         if self.annotator(annotator) is None:
             raise AnnotationError(f"unknown annotator {annotator!r} (add it first)")
-        if rnd.closed_by and annotator not in self.round_annotators(rnd.name):
-            raise RoundError(f"round {rnd.name} is closed; it takes no new annotator")
         with self.__conn.tx():
+            if annotator in self.round_annotators(rnd.name):
+                return
+            self._owner(rnd, by, f"add {annotator}")
+            if rnd.closed_by:
+                raise RoundError(f"round {rnd.name} was closed by {rnd.closed_by}; it takes "
+                                 "no new annotator")
+            if self.is_closed(rnd.name):
+                raise RoundError(f"every annotator of round {rnd.name} has submitted: it is "
+                                 "closed and takes no new annotator (start a new round)")
             self.__conn.execute(
-                "insert or ignore into round_annotators (round, annotator, added) values (?, ?, ?)",
+                "insert into round_annotators (round, annotator, added) values (?, ?, ?)",
                 [rnd.name, annotator, now()],
             )
 

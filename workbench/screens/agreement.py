@@ -228,7 +228,7 @@ class AgreementScreen(WorkbenchScreen):
 
     def _detail(self, function: str) -> None:
         """Each annotator's label and reason on one split function, side by side."""
-        labels = self.session.labels()
+        labels = self.session.counted()  # the labels that count, as in the splits
         if self.chosen is not None:
             labels = {a: v for a, v in labels.items() if a in self.chosen}
         # (Text, never markup; a Text title or caption takes no style from the table)

@@ -275,7 +275,7 @@ class LabelScreen(WorkbenchScreen):
             def change() -> None:
                 if store.annotator(name) is None:
                     store.add_annotator(name, "human")
-                store.add_to_round(round_name, name)
+                store.add_to_round(round_name, name, by=self.app.context.settings.user)
 
             self._change_round(change, f"{name} added to round {round_name}")
 
