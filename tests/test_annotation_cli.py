@@ -336,9 +336,9 @@ def test_round_inputs_of_the_wrong_shape_are_refused(runner, db, tmp_path, field
     ('{"functions": {"rm": {"kind": "write"},\n "cd": null}}', ":1: cd: expected an object, got null"),
     ('{"functions": {"rm": {"kind": "write"},\n "cd": 0}}', ":1: cd: expected an object, got int"),
     ('{"functions": {\n "rm": {"kind": "write"},\n "rm": {"kind": "read"}}}',
-     ":1: invalid JSON: the key 'rm' appears twice in one object"),
+     ":3: invalid JSON: 'rm' is given twice in one object"),
     ('{"functions": {\n "rm": {"kind": "write",\n "kind": "read"}}}',
-     ":2: invalid JSON: the key 'kind' appears twice in one object"),
+     ":3: invalid JSON: 'kind' is given twice in one object"),
 ])
 def test_round_declarations_say_each_doubt_at_its_line(runner, db, tmp_path, text, says):
     decl = tmp_path / "d.json"

@@ -11,17 +11,12 @@ free-form JSON). Validation never stops at the first problem: it returns every
 
 from __future__ import annotations
 
-import bisect
 import json
-import json.scanner
-import re
-from array import array
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from careful_engine.core.json_values import json_problem, refuse_constant
-from careful_engine.core.safe_text import visible
+from careful_engine.core.json_values import JSONTextError, json_problem, loads_located
 
 MAX_INT_DIGITS = 30
 # objects and arrays in one file: a label set of the 128 functions holds about 520 (a label
@@ -60,101 +55,25 @@ class JSONFileError(ValueError):
         self.line = line
 
 
-class Lines(dict):
-    """A decoded JSON object that remembers the line it starts on."""
-
-    line: int = 0
-
-
-class LineList(list):
-    """A decoded JSON array that remembers the line it starts on."""
-
-    line: int = 0
-
-
 def _bounded_int(text: str) -> int:
     if len(text.lstrip("-")) > MAX_INT_DIGITS:
         raise ValueError(f"an integer of {len(text)} digits")
     return int(text)
 
 
-class _DuplicateKey(Exception):
-    def __init__(self, key: str):
-        super().__init__(key)
-        self.key = key
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
-    """``object_pairs_hook``: a key twice in one object is refused (json keeps the last one
-    silently: ``"destructive": true, "destructive": false`` read as false)."""
-    out: dict = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
-
-
 def loads_with_lines(text: str) -> Any:
-    """``json.loads`` with each object and array knowing its line; bounded integers, no NaN,
-    no key twice in one object.
+    """JSON with each object and array knowing its line
+    (:func:`careful_engine.core.json_values.loads_located`, as boundary and declarations
+    files are read): bounded integers and containers, no NaN, no key twice in one object, no
+    value that no UTF-8 file or JSON writer holds.
 
     Raises :class:`JSONFileError` (with a line) for anything it refuses.
     """
-    newlines = array("q", (m.start() for m in re.finditer("\n", text)))  # 8 bytes a line
-    made = [0]
-
-    def line_of(pos: int) -> int:
-        return bisect.bisect_right(newlines, pos - 1) + 1
-
-    def count(pos: int) -> None:
-        made[0] += 1
-        if made[0] > MAX_CONTAINERS:
-            raise JSONFileError(f"more than {MAX_CONTAINERS:,} objects and arrays; a label set "
-                                "holds about four a label", line_of(pos))
-
-    decoder = json.JSONDecoder(parse_int=_bounded_int, parse_constant=refuse_constant,
-                               object_pairs_hook=_unique_keys)
-    parse_object, parse_array = decoder.parse_object, decoder.parse_array
-
-    def located(scan_once: Any) -> Any:
-        """``scan_once`` whose refusal of a value (NaN, an integer of 31 digits) names the
-        value's line, not line 1."""
-        def scan_at(string: str, idx: int) -> Any:
-            try:
-                return scan_once(string, idx)
-            except (JSONFileError, json.JSONDecodeError):
-                raise
-            except ValueError as e:
-                raise JSONFileError(f"invalid JSON: {e}", line_of(idx)) from None
-        return scan_at
-
-    def on_object(s_and_end: tuple[str, int], strict: bool, scan_once: Any,
-                  *args: Any) -> tuple[Any, int]:
-        try:
-            obj, end = parse_object(s_and_end, strict, located(scan_once), *args)
-        except _DuplicateKey as e:
-            raise JSONFileError(f"invalid JSON: the key {visible(repr(e.key))[:60]} appears "
-                                "twice in one object", line_of(s_and_end[1] - 1)) from None
-        count(s_and_end[1])
-        out = Lines(obj)
-        out.line = line_of(s_and_end[1] - 1)
-        return out, end
-
-    def on_array(s_and_end: tuple[str, int], scan_once: Any) -> tuple[Any, int]:
-        arr, end = parse_array(s_and_end, located(scan_once))
-        count(s_and_end[1])
-        out = LineList(arr)
-        out.line = line_of(s_and_end[1] - 1)
-        return out, end
-
-    decoder.parse_object = on_object  # type: ignore[method-assign]
-    decoder.parse_array = on_array  # type: ignore[method-assign]
-    decoder.scan_once = json.scanner.py_make_scanner(decoder)
     try:
-        doc = decoder.decode(text)
-    except JSONFileError:
-        raise
+        doc = loads_located(text, parse_int=_bounded_int, max_containers=MAX_CONTAINERS,
+                            containers_note="; a label set holds about four a label")
+    except JSONTextError as e:
+        raise JSONFileError(f"invalid JSON: {e}", e.line) from None
     except json.JSONDecodeError as e:
         raise JSONFileError(f"invalid JSON: {e.msg} (column {e.colno})", e.lineno) from None
     except RecursionError:

@@ -12,6 +12,8 @@ import json.decoder
 import json.scanner
 import math
 import re
+from array import array
+from collections.abc import Callable
 from typing import Any
 
 from careful_engine.core.safe_text import visible
@@ -119,25 +121,53 @@ def loads(text: str) -> Any:
     raise JSONTextError("a key is given twice in one object")
 
 
-def loads_located(text: str) -> Any:
+def loads_located(text: str, *, parse_int: Callable[[str], Any] | None = None,
+                  max_containers: int | None = None, containers_note: str = "") -> Any:
     """:func:`loads` with every object a :class:`Located` and every array a
     :class:`LocatedList`, which know the lines they and their items start on (about ten times
-    slower: for finding where a value that :func:`loads` read is wrong)."""
+    slower than ``json.loads``: for files of a few MiB, or for finding where a value that
+    :func:`loads` read is wrong).
+
+    ``parse_int`` reads integers (a ValueError from it, as from NaN, is a
+    :class:`JSONTextError` at the value's line); past ``max_containers`` objects and arrays
+    the parse stops with a JSONTextError (``containers_note`` appended to its message),
+    before the document's memory grows far beyond the text's."""
     text = text.removeprefix(BOM)
-    newlines = [m.start() for m in re.finditer("\n", text)]
+    newlines = array("q", (m.start() for m in re.finditer("\n", text)))  # 8 bytes a line
+    made = [0]
 
     def line_of(pos: int) -> int:
         return bisect.bisect_left(newlines, pos) + 1
 
+    def count(pos: int) -> None:
+        made[0] += 1
+        if max_containers is not None and made[0] > max_containers:
+            raise JSONTextError(f"more than {max_containers:,} objects and arrays"
+                                f"{containers_note}", line_of(pos))
+
+    def located(scan_once: Any) -> Any:
+        """``scan_once`` whose refusal of a value (NaN, an integer ``parse_int`` refuses)
+        names the value's line."""
+        def scan(s: str, idx: int) -> Any:
+            try:
+                return scan_once(s, idx)
+            except (JSONTextError, json.JSONDecodeError, StopIteration, RecursionError):
+                raise
+            except ValueError as e:
+                raise JSONTextError(str(e), line_of(idx)) from None
+        return scan
+
     def on_object(s_and_end: tuple[str, int], strict: bool, scan_once: Any, object_hook: Any,
                   pairs_hook: Any, memo: Any = None) -> tuple[Located, int]:
         starts: list[int] = []
+        inner = located(scan_once)
 
         def scan(s: str, idx: int) -> Any:
             starts.append(idx)
-            return scan_once(s, idx)
+            return inner(s, idx)
 
         pairs, end = json.decoder.JSONObject(s_and_end, strict, scan, None, list, memo)
+        count(s_and_end[1])
         out = Located()
         out.line, out.lines = line_of(s_and_end[1] - 1), {}
         for (key, value), at in zip(pairs, starts, strict=True):
@@ -149,21 +179,28 @@ def loads_located(text: str) -> Any:
 
     def on_array(s_and_end: tuple[str, int], scan_once: Any) -> tuple[LocatedList, int]:
         starts: list[int] = []
+        inner = located(scan_once)
 
         def scan(s: str, idx: int) -> Any:
             starts.append(idx)
-            return scan_once(s, idx)
+            return inner(s, idx)
 
         values, end = json.decoder.JSONArray(s_and_end, scan)
+        count(s_and_end[1])
         out = LocatedList(values)
         out.line, out.lines = line_of(s_and_end[1] - 1), [line_of(at) for at in starts]
         return out, end
 
-    decoder = json.JSONDecoder(parse_constant=refuse_constant)
+    decoder = json.JSONDecoder(parse_constant=refuse_constant, parse_int=parse_int)
     decoder.parse_object = on_object  # type: ignore[assignment]
     decoder.parse_array = on_array  # type: ignore[assignment]
     decoder.scan_once = json.scanner.py_make_scanner(decoder)
-    return decoder.decode(text)
+    try:
+        return decoder.decode(text)
+    except (JSONTextError, json.JSONDecodeError, RecursionError):
+        raise
+    except ValueError as e:  # a refused value at the top level
+        raise JSONTextError(str(e), 1) from None
 
 
 def line_at(doc: Any, *keys: str | int) -> int | None:
