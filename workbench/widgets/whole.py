@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from difflib import SequenceMatcher
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.text import Text
 
@@ -24,6 +24,7 @@ from .calls import legend, shown_rules, turn_hit_counts
 
 MAX_CHARS = 200_000  # of one value shown whole; the rest is counted
 TOTAL_CHARS = 4 * MAX_CHARS  # of a list of changes shown whole; the changes past it counted
+T = TypeVar("T")
 DIFF_CELLS = 4_000_000  # the differing middle's size (product of lengths) difflib may take on
 REMOVED = "bold white on red"  # the reference's characters the model's value lacks
 ADDED = "bold black on green"  # the model's characters the reference's value lacks
@@ -120,25 +121,34 @@ def _changes(title: str, changes: Sequence[Change]) -> list[Text]:
     lines = [Text(title, style="bold")]
     if not changes:
         lines.append(Text("  (no state change)", style="dim italic"))
-    size = 0
-    for i, c in enumerate(changes):
-        if size > TOTAL_CHARS:
-            lines.append(_left_out(len(changes) - i))
-            break
-        start = len(lines)
+
+    def change(c: Change) -> list[Text]:
         head = Text(f"  {visible(short_path(c.path))}", style="cyan")
         head.append(f" {c.kind}" + (" (hidden)" if c.hidden else ""), style="dim")
-        lines.append(head)
+        out = [head]
         if c.kind != "added":
-            lines.append(_value("    was", whole(c.before)))
+            out.append(_value("    was", whole(c.before)))
         if c.kind != "removed":
-            lines.append(_value("    now", whole(c.after)))
-        size += sum(len(x) for x in lines[start:])
+            out.append(_value("    now", whole(c.after)))
+        return out
+
+    return lines + _bounded(changes, change)
+
+
+def _bounded(items: Sequence[T], render: Callable[[T], list[Text]]) -> list[Text]:
+    """``render`` of each item, until :data:`TOTAL_CHARS` are shown; the items past them
+    counted in a last line."""
+    lines: list[Text] = []
+    size = 0
+    for i, item in enumerate(items):
+        if size > TOTAL_CHARS:
+            lines.append(Text(f"  … {len(items) - i} more changes (past {TOTAL_CHARS:,} "
+                              "characters)", style="dim italic"))
+            break
+        shown = render(item)
+        size += sum(len(x) for x in shown)
+        lines += shown
     return lines
-
-
-def _left_out(n: int) -> Text:
-    return Text(f"  … {n} more changes (past {TOTAL_CHARS:,} characters)", style="dim italic")
 
 
 def call_whole(cv: CallView, *, confirm: bool = True) -> list[Text]:
@@ -163,15 +173,9 @@ def call_whole(cv: CallView, *, confirm: bool = True) -> list[Text]:
     mine = {c.path: c for c in cv.changes}
     theirs = {c.path: c for c in cv.reference_changes}
     both = [p for p in mine if p in theirs and mine[p].after != theirs[p].after]
-    size = 0
-    for i, p in enumerate(both):
-        if size > TOTAL_CHARS:
-            lines.append(_left_out(len(both) - i))
-            break
-        start = len(lines)
-        lines += pair(f"{visible(short_path(p))}: the model's value against the reference's",
-                      whole(mine[p].after), whole(theirs[p].after))
-        size += sum(len(x) for x in lines[start:])
+    lines += _bounded(both, lambda p: pair(
+        f"{visible(short_path(p))}: the model's value against the reference's",
+        whole(mine[p].after), whole(theirs[p].after)))
     lines += _changes("state changes (model)", cv.changes)
     if ref is not None:
         lines += _changes("state changes (reference)", cv.reference_changes)
@@ -193,19 +197,16 @@ def turn_whole(turn: TurnView, view: ConversationView) -> list[Text]:
     if differences:
         lines.append(Text("at the end of the turn, what bfcl's state check compares differs:",
                           style="bold magenta"))
-    size = 0
-    for i, c in enumerate(differences):
-        if size > TOTAL_CHARS:
-            lines.append(_left_out(len(differences) - i))
-            break
-        path, start = visible(short_path(c.path)), len(lines)
+
+    def difference(c: Change) -> list[Text]:
+        path = visible(short_path(c.path))
         if c.kind == "changed":
-            lines += pair(path, whole(c.after), whole(c.before))
-        elif c.kind == "added":
-            lines += pair(path + " (only the model has it)", whole(c.after), None)
-        else:
-            lines += pair(path + " (only the reference has it)", None, whole(c.before))
-        size += sum(len(x) for x in lines[start:])
+            return pair(path, whole(c.after), whole(c.before))
+        if c.kind == "added":
+            return pair(path + " (only the model has it)", whole(c.after), None)
+        return pair(path + " (only the reference has it)", None, whole(c.before))
+
+    lines += _bounded(differences, difference)
     if turn.blame is not None and turn.blame.missing:
         lines.append(Text("missing (reference calls the model did not make)", style="bold"))
         lines += [_value("", m) for m in turn.blame.missing]
