@@ -316,10 +316,9 @@ def entry_problem(entry: Any, cls: str | None = None) -> str | None:
     non-finite number anywhere in it."""
     if not isinstance(entry, dict):
         return f"a JSON {type(entry).__name__}, not an object"
-    for key, types in _FIELDS.items():
-        value = entry.get(key)
-        if not any(value is None if t is None else type(value) is t for t in types):
-            return f"{key} is {'missing' if key not in entry else type(value).__name__}"
+    problem = _field_problem(entry, _FIELDS)
+    if problem is not None:
+        return problem
     if entry["kind"] not in ("read", "write"):
         return f"kind {visible(entry['kind'])[:20]!r} is neither read nor write"
     if cls is not None and entry["class"] != cls:
