@@ -95,21 +95,22 @@ def markdown_text(text: object) -> str:
     return s
 
 
-# what a spreadsheet reads as the start of a formula in a CSV cell (OWASP's list); a plain
-# number such as a rank change "-2" or "+1.7" is read as that number and is left as it is
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# what a spreadsheet reads as the start of a formula in a CSV cell (OWASP's list, less the
+# tab and carriage return, which visible() has escaped by then); a plain number such as a
+# rank change "-2" or "+1.7" is read as that number and is left as it is
+_FORMULA_START = ("=", "+", "-", "@")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 def csv_cell(text: object) -> str:
     """``visible`` text for a CSV text cell, never read as a formula by a spreadsheet: a cell
-    starting with ``= + - @`` (or a tab or carriage return) gets a leading ``'``, unless it is
-    a plain number."""
+    starting with ``= + - @`` gets a leading ``'``, unless it is a plain number (a tab or
+    carriage return first is shown as ``\\x09``/``\\x0d``: no formula)."""
     s = visible(text)
     if s.startswith(_FORMULA_START) and not _NUMBER.fullmatch(s):
         return "'" + s
     return s
 
 
-__all__ = ["csv_cell", "escape_markup", "literal", "markdown_literal", "markdown_text",
-           "visible"]
+__all__ = ["clip", "csv_cell", "escape_markup", "literal", "markdown_literal",
+           "markdown_text", "visible"]
