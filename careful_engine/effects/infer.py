@@ -70,25 +70,45 @@ def generalise(path: tuple, collections: set[tuple]) -> tuple:
     return tuple(out)
 
 
+def _ends(text: str, cut: int | None) -> str:
+    """``text``, or with ``cut`` where it is longer than twice that, its two ends (``…``
+    between): in time bounded by ``cut``, never the text's length."""
+    return text if cut is None or len(text) <= 2 * cut else text[:cut] + "…" + text[-cut:]
+
+
+def _key_pieces(keys: Sequence, cut: int | None = None) -> list[str]:
+    """:func:`render_path`'s pieces of ``keys``, each key cut to its ends (:func:`_ends`)."""
+    pieces = [".".join(_ends(str(k), cut) for k in keys[:2])]
+    for key in keys[2:]:
+        if key in ("[*]", "/**"):
+            pieces.append(key)
+        elif isinstance(key, str) and _IDENT.match(key):
+            pieces.append(f".{_ends(key, cut)}")
+        elif cut is not None and isinstance(key, str) and len(key) > 2 * cut:
+            pieces.append(f"[{json.dumps(key[:cut])[:-1]}…{json.dumps(key[-cut:])[1:]}]")
+        else:
+            pieces.append(f"[{json.dumps(key)}]")
+    return pieces
+
+
 def render_path(path: tuple) -> str:
     """``Class.attr[*].field``, ``Class.attr/**`` for the tree."""
-    text = ".".join(str(k) for k in path[:2])
-    for key in path[2:]:
-        if key in ("[*]", "/**"):
-            text += key
-        elif isinstance(key, str) and _IDENT.match(key):
-            text += f".{key}"
-        else:
-            text += f"[{json.dumps(key)}]"
-    return text
+    return "".join(_key_pieces(path))
+
+
+def _concrete_pieces(path: tuple, cut: int | None = None) -> list[str]:
+    """:func:`concrete_path`'s pieces (``cut``: as :func:`_key_pieces` takes it)."""
+    if not is_tree(path):
+        return _key_pieces([k for k in path if k != "__set__"], cut)
+    pieces = [".".join(_ends(str(k), cut) for k in path[:2]) + ":/"]
+    for i, k in enumerate(k for k in path[2:] if k not in _MARKERS):
+        pieces += ["/", _ends(str(k), cut)] if i else [_ends(str(k), cut)]
+    return pieces
 
 
 def concrete_path(path: tuple) -> str:
     """A change path as shown in an example: the tree as a file path, other keys as is."""
-    if is_tree(path):
-        parts = [str(k) for k in path[2:] if k not in _MARKERS]
-        return ".".join(str(k) for k in path[:2]) + ":/" + "/".join(parts)
-    return render_path(tuple(k for k in path if k != "__set__"))
+    return "".join(_concrete_pieces(path))
 
 
 def short_path(path: tuple, width: int = MAX_PATH_CHARS) -> str:
@@ -97,26 +117,7 @@ def short_path(path: tuple, width: int = MAX_PATH_CHARS) -> str:
     folders deep of long names, or one key of a million characters, was joined whole for
     every row shown)."""
     half = max(width // 2, 1)
-
-    def cut(text: str) -> str:  # a key far longer than what is shown: its ends are enough
-        return text if len(text) <= 2 * width else text[:width] + "…" + text[-width:]
-
-    if is_tree(path):
-        pieces = [".".join(cut(str(k)) for k in path[:2]) + ":/"]
-        for i, k in enumerate(k for k in path[2:] if k not in _MARKERS):
-            pieces += ["/", cut(str(k))] if i else [cut(str(k))]
-    else:
-        keys = [k for k in path if k != "__set__"]
-        pieces = [".".join(cut(str(k)) for k in keys[:2])]
-        for key in keys[2:]:
-            if key in ("[*]", "/**"):
-                pieces.append(key)
-            elif isinstance(key, str) and _IDENT.match(key):
-                pieces.append(f".{cut(key)}")
-            elif isinstance(key, str) and len(key) > 2 * width:
-                pieces.append(f"[{json.dumps(key[:width])[:-1]}…{json.dumps(key[-width:])[1:]}]")
-            else:
-                pieces.append(f"[{json.dumps(key)}]")
+    pieces = _concrete_pieces(path, width)
     if sum(len(p) for p in pieces) <= width:
         return "".join(pieces)
     head, tail = "", ""
