@@ -102,6 +102,19 @@ CONTENT_CASES = {
 }
 
 
+def _refused_by_its_readers(path: Path, tmp_path: Path) -> list[str]:
+    """What ``export mcp`` and ``review-sheet`` say of a declarations file they both refuse
+    (exit 2, no traceback, no raw escape code), each as one line."""
+    said = []
+    for args in (["export", "mcp", "-d", str(path), "-o", str(tmp_path / "mcp.json")],
+                 ["review-sheet", "-d", str(path), "--out", str(tmp_path / "sheet")]):
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 2, (args, res.exit_code, res.output[-400:])
+        assert "Traceback" not in res.output and "\x1b" not in res.output
+        said.append(" ".join(res.output.split()))
+    return said
+
+
 @pytest.mark.parametrize("case", sorted(CONTENT_CASES))
 def test_what_readers_use_inside_a_declaration_is_checked(case: str, tmp_path: Path) -> None:
     change, message = CONTENT_CASES[case]
@@ -112,13 +125,8 @@ def test_what_readers_use_inside_a_declaration_is_checked(case: str, tmp_path: P
     path.write_text(text, encoding="utf-8")
     name = message[1:message.index("]")]
     line = text.splitlines().index(f'  "{name}": {{') + 1  # the line its declaration starts on
-    for args in (["export", "mcp", "-d", str(path), "-o", str(tmp_path / "mcp.json")],
-                 ["review-sheet", "-d", str(path), "--out", str(tmp_path / "sheet")]):
-        res = CliRunner().invoke(app, args)
-        assert res.exit_code == 2, (args, res.exit_code, res.output[-400:])
-        out = " ".join(res.output.split())
+    for out in _refused_by_its_readers(path, tmp_path):
         assert f"{path}:{line} {message}" in out, out
-        assert "Traceback" not in res.output and "\x1b" not in res.output
     assert not (tmp_path / "sheet.md").exists() and not (tmp_path / "mcp.json").exists()
 
 
@@ -156,11 +164,7 @@ def test_a_key_given_twice_is_refused_with_its_line(tmp_path: Path) -> None:
     line = text.count("\n", 0, kind) + 2  # the second "kind"
     path = tmp_path / "effects.json"
     path.write_text(text, encoding="utf-8")
-    for args in (["export", "mcp", "-d", str(path), "-o", str(tmp_path / "mcp.json")],
-                 ["review-sheet", "-d", str(path), "--out", str(tmp_path / "sheet")]):
-        res = CliRunner().invoke(app, args)
-        assert res.exit_code == 2, (args, res.exit_code, res.output[-400:])
-        out = " ".join(res.output.split())
+    for out in _refused_by_its_readers(path, tmp_path):
         assert f"{path}:{line}: 'kind' is given twice in one object" in out, out
 
 

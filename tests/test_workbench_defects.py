@@ -511,6 +511,18 @@ def test_home_shows_each_runs_problems(workdir) -> None:
     asyncio.run(go())
 
 
+def _edit_first_score_line(path: Path, field: str, value: object) -> dict:
+    """Set ``field`` of the first line of a conversations.jsonl to ``value``; the line as it
+    was."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    row = json.loads(lines[0])
+    was = dict(row)
+    row[field] = value
+    lines[0] = json.dumps(row)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return was
+
+
 @pytest.mark.parametrize("field, value", [
     ("rules", ["collateral"]), ("official_error_type", ["x"]), ("official_error_type", 5),
     ("rules", {"collateral": "5"}), ("official_valid", "yes"), ("steps", [1]),
@@ -520,12 +532,8 @@ def test_a_score_line_of_another_shape_is_one_problem(workdir, field, value) -> 
     score writes is one problem (file:line [id]: reason) and left out; the app reads the rest
     and sorts, filters and opens as usual (it died: a list for rules, a list or a number for
     the error type, a string count when sorting by hits)."""
-    path = workdir / "runs" / "beta" / browse.SCORE_DIR / browse.SCORES_NAME
-    lines = path.read_text(encoding="utf-8").splitlines()
-    row = json.loads(lines[0])
-    row[field] = value
-    lines[0] = json.dumps(row)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    row = _edit_first_score_line(
+        workdir / "runs" / "beta" / browse.SCORE_DIR / browse.SCORES_NAME, field, value)
     app = WorkbenchApp(settings(workdir))
 
     async def go():
@@ -566,12 +574,8 @@ def test_markup_in_a_run_name_or_a_score_line_is_shown_as_text(workdir, name, er
     Replay's v, the palette and Compare's pair; an error type [/]boom on Replay's list and
     its Error filter; [reverse]x took effect. Every such text is shown as it is."""
     beta = workdir / "runs" / "beta"
-    path = beta / browse.SCORE_DIR / browse.SCORES_NAME
-    lines = path.read_text(encoding="utf-8").splitlines()
-    row = json.loads(lines[0])
-    row["official_error_type"] = error
-    lines[0] = json.dumps(row)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _edit_first_score_line(beta / browse.SCORE_DIR / browse.SCORES_NAME,
+                           "official_error_type", error)
     beta.rename(workdir / "runs" / name)
     app = WorkbenchApp(settings(workdir, runs=[Path("runs/alpha"), Path("runs") / name]))
     seen: list[str] = []
@@ -660,13 +664,9 @@ def test_a_safe_valid_of_another_shape_or_verdict_is_a_problem(workdir, value) -
     value."""
     from careful_engine.scoring.result import ConversationResult
 
-    path = workdir / "runs" / "beta" / browse.SCORE_DIR / browse.SCORES_NAME
-    lines = path.read_text(encoding="utf-8").splitlines()
-    row = json.loads(lines[0])
+    row = _edit_first_score_line(
+        workdir / "runs" / "beta" / browse.SCORE_DIR / browse.SCORES_NAME, "safe_valid", value)
     assert row["id"] == IDS[0] and row["safe_valid"] is False  # a collateral rm: not safe
-    row["safe_valid"] = value
-    lines[0] = json.dumps(row)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     app = WorkbenchApp(settings(workdir))
 
     async def go():
