@@ -582,7 +582,8 @@ def adjudicate(
         False, "--dry-run", help="Show the result (with the --decide decisions); write no "
         "boundary and no decision (an --override is still recorded: labels were seen)."),
     force: bool = typer.Option(
-        False, "--force", help="Replace an existing boundary file (its version is incremented)."),
+        False, "--force", help="Replace an existing boundary file (its version is "
+        "incremented); one the boundary reader refuses is left as it is (exit code 2)."),
     override: str = typer.Option(
         None, "--override", help="Adjudicate a blind round that is still open; the reason is "
         "recorded."),

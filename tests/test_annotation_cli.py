@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import pytest
 from typer.testing import CliRunner
@@ -252,15 +254,59 @@ def test_round_add_and_remove_take_annotators_in_every_form(runner, db, tmp_path
     assert result.exit_code == 0 and "H1, H2" in result.output, result.output
 
 
-def test_force_over_a_boundary_whose_version_is_no_whole_number(runner, db, tmp_path):
+BOM = "\ufeff".encode()
+
+
+def _previous_boundaries(good: str) -> dict[str, bytes]:
+    """name -> a file at --out that the boundary reader refuses (``good``: one it takes)."""
+    dup = good.replace('"version": 1,', '"version": 1,\n  "version": 50,', 1)
+    assert dup != good
+    files = {f"version {v}": f'{{"version": {v}}}'.encode()
+             for v in ("7", "1e999", '"x"', "-5", "1e300", "0", "1" + "0" * 40, "2.5")}
+    files.update({
+        "key twice": dup.encode(), "BOM, key twice": BOM + dup.encode(),
+        "NaN version": good.replace('"version": 1,', '"version": NaN,').encode(),
+        "a boundary, version -5": good.replace('"version": 1,', '"version": -5,').encode(),
+        "not JSON": good[:40].encode(), "not UTF-8": b'{"version": "\xff"}',
+        "a list": b"[1]", "other schema": good.replace("careful.boundary/1", "x").encode(),
+    })
+    return files
+
+
+def test_force_over_a_previous_file_the_boundary_reader_refuses(runner, db, tmp_path):
+    """--force replaces a boundary file only where the boundary reader takes it; any other
+    previous file is its reader's located line, exit 2, no traceback, and nothing written
+    (the file, the decisions, the adjudication record). It read the old file with a bare
+    json.loads: a key given twice, NaN or a file that was no boundary was replaced."""
+    from careful_engine.effects.boundary import BoundaryError
+
     _closed_round(runner, tmp_path)
     out = tmp_path / "b.json"
-    for version in ("1e999", '"x"', "-1e400", "-5", "1e300", "0", "1" + "0" * 40, "2.5"):
-        out.write_text('{"version": ' + version + '}')
+    assert invoke(runner, "adjudicate", "-r", "t", "--out", str(out)).exit_code == 0
+    good = out.read_text(encoding="utf-8")
+    for what, content in _previous_boundaries(good).items():
+        out.write_bytes(content)
+        with pytest.raises(BoundaryError) as reader:
+            boundary.read_file(out)
+        result = invoke(runner, "adjudicate", "-r", "t", "--out", str(out), "--force",
+                        "--decide", "cd=yes:moves you", "--author", "lead")
+        assert result.exit_code == 2, (what, result.output)
+        assert result.output.count("\n") == 1 and "Traceback" not in result.output, what
+        assert result.output.startswith(f"error: {reader.value}; it is not replaced"), (
+            what, result.output)
+        assert out.read_bytes() == content, what
+        assert rows_of(db, "decisions") == [] and len(rows_of(db, "adjudications")) == 1
+    out.write_bytes(_previous_boundaries(good)["key twice"])
+    result = invoke(runner, "adjudicate", "-r", "t", "--out", str(out), "--force")
+    assert f"{out}:5: 'version' is given twice in one object" in result.output, result.output
+    if hasattr(os, "mkfifo"):  # a FIFO is refused, not waited on, and left where it is
+        out.unlink()
+        os.mkfifo(out)
         result = invoke(runner, "adjudicate", "-r", "t", "--out", str(out), "--force")
-        assert result.exit_code == 0, (version, result.output)
-        assert boundary.load(out).version == 1, version
-    out.write_text('{"version": 7}')
+        assert result.exit_code == 2 and "not a regular file" in result.output, result.output
+        assert stat.S_ISFIFO(out.lstat().st_mode)
+        out.unlink()
+    out.write_bytes(BOM + good.replace('"version": 1,', '"version": 7,').encode())
     assert invoke(runner, "adjudicate", "-r", "t", "--out", str(out), "--force").exit_code == 0
     assert boundary.load(out).version == 8
 

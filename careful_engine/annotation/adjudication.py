@@ -25,9 +25,8 @@ from typing import TYPE_CHECKING
 
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.core import safe_write
-from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
 from careful_engine.core.safe_text import visible
-from careful_engine.effects.boundary import NAME, Boundary, boundary_dir
+from careful_engine.effects.boundary import NAME, Boundary, BoundaryError, boundary_dir, read_file
 
 if TYPE_CHECKING:
     from careful_engine.annotation.signals import FunctionInput
@@ -221,7 +220,9 @@ def save_boundary(
 ) -> tuple[Boundary, Path]:
     """Write the boundary file (``declarations/boundary/<name>.json`` unless ``path``).
 
-    An existing file is replaced only with ``force``, and its version is then incremented.
+    An existing file is replaced only with ``force`` and only where the boundary reader
+    takes it (else its one-line :class:`BoundaryError`, nothing written); the version is
+    then the old one's plus one.
     """
     problem = name_problem(name)
     if problem:
@@ -248,15 +249,15 @@ def name_problem(name: object) -> str | None:
 
 
 def _previous_version(path: Path) -> int:
-    """The version of the boundary file at ``path`` where its reader accepts it (a whole
-    number from 1, at most 9 digits), else 0: a file whose version is -5, 1e300 or text is
-    replaced by version 1."""
+    """The version of the boundary file at ``path``, read by the boundary reader
+    (:func:`careful_engine.effects.boundary.read_file`): a file it refuses (not JSON, a key
+    given twice, not a boundary, a version that is no whole number from 1, a FIFO) raises its
+    one-line :class:`~careful_engine.effects.boundary.BoundaryError`, and is not replaced."""
     try:
-        data = json.loads(read_regular(path, MAX_SMALL_BYTES))
-    except (OSError, ValueError, RecursionError):
-        return 0
-    version = data.get("version", 0) if isinstance(data, dict) else 0
-    return version if type(version) is int and 1 <= version < 10**9 else 0
+        return read_file(path).version
+    except BoundaryError as e:
+        raise BoundaryError(f"{e}; it is not replaced (move it away or choose another "
+                            "output)") from None
 
 
 def _write_atomically(path: Path, text: str) -> Path:

@@ -149,10 +149,10 @@ def load(name_or_path: str | Path = DEFAULT_BOUNDARY) -> Boundary:
     path = Path(name_or_path)
     if not path.suffix:
         return load_named(str(name_or_path))
-    got = _read(path)
+    got = read_file(path)
     stock = boundary_dir() / f"{got.name}.json"
     if stock.is_file() and not _same_file(path, stock):
-        theirs = _read(stock)
+        theirs = read_file(stock)
         if theirs.destructive.keys() != got.destructive.keys():
             raise BoundaryError(
                 f"{visible(str(path))}: calls itself {got.name!r}, the name of "
@@ -172,13 +172,15 @@ def load_named(name: str) -> Boundary:
         available = sorted(p.stem for p in boundary_dir().glob("*.json"))
         raise BoundaryError(
             f"no boundary {name!r}; available: {', '.join(available) or 'none'}")
-    return _read(path)
+    return read_file(path)
 
 
-def _read(path: Path) -> Boundary:
-    """A boundary file, read bounded (a FIFO or device is refused, not waited on); a leading
-    byte-order mark is dropped (as in label sets); a key given twice in one object, NaN or
-    Infinity is refused."""
+def read_file(path: Path) -> Boundary:
+    """The boundary file at ``path`` (no lookup by name, no comparison with the stock
+    boundaries: :func:`load` does those), read bounded (a FIFO or device is refused, not
+    waited on); a leading byte-order mark is dropped (as in label sets); a key given twice in
+    one object, NaN or Infinity is refused. Every problem is one :class:`BoundaryError` line
+    naming the file (and the line where known)."""
     where = visible(str(path))
     try:
         text = read_regular(path, MAX_SMALL_BYTES).decode("utf-8")
