@@ -226,7 +226,10 @@ def round_add(
     by: str = typer.Option(None, "--by", help="Who asks (the round's creator). Default: $USER."),
     db: Path = DB_OPTION,
 ) -> None:
-    """Add annotators to a round that is still open (its creator only)."""
+    """Add annotators to a round that is still open (its creator only).
+
+    Refused once every annotator has submitted, the creator closed the round, or its
+    adjudication has begun (a manual decision or a boundary recorded)."""
     if not annotator and not llm:
         raise typer.BadParameter("name at least one --annotator or --llm")
     models = _llm_pairs(llm)
@@ -249,7 +252,8 @@ def round_remove(
     by: str = typer.Option(None, "--by", help="Who asks (the round's creator). Default: $USER."),
     db: Path = DB_OPTION,
 ) -> None:
-    """Take annotators who have not submitted off a round (its creator only).
+    """Take annotators who have not submitted off a round (its creator only), before its
+    adjudication begins.
 
     Their labels are kept in the database but no longer count in agreement or adjudication.
     """
@@ -675,7 +679,10 @@ def labels_import(
 ) -> None:
     """Import label sets; the round is created from the first file if the database lacks it.
 
-    Each file is checked whole first (every problem one line `file:line [function]: reason`)
+    Several annotators' sets may go into one round, one file after another, until its
+    adjudication begins: once a manual decision or a boundary is recorded for the round (or
+    its creator closed it), a set for an annotator not on its roster is refused. Each file is
+    checked whole first (every problem one line `file:line [function]: reason`)
     and imported in one transaction: a bad file creates nothing, and the other files go on.
     Exit code 0 when every file was imported, 1 when some were, 2 when none was.
     """

@@ -367,6 +367,96 @@ def test_round_add_is_the_creators_and_never_reopens_a_round(db, decl):
     assert result.exit_code == 2 and "was closed by lead" in result.output, result.output
 
 
+def _label_set_files(tmp_path, decl, names=("A1", "A2", "A3")) -> dict[str, str]:
+    """name -> the submitted label set of each annotator of a blind round "imp" over rm, cd
+    and ls, made in another database (A1 says rm is destructive, the others say no)."""
+    with Store(tmp_path / "elsewhere.db") as store:
+        for who in names:
+            store.add_annotator(who)
+        store.new_round("imp", load_inputs(decl).select(["rm", "cd", "ls"]), names,
+                        created_by="lead")
+        for who in names:
+            session = store.annotator_session("imp", who, account=who)
+            for f in session.functions():
+                yes = f.name == "rm" and who == "A1"
+                session.label(f.name, yes, "deletes" if yes else "harmless")
+            session.submit()
+        paths = write_label_sets(store.adjudication_session("imp", "lead"), tmp_path / "o")
+    return {p.stem: str(p) for p in paths}
+
+
+def _counts(db) -> list[int]:
+    return [rows(db, f"select count(*) as n from {t}")[0]["n"]
+            for t in ("annotators", "round_annotators", "labels", "decisions", "adjudications")]
+
+
+@pytest.mark.parametrize("begin", ["boundary", "decision"])
+def test_no_annotator_joins_by_import_once_adjudication_has_begun(db, decl, tmp_path, begin):
+    """Sets imported one after another make a round in which everyone has submitted, and a
+    further set still joins it; once a boundary or a manual decision is recorded, a set for a
+    new name is one line naming the round and why, exit 2, nothing written (it joined, and
+    the round's agreement and decisions no longer described its roster)."""
+    files = _label_set_files(tmp_path, decl)
+    for who in ("A1", "A2"):
+        result = invoke("labels", "import", files[who], user="lead")
+        assert result.exit_code == 0 and "3 labels" in result.output, result.output
+    with Store(db) as store:
+        assert store.is_closed("imp")  # every annotator submitted, and A2 still joined
+    if begin == "boundary":
+        result = invoke("adjudicate", "-r", "imp", "--out", str(tmp_path / "b.json"),
+                        user="lead")
+        assert result.exit_code == 0, result.output
+        said = "(1 boundary recorded, on the annotators it had then)"
+    else:
+        with Store(db) as store:
+            store.adjudication_session("imp", "lead").decide("cd", True, "moves you")
+        said = "(1 manual decision recorded, on the annotators it had then)"
+    before = _counts(db)
+    result = invoke("labels", "import", files["A3"], user="lead")
+    assert result.exit_code == 2, result.output
+    assert result.output == (
+        f"error: {files['A3']}: the adjudication of round imp has begun {said}; it takes no "
+        "new annotator, so A3's label set is not imported (import it under another round "
+        "name)\n"), result.output
+    assert _counts(db) == before
+    assert rows(db, "select annotator from round_annotators") == [
+        {"annotator": "A1"}, {"annotator": "A2"}]
+    # a set already there is still "already present"; under another round name A3 joins
+    assert "already present" in invoke("labels", "import", files["A1"], user="lead").output
+    result = invoke("labels", "import", files["A3"], "--round", "imp2", user="lead")
+    assert result.exit_code == 0 and "A3 -> round imp2: 3 labels" in result.output
+    # nor does anyone join or leave by `round add` / `round remove`
+    result = invoke("round", "add", "imp", "-a", "zed", user="lead")
+    assert result.exit_code == 2 and "the adjudication of round imp has begun" in result.output
+
+
+def test_the_roster_of_an_open_round_is_final_once_a_decision_is_recorded(db, decl, tmp_path):
+    """A round that is not blind can be adjudicated while open: from its first manual
+    decision no annotator is added or removed, by hand or by import (both were accepted);
+    an annotator already on the roster still imports its own set, as it may still label."""
+    files = _label_set_files(tmp_path, decl)
+    assert invoke("round", "new", "imp", "-d", str(decl), "-f", "rm,cd,ls", "--not-blind",
+                  "-a", "A1", "-a", "A2", "-a", "bob", user="lead").exit_code == 0
+    assert invoke("labels", "import", files["A1"], user="A1").exit_code == 0
+    with Store(db) as store:
+        store.adjudication_session("imp", "lead").decide("rm", True, "it deletes")
+    before = _counts(db)
+    for args, says in (
+        (("round", "add", "imp", "-a", "zed"), "; it takes no new annotator"),
+        (("round", "remove", "imp", "-a", "bob"), ": the roster is final"),
+        (("labels", "import", files["A3"]), "; it takes no new annotator, so A3's label set"),
+    ):
+        result = invoke(*args, user="lead")
+        assert result.exit_code == 2 and result.output.count("\n") == 1, (args, result.output)
+        assert ("the adjudication of round imp has begun (1 manual decision recorded, on the "
+                "annotators it had then)" + says) in result.output, (args, result.output)
+    assert _counts(db)[1:] == before[1:]
+    assert rows(db, "select annotator from round_annotators order by annotator") == [
+        {"annotator": "A1"}, {"annotator": "A2"}, {"annotator": "bob"}]
+    result = invoke("labels", "import", files["A2"], user="A2")
+    assert result.exit_code == 0 and "A2 -> round imp: 3 labels" in result.output, result.output
+
+
 def test_a_draft_left_when_the_round_was_closed_does_not_count(db, decl):
     assert invoke("round", "new", "c", "-d", str(decl), "-f", "rm,cd,ls", "-a", "alice",
                   "-a", "bob", user="lead").exit_code == 0

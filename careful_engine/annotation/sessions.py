@@ -519,7 +519,11 @@ class ImportSession:
         (round, labels imported), 0 when the same labels are there already.
 
         The round is created from the set if the database lacks it; otherwise its functions,
-        kinds, proposals and declarations hash must match. Nothing is created on failure.
+        kinds, proposals and declarations hash must match, and an annotator not on its roster
+        joins only while it may take one (:meth:`.store.Store.roster_final`: not once its
+        creator closed it or its adjudication has begun; a round whose annotators have all
+        submitted, as one made by importing, still takes a further set before that). Nothing
+        is created on failure.
         """
         store, conn = self._store, self._conn
         name = check_name(round_name or labelset.round_name, "round")
@@ -556,6 +560,11 @@ class ImportSession:
                         "(functions, kinds, proposals or declarations hash differ); import it "
                         "under another round name"
                     )
+            final = ann not in store.round_annotators(name) and store.roster_final(name)
+            if final:
+                raise RoundError(
+                    f"{final}; it takes no new annotator, so {ann}'s label set is not imported "
+                    "(import it under another round name)")
             existing_ann = store.annotator(ann)
             if existing_ann is not None:
                 self._may_write(name, existing_ann)

@@ -229,10 +229,31 @@ class Store:
             )
         ]
 
+    def roster_final(self, round_name: str) -> str | None:
+        """Why no annotator may join or leave the round any more, or None: its creator closed
+        it, or its adjudication has begun (a manual decision or an adjudication, its boundary
+        written, is recorded): the agreement and the decisions were made on the annotators
+        it had then. (Counts only: nothing of a decision is read.)"""
+        rnd = self.round(round_name)
+        if rnd.closed_by:
+            return f"round {rnd.name} was closed by {rnd.closed_by}"
+        counts = self._q(
+            "select (select count(*) from decisions where round = :r) as decisions, "
+            "(select count(*) from adjudications where round = :r) as boundaries",
+            {"r": rnd.name})[0]
+        done = [f"{n} {what}{'s' if n != 1 else ''}" for n, what in (
+            (counts["decisions"], "manual decision"), (counts["boundaries"], "boundary"))
+            if n]
+        if not done:
+            return None
+        return (f"the adjudication of round {rnd.name} has begun ({' and '.join(done)} "
+                "recorded, on the annotators it had then)")
+
     def add_to_round(self, round_name: str, annotator: str, *, by: str) -> None:
         """Add a registered annotator to a round (only its creator may; a no-op if it is in
         the round already). Refused once the round is closed, by its creator or because every
-        annotator submitted (a new one would open it again)."""
+        annotator submitted (a new one would open it again), and once its adjudication has
+        begun (:meth:`roster_final`)."""
         rnd = self.round(round_name)
         annotator = check_name(annotator)
         if self.annotator(annotator) is None:
@@ -241,9 +262,9 @@ class Store:
             if annotator in self.round_annotators(rnd.name):
                 return
             self._owner(rnd, by, f"add {annotator}")
-            if rnd.closed_by:
-                raise RoundError(f"round {rnd.name} was closed by {rnd.closed_by}; it takes "
-                                 "no new annotator")
+            final = self.roster_final(rnd.name)
+            if final:
+                raise RoundError(f"{final}; it takes no new annotator")
             if self.is_closed(rnd.name):
                 raise RoundError(f"every annotator of round {rnd.name} has submitted: it is "
                                  "closed and takes no new annotator (start a new round)")
@@ -254,7 +275,8 @@ class Store:
 
     def remove_from_round(self, round_name: str, annotator: str, *, by: str) -> None:
         """Take an annotator off a round's roster (only its creator may; labels are kept but
-        no longer count). Refused once the annotator has submitted or the round is closed."""
+        no longer count). Refused once the annotator has submitted, the round is closed or
+        its adjudication has begun (:meth:`roster_final`)."""
         rnd = self.round(round_name)
         annotator = check_name(annotator)
         self._owner(rnd, by, f"remove {annotator}")
@@ -268,6 +290,9 @@ class Store:
             if rows[0]["submitted_at"] or self.is_closed(rnd.name):
                 raise RoundError(f"{annotator} has submitted round {rnd.name} (or it is "
                                  "closed): the roster is final")
+            final = self.roster_final(rnd.name)
+            if final:
+                raise RoundError(f"{final}: the roster is final")
             self.__conn.execute("delete from round_annotators where round = ? and annotator = ?",
                              [rnd.name, annotator])
 
