@@ -106,8 +106,9 @@ class Requester:
                     if ticket is not None:
                         guard.settle(ticket, response.usage, ctx)
                     return response, latency
-                if ticket is not None:  # answered, but what was billed is unknown
-                    guard.charge_unknown(ticket, "unknown: malformed answer", ctx)
+                if ticket is not None:  # answered, but what was billed is not known for sure
+                    guard.charge_unknown(ticket, "unknown: malformed answer", ctx,
+                                         usage=getattr(response, "usage", None))
                 last, wait = f"malformed answer: {problem}", policy.wait(attempt, None)
             if attempt < policy.max_attempts:
                 policy.sleep(wait)
