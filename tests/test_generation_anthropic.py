@@ -22,7 +22,15 @@ from typer.testing import CliRunner
 from careful_cli import _load, app
 from careful_engine.generation import RunOptions, anthropic_backend, generate
 from careful_engine.generation.results import LEDGER
-from careful_engine.generation.spend import SpendGuard, ledger_totals, load_prices, read_ledger
+from careful_engine.generation.retry import MAX_ANSWER_CHARS
+from careful_engine.generation.spend import (
+    SpendGuard,
+    conservative_cost,
+    ledger_totals,
+    load_prices,
+    read_ledger,
+    usage_volume,
+)
 from tests.fakes import scenarios
 from tests.fakes.anthropic_server import FakeMessagesServer, Reply, error_reply, message, usage
 from tests.fakes.scripted_model import anthropic_responder
@@ -338,3 +346,41 @@ def test_prompting_mode_through_the_claude_handler(tmp_path):
     assert answer["answer"] == "restate" and answer["exit"] == "decode_error"
     assert second[2]["content"][0]["text"] == answer["message"]
     assert entry["result"][0] == ["Which directory do you mean?", "[ls(a=True)]", "Done."]
+
+
+@pytest.mark.parametrize("output_tokens", [10, 5_000_000])
+def test_an_oversized_answer_is_an_inference_error_and_its_tokens_count(tmp_path,
+                                                                       output_tokens):
+    """One conversation answered with more text than an answer may have: its line is an
+    inference error that says why, the others are generated; every oversized attempt is
+    charged the more of its worst case and the usage it reports (the guard counts reported
+    usage for every other answer), and the manifest's spend is the ledger's."""
+    run_dir = tmp_path / "r"
+    script = scenarios.script()
+    reported = usage(input_tokens=100, output_tokens=output_tokens)
+    big = Reply(200, message([{"type": "text", "text": "x" * (MAX_ANSWER_CHARS + 1)}],
+                             usage_=reported))
+    ledger = run_dir / KEY / LEDGER
+    guard = SpendGuard.resume(200.0, HAIKU, ledger)
+    with FakeMessagesServer(responder=_failing_on("multi_turn_base_4", script,
+                                                  lambda: big)) as s:
+        report = generate(_options(run_dir, scenarios.IDS),
+                          _handler(s.url, guard, policy=_fast(3)), guard=guard)
+    assert report.status == "complete" and report.generated == 3, report.stop_reason
+    entries = {e["id"]: e for e in _results(run_dir)}
+    assert sorted(entries) == sorted(scenarios.IDS)
+    error = entries.pop("multi_turn_base_4")["result"]
+    assert error.startswith("Error during inference: ") and \
+        f"the answer has more than {MAX_ANSWER_CHARS:,} characters" in error
+    assert all(isinstance(e["result"], list) for e in entries.values())
+    records = read_ledger(ledger)
+    oversized = [r for r in records if r["status"] == "unknown: malformed answer"]
+    assert len(oversized) == 3  # every attempt of its first request
+    cost = conservative_cost(usage_volume(reported), HAIKU)
+    for r in oversized:
+        assert r["conservative_usd"] == pytest.approx(max(r["worst_usd"], cost))
+    assert (cost > oversized[0]["worst_usd"]) == (output_tokens > 4096)
+    manifest = json.loads((run_dir / KEY / "careful_run.json").read_text())
+    spent, _ = ledger_totals(ledger)
+    assert manifest["spend"]["conservative_usd"] == pytest.approx(spent, abs=1e-6)
+    assert manifest["status"] == "complete" and manifest["inference_errors"] == 1

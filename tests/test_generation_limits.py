@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from careful_cli import _load, app
-from careful_engine.core import bounded_http
+from careful_engine.core import bfcl, bounded_http
 from careful_engine.generation import (
     ApiUnavailable,
     GenerationError,
@@ -30,7 +30,7 @@ from careful_engine.generation import (
     vllm_backend,
 )
 from careful_engine.generation.files import UnsafePath, atomic_write, open_append, run_folder
-from careful_engine.generation.retry import RetryPolicy
+from careful_engine.generation.retry import MAX_ANSWER_CHARS, RetryPolicy
 from careful_engine.generation.spend import SpendGuard, ledger_totals, load_prices
 from tests.fakes.anthropic_server import FakeMessagesServer, Reply, message, usage
 from tests.fakes.hostile_server import HostileServer, refused_url
@@ -226,18 +226,21 @@ def test_manifest_spend_equals_the_ledger_after_garbage_answers(tmp_path, monkey
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
     with FakeMessagesServer(responder=_garbage_after(4)) as s:  # base_0: 4 one-step turns
         res = _gen(tmp_path, "--model", CLAUDE, "--run", "g", "--budget", "2", "--base-url",
-                   s.url, "--limit", "2", "--categories", "base")
-    assert res.exit_code == 1, res.output  # one conversation written, then stopped
+                   s.url, "--limit", "5", "--categories", "base")
+    # one conversation written, then three in a row got only garbage: stopped
+    assert res.exit_code == 1, res.output
     folder = tmp_path / "g" / CLAUDE
     m = json.loads((folder / "careful_run.json").read_text())
     spent, listed = ledger_totals(folder / "careful_spend.jsonl")
     assert m["status"] == "stopped" and "malformed answer" in m["stop_reason"]
+    assert "3 conversations in a row got only malformed answers" in m["stop_reason"]
+    assert m["conversations"] == {"multi_turn_base": {"written": 1}}
     assert m["spend"]["conservative_usd"] == round(spent, 6)
     assert m["spend"]["list_usd"] == round(listed, 6)
     garbage = [r for r in map(json.loads, (folder / "careful_spend.jsonl").read_text(
     ).splitlines()) if r["status"] == "unknown: malformed answer"]
-    assert len(garbage) == 2 and all(r["conservative_usd"] == r["worst_usd"] > 0
-                                      for r in garbage)  # charged their worst case
+    assert len(garbage) == 3 * 2 and all(r["conservative_usd"] == r["worst_usd"] > 0
+                                          for r in garbage)  # charged their worst case
 
 
 @pytest.mark.parametrize("budget", ["nan", "inf", "-inf", "0", "-1", "1e400"])
@@ -367,3 +370,102 @@ def test_endpoints_ports_and_limits_are_checked_before_anything_runs(tmp_path, m
     with pytest.raises(GenerationError, match="--limit"):
         generate(RunOptions(model=QWEN, run_dir=tmp_path / "r", backend="vllm", limit=-1),
                  object())
+
+
+# ---------------------------------------------------------------- malformed answers
+
+BIG = "x" * (MAX_ANSWER_CHARS + 1)  # well-formed, but more text than an answer may have
+
+
+def _first_user(entry_id: str) -> str:
+    return {c.id: c.question[0][0]["content"]
+            for c in bfcl.conversations("multi_turn_base")}[entry_id]
+
+
+def _answers(bad: set[str] | None = None, after: int | None = None):
+    """A completions responder: oversized for the conversations in ``bad`` (every request
+    after the first ``after`` if given), ``Done.`` otherwise."""
+    firsts = {_first_user(i) for i in bad or ()}
+    count = {"n": 0}
+
+    def respond(req) -> str:
+        count["n"] += 1
+        if after is not None:
+            return BIG if count["n"] > after else "Done."
+        return BIG if any(f in req.body["prompt"] for f in firsts) else "Done."
+
+    return respond
+
+
+def _written(tmp_path, run: str) -> dict[str, dict]:
+    path = tmp_path / run / "Qwen_Qwen3-0.6B" / "multi_turn" / \
+        "BFCL_v4_multi_turn_base_result.json"
+    if not path.exists():
+        return {}
+    return {e["id"]: e for e in map(json.loads, path.read_text().splitlines())}
+
+
+@pytest.mark.parametrize("bad", ["multi_turn_base_0", "multi_turn_base_1",
+                                 "multi_turn_base_2"])
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_an_oversized_answer_is_that_conversations_inference_error(tmp_path, bad, threads):
+    """One conversation answered with more text than an answer may have, whatever its
+    place: its line is an inference error that says why, the others are generated, exit 0
+    as for any inference error, no traceback."""
+    first = _first_user(bad)
+    with FakeCompletionsServer(QWEN, responder=_answers({bad})) as s:
+        res = _gen(tmp_path, "--model", QWEN, "--run", "o", "--endpoint", s.url,
+                   "--tokenizer", "server", "--limit", "3", "--categories", "base",
+                   "--threads", threads)
+        asked = sum(first in r.body["prompt"] for r in s.completions())
+    assert res.exit_code == 0, res.output
+    assert "Traceback" not in res.output and "internal error" not in res.output
+    assert "1 conversation(s) recorded as inference errors" in res.output
+    entries = _written(tmp_path, "o")
+    assert list(entries) == [f"multi_turn_base_{i}" for i in range(3)]  # all, sorted
+    error = entries.pop(bad)["result"]
+    assert error.startswith("Error during inference: ")
+    assert f"malformed answer: the answer has more than {MAX_ANSWER_CHARS:,} characters" in error
+    assert asked == 2  # its first request, tried --max-attempts times
+    for entry in entries.values():
+        assert entry["result"] and entry["result"] == [["Done."]] * len(entry["result"])
+    m = json.loads((tmp_path / "o" / "Qwen_Qwen3-0.6B" / "careful_run.json").read_text())
+    assert m["status"] == "complete" and m["inference_errors"] == 1 and not m["stop_reason"]
+
+
+def test_an_endpoint_whose_every_answer_is_malformed_fails_writing_nothing(tmp_path):
+    """No conversation got a usable answer: nothing to tell a bad conversation from a bad
+    endpoint, so the run fails as for an endpoint whose every attempt failed."""
+    with FakeCompletionsServer(QWEN, responder=lambda r: BIG) as s:
+        res = _gen(tmp_path, "--model", QWEN, "--run", "a", "--endpoint", s.url,
+                   "--tokenizer", "server", "--limit", "2", "--categories", "base",
+                   "--threads", "1")
+    assert res.exit_code == 2, res.output
+    assert "failed" in res.output and "malformed answer" in res.output
+    assert "Traceback" not in res.output and _written(tmp_path, "a") == {}
+    m = json.loads((tmp_path / "a" / "Qwen_Qwen3-0.6B" / "careful_run.json").read_text())
+    assert m["status"] == "failed" and "ApiUnavailable" in m["stop_reason"]
+
+
+def test_an_endpoint_that_turns_malformed_stops_after_a_few_conversations(tmp_path):
+    """Usable answers, then only oversized ones: a few conversations in a row got nothing
+    usable, so the run stops (resumable) instead of spending attempts on every one left; the
+    conversations that met the broken endpoint are not written, so a resume runs them."""
+    with FakeCompletionsServer(QWEN, responder=_answers(after=4)) as s:  # base_0: 4 turns
+        res = _gen(tmp_path, "--model", QWEN, "--run", "t", "--endpoint", s.url,
+                   "--tokenizer", "server", "--limit", "8", "--categories", "base",
+                   "--threads", "1")
+        sent = len(s.completions())
+    assert res.exit_code == 1, res.output
+    assert "3 conversations in a row got only malformed answers" in res.output
+    assert "Traceback" not in res.output
+    assert sent == 4 + 2 * 3  # base_0's four, then two attempts for each of three
+    assert list(_written(tmp_path, "t")) == ["multi_turn_base_0"]
+    with FakeCompletionsServer(QWEN, responder=lambda r: "Done.") as s:
+        res = _gen(tmp_path, "--model", QWEN, "--run", "t", "--endpoint", s.url,
+                   "--tokenizer", "server", "--limit", "8", "--categories", "base",
+                   "--threads", "2")
+    assert res.exit_code == 0, res.output
+    entries = _written(tmp_path, "t")
+    assert len(entries) == 8 and all(e["result"] == [["Done."]] * len(e["result"])
+                                     for e in entries.values())

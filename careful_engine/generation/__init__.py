@@ -19,6 +19,7 @@ from careful_engine.generation.errors import (
     BudgetExhausted,
     FatalApiError,
     GenerationError,
+    MalformedAnswers,
     StopRun,
 )
 from careful_engine.generation.runner import CONDITIONS, RunOptions, RunReport, generate
@@ -29,6 +30,7 @@ __all__ = [
     "BudgetExhausted",
     "FatalApiError",
     "GenerationError",
+    "MalformedAnswers",
     "RunOptions",
     "RunReport",
     "StopRun",

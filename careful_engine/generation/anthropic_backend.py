@@ -11,11 +11,11 @@ prompt-caching markers, parsing and decoding all unchanged) with:
    ``cache_creation_input_token_count`` (shaped like ``input_token_count``).
 
 Prompt caching is left on. bfcl's retry wrapper (tenacity, rate limits only, waits of 6-120 s,
-no stop) is replaced by :class:`Requester`: bounded retries of 429, 529 and other transient
-errors that honour ``retry-after`` up to a cap (:mod:`.retry`), with the spend guard consulted
-before every attempt; a refused connection stops the run at once. The SDK's own retries are
-off so that no request escapes the guard, and its HTTP client bounds every request
-(:mod:`.bounded`: connect timeout, total deadline, size cap).
+no stop) is replaced by :class:`Requester`: bounded retries of 429, 529, other transient
+errors and malformed answers that honour ``retry-after`` up to a cap (:mod:`.retry`), with the
+spend guard consulted before every attempt; a refused connection stops the run at once. The
+SDK's own retries are off so that no request escapes the guard, and its HTTP client bounds
+every request (:mod:`.bounded`: connect timeout, total deadline, size cap).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from careful_engine.generation.retry import (
     RETRYABLE,
     RetryPolicy,
     classify,
+    exhausted,
     message_problem,
     retry_after,
 )
@@ -69,7 +70,7 @@ class Requester:
         if guard is not None:
             worst = worst_case(estimate_prompt_tokens(request), int(request["max_tokens"]),
                                guard.price)
-        last = "no attempt"
+        last, malformed = "no attempt", 0
         for attempt in range(1, policy.max_attempts + 1):
             ctx = {**(context or {}), "attempt": attempt}
             ticket = guard.reserve(worst, ctx) if guard is not None else None
@@ -106,12 +107,14 @@ class Requester:
                     if ticket is not None:
                         guard.settle(ticket, response.usage, ctx)
                     return response, latency
-                if ticket is not None:  # answered, but what was billed is unknown
-                    guard.charge_unknown(ticket, "unknown: malformed answer", ctx)
+                if ticket is not None:  # answered, but what was billed is not known for sure
+                    guard.charge_unknown(ticket, "unknown: malformed answer", ctx,
+                                         usage=getattr(response, "usage", None))
                 last, wait = f"malformed answer: {problem}", policy.wait(attempt, None)
+                malformed += 1
             if attempt < policy.max_attempts:
                 policy.sleep(wait)
-        raise ApiUnavailable(f"{policy.max_attempts} attempts failed; last: {last}")
+        raise exhausted("", policy, last, malformed)
 
 
 def make_handler_class() -> type:

@@ -15,6 +15,12 @@ class ApiUnavailable(StopRun):
     """The API kept failing (rate limits, overload, server or connection errors)."""
 
 
+class MalformedAnswers(ApiUnavailable):
+    """Every attempt of one request was answered, never usably (a malformed answer): the
+    runner records the conversation as an inference error while other conversations get
+    usable answers, and stops the run as unavailable while none do."""
+
+
 class FatalApiError(StopRun):
     """The API refuses every request (authentication, credit balance, spend limit)."""
 

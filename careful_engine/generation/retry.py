@@ -5,14 +5,18 @@ A failed attempt is one of:
 * ``unreachable`` — the connection was refused or the host is unknown: nothing was sent, and
   the run stops at once as "endpoint unavailable" (no retries);
 * ``transient`` — a timeout (connect or the request's total deadline), a connection lost or
-  reset, an answer over the size cap, not HTTP, not JSON or not shaped like an answer: the
-  outcome is unknown, retried;
+  reset, an answer over the size cap, not HTTP or not JSON: the outcome is unknown, retried;
+* ``malformed`` — an answer that is not shaped like one (not a message or a completion, more
+  than :data:`MAX_ANSWER_CHARS` characters, usage that is not token counts): retried;
 * ``http`` — a status the endpoint may get over (408, 409, 429, 5xx, 529, redirects):
   retried, honouring ``retry-after`` up to a cap;
 * ``fatal`` — 401, 402, 403 or an exhausted credit balance: the run stops at once;
 * ``request`` — another 4xx: the model's request is at fault; an inference error, as in bfcl.
 
-After ``max_attempts`` failed attempts the run stops (:class:`~.errors.ApiUnavailable`).
+After ``max_attempts`` failed attempts the request fails: with
+:class:`~.errors.MalformedAnswers` when every attempt was a malformed answer (the runner
+records that conversation as an inference error while others get usable answers), else with
+:class:`~.errors.ApiUnavailable` (the run stops).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 
 from careful_engine.core.bounded_http import unreachable
 from careful_engine.core.decode import MAX_TOKEN_COUNT
-from careful_engine.generation.errors import ApiUnavailable, FatalApiError
+from careful_engine.generation.errors import ApiUnavailable, FatalApiError, MalformedAnswers
 
 RETRYABLE = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 FATAL = frozenset({401, 402, 403})
@@ -176,7 +180,7 @@ def completion_problem(response: Any) -> str | None:
 def call_with_retries(call: Any, *, policy: RetryPolicy, endpoint: str,
                       problem: Any = lambda response: None) -> Any:
     """``call()`` until it gives an answer without a ``problem``, under ``policy``."""
-    last = "no attempt"
+    last, malformed = "no attempt", 0
     for attempt in range(1, policy.max_attempts + 1):
         try:
             response = call()
@@ -195,6 +199,14 @@ def call_with_retries(call: Any, *, policy: RetryPolicy, endpoint: str,
             if why is None:
                 return response
             last, wait = f"malformed answer: {why}", policy.wait(attempt, None)
+            malformed += 1
         if attempt < policy.max_attempts:
             policy.sleep(wait)
-    raise ApiUnavailable(f"{endpoint}: {policy.max_attempts} attempts failed; last: {last}")
+    raise exhausted(f"{endpoint}: ", policy, last, malformed)
+
+
+def exhausted(where: str, policy: RetryPolicy, last: str, malformed: int) -> ApiUnavailable:
+    """Why a request failed after ``policy.max_attempts`` attempts, ``malformed`` of them
+    malformed answers (:class:`~.errors.MalformedAnswers` when all were)."""
+    error = MalformedAnswers if malformed == policy.max_attempts else ApiUnavailable
+    return error(f"{where}{policy.max_attempts} attempts failed; last: {last}")

@@ -12,6 +12,12 @@ counts, latency, inference log; an inference error as bfcl records it), plus
 A :class:`~.errors.StopRun` (budget, API unavailable) stops the run without writing the
 conversations in flight; everything written stays, and the next invocation with the same
 ``--run`` resumes.
+
+A conversation one of whose requests got only malformed answers
+(:class:`~.errors.MalformedAnswers`) is that conversation's inference error once another
+conversation of the session has got usable answers (it is held until then); the run stops
+as unavailable, writing none of them, when :data:`MAX_MALFORMED_IN_A_ROW` conversations in
+a row end so, or when no conversation of the session got usable answers.
 """
 
 from __future__ import annotations
@@ -33,7 +39,13 @@ from careful_engine.effects import boundary as boundaries
 from careful_engine.effects.boundary import DEFAULT_BOUNDARY
 from careful_engine.effects.declarations import load
 from careful_engine.generation import dataset, files, results
-from careful_engine.generation.errors import ApiUnavailable, FatalApiError, GenerationError, StopRun
+from careful_engine.generation.errors import (
+    ApiUnavailable,
+    FatalApiError,
+    GenerationError,
+    MalformedAnswers,
+    StopRun,
+)
 from careful_engine.generation.spend import SpendGuard, ledger_summary
 from careful_engine.protocol import (
     ConfirmationProtocol,
@@ -47,6 +59,8 @@ from careful_engine.scoring.settings import engine_version  # (the version score
 CONDITIONS = ("standard", "hints", "confirm")
 IDENTITY = ("model", "backend", "condition", "script", "boundary", "declarations_sha256",
             "api_model", "temperature", "max_tokens")
+# conversations in a row (as they finish) whose answers were malformed: the endpoint's fault
+MAX_MALFORMED_IN_A_ROW = 3
 
 
 def now() -> str:
@@ -127,9 +141,11 @@ def safe_loops(handler: Any = None) -> None:
 
 
 def run_conversation(handler: Any, entry: dict, condition: Condition,
-                     include_input_log: bool = False,
-                     exclude_state_log: bool = False) -> dict[str, Any]:
-    """One conversation through the handler, as bfcl's ``multi_threaded_inference`` runs it."""
+                     include_input_log: bool = False, exclude_state_log: bool = False
+                     ) -> tuple[dict[str, Any], MalformedAnswers | None]:
+    """One conversation through the handler, as bfcl's ``multi_threaded_inference`` runs it:
+    its result line, and the malformed answers that made it an inference error, if they did
+    (the runner decides whether it is written)."""
     entry = condition.prepare(entry)
     entry_id = entry["id"]
     begin = getattr(handler, "careful_begin", None)
@@ -138,14 +154,16 @@ def run_conversation(handler: Any, entry: dict, condition: Condition,
     protocol = condition.protocol
     handler.careful_protocol = protocol
     scope = protocol.conversation(entry_id) if protocol else contextlib.nullcontext()
+    malformed = None
     try:
         with scope as state:
             try:
                 result, metadata = handler.inference(entry, include_input_log,
                                                      exclude_state_log)
-            except StopRun:
-                raise
             except Exception as e:  # noqa: BLE001 - recorded as bfcl records it
+                if isinstance(e, StopRun) and not isinstance(e, MalformedAnswers):
+                    raise
+                malformed = e if isinstance(e, MalformedAnswers) else None
                 result = f"Error during inference: {e}"
                 metadata = {"traceback": traceback.format_exc()}
             out: dict[str, Any] = {"id": entry_id, "result": result, **metadata}
@@ -157,7 +175,7 @@ def run_conversation(handler: Any, entry: dict, condition: Condition,
     if end is not None:
         end(out)
     renumber_log(out.get("inference_log"))
-    return bfcl.make_json_serializable(out)
+    return bfcl.make_json_serializable(out), malformed
 
 
 def _handler_name(handler: Any) -> str:
@@ -255,12 +273,41 @@ def generate(
     generated = 0
     stop_reason: str | None = None
     endpoint_stop = False  # the stop came from the endpoint (unavailable, refusing)
+    # conversations whose answers were malformed, in a row since the last usable one: their
+    # lines, unwritten until another conversation gets usable answers
+    held: list[tuple[dict, MalformedAnswers]] = []
+    usable = False  # a conversation of this session got usable answers
 
-    def work(entry: dict) -> str:
-        line = run_conversation(handler, entry, condition, options.include_input_log,
-                                options.exclude_state_log)
+    def work(entry: dict) -> tuple[str, dict | None, MalformedAnswers | None]:
+        line, malformed = run_conversation(handler, entry, condition,
+                                           options.include_input_log,
+                                           options.exclude_state_log)
+        if malformed is not None:
+            return entry["id"], line, malformed  # held: generate decides
         writer.write(line)
-        return entry["id"]
+        return entry["id"], None, None
+
+    def stop(e: StopRun) -> None:
+        nonlocal stop_reason, endpoint_stop
+        if stop_reason is None:
+            endpoint_stop = isinstance(e, ApiUnavailable | FatalApiError)
+        stop_reason = stop_reason or f"{type(e).__name__}: {e}"
+        held.clear()  # not written: a resume runs them again
+        if guard is not None:
+            guard.stop(str(e))
+
+    def written(entry_id: str) -> None:
+        nonlocal generated
+        generated += 1
+        if on_entry:
+            on_entry(entry_id)
+
+    def release() -> None:
+        """Write the held lines: other conversations get usable answers."""
+        while held:
+            line, _ = held.pop(0)
+            writer.write(line)
+            written(line["id"])
 
     log_path = folder / results.LOG
     with files.open_append(log_path) as log, contextlib.redirect_stdout(log):
@@ -276,17 +323,25 @@ def generate(
                     done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
                     for fut in done:
                         try:
-                            entry_id = fut.result()
+                            entry_id, line, malformed = fut.result()
                         except StopRun as e:
-                            if stop_reason is None:
-                                endpoint_stop = isinstance(e, ApiUnavailable | FatalApiError)
-                            stop_reason = stop_reason or f"{type(e).__name__}: {e}"
-                            if guard is not None:
-                                guard.stop(str(e))
+                            stop(e)
                             continue
-                        generated += 1
-                        if on_entry:
-                            on_entry(entry_id)
+                        if malformed is None:
+                            usable = True
+                            written(entry_id)
+                            release()  # (nothing is held once the run stops)
+                        elif stop_reason is None:
+                            held.append((line, malformed))
+                            if len(held) >= MAX_MALFORMED_IN_A_ROW:
+                                stop(ApiUnavailable(f"{len(held)} conversations in a row got "
+                                                    f"only malformed answers; last: "
+                                                    f"{malformed}"))
+                if held and usable:
+                    release()
+                elif held:
+                    stop(ApiUnavailable(f"no conversation got a usable answer; last: "
+                                        f"{held[-1][1]}"))
             except BaseException as e:  # Ctrl-C and bugs: record, then re-raise
                 stop_reason = stop_reason or f"{type(e).__name__}: {e}"
                 if guard is not None:

@@ -14,7 +14,8 @@ and cache-write prices, plus the full output limit at the output price. If the r
 far plus the reservations in flight plus this worst case would exceed the budget, the request
 is not sent and the run stops (:class:`~.errors.BudgetExhausted`), resumable. A request that
 fails with an HTTP error costs nothing; one whose outcome is unknown (connection lost, timeout)
-is charged its worst case. Every attempt is appended to a ledger (JSON Lines, flushed and
+is charged its worst case (a malformed answer too, or what the usage it reports costs where
+that is more). Every attempt is appended to a ledger (JSON Lines, flushed and
 fsynced), whose total a resumed run starts from, so the budget covers the run folder as a whole.
 """
 
@@ -327,17 +328,24 @@ class SpendGuard:
                        "worst_usd": worst}, context)
             return ticket
 
-    def settle(self, ticket: Ticket, usage: Any, context: dict | None = None) -> Volume:
-        """A request answered: charge its actual cost (conservatively)."""
+    def _priced(self, usage: Any) -> tuple[Volume, float, float] | str:
+        """A response's usage, its conservative and its list cost; or why it has none."""
         try:
             v = usage_volume(usage)
         except (TypeError, ValueError, OverflowError):  # not token counts: cost unknown
-            self.charge_unknown(ticket, "unknown: unreadable usage", context)
-            return Volume(requests=1)
+            return "unknown: unreadable usage"
         cost, listed = conservative_cost(v, self.price), list_cost(v, self.price)
         if not (math.isfinite(cost) and cost >= 0 and math.isfinite(listed) and listed >= 0):
-            self.charge_unknown(ticket, "unknown: usage priced below zero", context)
+            return "unknown: usage priced below zero"
+        return v, cost, listed
+
+    def settle(self, ticket: Ticket, usage: Any, context: dict | None = None) -> Volume:
+        """A request answered: charge its actual cost (conservatively)."""
+        priced = self._priced(usage)
+        if isinstance(priced, str):
+            self.charge_unknown(ticket, priced, context)
             return Volume(requests=1)
+        v, cost, listed = priced
         self._final(ticket, "ok", cost, listed, context, usage=v.to_json())
         return v
 
@@ -345,9 +353,17 @@ class SpendGuard:
         """A request failed with an HTTP error: it costs nothing."""
         self._final(ticket, status, 0.0, 0.0, context)
 
-    def charge_unknown(self, ticket: Ticket, status: str, context: dict | None = None) -> None:
-        """A request whose outcome is unknown (connection lost): charged its worst case."""
-        self._final(ticket, status, ticket.worst, ticket.worst, context)
+    def charge_unknown(self, ticket: Ticket, status: str, context: dict | None = None,
+                       usage: Any = None) -> None:
+        """A request whose outcome is unknown (connection lost, a malformed answer): charged
+        its worst case, or what the ``usage`` it reported costs where that is more."""
+        priced = self._priced(usage) if usage is not None else "none"
+        if isinstance(priced, str):
+            self._final(ticket, status, ticket.worst, ticket.worst, context)
+            return
+        v, cost, listed = priced
+        self._final(ticket, status, max(cost, ticket.worst), max(listed, ticket.worst),
+                    context, usage=v.to_json())
 
     def stop(self, reason: str) -> None:
         """Refuse every further request (another part of the run decided to stop)."""

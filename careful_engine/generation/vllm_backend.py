@@ -75,8 +75,10 @@ def served_models(base_url: str, limits: bounded_http.Limits | None = None) -> l
 class GuardedCompletions:
     """``client.completions.create`` with bounded retries (:func:`.retry.call_with_retries`):
     a refused connection stops the run at once; timeouts, lost connections, 5xx and malformed
-    answers are retried up to the policy's attempts, then the run stops; another 4xx is the
-    request's fault (an inference error, as in bfcl)."""
+    answers are retried up to the policy's attempts, then the run stops (only malformed
+    answers: :class:`~.errors.MalformedAnswers`, which the runner may record as the
+    conversation's inference error instead); another 4xx is the request's fault (an
+    inference error, as in bfcl)."""
 
     def __init__(self, client: Any, policy: RetryPolicy | None = None) -> None:
         self.client = client
