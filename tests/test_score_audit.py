@@ -103,6 +103,25 @@ def test_falcon_credited_entries_with_calls(tmp_path: Path) -> None:
     assert "228 of 229" in msg
 
 
+def test_credited_entries_are_read_line_by_line_as_bfcl_writes_them(tmp_path: Path,
+                                                                    monkeypatch) -> None:
+    """A line ends at a newline only (an output holding U+2028 or NEL, which JSON allows raw,
+    was cut in two and not read), and a line longer than an entry is read from is not parsed
+    (a line of 120 MB of ``{},`` took 3.7 GB and 30 s)."""
+    monkeypatch.setattr(sa, "MAX_ENTRY_CHARS", 5_000, raising=False)
+    write_score(tmp_path, "m", "irrelevance", 3, 3)
+    path = tmp_path / "result" / "m" / "non_live" / "BFCL_v4_irrelevance_result.json"
+    path.parent.mkdir(parents=True)
+    lines = [{"id": "irrelevance_0", "result": "Calling\u2028[math.solve(a=1)]\x85 now"},
+             {"id": "irrelevance_1", "result": [{}] * 2_000},
+             {"id": "irrelevance_2", "result": "no"}]
+    path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines),
+                    encoding="utf-8")
+    (a,), _, _ = sa.audit(tmp_path)
+    (cr,) = a.credited
+    assert (cr.read, cr.calls, cr.other, cr.empty) == (2, 1, 1, 0)
+
+
 def test_without_result_files_the_signature_still_shows(tmp_path: Path) -> None:
     falcon(tmp_path)
     audits, _, _ = sa.audit(tmp_path / "score", results=tmp_path / "elsewhere")
