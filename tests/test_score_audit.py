@@ -301,6 +301,24 @@ def test_python_call_marker_is_the_regex_in_linear_time() -> None:
     assert time.process_time() - start < 10
 
 
+def test_a_score_line_longer_than_an_entry_is_one_problem_not_parsed(tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    """A failure line longer than a result line is read from is skipped with its line (one of
+    120 MB of ``{},`` took 3 GB and 10 s to parse); the others are read."""
+    from careful_engine.analysis import bfcl_scores
+
+    monkeypatch.setattr(bfcl_scores, "MAX_ENTRY_CHARS", 5_000, raising=False)
+    lines = ['{"accuracy": 0.5, "correct_count": 2, "total_count": 4}',
+             json.dumps({"id": "multi_turn_base_1", "error_type": "a:b", "x": [{}] * 2_000}),
+             json.dumps({"id": "multi_turn_base_2", "error_type": "a:b"})]
+    path = tmp_path / "BFCL_v4_multi_turn_base_score.json"
+    path.write_text("\n".join(lines) + "\n")
+    read = bfcl_scores.read_score_lines(path)
+    assert list(read.failed) == ["multi_turn_base_2"]
+    (problem,) = read.problems
+    assert problem.line == 2 and f"{len(lines[1]):,} characters long" in problem.message
+
+
 def test_audit_and_provenance_read_a_score_file_alike(tmp_path: Path) -> None:
     """One reader (analysis.bfcl_scores) for both: the same failures, error types and problem
     lines from the same file, whatever its lines hold."""
