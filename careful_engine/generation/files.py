@@ -128,8 +128,8 @@ def read_records(path: Path, skipped: list[int] | None = None) -> list[dict]:
     if raw is None:
         return []
     out = []
-    text = raw.decode("utf-8", errors="replace")
-    lines = text.splitlines()
+    # lines end at a newline only: U+2028, NEL... are written raw inside JSON strings
+    lines = raw.decode("utf-8", errors="replace").split("\n")
     for n, line in enumerate(lines, 1):
         try:
             record = json.loads(line)
@@ -137,8 +137,7 @@ def read_records(path: Path, skipped: list[int] | None = None) -> list[dict]:
             record = None
         if isinstance(record, dict):
             out.append(record)
-        elif skipped is not None and line.strip() and not (
-                n == len(lines) and not text.endswith("\n")):
+        elif skipped is not None and line.strip() and n < len(lines):  # (last: no newline)
             skipped.append(n)
     return out
 
