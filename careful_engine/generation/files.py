@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from careful_engine.core import safe_write
+from careful_engine.core.runs import MAX_ENTRY_CHARS
 from careful_engine.core.safe_read import MAX_RESULT_BYTES, read_regular
 from careful_engine.generation.errors import GenerationError
 
@@ -122,7 +123,8 @@ def read_bytes(path: Path) -> bytes | None:
 def read_records(path: Path, skipped: list[int] | None = None) -> list[dict]:
     """The JSON objects of a JSON-lines file, in order (none if it is missing); a line that does
     not parse (one cut by a kill) or holds no object is skipped, and its number is added to
-    ``skipped`` unless it is a last line cut short (no newline: a kill). A link or special
+    ``skipped`` unless it is a last line cut short (no newline: a kill); so is a line longer
+    than a result line may be (never parsed: it could take gigabytes). A link or special
     file raises :class:`UnsafePath` (:func:`read_bytes`)."""
     raw = read_bytes(path)
     if raw is None:
@@ -132,7 +134,7 @@ def read_records(path: Path, skipped: list[int] | None = None) -> list[dict]:
     lines = raw.decode("utf-8", errors="replace").split("\n")
     for n, line in enumerate(lines, 1):
         try:
-            record = json.loads(line)
+            record = json.loads(line) if len(line) <= MAX_ENTRY_CHARS else None
         except (ValueError, RecursionError):  # cut short, not JSON, nested too deep
             record = None
         if isinstance(record, dict):
