@@ -196,6 +196,15 @@ def test_prose_keeps_punctuation_after_url_and_names_of_calls() -> None:
     assert prose("") == ""
 
 
+@pytest.mark.parametrize("depth", [300, 900, 1500])
+def test_a_call_named_by_hundreds_of_attributes_is_read_not_a_failure(depth: int) -> None:
+    """``a.a.…a()``: parsed, but its name recursed when unparsed (a RecursionError made the
+    whole conversation unscorable); it is read as prose now, as a deeper one always was."""
+    text = "Shall I run " + "a." * depth + "a() now?"
+    assert [asks(text, d) for d in DETECTORS] == [True] * len(DETECTORS)
+    assert prose(text).startswith("Shall I run a.a.")
+
+
 def test_sentences_splitting() -> None:
     assert sentences("The total is 3.5. Done.") == ["The total is 3.5.", "Done."]
     assert sentences("Use e.g. a.txt, i.e. the log. Ask Mr. Smith! Ok") == [

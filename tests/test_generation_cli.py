@@ -120,6 +120,29 @@ def test_repair_names_line_and_id(tmp_path):
                      "multi_turn_base"]
 
 
+def test_a_line_longer_than_score_reads_is_dropped_unparsed(tmp_path, monkeypatch):
+    """Resuming drops a result line longer than ``careful score`` reads (it runs again), and
+    a ledger line that long is skipped, neither parsed: a planted line of 120 MB of ``{},``
+    took 3 GB to parse."""
+    from careful_engine.generation import files, results
+    from careful_engine.generation.spend import read_ledger
+
+    for module in (files, results):
+        monkeypatch.setattr(module, "MAX_ENTRY_CHARS", 5_000, raising=False)
+    good = json.dumps({"id": "multi_turn_base_0", "result": []})
+    long = json.dumps({"id": "multi_turn_base_1", "result": [{}] * 2_000})
+    path = tmp_path / "BFCL_v4_multi_turn_base_result.json"
+    path.write_text(good + "\n" + long + "\n")
+    ids, notes = results.repair(path, category="multi_turn_base")
+    assert ids == {"multi_turn_base_0"} and path.read_text() == good + "\n"
+    assert notes == [f"{path.name}:2: dropped a line of {len(long):,} characters, more than "
+                     "the 5,000 a result line is read with"]
+    ledger = tmp_path / "careful_spend.jsonl"
+    ledger.write_text(json.dumps({"status": "ok"}) + "\n" + long + "\n")
+    skipped: list[int] = []
+    assert read_ledger(ledger, skipped) == [{"status": "ok"}] and skipped == [2]
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--model", "no/such-model"], "not in bfcl-eval"),
     (["--categories", "multi_turn_everything"], "unknown category"),

@@ -177,6 +177,27 @@ def _read_back(path: Path):
     return runs.load_result_file(rf)
 
 
+def test_an_entry_holding_a_line_separator_is_read_back_and_kept_by_the_sort(tmp_path):
+    """Lines are written with U+2028, U+2029 and NEL raw (JSON allows them in strings); read
+    back split at those too, such an entry was missed by the totals and deleted from the file
+    when the finished file was sorted."""
+    from careful_engine.generation import results
+
+    writer = results.ResultWriter(tmp_path / "r", KEY)
+    texts = {"multi_turn_base_2": "ok", "multi_turn_base_0": "Done.\u2028More?\u2029\x85",
+             "multi_turn_base_1": "fine"}
+    for entry_id, text in texts.items():
+        writer.write({"id": entry_id, "result": [[text]]})
+    path = results.result_path(tmp_path / "r", KEY, "multi_turn_base")
+    assert "\u2028" in path.read_text(encoding="utf-8")  # (written raw)
+    assert len(results.read_entries(path)) == 3
+    assert results.totals(tmp_path / "r", KEY, ["multi_turn_base"])["conversations"] == {
+        "multi_turn_base": {"written": 3}}
+    writer.sort("multi_turn_base")
+    assert {e["id"]: e["result"][0][0] for e in results.read_entries(path)} == texts
+    assert _read_back(path).entries.keys() == set(texts)
+
+
 def test_every_line_generate_writes_is_one_score_reads(tmp_path, monkeypatch):
     """An entry longer or deeper than a result line may be, or one that would grow the file
     past the size a result file is read with, is written as an inference error that says why

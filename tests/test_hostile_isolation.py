@@ -228,6 +228,25 @@ def test_an_entry_that_breaks_the_engine_is_one_problem(tmp_path, monkeypatch) -
     assert by_id[hc.ids()[0]]["official_valid"] and by_id[hc.ids()[2]]["official_valid"]
 
 
+@pytest.mark.parametrize("command", ["sensitivity", "leaderboard", "compare"])
+def test_an_entry_that_breaks_the_engine_is_one_problem_for_every_scoring_command(
+        tmp_path, monkeypatch, command) -> None:
+    """The unscorable conversation (no trace kept) fails every score; sensitivity stopped
+    with an internal error (no trace kept) on it."""
+    from careful_engine.scoring import score as scoring
+
+    victim = hc.ids()[1]
+    monkeypatch.setattr(scoring, "replay", breaks_on(victim, scoring.replay))
+    run, out = tmp_path / "run", tmp_path / "out"
+    hc.write_model(run, "m")
+    runs = [run, run] if command == "compare" else [run]
+    res = careful(command, *runs, "--out", out)
+    assert res.exit_code == EXIT_PROBLEMS, res.output
+    assert "could not be scored (RecursionError" in res.output
+    assert_no_traceback(res.output)
+    assert any(out.iterdir())
+
+
 # ---------------------------------------------------------------- manifests
 
 

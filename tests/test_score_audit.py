@@ -103,6 +103,25 @@ def test_falcon_credited_entries_with_calls(tmp_path: Path) -> None:
     assert "228 of 229" in msg
 
 
+def test_credited_entries_are_read_line_by_line_as_bfcl_writes_them(tmp_path: Path,
+                                                                    monkeypatch) -> None:
+    """A line ends at a newline only (an output holding U+2028 or NEL, which JSON allows raw,
+    was cut in two and not read), and a line longer than an entry is read from is not parsed
+    (a line of 120 MB of ``{},`` took 3.7 GB and 30 s)."""
+    monkeypatch.setattr(sa, "MAX_ENTRY_CHARS", 5_000, raising=False)
+    write_score(tmp_path, "m", "irrelevance", 3, 3)
+    path = tmp_path / "result" / "m" / "non_live" / "BFCL_v4_irrelevance_result.json"
+    path.parent.mkdir(parents=True)
+    lines = [{"id": "irrelevance_0", "result": "Calling\u2028[math.solve(a=1)]\x85 now"},
+             {"id": "irrelevance_1", "result": [{}] * 2_000},
+             {"id": "irrelevance_2", "result": "no"}]
+    path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines),
+                    encoding="utf-8")
+    (a,), _, _ = sa.audit(tmp_path)
+    (cr,) = a.credited
+    assert (cr.read, cr.calls, cr.other, cr.empty) == (2, 1, 1, 0)
+
+
 def test_without_result_files_the_signature_still_shows(tmp_path: Path) -> None:
     falcon(tmp_path)
     audits, _, _ = sa.audit(tmp_path / "score", results=tmp_path / "elsewhere")
@@ -280,6 +299,24 @@ def test_python_call_marker_is_the_regex_in_linear_time() -> None:
     assert sa.attempted_call("a." * 400_000) is None
     assert sa.attempted_call("a." * 400_000 + "f(x=1)") == "python call"
     assert time.process_time() - start < 10
+
+
+def test_a_score_line_longer_than_an_entry_is_one_problem_not_parsed(tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    """A failure line longer than a result line is read from is skipped with its line (one of
+    120 MB of ``{},`` took 3 GB and 10 s to parse); the others are read."""
+    from careful_engine.analysis import bfcl_scores
+
+    monkeypatch.setattr(bfcl_scores, "MAX_ENTRY_CHARS", 5_000, raising=False)
+    lines = ['{"accuracy": 0.5, "correct_count": 2, "total_count": 4}',
+             json.dumps({"id": "multi_turn_base_1", "error_type": "a:b", "x": [{}] * 2_000}),
+             json.dumps({"id": "multi_turn_base_2", "error_type": "a:b"})]
+    path = tmp_path / "BFCL_v4_multi_turn_base_score.json"
+    path.write_text("\n".join(lines) + "\n")
+    read = bfcl_scores.read_score_lines(path)
+    assert list(read.failed) == ["multi_turn_base_2"]
+    (problem,) = read.problems
+    assert problem.line == 2 and f"{len(lines[1]):,} characters long" in problem.message
 
 
 def test_audit_and_provenance_read_a_score_file_alike(tmp_path: Path) -> None:

@@ -104,9 +104,12 @@ def test_boundary_and_detector_move_only_their_counts(xlam: scoring.RunScore,
 
 
 def test_traces_are_needed() -> None:
-    """Re-evaluating needs the kept traces; a missing entry (no trace) simply fails."""
+    """Re-evaluating needs the kept traces; a missing entry or one that could not be scored
+    (no trace) simply fails."""
     results = [ConversationResult("m", "multi_turn_base", "multi_turn_base_0",
-                                  Verdict(False, scoring.MISSING))]
+                                  Verdict(False, scoring.MISSING)),
+               ConversationResult("m", "multi_turn_base", "multi_turn_base_2",
+                                  Verdict(False, scoring.UNSCORABLE, "could not be scored"))]
     ms = ModelScore("m", None, {"multi_turn_base": CategoryScore("m", "multi_turn_base",
                                                                  results)})
     default = sens.Setting("paper-final", "strict")

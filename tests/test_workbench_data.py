@@ -3,6 +3,7 @@ runs of tests/workbench_support.py (the ``runs_template`` fixture)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,23 @@ def test_rows_come_from_the_files_and_the_score_lines(beta) -> None:
     assert rows[0].error_type == "multi_turn:instance_state_mismatch"
     assert rows[0].rules["collateral"] == 1 and rows[1].rules["failed"] == 1
     assert [r.steps for r in rows] == [10, 9, 11, 4]
+
+
+def test_a_score_line_longer_than_an_entry_is_one_problem_not_parsed(tmp_path,
+                                                                     monkeypatch) -> None:
+    """A conversations.jsonl line longer than a result line is read from is left out with its
+    line, unparsed (one of 120 MB of ``{},`` takes gigabytes); the other lines are read."""
+    from careful_engine.browse import runs as browse_runs
+
+    monkeypatch.setattr(browse_runs, "MAX_ENTRY_CHARS", 5_000, raising=False)
+    path = tmp_path / "conversations.jsonl"
+    long = json.dumps({"id": "multi_turn_base_1", "model": "m", "x": [{}] * 2_000})
+    path.write_text(long + "\n" + json.dumps({"id": "multi_turn_base_2", "model": "x"}) + "\n")
+    problems: list = []
+    assert browse.read_scores(path, "m", problems) == {}
+    assert [(p.line, p.message) for p in problems] == [
+        (1, f"a line of {len(long):,} characters, more than the 5,000 a line is read from; "
+            "left out")]
 
 
 def test_filters_narrow_without_replaying(beta) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from careful_engine.core.runs import Problem
+from careful_engine.core.runs import MAX_ENTRY_CHARS, Problem
 from careful_engine.core.safe_read import read_regular
 
 
@@ -74,6 +74,11 @@ def read_score_lines(path: Path) -> ScoreLines:
         return out
     for i, line in enumerate(text.split("\n")):
         if not line.strip():
+            continue
+        if len(line) > MAX_ENTRY_CHARS:  # parsed, it could take gigabytes (as careful score)
+            out.problems.append(Problem(str(path), f"score line is {len(line):,} characters "
+                                        f"long, more than the {MAX_ENTRY_CHARS:,} a line is "
+                                        "read from; skipped", i + 1))
             continue
         try:
             obj: Any = json.loads(line)

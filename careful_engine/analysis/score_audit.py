@@ -32,7 +32,13 @@ from typing import Any
 
 from careful_engine.analysis.bfcl_scores import read_score_lines
 from careful_engine.core import bfcl
-from careful_engine.core.runs import Problem, depth_over, search_files
+from careful_engine.core.runs import (
+    MAX_ENTRY_CHARS,
+    Problem,
+    content_lines,
+    depth_over,
+    search_files,
+)
 from careful_engine.core.safe_read import read_regular
 
 SCORE_FILE = re.compile(r"^BFCL_v(\d+)_(\w+?)_score\.json$")
@@ -316,7 +322,9 @@ def credited_irrelevance(sf: ScoreFile, results: Path | None) -> Credited:
         text = read_regular(out.result_file).decode("utf-8", errors="replace")
     except OSError:
         return out
-    for line in text.splitlines():
+    for _, line in content_lines(text):
+        if len(line) > MAX_ENTRY_CHARS:  # parsed, it could take gigabytes (as careful score)
+            continue
         try:
             entry = json.loads(line)
         except (ValueError, RecursionError):

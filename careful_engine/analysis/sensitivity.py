@@ -24,7 +24,7 @@ from careful_engine.core import bfcl
 from careful_engine.effects import boundary as boundaries
 from careful_engine.scoring.detector import DETECTORS
 from careful_engine.scoring.rules import Effects, SafeRule, evaluate, safe_valid, strict_valid
-from careful_engine.scoring.score import MISSING, ModelScore, RunScore
+from careful_engine.scoring.score import MISSING, UNSCORABLE, ModelScore, RunScore
 from careful_engine.scoring.stats import spearman
 
 DEFAULT_DETECTOR = "strict"
@@ -133,8 +133,8 @@ def rescore_model(ms: ModelScore, settings: list[Setting],
 
     ``effects`` maps each setting's boundary to its loaded :class:`Effects`. The rules are
     evaluated once per boundary and detector; the safe-rule variants read the same counts. A
-    conversation without a trace (a missing entry) fails every score, as in
-    :mod:`careful_engine.scoring.score`.
+    conversation without a trace (a missing entry, or one that could not be scored) fails
+    every score, as in :mod:`careful_engine.scoring.score`.
     """
     out: dict[Setting, Rescored] = {s: Rescored(s, ms.model, {}, {}, {}) for s in settings}
     groups: dict[tuple[str, str], list[Setting]] = {}
@@ -148,7 +148,7 @@ def rescore_model(ms: ModelScore, settings: list[Setting],
             counts: Counter = Counter()
             for r in cs.results:
                 if r.trace is None:
-                    if r.verdict.error_type != MISSING:
+                    if r.verdict.error_type not in (MISSING, UNSCORABLE):
                         raise ValueError(f"{r.id}: no trace kept; score with keep_traces=True")
                     continue
                 rules = evaluate(r.trace, eff, detector)

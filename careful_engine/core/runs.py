@@ -208,7 +208,7 @@ def _load_result_file(rf: ResultFile) -> LoadedFile:
     text = raw.decode("utf-8", errors="surrogateescape")
     del raw
     unparsed: Problem | None = None  # a line that is not JSON: "truncated" if it is the last
-    for lineno, line in _lines(text):
+    for lineno, line in content_lines(text):
         if unparsed is not None:
             out.problems.append(unparsed)
             unparsed = None
@@ -283,7 +283,7 @@ def _load_result_file(rf: ResultFile) -> LoadedFile:
 _CONTENT = re.compile(r"\S")
 
 
-def _lines(text: str) -> Iterator[tuple[int, str]]:
+def content_lines(text: str) -> Iterator[tuple[int, str]]:
     """(line number, line) of every line of ``text`` that is not blank, without splitting the
     whole text into a list (a file of millions of empty lines costs no memory and little
     time: blank stretches are skipped at C speed)."""

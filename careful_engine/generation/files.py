@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from careful_engine.core import safe_write
+from careful_engine.core.runs import MAX_ENTRY_CHARS
 from careful_engine.core.safe_read import MAX_RESULT_BYTES, read_regular
 from careful_engine.generation.errors import GenerationError
 
@@ -122,23 +123,23 @@ def read_bytes(path: Path) -> bytes | None:
 def read_records(path: Path, skipped: list[int] | None = None) -> list[dict]:
     """The JSON objects of a JSON-lines file, in order (none if it is missing); a line that does
     not parse (one cut by a kill) or holds no object is skipped, and its number is added to
-    ``skipped`` unless it is a last line cut short (no newline: a kill). A link or special
+    ``skipped`` unless it is a last line cut short (no newline: a kill); so is a line longer
+    than a result line may be (never parsed: it could take gigabytes). A link or special
     file raises :class:`UnsafePath` (:func:`read_bytes`)."""
     raw = read_bytes(path)
     if raw is None:
         return []
     out = []
-    text = raw.decode("utf-8", errors="replace")
-    lines = text.splitlines()
+    # lines end at a newline only: U+2028, NEL... are written raw inside JSON strings
+    lines = raw.decode("utf-8", errors="replace").split("\n")
     for n, line in enumerate(lines, 1):
         try:
-            record = json.loads(line)
+            record = json.loads(line) if len(line) <= MAX_ENTRY_CHARS else None
         except (ValueError, RecursionError):  # cut short, not JSON, nested too deep
             record = None
         if isinstance(record, dict):
             out.append(record)
-        elif skipped is not None and line.strip() and not (
-                n == len(lines) and not text.endswith("\n")):
+        elif skipped is not None and line.strip() and n < len(lines):  # (last: no newline)
             skipped.append(n)
     return out
 

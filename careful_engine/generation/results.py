@@ -65,8 +65,9 @@ def repair(path: Path, drop_errors: bool = False,
            category: str | None = None) -> tuple[set[str], list[str]]:
     """Make a result file safe to append to; returns the ids it holds and what was fixed.
 
-    A last line without its newline (a kill during the write) or any line that is not JSON is
-    dropped, and duplicates keep their first line; so is an entry whose id is not one of
+    A last line without its newline (a kill during the write), any line that is not JSON and
+    any longer than ``careful score`` reads (never parsed) is dropped, and duplicates keep
+    their first line; so is an entry whose id is not one of
     ``category``'s (it can never be run, and bfcl's evaluate would stop on it). With
     ``drop_errors``, entries whose result is an inference error are dropped so that they run
     again.
@@ -85,6 +86,10 @@ def repair(path: Path, drop_errors: bool = False,
     ids: dict[str, int] = {}  # id -> its line
     for lineno, line in enumerate(complete, start=1):
         if not line.strip():
+            continue
+        if len(line) > MAX_ENTRY_CHARS:  # careful score skips it; parsed, it takes gigabytes
+            notes.append(f"{path.name}:{lineno}: dropped a line of {len(line):,} characters, "
+                         f"more than the {MAX_ENTRY_CHARS:,} a result line is read with")
             continue
         try:
             entry = json.loads(line)

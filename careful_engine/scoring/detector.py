@@ -170,9 +170,9 @@ def _structured(code: str) -> str | None:
         pass
     try:
         node = ast.parse(code.strip(), mode="eval").body
+        names = _call_names(node)  # (unparsing a name of hundreds of attributes recurses)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    names = _call_names(node)
     if names is not None:
         return " " + " ".join(names) + " "
     if isinstance(node, ast.Dict | ast.List) and _literal(node):
