@@ -168,6 +168,36 @@ def test_a_hostile_settings_file_is_not_trusted(workdir) -> None:
     assert target.read_text() == "{}" and "not written" in planted.problem
 
 
+def test_a_settings_file_swapped_for_a_fifo_is_never_waited_on(workdir, monkeypatch) -> None:
+    """The settings file is checked on the descriptor it is read from: a FIFO put in its place
+    after any check by name (Path.is_file says True here, as it did before the swap) is
+    refused at once with the defaults, not waited on; a file over the size cap too."""
+    import os
+    import threading
+    from pathlib import Path
+
+    from workbench.remember import MAX_BYTES, Remembered
+
+    config = workdir / "config" / "workbench.json"
+    config.parent.mkdir()
+    os.mkfifo(config)
+    monkeypatch.setattr(Path, "is_file", lambda self: True)
+    got: list[Remembered] = []
+    reader = threading.Thread(target=lambda: got.append(Remembered.load(config)), daemon=True)
+    reader.start()
+    reader.join(5)
+    if reader.is_alive():  # blocked in open(): let it go before failing
+        fd = os.open(config, os.O_WRONLY | os.O_NONBLOCK)
+        os.close(fd)
+        reader.join(5)
+    assert got and not reader.is_alive(), "the reader waited on the FIFO"
+    assert got[0].problem.endswith("not a file: defaults used") and got[0].annotator == ""
+    config.unlink()
+    config.write_text('{"annotator": "A1"}' + " " * MAX_BYTES)
+    big = Remembered.load(config)
+    assert big.annotator == "" and "not read" in big.problem and "more than" in big.problem
+
+
 def test_filters_survive_switching_run_screen_and_restart(workdir) -> None:
     """Failed-only set on alpha stays on when switching to beta (before: reset); each run's
     filters come back after a screen switch and after a restart."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.annotation.names import check_name
 from careful_engine.core import safe_write
+from careful_engine.core.safe_read import NotRegular, read_regular
 
 MAX_BYTES = 256 * 1024  # a bigger file is not ours: it is ignored
 MAX_RUNS = 200  # runs whose filters are kept (the most recent)
@@ -60,14 +61,18 @@ class Remembered:
         if path is None:
             return out
         try:
-            if not path.is_file():  # a folder, a FIFO, a device: not ours
-                if path.exists():
-                    out.problem = f"{path}: not a file: defaults used"
-                return out
-            with open(path, "rb") as f:
-                raw = f.read(MAX_BYTES + 1)
-            if len(raw) > MAX_BYTES:
-                raise ValueError(f"over {MAX_BYTES} bytes")
+            # a folder, a FIFO, a device: not ours (checked on the open descriptor, so a
+            # file swapped for a FIFO after a check is never waited on)
+            raw = read_regular(path, MAX_BYTES)
+        except FileNotFoundError:
+            return out
+        except NotRegular:
+            out.problem = f"{path}: not a file: defaults used"
+            return out
+        except OSError as e:
+            out.problem = f"{path}: not read ({e.strerror or e}): defaults used"
+            return out
+        try:
             data = json.loads(raw)
         except (OSError, ValueError, RecursionError) as e:
             why = e if not isinstance(e, RecursionError) else "nested too deeply"
