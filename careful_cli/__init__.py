@@ -104,6 +104,7 @@ def main() -> None:
     short message and the path of a log holding the traceback, never a raw traceback."""
     from careful_cli.common import internal_error
 
+    _escape_unencodable()
     try:
         _load(_module_of(sys.argv[1:]))
         app()
@@ -121,6 +122,17 @@ def main() -> None:
         # left (a scored run's results, bfcl's data, scipy) with the cyclic collector, which
         # took 0.2-0.4 s after `careful leaderboard` had written everything
         gc.freeze()
+
+
+def _escape_unencodable() -> None:
+    """A character the terminal's encoding cannot hold (``PYTHONIOENCODING=ascii``, a C
+    locale) is written as a backslash escape instead of failing the command."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict":
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (AttributeError, ValueError, OSError):
+                pass
 
 
 def _silence_stdout() -> None:

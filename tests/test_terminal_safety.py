@@ -397,3 +397,20 @@ def test_a_model_folder_with_invisible_characters_is_shown_escaped(tmp_path) -> 
     assert res.exit_code in (0, 1), res.output
     assert not any(c in res.output for c in "\u061c\u200b\u2060"), res.output
     assert "\\u061c" in res.output.replace("\n", ""), res.output
+
+
+def test_a_terminal_that_cannot_encode_a_character_gets_an_escape(workdir) -> None:
+    """Under ``PYTHONIOENCODING=ascii`` (or a C locale without UTF-8) a character the stream
+    cannot hold (the en dash of a score table's n/a) is written as a backslash escape; it
+    made ``careful score`` an internal error (exit 3) after it had written its files."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    done = subprocess.run([sys.executable, "-m", "careful_cli", "score", "runs/alpha", "-o",
+                           "out"], capture_output=True, env=env, timeout=600)
+    text = (done.stdout + done.stderr).decode("ascii")  # nothing else reached the streams
+    assert done.returncode in (0, 1), text  # (1: this small run's missing ids)
+    assert "written to out" in text and "internal error" not in text and "Traceback" not in text
+    assert "\\u2013" in text  # the n/a dash, as an escape
