@@ -39,7 +39,8 @@ from careful_engine.core.perf import collector_paused
 from careful_engine.core.process import BfclProcess
 from careful_engine.core.replay import replay
 from careful_engine.core.runs import load_result_file
-from careful_engine.scoring.rules import blame, evaluate
+from careful_engine.scoring.blame import blame
+from careful_engine.scoring.rules import evaluate
 from careful_engine.scoring.score import discover, load_effects
 
 

@@ -13,12 +13,12 @@ from careful_engine.core.process import BfclProcess
 from careful_engine.core.replay import replay
 from careful_engine.demo.reference import DECODER, fc_step, reference_entry
 from careful_engine.effects.boundary import load as load_boundary
+from careful_engine.scoring.blame import blame
 from careful_engine.scoring.rules import (
     RULES,
     Effects,
     SafeRule,
     align,
-    blame,
     evaluate,
     safe_valid,
     strict_valid,

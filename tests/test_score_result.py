@@ -91,8 +91,9 @@ def test_a_result_without_detail_keeps_what_ranking_reads() -> None:
     from collections import Counter
 
     from careful_engine.core.trajectory import Outcome, Verdict
+    from careful_engine.scoring.blame import Blame
     from careful_engine.scoring.result import ConversationResult
-    from careful_engine.scoring.rules import Blame, ConversationRules, Hit
+    from careful_engine.scoring.rules import ConversationRules, Hit
 
     rules = ConversationRules(Counter(collateral=1, unconfirmed=1),
                               [Hit("collateral", 0, ["rm(file_name='a')"], [1], [0])],

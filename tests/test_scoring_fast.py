@@ -23,6 +23,7 @@ from careful_engine.core.replay import replay
 from careful_engine.core.runs import load_result_file
 from careful_engine.core.state import State, capture, diff
 from careful_engine.scoring import rules
+from careful_engine.scoring.blame import _differing, _public
 from careful_engine.scoring.score import discover, load_effects
 from tests.traces import fingerprint, reference_sides
 
@@ -85,7 +86,7 @@ def traces(shared_runs: Path) -> list:
 
 
 def _slow_differing(a: State, b: State) -> list[tuple]:
-    return [ch.path for ch in diff(rules._public(a), rules._public(b))]
+    return [ch.path for ch in diff(_public(a), _public(b))]
 
 
 def test_differing_attributes_are_the_full_public_diff(traces: list) -> None:
@@ -96,7 +97,7 @@ def test_differing_attributes_are_the_full_public_diff(traces: list) -> None:
         for ref_end, model_end in zip(trace.reference.turn_end_states,
                                       trace.model.turn_end_states, strict=False):
             fresh = [State(dict(s._blobs)) for s in (ref_end, model_end)]  # nothing cached
-            assert rules._differing(*fresh) == _slow_differing(ref_end, model_end), trace.id
+            assert _differing(*fresh) == _slow_differing(ref_end, model_end), trace.id
             compared += 1
     assert compared > 1_000
 
@@ -114,10 +115,10 @@ def test_equal_captures_holding_a_nan_still_differ_as_bfcl_compares() -> None:
     assert a._blobs == b._blobs
     slow = _slow_differing(a, b)
     assert slow == [("Sim", "balance")]
-    assert rules._differing(State(dict(a._blobs)), State(dict(b._blobs))) == slow
+    assert _differing(State(dict(a._blobs)), State(dict(b._blobs))) == slow
     sim.balance = 2.0  # no NaN: equal captures are skipped, as the slow path finds nothing
     a, b = State({"Sim": capture(sim)}), State({"Sim": capture(sim)})
-    assert rules._differing(a, b) == _slow_differing(a, b) == []
+    assert _differing(a, b) == _slow_differing(a, b) == []
 
 
 def test_rule_shortcuts_skip_only_what_counts_nothing(traces: list) -> None:

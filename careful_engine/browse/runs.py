@@ -436,7 +436,8 @@ class RunBrowser:
             return view
         from careful_engine.core.decode import decode_entry
         from careful_engine.core.replay import replay
-        from careful_engine.scoring.rules import blame, evaluate
+        from careful_engine.scoring.blame import blame
+        from careful_engine.scoring.rules import evaluate
 
         entry = self.entry(entry_id)
         if entry is None:

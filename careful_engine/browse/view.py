@@ -10,10 +10,10 @@ from typing import Any
 
 from careful_engine.core.state import Change, diff, public_view
 from careful_engine.core.trajectory import CallRecord, Outcome, Verdict
+from careful_engine.scoring.blame import Blame
 from careful_engine.scoring.rules import (
     PAPER_RULE,
     RULE_REGISTRY,
-    Blame,
     ConversationRules,
     Hit,
     align,

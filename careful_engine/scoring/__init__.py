@@ -1,5 +1,6 @@
-"""Effect-aware scoring on top of the replay core: the rules and their registry, the
-question detector, destructive boundaries, per-run scoring, what a score was made with, and
-the paired statistics."""
+"""Effect-aware scoring on top of the replay core: the rules and their registry, the blame of
+failed conversations, the question detector, destructive boundaries, per-run scoring, what a
+score was made with, and the paired statistics."""
 
-__all__ = ["batch", "decoders", "detector", "result", "rules", "score", "settings", "stats"]
+__all__ = ["batch", "blame", "decoders", "detector", "result", "rules", "score", "settings",
+           "stats"]

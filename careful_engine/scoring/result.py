@@ -19,9 +19,9 @@ from typing import Any
 from careful_engine.core.replay import ConversationTrace
 from careful_engine.core.safe_write import writer
 from careful_engine.core.trajectory import Outcome, Verdict
+from careful_engine.scoring.blame import Blame
 from careful_engine.scoring.rules import (
     RULES,
-    Blame,
     ConversationRules,
     Hit,
     SafeRule,

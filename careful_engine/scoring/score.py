@@ -36,14 +36,9 @@ from careful_engine.core.safe_write import writer
 from careful_engine.core.trajectory import Verdict
 from careful_engine.effects import boundary as boundaries
 from careful_engine.effects.boundary import DEFAULT_BOUNDARY
+from careful_engine.scoring.blame import blame
 from careful_engine.scoring.result import ConversationResult, write_conversations
-from careful_engine.scoring.rules import (
-    Effects,
-    SafeRule,
-    blame,
-    confirm_protocol,
-    evaluate,
-)
+from careful_engine.scoring.rules import Effects, SafeRule, confirm_protocol, evaluate
 from careful_engine.scoring.settings import KEY, scored_with
 
 MISSING = "careful:missing_entry"
