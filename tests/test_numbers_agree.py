@@ -81,3 +81,40 @@ def test_unscorable_and_missing_conversations_need_what_their_reference_needs(
     assert result(unscorable).to_json()["reference_destructive_calls"] == needs
     counts = {confirm_stats(cs).needing for cs in (scored, missing, unscorable)}
     assert len(counts) == 1, counts
+
+
+def test_sensitivity_says_how_many_entries_each_rho_ranks(monkeypatch) -> None:
+    """``careful sensitivity`` titled its rho table "(3 entries)" while a category's rho
+    ranks only the entries that have it (2 for miss_func here): each rho's count is now
+    shown, the count its Spearman was computed over."""
+    from collections import Counter
+
+    from rich.console import Console
+
+    from careful_engine.analysis import sensitivity as sens
+    from careful_engine.present import sensitivity as show
+
+    base, miss = "multi_turn_base", "multi_turn_miss_func"
+    cats = [{base: 0.5, miss: 0.4}, {base: 0.3}, {base: 0.2, miss: 0.6}, {base: 0.1}]
+    settings = [sens.Setting("paper-final", "strict"), sens.Setting("paper-final", "loose")]
+    rows = {s: [sens.Rescored(s, f"m{i}", dict(c), {k: v / 2 for k, v in c.items()}, {},
+                              Counter()) for i, c in enumerate(cats)] for s in settings}
+    result = sens.Sensitivity(settings, [f"run{i}" for i in range(len(cats))], rows)
+    used: dict[str | None, set[int]] = {}
+    real = sens.spearman
+    monkeypatch.setattr(sens, "spearman", lambda x, y: used.setdefault(
+        current[0], set()).add(len(x)) or real(x, y))
+    current: list[str | None] = [None]
+    for c in (base, miss, None):
+        current[0] = c
+        for s in settings:
+            result.rho(s, c)
+    monkeypatch.setattr(sens, "spearman", real)
+    console = Console(width=200, record=True)
+    console.print(show.rho_terminal(result))
+    lines = console.export_text().splitlines()
+    shown = next(x for x in lines if x.split()[:1] == ["entries"]).split()[1:]
+    assert [int(n) for n in shown[:3]] == [next(iter(used[c])) for c in (base, miss, None)]
+    assert used[miss] == {2} and used[None] == {len(cats)}
+    caption = show.rho_report(result).caption
+    assert f"miss_func {next(iter(used[miss]))}" in caption
