@@ -118,3 +118,24 @@ def test_sensitivity_says_how_many_entries_each_rho_ranks(monkeypatch) -> None:
     assert used[miss] == {2} and used[None] == {len(cats)}
     caption = show.rho_report(result).caption
     assert f"miss_func {next(iter(used[miss]))}" in caption
+
+
+def test_compare_says_its_overall_row_is_pooled_not_the_mean(tmp_path) -> None:
+    """Compare's overall A % (passes over the pooled paired conversations) is not the
+    leaderboard's mean BFCL % of the same run (four categories, an absent one as 0): for a
+    run of one category they differ fourfold; the caption now says which it is."""
+    from careful_engine.analysis.leaderboard import Entry, compare
+    from careful_engine.present.compare import compare_report
+    from careful_engine.present.leaderboard import leaderboard_reports
+
+    ids = ["multi_turn_base_0", "multi_turn_base_1"]
+    entries = [Entry(name, run, scoring.score_run(run).scores[0]) for name, run in
+               (("a", reference_run(tmp_path / "a", ids)),
+                ("b", reference_run(tmp_path / "b", ids[:1])))]
+    rep = compare_report(compare(entries[0].score, entries[1].score), "a", "b")
+    overall = dict(zip(rep.columns, rep.rows[-1], strict=True))
+    assert overall["category"] == "overall"
+    board = leaderboard_reports(entries)[0]
+    mean = {r[0]: r[board.columns.index("mean BFCL %")] for r in board.rows}
+    assert overall["A %"] != mean["a"]  # two different quantities ...
+    assert "pooled" in rep.caption and "not bfcl's four-category mean" in rep.caption  # ... named
