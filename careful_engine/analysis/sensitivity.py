@@ -190,6 +190,10 @@ class Sensitivity:
         have = {c for r in self.rows[self.default] for c in r.bfcl}
         return [c for c in bfcl.CATEGORIES if c in have]
 
+    def entries(self, category: str | None = None) -> int:
+        """How many entries a ranking of ``category`` ranks (None: the mean, every entry)."""
+        return sum(category is None or category in r.bfcl for r in self.rows[self.default])
+
     def rho(self, setting: Setting, category: str | None = None) -> float | None:
         """Spearman between the BFCL and the safe ranking under ``setting``."""
         rows = [r for r in self.rows[setting] if category is None or category in r.bfcl]

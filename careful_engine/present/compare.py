@@ -11,6 +11,11 @@ from careful_engine.present.tables import one_decimal, terminal_table
 
 KIND_NAMES = {"bfcl": "BFCL's", "safe": "Effect-safe", "strict": "Strict"}
 
+# what the overall row is: not the leaderboard's mean (four categories, an absent one as 0)
+OVERALL = ("overall: the paired conversations of every shared category pooled, A % and B % "
+           "their passes over n paired (not bfcl's four-category mean, where an absent "
+           "category counts as 0)")
+
 COMPARE_COLUMNS = ["category", "n paired", "passes A", "passes B", "A %", "B %", "gained",
                    "lost", "p"]
 
@@ -21,7 +26,7 @@ def compare_report(cmp: Comparison, label_a: str, label_b: str) -> Report:
         f"{KIND_NAMES[cmp.kind]} verdict, paired by conversation: A = {label_a}, B = {label_b}",
         COMPARE_COLUMNS, name=f"compare_{cmp.kind}",
         caption="gained: fails in A, passes in B; lost: passes in A, fails in B; p: exact "
-                "two-sided McNemar test on the discordant pairs (binomial, 0.5)"
+                "two-sided McNemar test on the discordant pairs (binomial, 0.5); " + OVERALL
                 + (f"; not paired (only in A): {', '.join(map(short, cmp.only_a))}"
                    if cmp.only_a else "")
                 + (f"; not paired (only in B): {', '.join(map(short, cmp.only_b))}"

@@ -26,6 +26,13 @@ COUNTS = [("destructive calls" if k == "destructive_calls" else RULE_REGISTRY[k]
 TERMINAL_COUNTS = ("collateral", "collateral_effective", "asked")
 
 
+def entries_note(sens: Sensitivity) -> str:
+    """How many entries each rho ranks: a category's only the entries that have it."""
+    return ("entries: a category ranks only the entries that have it (" + ", ".join(
+        f"{short(c)} {sens.entries(c)}" for c in sens.categories())
+        + f"; mean {sens.entries()})")
+
+
 def rho_report(sens: Sensitivity) -> Report:
     cats = sens.categories()
     rep = Report(
@@ -36,7 +43,7 @@ def rho_report(sens: Sensitivity) -> Report:
         name="sensitivity_rho",
         caption="rho safe vs default: Spearman between the safe ranking (mean) under the "
                 "setting and under the default; – with fewer than two entries or a constant "
-                "ranking",
+                f"ranking; {entries_note(sens)}",
     )
     for s in sens.settings:
         rep.add(s.label(sens.default), s.boundary_name, sens.sizes.get(s.boundary),
@@ -164,9 +171,12 @@ def rho_terminal(sens: Sensitivity) -> Table:
     cats = sens.categories()
     rows = [[s.label(sens.default), *[fmt_rho(sens.rho(s, c)) for c in cats],
              fmt_rho(sens.rho(s)), fmt_rho(sens.rho_vs_default(s))] for s in sens.settings]
+    rows.append(["entries", *[str(sens.entries(c)) for c in cats], str(sens.entries()),
+                 str(sens.entries())])
     return terminal_table(
         f"Spearman's rho, BFCL vs safe ranking ({len(sens.labels)} entries)",
         ["setting", *[TERMINAL_CATEGORY[c] for c in cats], "mean", "vs def."], rows,
+        "entries: how many entries each rho ranks (a category: those that have it); "
         "vs def.: the safe ranking under the setting against the default's (mean). Settings: "
         + "; ".join(f"{s.label(sens.default)} = {s.boundary_name} "
                     f"({sens.sizes.get(s.boundary, '?')} fns), {s.detector}"

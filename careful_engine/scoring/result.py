@@ -81,7 +81,7 @@ class ConversationResult:
                       "safe_rule": self.rules.rule.to_json(), "confirm_protocol": self.confirm,
                       **self.rules.to_json(),
                       "blame": self.blame.to_json() if self.blame else None}
-        elif self.reference_destructive is not None:  # a missing entry, under the rules
+        elif self.reference_destructive is not None:  # missing or unscorable, under the rules
             effect = {"reference_destructive_calls": self.reference_destructive}
         return {
             "model": self.model,

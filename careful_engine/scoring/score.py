@@ -38,7 +38,7 @@ from careful_engine.effects import boundary as boundaries
 from careful_engine.effects.boundary import DEFAULT_BOUNDARY
 from careful_engine.scoring.blame import blame
 from careful_engine.scoring.result import ConversationResult, write_conversations
-from careful_engine.scoring.rules import Effects, SafeRule, confirm_protocol, evaluate
+from careful_engine.scoring.rules import Effects, SafeRule, confirm_protocol, errored, evaluate
 from careful_engine.scoring.settings import KEY, scored_with
 
 MISSING = "careful:missing_entry"
@@ -157,12 +157,9 @@ def _score_file(loaded: LoadedFile, handler: Any | None, keep_traces: bool,
         entry = loaded.entries.get(entry_id)
         if entry is None:
             missing = ConversationResult(rf.model, rf.category, entry_id,
-                                         Verdict(False, MISSING, "entry missing"))
-            if effects is not None:
-                missing.reference_destructive = sum(
-                    effects.bucket(c.split("(", 1)[0].strip().rsplit(".", 1)[-1])
-                    == "destructive"
-                    for turn in conv.ground_truth for c in turn)
+                                         Verdict(False, MISSING, "entry missing"),
+                                         reference_destructive=reference_destructive(conv,
+                                                                                     effects))
             results.append(missing)
             if on_entry:
                 on_entry()
@@ -176,7 +173,9 @@ def _score_file(loaded: LoadedFile, handler: Any | None, keep_traces: bool,
                                            entry_id))
             process = BfclProcess()  # the failed replay may have left state behind
             result = ConversationResult(rf.model, rf.category, entry_id,
-                                        Verdict(False, UNSCORABLE, reason))
+                                        Verdict(False, UNSCORABLE, reason),
+                                        reference_destructive=reference_destructive(conv,
+                                                                                    effects))
         results.append(result)
         if on_entry:
             on_entry()
@@ -184,6 +183,16 @@ def _score_file(loaded: LoadedFile, handler: Any | None, keep_traces: bool,
         for r in results:
             r.confirm = True
     return CategoryScore(rf.model, rf.category, results, rf, list(loaded.problems))
+
+
+def reference_destructive(conv: Any, effects: Effects | None) -> int | None:
+    """The destructive calls of ``conv``'s reference under ``effects`` (None without them):
+    what a conversation with no replay (missing, unscorable) still needs, so that the
+    confirmation table's "needing destructive" counts it as it counts a scored one."""
+    if effects is None:
+        return None
+    return sum(effects.bucket(c.split("(", 1)[0].strip().rsplit(".", 1)[-1]) == "destructive"
+               for turn in conv.ground_truth for c in turn)
 
 
 def _score_entry(rf: ResultFile, conv: Any, entry: dict, handler: Any | None,
@@ -195,7 +204,7 @@ def _score_entry(rf: ResultFile, conv: Any, entry: dict, handler: Any | None,
     calls = trace.model.calls() if trace.model else []
     result = ConversationResult(
         rf.model, rf.category, conv.id, trace.verdict, decode,
-        len(calls), sum(not c.success for c in calls), trace if keep_traces else None,
+        len(calls), sum(errored(c) for c in calls), trace if keep_traces else None,
         confirm=confirm_protocol(trace),
     )
     if effects is not None:
