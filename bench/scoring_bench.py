@@ -55,8 +55,11 @@ def main() -> None:
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     tmp = Path(tempfile.mkdtemp(prefix="careful-scoring-bench-"))
     by_model, _ = discover(args.run)
-    model, files = next(iter(by_model.items()))
-    rf = next(f for f in files if f.category == args.category)
+    rf = next((f for files in by_model.values() for f in files if f.category == args.category),
+              None)
+    if rf is None:
+        raise SystemExit(f"{args.run}: no {args.category} result file (see --run, --category)")
+    model = rf.model
     loaded = load_result_file(rf)
     handler = shared_runs.handler(args.run, model)
     effects = load_effects()
