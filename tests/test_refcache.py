@@ -29,6 +29,7 @@ from careful_engine.core import bfcl, checker, refcache
 from careful_engine.core.budget import DEFAULT_BUDGET, Meter
 from careful_engine.core.environment import Environment
 from careful_engine.core.process import BfclProcess
+from careful_engine.core.refcache import disk, scope, store
 from careful_engine.core.trajectory import Outcome, Step, Trajectory
 from careful_engine.scoring.score import score_run
 from tests.traces import fingerprint, reference_sides
@@ -331,12 +332,12 @@ def test_a_replay_records_what_a_reference_alone_builds(private_cache: Path) -> 
     convs = [c for c in bfcl.conversations(CATEGORY) if not refcache.depends_on_process(c)]
     for conv in convs:
         replay(conv, None, model_name=model, process=process)
-    cat = refcache._category(CATEGORY)
-    pending = [i for i, e in cat.entries.items() if type(e) is refcache._Pending]
+    cat = store._category(CATEGORY)
+    pending = [i for i, e in cat.entries.items() if type(e) is store._Pending]
     assert len(pending) == len(convs)  # nothing encoded while the replays ran
     compared = 0
     for conv in convs:
-        got = refcache._settled(cat, conv.id)
+        got = store._settled(cat, conv.id)
         try:
             want = refcache.build_entry(conv, model)
         except refcache.Uncacheable:
@@ -352,9 +353,9 @@ def test_a_replay_records_what_a_reference_alone_builds(private_cache: Path) -> 
     written = sorted(cat.encoded)
     refcache.flush()  # written as encoded, and read back
     refcache.clear_memory()
-    cat = refcache._category(CATEGORY)
+    cat = store._category(CATEGORY)
     assert len(written) == compared
-    assert all(refcache._decoded(cat, i) is not None for i in written)
+    assert all(store._decoded(cat, i) is not None for i in written)
 
 
 def test_an_entry_holding_the_model_name_is_not_cached() -> None:
@@ -370,6 +371,28 @@ def test_an_entry_holding_the_model_name_is_not_cached() -> None:
     assert refcache.build_entry(bfcl.Conversation(**fs), "Real-Model.v2")["turns"]
 
 
+
+def test_the_engine_version_covers_every_core_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine version hashes every module of careful_engine/core, the refcache package's
+    own included: a change to any of them (replay.py, each refcache module) gives another
+    version, so no entry recorded by other code is used."""
+    core = Path(scope.__file__).resolve().parent.parent
+    files = [core / "replay.py", *sorted((core / "refcache").glob("*.py"))]
+    assert len(files) > 6
+    changed: list[Path] = []
+    real = Path.read_bytes
+
+    def read_bytes(self: Path) -> bytes:
+        return real(self) + (b"\n# changed" if self in changed else b"")
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(scope, "_ENGINE", [])  # computed afresh here, the real one kept
+    base = refcache.engine_version()
+    for path in files:
+        changed[:] = [path]
+        scope._ENGINE.clear()
+        assert refcache.engine_version() != base, path
+
 # ---------------------------------------------------------------- hostile cache files
 @pytest.fixture()
 def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -381,7 +404,7 @@ def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _entry_path(folder: Path) -> Path:
-    return refcache._path(folder, CATEGORY)
+    return disk._path(folder, CATEGORY)
 
 
 def _load() -> None:
@@ -551,13 +574,13 @@ def test_workers_recording_at_once_lose_no_entry(private_cache: Path, shared_run
     run = shared_runs / "xlam-2-8b-fc-r"
     score_run(run, jobs=2)
     refcache.clear_memory()
-    two = {f.name: refcache._read(f, refcache._key_file(private_cache), f.name.split("-")[0])
+    two = {f.name: disk._read(f, disk._key_file(private_cache), f.name.split("-")[0])
            for f in sorted(private_cache.glob("*.bin"))}
     for f in private_cache.glob("*.bin"):
         f.unlink()
     score_run(run, jobs=1)
     refcache.clear_memory()
-    one = {f.name: refcache._read(f, refcache._key_file(private_cache), f.name.split("-")[0])
+    one = {f.name: disk._read(f, disk._key_file(private_cache), f.name.split("-")[0])
            for f in sorted(private_cache.glob("*.bin"))}
     assert len(one) == 3 and all(one.values())
     assert {k: sorted(v) for k, v in two.items()} == {k: sorted(v) for k, v in one.items()}

@@ -19,6 +19,7 @@ from careful_engine.core import bfcl, calls, environment, process, refcache
 from careful_engine.core.decode import decode_entry, reference_trajectory
 from careful_engine.core.environment import serialise
 from careful_engine.core.process import BfclProcess
+from careful_engine.core.refcache import scope, store
 from careful_engine.core.replay import replay
 from careful_engine.core.runs import load_result_file
 from careful_engine.core.state import State, capture, diff
@@ -144,7 +145,7 @@ def test_rule_shortcuts_skip_only_what_counts_nothing(traces: list) -> None:
 
 
 def _long_only_objects() -> bytes:
-    long_only = refcache._process_bound()[1]
+    long_only = scope._process_bound()[1]
     return pickle.dumps([live for c, _, live, _ in process.shared_objects() if c in long_only])
 
 
@@ -154,7 +155,7 @@ def test_conversations_reach_only_their_process_objects(shared_runs: Path) -> No
     as it was (replay checkpoints and restores only what a conversation can reach)."""
     BfclProcess()
     before = _long_only_objects()
-    long_only = refcache._process_bound()[1]
+    long_only = scope._process_bound()[1]
     by_model, _ = discover(shared_runs / "xlam-2-8b-fc-r")
     model, files = next(iter(by_model.items()))
     handler = bfcl.handler(bfcl.registry_key_for_dir(model))
@@ -232,7 +233,7 @@ def test_process_bound_references_clone_kept_templates(monkeypatch: pytest.Monke
     assert kinds == ["LoadedSide"] * n + (["RecordingSide"] * n + ["CachedSide+guards"] * n
                                           if guarded else ["LoadedSide"] * 2 * n)
     # a malformed entry: dropped, loaded again, the same replay
-    cat = refcache._category(category)
+    cat = store._category(category)
     cat.loads.clear()
     cat.held.clear()
     cat.decoded.pop(convs[0].id, None)
