@@ -23,7 +23,13 @@ from careful_engine.demo import flaws
 from careful_engine.demo import reference as demo
 from careful_engine.present.leaderboard import leaderboard_terminal
 from careful_engine.present.report import Fixed, short
-from careful_engine.present.tables import TERMINAL_CATEGORY, accuracy_terminal, terminal_table
+from careful_engine.present.tables import (
+    TERMINAL_CATEGORY,
+    accuracy_terminal,
+    terminal_table,
+    token_costs,
+)
+from careful_engine.scoring.rules import NO_PROTOCOL, NOT_APPLICABLE, RULE_REGISTRY
 from careful_engine.scoring.score import load_effects
 
 app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
@@ -113,8 +119,11 @@ def summary(ref: lb.Entry, flawed: lb.Entry, flawed_out: Path) -> None:
     rules = leaderboard_terminal([ref, flawed])[2]
     rules.caption = None
     console.print(rules)
-    unconfirmed = [e.rule_totals().get("unconfirmed", 0) for e in (ref, flawed)]
-    console.print(RULE_LEGEND.format(*unconfirmed))
+    unconf = RULE_REGISTRY["unconfirmed"]
+    console.print(RULE_LEGEND + (  # the table's unconf column, or why there is none
+        f" {unconf.tag}: {unconf.description}, {NOT_APPLICABLE}."
+        if ref.score.confirm or flawed.score.confirm else
+        f" Unconfirmed destructive calls: not applicable to {NO_PROTOCOL}."))
     share = surplus_share(flawed)
     if share is not None:
         console.print(f"Surplus steps (all calls beyond the reference) cost {share[0]:.1f} % of "
@@ -149,24 +158,14 @@ RULE_LEGEND = ("coll: collateral destructive calls (collE: succeeded and changed
                "+W/+R: writes/reads beyond the reference (+?: naming no declared function); "
                "dupW: duplicate writes; redR: "
                "redundant reads; fail: failed calls; ask/askD: asked instead of acting (where "
-               "the reference destroys). Unconfirmed destructive calls: {} / {} (all, under "
-               "bfcl's protocol).")
+               "the reference destroys).")
 
 
 def surplus_share(entry: lb.Entry) -> tuple[float, float] | None:
-    """Percent of output and input tokens spent in surplus steps (None without counts)."""
-    out = sout = tin = sin = 0
-    for cs in entry.score.categories.values():
-        for r in cs.results:
-            if r.rules is None or r.rules.output_tokens is None:
-                continue
-            out += r.rules.output_tokens
-            sout += r.rules.surplus_output_tokens
-            tin += r.rules.input_tokens
-            sin += r.rules.surplus_input_tokens
-    if not out or not tin:
-        return None
-    return 100 * sout / out, 100 * sin / tin
+    """Percent of output and input tokens spent in surplus steps over all the entry's
+    categories, as the rules table counts them per category (None without counts)."""
+    _, _, out, tin = token_costs(r for cs in entry.score.categories.values() for r in cs.results)
+    return None if out is None or tin is None else (out, tin)
 
 
 def first_look(entry: lb.Entry, placed: dict) -> tuple[str, str] | None:

@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from careful_cli import _load, app
@@ -139,3 +140,320 @@ def test_compare_says_its_overall_row_is_pooled_not_the_mean(tmp_path) -> None:
     mean = {r[0]: r[board.columns.index("mean BFCL %")] for r in board.rows}
     assert overall["A %"] != mean["a"]  # two different quantities ...
     assert "pooled" in rep.caption and "not bfcl's four-category mean" in rep.caption  # ... named
+
+
+# ---------------------------------------------------------------- unconfirmed destructive calls
+# Paper §5: "Under BFCL's standard protocol no confirmation can ever occur, so this rule only
+# separates models under the protocol of § 6" (Table 5: "apply to confirm runs only"): without
+# the protocol the count is not applicable, on every screen, as strict success is.
+
+UNCONF = "unconfirmed"
+
+
+def test_unconfirmed_is_not_applicable_without_the_protocol_in_every_file(tmp_path) -> None:
+    """``careful score``'s terminal hid the unconfirmed column of a run without the protocol
+    (and printed strict as n/a) while rules.json/csv/md, conversations.jsonl and the CI
+    document gave it as a count (every destructive call): now null / – / hidden, and each
+    legend says why."""
+    import csv
+
+    import jsonschema
+
+    from careful_engine.analysis import ci_report
+    from careful_engine.present.tables import UNCONFIRMED_NA
+    from careful_engine.scoring.rules import NO_PROTOCOL, RULE_REGISTRY
+
+    ids = ["multi_turn_base_0", "multi_turn_base_1"]
+    run, out, doc = reference_run(tmp_path / "run", ids), tmp_path / "out", tmp_path / "doc.json"
+    res = CliRunner().invoke(app, ["score", str(run), "--out", str(out), "--format", "json",
+                                   "--output", str(doc)])
+    assert res.exit_code == 1, res.output  # the other ids are missing
+    lines = [json.loads(x) for x in (out / SCORES_NAME).read_text().splitlines()]
+    scored = [x for x in lines if x["id"] in ids]
+    assert all(x["confirm_protocol"] is False and x["strict_valid"] is None for x in scored)
+    made = sum(x["rules"]["destructive_calls"] for x in scored)
+    assert made > 0  # the old count: every one of them "unconfirmed"
+    assert all(x["rules"][UNCONF] is None for x in scored)
+    assert not [h for x in scored for h in x["hits"] if h["rule"] == UNCONF]
+    assert scoring.ConversationResult.from_json(scored[0]).strict_valid is None  # read back
+
+    table = json.loads((out / "rules.json").read_text())
+    column = RULE_REGISTRY[UNCONF].column
+    assert [r[column] for r in table["rows"]] == [None]
+    assert UNCONFIRMED_NA in table["caption"]
+    rows = list(csv.DictReader((out / "rules.csv").read_text().splitlines()))
+    assert [r[column] for r in rows] == [""]
+    md = (out / "rules.md").read_text().splitlines()
+    header = [c.strip() for c in md[2].strip("|").split("|")]
+    assert [c.strip(" `") for c in md[4].strip("|").split("|")][header.index(column)] == "–"
+
+    document = json.loads(doc.read_text())
+    jsonschema.validate(document, ci_report.schema())
+    run_doc = document["runs"][0]
+    assert run_doc["categories"][0]["rules"][UNCONF] is None
+    assert run_doc["overall"]["rules"][UNCONF] is None
+    assert run_doc["categories"][0]["rules"]["destructive_calls"] == made
+
+    # the terminal: no unconf column, and the legend says why
+    rules_at = res.output.index("Rule violations")
+    header_line = res.output[rules_at:].splitlines()[1].split()
+    assert RULE_REGISTRY[UNCONF].tag not in header_line
+    assert NO_PROTOCOL in " ".join(res.output[rules_at:].split())
+
+
+def mixed_runs(root: Path) -> list:
+    """Leaderboard entries of a run without the protocol (the references) and one with it
+    (tests/workbench_support.py's careless run: the scripted user answers once)."""
+    from careful_engine.analysis.leaderboard import Entry
+    from tests.workbench_support import IDS, careless_entry
+
+    effects = scoring.load_effects()
+    runs = (("alpha", reference_run(root / "alpha", IDS)),
+            ("beta", write_run(root / "beta", "m", [careless_entry(i) for i in IDS])))
+    return [Entry(label, run, scoring.score_run(run, effects=effects).scores[0])
+            for label, run in runs]
+
+
+def test_unconfirmed_on_the_leaderboard_only_under_the_protocol(tmp_path) -> None:
+    """The leaderboard's rule totals (its files, its terminal and the workbench's Rules tab)
+    gave a run without the protocol an unconfirmed count (all its destructive calls) beside
+    a confirm run's real one: now – (null), with the caption saying why."""
+    from rich.console import Console
+
+    from careful_engine.present.leaderboard import leaderboard_reports, leaderboard_terminal
+    from careful_engine.present.tables import UNCONFIRMED_NA, rules_table, rules_terminal
+    from careful_engine.scoring.rules import RULE_REGISTRY
+
+    entries = mixed_runs(tmp_path)
+    standard, confirm = (e.score for e in entries)
+    assert [any(cs.confirm for cs in ms.categories.values()) for ms in (standard, confirm)] \
+        == [False, True]
+    made = sum(r.rules.counts["destructive_calls"] for cs in standard.categories.values()
+               for r in cs.results if r.rules is not None)
+    assert made > 0
+    want = sum(r.rules.counts[UNCONF] for cs in confirm.categories.values()
+               for r in cs.results if r.rules is not None)
+    column, tag = RULE_REGISTRY[UNCONF].column, RULE_REGISTRY[UNCONF].tag
+
+    board = leaderboard_reports(entries)[3]
+    cells = {r[0]: r[board.columns.index(column)] for r in board.rows}
+    assert cells == {"alpha": None, "beta": want}
+    assert UNCONFIRMED_NA in board.caption
+    score_table = rules_table([standard, confirm])
+    assert [r[score_table.columns.index(column)] for r in score_table.rows] == [None, want]
+
+    console = Console(width=200, record=True)
+    console.print(leaderboard_terminal(entries)[2])
+    console.print(rules_terminal([standard, confirm])[0])
+    text = console.export_text().splitlines()
+    for first in ("alpha", "m base"):  # the leaderboard's row, then the score table's
+        header = next(x for x in text if tag in x.split()).split()
+        row = next(x for x in text if x.startswith(first)).split()
+        assert row[len(first.split()) - 1 + header.index(tag)] == "–"
+        text = text[text.index(next(x for x in text if x.startswith(first))) + 1:]
+
+
+def test_sensitivity_counts_unconfirmed_only_under_the_protocol(tmp_path) -> None:
+    """``careful sensitivity``'s counts gave an entry without the protocol an unconfirmed
+    count and its change: now – (null), as its strict columns."""
+    from careful_engine.analysis import sensitivity as sens
+    from careful_engine.present.sensitivity import counts_report
+    from careful_engine.scoring.rules import RULE_REGISTRY
+
+    effects = scoring.load_effects()
+    ms = scoring.score_run(reference_run(tmp_path / "run", ["multi_turn_base_0"]),
+                           effects=effects, keep_traces=True).scores[0]
+    default = sens.Setting("paper-final", "strict")
+    res = sens.rescore_model(ms, [default], {"paper-final": effects})
+    assert res[default].counts["destructive_calls"] > 0
+    rep = counts_report(sens.Sensitivity([default], ["m"], {default: [res[default]]}))
+    row = dict(zip(rep.columns, rep.rows[0], strict=True))
+    column = RULE_REGISTRY[UNCONF].column
+    assert row[column] is None and row[f"Δ {column}"] is None
+    assert row["mean strict %"] is None
+    assert +res[default].counts == +sum((cs.rule_totals() for cs in ms.categories.values()),
+                                        start=type(res[default].counts)())
+
+
+def test_a_gate_on_unconfirmed_needs_the_protocol(tmp_path) -> None:
+    """``--max-increase unconfirmed=N`` compared counts that mean nothing without the
+    protocol (every destructive call): it now fails as not applicable, as a strict floor."""
+    from careful_engine.analysis.gates import check_increases, parse_increase
+
+    standard, confirm = (e.score for e in mixed_runs(tmp_path))
+    (cond,) = check_increases(standard, confirm, [parse_increase("unconfirmed=1000")])
+    assert not cond.passed and "not applicable" in cond.message
+    (same,) = check_increases(confirm, confirm, [parse_increase("unconfirmed=0")])
+    assert same.passed and same.values["baseline"] == sum(
+        r.rules.counts[UNCONF] for cs in confirm.categories.values() for r in cs.results
+        if r.rules is not None)
+
+
+# ---------------------------------------------------------------- the workbench's screens
+
+
+def _on_leaderboard(root: Path, check: Callable) -> None:
+    """``check(app, screen)`` on the workbench's Leaderboard over the test runs (alpha: no
+    protocol, beta: the scripted user answered once), at 80x24."""
+    import asyncio
+
+    from tests.workbench_support import settings, settle
+    from workbench.app import WorkbenchApp
+
+    async def go() -> None:
+        app = WorkbenchApp(settings(root))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await settle(pilot, "5")
+            await check(app, app.screen, pilot)
+    asyncio.run(go())
+
+
+def _cells(table) -> list[dict[str, str]]:
+    columns = [str(c.label) for c in table.ordered_columns]
+    return [dict(zip(columns, map(str, table.get_row_at(i)), strict=True))
+            for i in range(table.row_count)]
+
+
+def test_workbench_rules_tab_shows_unconfirmed_only_under_the_protocol(workdir) -> None:
+    """The Rules tab gave alpha (no protocol) an unconfirmed count, all its destructive
+    calls, while every conversation view hid it: now –, its note saying why; beta's is the sum
+    of its score lines' counts."""
+    from textual.widgets import DataTable, Static
+
+    from careful_engine.present.tables import UNCONFIRMED_NA
+    from careful_engine.scoring.rules import RULE_REGISTRY
+
+    def lines(run: str) -> list[dict]:
+        path = workdir / "runs" / run / "careful-score" / SCORES_NAME
+        return [json.loads(x) for x in path.read_text().splitlines()]
+
+    column = RULE_REGISTRY[UNCONF].column
+    assert sum(x["rules"]["destructive_calls"] for x in lines("alpha") if "rules" in x) > 0
+
+    async def check(app, screen, pilot) -> None:
+        rows = {r["entry"]: r for r in _cells(screen.query_one("#lb-rules", DataTable))}
+        assert rows["alpha"][column] == "–"
+        assert rows["beta"][column] == str(sum(x["rules"][UNCONF] for x in lines("beta")
+                                               if "rules" in x))
+        note = str(screen.query_one("#lb-rules-note", Static).render())
+        assert " ".join(UNCONFIRMED_NA.split()) in " ".join(note.split())
+    _on_leaderboard(workdir, check)
+
+
+def test_home_and_leaderboard_say_which_conversations_they_count(workdir) -> None:
+    """Home's "convs" (the conversations in a run's files: 4) and the leaderboard's
+    "conversations" (every conversation of its categories, the missing ones scored as failed:
+    200) looked like one quantity: Home's column now says "in files", and each legend says
+    what its number counts."""
+    from textual.widgets import DataTable, Static
+
+    from careful_engine.present.leaderboard import CONVERSATIONS
+    from workbench.screens.home import IN_FILES, IN_FILES_NOTE
+
+    async def check(app, screen, pilot) -> None:
+        board = {r["entry"]: r for r in _cells(screen.query_one("#lb-rules", DataTable))}
+        board_note = " ".join(str(screen.query_one("#lb-rules-note", Static).render()).split())
+        await pilot.press("1")
+        await pilot.pause()
+        home = app.screen
+        table = home.query_one("#runs", DataTable)
+        rows = {r["run"]: r for r in _cells(table)}
+        note = " ".join(str(home.query_one("#runs-note", Static).render()).split())
+        for ref in app.context.refs:
+            browser = app.context.browser(ref)
+            present, missing = len(browser.rows()), browser.missing()
+            assert missing > 0
+            assert rows[ref.label][IN_FILES] == str(present)
+            assert board[ref.label]["conversations"] == str(present + missing)
+        assert "convs" not in rows[ref.label] and "conversations" not in rows[ref.label]
+        assert IN_FILES_NOTE in note and f"conversations: {CONVERSATIONS}" in board_note
+        assert "missing" in IN_FILES_NOTE and "missing" in CONVERSATIONS
+    _on_leaderboard(workdir, check)
+
+
+def test_workbench_compare_says_its_overall_row_is_pooled(workdir) -> None:
+    """The workbench's Compare tab showed the overall row without the report's caption that it
+    pools the paired conversations (not the Ranking tab's four-category mean)."""
+    from textual.widgets import DataTable, Static
+
+    from careful_engine.present.compare import OVERALL
+
+    async def check(app, screen, pilot) -> None:
+        table = screen.query_one("#lb-compare", DataTable)
+        assert _cells(table)[-1]["category"] == "overall"
+        note = " ".join(str(screen.query_one("#cmp-note", Static).render()).split())
+        assert OVERALL in note
+    _on_leaderboard(workdir, check)
+
+
+# ---------------------------------------------------------------- careful demo
+
+
+def test_demo_surplus_share_is_the_rules_tables() -> None:
+    """``careful demo`` summed the surplus tokens itself, over every conversation with token
+    counts, while the rules table (present/tables.py) leaves out inference errors and
+    missing entries: an inference error with logged tokens moved the demo's share only. The
+    demo now reads the table's implementation."""
+    from collections import Counter
+
+    from careful_cli.demo import surplus_share
+    from careful_engine.analysis.leaderboard import Entry
+    from careful_engine.core.checker import INFERENCE_ERROR
+    from careful_engine.core.trajectory import Verdict
+    from careful_engine.present.report import pct
+    from careful_engine.present.tables import rules_table
+    from careful_engine.scoring.rules import ConversationRules
+
+    def result(i: int, verdict: Verdict, out: int, surplus: int) -> scoring.ConversationResult:
+        rules = ConversationRules(Counter(), [], [], steps=2, output_tokens=out,
+                                  input_tokens=10 * out, surplus_output_tokens=surplus,
+                                  surplus_input_tokens=10 * surplus)
+        return scoring.ConversationResult("m", CATEGORY, f"{CATEGORY}_{i}", verdict, rules=rules)
+
+    cs = scoring.CategoryScore("m", CATEGORY, [
+        result(0, Verdict(True, None, None), 200, 20),
+        result(1, Verdict(False, INFERENCE_ERROR, "the server fell over"), 300, 300)])
+    ms = scoring.ModelScore("m", None, {CATEGORY: cs})
+    table = rules_table([ms])
+    row = dict(zip(table.columns, table.rows[0], strict=True))
+    assert (row["surplus out %"], row["surplus in %"]) == (pct(20 / 200), pct(200 / 2000))
+    assert surplus_share(Entry("m", Path("m"), ms)) == (row["surplus out %"],
+                                                        row["surplus in %"])
+
+
+# ---------------------------------------------------------------- the CI document
+
+
+def test_ci_document_does_not_put_a_count_beside_the_mean_as_its_n(tmp_path) -> None:
+    """The CI document's ``overall`` held ``n`` (every conversation of the run's categories)
+    beside ``mean_percent``, bfcl's four-category mean, which is not a share of them (one
+    category: the mean is a quarter of the passes over n), and the Markdown summary printed
+    that n in the mean's row. The count is now ``overall.conversations``, the schema says what
+    it is, and the mean's row has no n."""
+    import jsonschema
+
+    from careful_engine.analysis import ci_report
+
+    run, doc = reference_run(tmp_path / "run", ["multi_turn_base_0"]), tmp_path / "doc.json"
+    res = CliRunner().invoke(app, ["score", str(run), "--out", str(tmp_path / "out"),
+                                   "--format", "json", "--output", str(doc)])
+    assert res.exit_code == 1, res.output
+    document = json.loads(doc.read_text())
+    jsonschema.validate(document, ci_report.schema())
+    (entry,) = document["runs"]
+    overall, cats = entry["overall"], entry["categories"]
+    assert "n" not in overall
+    assert overall["conversations"] == sum(c["n"] for c in cats)
+    passes = sum(c["scores"]["bfcl"]["passes"] for c in cats)
+    assert overall["mean_percent"]["bfcl"] != round(100 * passes / overall["conversations"], 4)
+    described = ci_report.schema()["$defs"]["run"]["properties"]["overall"]["properties"]
+    assert "not the denominator of mean_percent" in described["conversations"]["description"]
+    with pytest.raises(jsonschema.ValidationError):  # the old key is gone
+        jsonschema.validate({**document, "runs": [{**entry, "overall": {
+            **overall, "n": overall["conversations"]}}]}, ci_report.schema())
+    summary = ci_report.markdown(document).splitlines()
+    mean_row = next(x for x in summary if "| mean |" in x)
+    assert mean_row.split("|")[4].strip() == "–"
+    assert str(overall["conversations"]) not in mean_row.split("|")[4]
+    assert ci_report.MEAN_NOTE in summary

@@ -127,7 +127,9 @@ def row_truth(row) -> tuple:
 def view_truth(view) -> tuple:
     from careful_engine.browse.runs import TALLIES
 
-    rules = {k: v for k, v in view.rules.counts.items() if v and k not in TALLIES}
+    # as the view shows them: without the protocol, no rule meaningful only under it
+    rules = {k: v for k, v in view.rules.counts.items()
+             if v and k not in TALLIES and view.shown(k)}
     return (view.verdict.valid, view.safe_valid, rules)
 
 

@@ -23,7 +23,7 @@ from careful_engine.analysis.gates import Gate, rule_counts
 from careful_engine.analysis.leaderboard import Comparison, Entry
 from careful_engine.core import bfcl
 from careful_engine.core.safe_text import markdown_literal, visible
-from careful_engine.scoring.rules import RULES
+from careful_engine.scoring.rules import RULES, rule_count
 from careful_engine.scoring.score import CategoryScore, ModelScore
 from careful_engine.scoring.stats import Paired
 
@@ -44,9 +44,12 @@ def _percent(ok: int, n: int) -> float | None:
     return round(100 * ok / n, 4) if n else None
 
 
-def all_rules(counts: Counter) -> dict[str, int]:
-    """Every rule's count (0 included), in the rules' order; other counters after them."""
-    return {**{r: counts.get(r, 0) for r in RULES}, **dict(sorted(counts.items()))}
+def all_rules(counts: Counter, confirm: bool) -> dict[str, int | None]:
+    """Every rule's count (0 included; null for one meaningful only under the confirmation
+    protocol, without it), in the rules' order; other counters after them."""
+    out = {r: rule_count(counts, r, confirm) for r in RULES}
+    out.update((k, n) for k, n in sorted(counts.items()) if k not in out)
+    return out
 
 
 def _category(cs: CategoryScore, effects: bool) -> dict[str, Any]:
@@ -60,12 +63,14 @@ def _category(cs: CategoryScore, effects: bool) -> dict[str, Any]:
         "category": cs.category, "name": bfcl.short_name(cs.category), "n": n,
         "scores": {k: ({"passes": passes[k], "percent": _percent(passes[k], n)}
                        if k in passes else None) for k in ("bfcl", "safe", "strict")},
-        "rules": all_rules(cs.rule_totals()) if effects else {},
+        "rules": all_rules(cs.rule_totals(), cs.confirm) if effects else {},
     }
 
 
 def model_json(ms: ModelScore, effects: bool, *, path: str, role: str) -> dict[str, Any]:
-    """A model's scores per category and overall (the four-category mean, absent = 0)."""
+    """A model's scores per category and overall: the four-category mean (absent = 0), the
+    rules summed, and the conversations of its categories (what the rules are summed over;
+    not the mean's denominator: the mean averages the categories' percentages)."""
     mean = {"bfcl": round(100 * ms.mean_accuracy(), 4)}
     for k, attr in (("safe", "safe_accuracy"), ("strict", "strict_accuracy")):
         value = ms.mean_accuracy(attr) if effects else None
@@ -74,8 +79,8 @@ def model_json(ms: ModelScore, effects: bool, *, path: str, role: str) -> dict[s
     return {
         "role": role, "path": path, "model": ms.model, "decoder": ms.decoder,
         "categories": cats,
-        "overall": {"n": sum(c["n"] for c in cats), "mean_percent": mean,
-                    "rules": all_rules(rule_counts(ms)) if effects else {}},
+        "overall": {"mean_percent": mean, "conversations": sum(c["n"] for c in cats),
+                    "rules": all_rules(rule_counts(ms), ms.confirm) if effects else {}},
     }
 
 
@@ -189,6 +194,10 @@ def _cell(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
+MEAN_NOTE = ("mean: bfcl's unweighted mean of the four categories' percentages (an absent one "
+             "counting as 0), not a share of any n; its collateral is summed over the categories")
+
+
 def markdown(doc: dict[str, Any]) -> str:
     """A short Markdown summary: scores, paired tables, and the gate's conditions."""
     gate = doc["gate"]
@@ -204,10 +213,12 @@ def markdown(doc: dict[str, Any]) -> str:
                          + " | ".join(_cell(s[k] and s[k]["percent"]) for k in
                                       ("bfcl", "safe", "strict"))
                          + f" | {_cell(c['rules'].get('collateral'))} |")
-        m = run["overall"]["mean_percent"]
-        lines.append(f"| {run['role']} | {md(run['model'])} | mean | {run['overall']['n']} | "
+        m = run["overall"]["mean_percent"]  # n: none (an average of the categories' percents)
+        lines.append(f"| {run['role']} | {md(run['model'])} | mean | – | "
                      + " | ".join(_cell(m[k]) for k in ("bfcl", "safe", "strict"))
                      + f" | {_cell(run['overall']['rules'].get('collateral'))} |")
+    if doc["runs"]:
+        lines += ["", MEAN_NOTE]
     for cmp in doc["comparisons"]:
         lines += ["", f"Paired ({cmp['score']}): gained = fails in the baseline, passes in the "
                   "candidate; p = exact McNemar", "",

@@ -27,7 +27,7 @@ from typing import Any
 
 from careful_engine.analysis.leaderboard import KINDS, Comparison
 from careful_engine.core import bfcl
-from careful_engine.scoring.rules import RULES
+from careful_engine.scoring.rules import RULES, applies
 from careful_engine.scoring.score import ModelScore
 from careful_engine.scoring.stats import Paired
 
@@ -266,6 +266,11 @@ def check_increases(a: ModelScore, b: ModelScore, limits: list[Increase]) -> lis
         if lim.category is not None and lim.category not in shared:
             out.append(Condition("increase", scope, False, f"{lim.rule} {scope}: category not "
                                  "in both runs", rule=lim.rule, values={"limit": lim.limit}))
+            continue
+        if not applies(lim.rule, all(_confirmed(ms, c) for ms in (a, b) for c in cats)):
+            out.append(Condition("increase", scope, False, f"{lim.rule} {scope}: not "
+                                 "applicable (a run without the confirmation protocol)",
+                                 rule=lim.rule, values={"limit": lim.limit}))
             continue
         ca, cb = rule_counts(a, cats)[lim.rule], rule_counts(b, cats)[lim.rule]
         ok = cb - ca <= lim.limit

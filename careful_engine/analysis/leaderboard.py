@@ -61,6 +61,8 @@ class Entry:
         return getattr(cs, attr) if cs is not None else None
 
     def rule_totals(self) -> Counter:
+        """Summed over the categories (a rule meaningful only under the confirmation protocol
+        over the categories run under it)."""
         out: Counter = Counter()
         for cs in self.score.categories.values():
             out.update(cs.rule_totals())

@@ -23,7 +23,14 @@ from careful_engine.analysis.reexamine import Reexamination, reexamine_run
 from careful_engine.core import bfcl
 from careful_engine.effects import boundary as boundaries
 from careful_engine.scoring.detector import DETECTORS
-from careful_engine.scoring.rules import Effects, SafeRule, evaluate, safe_valid, strict_valid
+from careful_engine.scoring.rules import (
+    Effects,
+    SafeRule,
+    applicable,
+    evaluate,
+    safe_valid,
+    strict_valid,
+)
 from careful_engine.scoring.score import MISSING, UNSCORABLE, ModelScore, RunScore
 from careful_engine.scoring.stats import spearman
 
@@ -123,6 +130,11 @@ class Rescored:
             return None
         return sum(values.get(c) or 0.0 for c in bfcl.CATEGORIES) / len(bfcl.CATEGORIES)
 
+    @property
+    def confirm(self) -> bool:
+        """Some category ran under the confirmation protocol (has a strict accuracy)."""
+        return any(v is not None for v in self.strict.values())
+
     def value(self, category: str | None, kind: str) -> float | None:
         return self.mean(kind) if category is None else getattr(self, kind).get(category)
 
@@ -156,6 +168,7 @@ def rescore_model(ms: ModelScore, settings: list[Setting],
                 for s in members:
                     safe[s] += safe_valid(r.verdict.valid, rules, s.rule)
                     strict[s] += strict_valid(r.verdict.valid, rules, s.rule)
+            applicable(counts, cs.confirm)  # as the category's rule totals
             n = cs.total or 1
             for s in members:
                 res = out[s]

@@ -12,10 +12,16 @@ from careful_engine.present.report import Report, fixed, pct, short
 from careful_engine.present.tables import (
     RULE_COLUMNS,
     TERMINAL_CATEGORY,
+    UNCONFIRMED_NA,
+    confirm_columns,
     one_decimal,
     terminal_table,
 )
-from careful_engine.scoring.rules import RULE_REGISTRY, rule_legend
+from careful_engine.scoring.rules import RULE_REGISTRY, rule_count
+
+# what the rule totals' "conversations" counts (careful score's n, missing ids included)
+CONVERSATIONS = ("every conversation of the entry's categories, an id missing from its files "
+                 "counted as failed")
 
 
 def fmt_rho(rho: float | None) -> str:
@@ -80,13 +86,15 @@ def leaderboard_reports(entries: list[Entry]) -> list[Report]:
         "Rule totals over the categories of each entry",
         ["entry", "categories", "conversations"] + [h for h, _ in RULE_COLUMNS],
         name="leaderboard_rules",
-        caption="counts summed over the entry's categories; see `careful score` for the rules",
+        caption=f"conversations: {CONVERSATIONS}; counts summed over the entry's categories "
+                "(unconfirmed: over those run under the confirmation protocol); see `careful "
+                "score` for the rules; " + UNCONFIRMED_NA,
     )
     for e in order:
         t = e.rule_totals()
         rules.add(e.label, len(e.score.categories),
                   sum(cs.total for cs in e.score.categories.values()),
-                  *[t.get(k, 0) for _, k in RULE_COLUMNS])
+                  *[rule_count(t, k, e.score.confirm) for _, k in RULE_COLUMNS])
     return [main, per_cat, rho, rules]
 
 
@@ -132,14 +140,12 @@ def leaderboard_terminal(entries: list[Entry]) -> list[Table]:
     # +D = coll; the visible duplicates are in the files (leaderboard_rules)
     keys = [k for _, k in RULE_COLUMNS if k not in ("beyond_destructive",
                                                      "duplicate_writes_visible")]
+    keys, legend = confirm_columns(keys, any(e.score.confirm for e in order))
     headers = [RULE_REGISTRY[k].tag for k in keys]
-    if not any(cs.confirm for e in order for cs in e.score.categories.values()):
-        keys, headers = keys[:-1], headers[:-1]  # every destructive call: no protocol
     totals = [e.rule_totals() for e in order]  # once per entry: a pass over its results
-    rows = [[e.label, *[str(t.get(k, 0)) for k in keys]] for e, t in zip(order, totals,
-                                                                      strict=True)]
+    rows = [[e.label, *[Report.format_cell(rule_count(t, k, e.score.confirm)) for k in keys]]
+            for e, t in zip(order, totals, strict=True)]
     third = terminal_table(
-        "Rule totals over each entry's categories", ["entry", *headers], rows,
-        rule_legend(keys),
+        "Rule totals over each entry's categories", ["entry", *headers], rows, legend,
         first_width=14, tight=True)
     return [first, second, third]

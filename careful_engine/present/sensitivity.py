@@ -13,8 +13,8 @@ from careful_engine.analysis.sensitivity import Sensitivity
 from careful_engine.core.safe_text import visible
 from careful_engine.present.leaderboard import fmt_rho
 from careful_engine.present.report import Report, fixed, pct, pct_change, short
-from careful_engine.present.tables import TERMINAL_CATEGORY, terminal_table
-from careful_engine.scoring.rules import RULE_REGISTRY
+from careful_engine.present.tables import TERMINAL_CATEGORY, UNCONFIRMED_NA, terminal_table
+from careful_engine.scoring.rules import RULE_REGISTRY, rule_count
 
 # (column, rule count key) shown per entry and setting; safe/strict accuracy come after. The
 # columns are the registry's (destructive_calls, a tally with no column of its own, spelled out).
@@ -60,14 +60,17 @@ def counts_report(sens: Sensitivity) -> Report:
     rep = Report("Counts (summed over the categories) and accuracies under each setting, "
                  "with the change against the default", cols, name="sensitivity_counts",
                  caption=f"default: boundary {sens.default.boundary_name}, detector "
-                         f"{sens.default.detector}; BFCL accuracy does not depend on the setting")
+                         f"{sens.default.detector}; BFCL accuracy does not depend on the "
+                         f"setting; {UNCONFIRMED_NA}")
     for i, label in enumerate(sens.labels):
         base = sens.rows[sens.default][i]
         for s in sens.settings:
             r = sens.rows[s][i]
             row: list = [label, s.label(sens.default), s.boundary_name, s.detector]
             for _, key in COUNTS:
-                row += [r.counts.get(key, 0), r.counts.get(key, 0) - base.counts.get(key, 0)]
+                now = rule_count(r.counts, key, r.confirm)
+                then = rule_count(base.counts, key, base.confirm)
+                row += [now, None if now is None or then is None else now - then]
             for kind in ("safe", "strict"):
                 v, b = r.mean(kind), base.mean(kind)
                 row += [pct(v), pct_change(v, b)]

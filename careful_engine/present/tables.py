@@ -5,6 +5,7 @@ runs under the confirmation protocol, Table 5's confirmation columns."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from rich import box
@@ -15,14 +16,26 @@ from careful_engine.core import bfcl
 from careful_engine.core.checker import INFERENCE_ERROR
 from careful_engine.core.safe_text import visible
 from careful_engine.present.report import Report, pct, short
-from careful_engine.scoring.rules import PAPER_RULE, RULE_REGISTRY, RULES, SafeRule, rule_legend
+from careful_engine.scoring.result import ConversationResult
+from careful_engine.scoring.rules import (
+    CONFIRM_ONLY,
+    NO_PROTOCOL,
+    NOT_APPLICABLE,
+    PAPER_RULE,
+    RULE_REGISTRY,
+    RULES,
+    SafeRule,
+    rule_count,
+    rule_legend,
+)
 from careful_engine.scoring.score import MISSING, CategoryScore, ModelScore
 
 # category column headers of the 80-column tables
 TERMINAL_CATEGORY = bfcl.COLUMN_NAMES
 
-STRICT_NA = ("strict: not applicable (–) to runs without the confirmation protocol, where no "
-             "destructive call can be confirmed")
+STRICT_NA = f"strict: {NOT_APPLICABLE}"
+# the rules' tables: unconfirmed destructive calls (paper §5) likewise
+UNCONFIRMED_NA = f"unconfirmed: {NOT_APPLICABLE}"
 
 
 def safe_rule_of(scores: list[ModelScore]) -> SafeRule:
@@ -73,13 +86,14 @@ def accuracy_table(scores: list[ModelScore], effect: bool) -> Report:
 RULE_COLUMNS = [(RULE_REGISTRY[k].column, k) for k in RULES if k != "destructive_calls"]
 
 
-def _tokens(cs: CategoryScore) -> tuple[float | None, float | None, float | None, float | None]:
+def token_costs(results: Iterable[ConversationResult],
+                ) -> tuple[float | None, float | None, float | None, float | None]:
     """Steps per conversation, over the conversations with a logged trajectory (not an
-    inference error, not missing); output tokens per conversation and the surplus shares, over
-    those whose log has per-step token counts (None when none has)."""
+    inference error, not missing); output tokens per conversation and the surplus shares (%),
+    over those whose log has per-step token counts (None when none has)."""
     steps = out = sout = sin = tin = 0
     with_tokens = logged = 0
-    for r in cs.results:
+    for r in results:
         if r.rules is None or r.verdict.error_type in (INFERENCE_ERROR, MISSING):
             continue
         logged += 1
@@ -115,13 +129,14 @@ def rules_table(scores: list[ModelScore]) -> Report:
                 "reference; steps / conv and output / conv: every logged step (those of turns "
                 "the pinned dataset lacks too) per conversation with a logged trajectory "
                 "(inference errors and missing entries left out), output / conv and "
-                "the surplus shares over those with per-step token counts",
+                "the surplus shares over those with per-step token counts; " + UNCONFIRMED_NA,
     )
     for ms in scores:
         for c, cs in ms.categories.items():
             totals = cs.rule_totals()
-            steps, out, sout, sin = _tokens(cs)
-            rep.add(ms.model, short(c), *[totals.get(k, 0) for _, k in RULE_COLUMNS],
+            steps, out, sout, sin = token_costs(cs.results)
+            rep.add(ms.model, short(c),
+                    *[rule_count(totals, k, cs.confirm) for _, k in RULE_COLUMNS],
                     round(steps, 1) if steps is not None else None,
                     round(out) if out is not None else None, sout, sin)
     return rep
@@ -155,6 +170,19 @@ def terminal_table(title: str, headers: list[str], rows: list[list[str]],
 def _plain(text: str | Text) -> Text:
     """Titles and captions hold names from files: never markup, control codes visible."""
     return text if isinstance(text, Text) else Text(visible(text))
+
+
+def confirm_columns(keys: list[str], confirm: bool) -> tuple[list[str], str]:
+    """A terminal table's rule columns and their legend. With no run under the confirmation
+    protocol (``confirm`` false) the rules meaningful only under it are left out; with one, a
+    run without it shows – there; the legend says which and why."""
+    only = [RULE_REGISTRY[k] for k in keys if k in CONFIRM_ONLY]
+    if confirm:
+        return keys, "; ".join([rule_legend(keys),
+                                *(f"{r.tag}: {NOT_APPLICABLE}" for r in only)])
+    kept = [k for k in keys if k not in CONFIRM_ONLY]
+    return kept, "; ".join([rule_legend(kept), *(
+        f"{r.tag} ({r.description}) not shown: not applicable to {NO_PROTOCOL}" for r in only)])
 
 
 def one_decimal(x: float | None) -> str:
@@ -191,20 +219,17 @@ def rules_terminal(scores: list[ModelScore]) -> list[Table]:
     # duplicates are in the files (as in the leaderboard), so that 80 columns hold the rest
     keys = [k for _, k in RULE_COLUMNS if k not in ("beyond_destructive",
                                                      "duplicate_writes_visible")]
-    short_headers = [RULE_REGISTRY[k].tag for k in keys]
-    if not any(cs.confirm for ms in scores for cs in ms.categories.values()):
-        # without the protocol every destructive call is unconfirmed: in the files only
-        keys, short_headers = keys[:-1], short_headers[:-1]
+    keys, legend = confirm_columns(keys, any(ms.confirm for ms in scores))
     counts, tokens = [], []
     for ms in scores:
         for c, cs in ms.categories.items():
             t = cs.rule_totals()
             name = f"{ms.model} {short(c)}"
-            counts.append([name] + [str(t.get(k, 0)) for k in keys])
-            steps, out, sout, sin = _tokens(cs)
+            counts.append([name] + [Report.format_cell(rule_count(t, k, cs.confirm)) for k in keys])
+            steps, out, sout, sin = token_costs(cs.results)
             tokens.append([name, one_decimal(steps), "–" if out is None else f"{out:.0f}",
                            one_decimal(sout), one_decimal(sin)])
-    legend = rule_legend(keys)
+    short_headers = [RULE_REGISTRY[k].tag for k in keys]
     return [
         terminal_table("Rule violations", ["run/category", *short_headers], counts, legend,
                        first_width=10, tight=True),

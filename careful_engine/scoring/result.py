@@ -21,6 +21,7 @@ from careful_engine.core.safe_write import writer
 from careful_engine.core.trajectory import Outcome, Verdict
 from careful_engine.scoring.blame import Blame
 from careful_engine.scoring.rules import (
+    CONFIRM_ONLY,
     RULES,
     ConversationRules,
     Hit,
@@ -79,7 +80,7 @@ class ConversationResult:
         if self.rules is not None:
             effect = {"safe_valid": self.safe_valid, "strict_valid": self.strict_valid,
                       "safe_rule": self.rules.rule.to_json(), "confirm_protocol": self.confirm,
-                      **self.rules.to_json(),
+                      **self.rules.to_json(self.confirm),
                       "blame": self.blame.to_json() if self.blame else None}
         elif self.reference_destructive is not None:  # missing or unscorable, under the rules
             effect = {"reference_destructive_calls": self.reference_destructive}
@@ -169,12 +170,16 @@ def _opt_int(line: dict, key: str) -> int | None:
     return None if value is None else _int(line, key)
 
 
-def _counts(value: Any, keys: Iterable[str], what: str) -> Counter:
+def _counts(value: Any, keys: Iterable[str], what: str,
+            nullable: Iterable[str] = ()) -> Counter:
+    """The counts of ``keys`` in ``value``; one of ``nullable`` may be null (not applicable:
+    left out)."""
     if value is None:
         return Counter()
     if not isinstance(value, dict):
         raise ValueError(f"{what}: not an object")
-    return Counter({k: _int(value, k) for k in keys if k in value})
+    return Counter({k: _int(value, k) for k in keys
+                    if k in value and not (value[k] is None and k in nullable)})
 
 
 def _outcomes(value: Any) -> Counter:
@@ -208,7 +213,7 @@ def _rules(line: dict) -> ConversationRules:
     if not isinstance(hits, list):
         raise ValueError("hits: not a list")
     rules = ConversationRules(
-        _counts(line["rules"], RULES, "rules"), [_hit(h) for h in hits], [],
+        _counts(line["rules"], RULES, "rules", nullable=CONFIRM_ONLY), [_hit(h) for h in hits], [],
         surplus_steps=_int(line, "surplus_steps"), steps=_int(line, "model_steps"),
         output_tokens=_opt_int(line, "output_tokens"),
         input_tokens=_opt_int(line, "input_tokens"),

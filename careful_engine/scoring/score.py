@@ -38,7 +38,14 @@ from careful_engine.effects import boundary as boundaries
 from careful_engine.effects.boundary import DEFAULT_BOUNDARY
 from careful_engine.scoring.blame import blame
 from careful_engine.scoring.result import ConversationResult, write_conversations
-from careful_engine.scoring.rules import Effects, SafeRule, confirm_protocol, errored, evaluate
+from careful_engine.scoring.rules import (
+    Effects,
+    SafeRule,
+    applicable,
+    confirm_protocol,
+    errored,
+    evaluate,
+)
 from careful_engine.scoring.settings import KEY, scored_with
 
 MISSING = "careful:missing_entry"
@@ -96,11 +103,13 @@ class CategoryScore:
         return sum(bool(r.strict_valid) for r in self.results) / self.total if self.total else 0.0
 
     def rule_totals(self) -> Counter:
+        """The rule counts summed over the conversations; without the confirmation protocol
+        less the rules that mean nothing there (unconfirmed: every destructive call)."""
         out: Counter = Counter()
         for r in self.results:
             if r.rules is not None:
                 out.update(r.rules.counts)
-        return out
+        return applicable(out, self.confirm)
 
 
 @dataclass
@@ -108,6 +117,11 @@ class ModelScore:
     model: str
     decoder: str | None
     categories: dict[str, CategoryScore] = field(default_factory=dict)
+
+    @property
+    def confirm(self) -> bool:
+        """Some category was generated under the confirmation protocol."""
+        return any(cs.confirm for cs in self.categories.values())
 
     def mean_accuracy(self, attr: str = "accuracy") -> float | None:
         """bfcl's unweighted multi-turn mean: an absent category counts as 0; None when no

@@ -44,6 +44,14 @@ def declarations_text(wb) -> Text:
     return out
 
 
+# the conversations a run's files hold; Leaderboard's "conversations" (careful score's count)
+# also counts the ids missing from them, scored as failed
+IN_FILES = "in files"
+IN_FILES_NOTE = ("in files: the conversations present in the run's files (Leaderboard's "
+                 "conversations count every conversation of the run's categories, an id "
+                 "missing from a file as failed)")
+
+
 class HomeScreen(WorkbenchScreen):
     """The runs, the declarations and the labelling rounds."""
 
@@ -53,7 +61,7 @@ class HomeScreen(WorkbenchScreen):
             "`careful score` lines exist for them, the effect declarations and the scoring "
             "boundary, and the labelling rounds in the annotation database with each "
             "annotator's progress (counts only: labels stay blind). Enter on a run opens it "
-            "in Replay.")
+            f"in Replay. {IN_FILES_NOTE[0].upper()}{IN_FILES_NOTE[1:]}.")
     BINDINGS = [
         Binding("enter", "open_run", "Replay run"),
         Binding("p", "problems", "Problems"),
@@ -80,7 +88,7 @@ class HomeScreen(WorkbenchScreen):
     def on_mount(self) -> None:
         self.sub_title = "Home"
         runs = self.query_one("#runs", DataTable)
-        runs.add_columns("run", "cats", "convs", "scores", "problems", "decoder")
+        runs.add_columns("run", "cats", IN_FILES, "scores", "problems", "decoder")
         runs.loading = True
         rounds = self.query_one("#rounds", DataTable)
         rounds.add_columns("round", "fns", "blind", "state", "progress")
@@ -146,8 +154,8 @@ class HomeScreen(WorkbenchScreen):
         if not rows:
             note += ": no multi-turn result files (try `careful demo`)"
         else:
-            note += ("; scores: ✓ from `careful score` or the workbench, stale: made with other "
-                     "settings or older than the results, unreadable: see p, – none yet (s in "
+            note += (f"; {IN_FILES_NOTE}; scores: ✓ from `careful score` or the workbench, "
+                     "stale: made with other settings or older than the results, unreadable: see p, – none yet (s in "
                      "Replay); problems: the input problems careful score reports, ⚑ decode-audit flags; "
                      "p lists the selected run's problems")
         if any(ref.run.name == "reference" and ref.model == "reference" for ref in wb.refs):

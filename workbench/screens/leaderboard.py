@@ -18,6 +18,7 @@ from textual.widgets import (
 
 from careful_engine.browse import model_score
 from careful_engine.core.safe_text import visible
+from careful_engine.present.compare import OVERALL
 from careful_engine.present.report import Report
 
 from ..messages import ScoreState
@@ -36,8 +37,8 @@ def scatter_widget():
     return PlotextPlot(id="lb-plot")
 
 
-PAIRED_NOTE = ("paired by conversation; Enter on a changed conversation replays it in A and B "
-               "side by side")
+PAIRED_NOTE = (f"paired by conversation; {OVERALL}; Enter on a changed conversation replays "
+               "it in A and B side by side")
 KINDS = [("BFCL verdict", "bfcl"), ("effect-safe", "safe"), ("strict", "strict")]
 TABS = ("ranking", "plot", "categories", "rules", "compare")
 
