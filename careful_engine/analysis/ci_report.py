@@ -1,7 +1,7 @@
 """Machine-readable results of ``careful score`` and ``careful compare`` for CI (docs/ci.md).
 
-One result document (a dict; schema ``careful.result.v1``, in
-``careful_engine/data/careful.result.v1.schema.json``) is built from the scores, the paired
+One result document (a dict; schema ``careful.result.v2``, in
+``careful_engine/data/careful.result.v2.schema.json``) is built from the scores, the paired
 comparisons and the gate; the JUnit XML and the Markdown summary are rendered from that
 document, so the three cannot disagree. Writes never follow a symlink: ``--output`` replaces
 the path itself, the step summary is appended with ``O_NOFOLLOW``.
@@ -27,7 +27,7 @@ from careful_engine.scoring.rules import RULES, rule_count
 from careful_engine.scoring.score import CategoryScore, ModelScore
 from careful_engine.scoring.stats import Paired
 
-SCHEMA = "careful.result.v1"
+SCHEMA = "careful.result.v2"
 FORMATS = ("text", "json", "junit")
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
@@ -104,7 +104,7 @@ def comparison_json(cmp: Comparison) -> dict[str, Any]:
 def document(command: str, *, settings: dict[str, Any], runs: list[dict[str, Any]],
              gate: Gate, exit_code: int, problems: int = 0, unusable: list[str] | None = None,
              comparisons: list[Comparison] | None = None) -> dict[str, Any]:
-    """The result document of one command (schema ``careful.result.v1``)."""
+    """The result document of one command (schema ``careful.result.v2``)."""
     try:
         careful_version = version("careful-workbench")
     except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
