@@ -681,7 +681,9 @@ def labels_import(
 
     Several annotators' sets may go into one round, one file after another, until its
     adjudication begins: once a manual decision or a boundary is recorded for the round (or
-    its creator closed it), a set for an annotator not on its roster is refused. Each file is
+    its creator closed it), a set for an annotator not on its roster is refused; once every
+    annotator has submitted, so is a set that is not submitted (it would open the round
+    again). Each file is
     checked whole first (every problem one line `file:line [function]: reason`)
     and imported in one transaction: a bad file creates nothing, and the other files go on.
     Exit code 0 when every file was imported, 1 when some were, 2 when none was.

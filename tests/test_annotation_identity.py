@@ -367,6 +367,43 @@ def test_round_add_is_the_creators_and_never_reopens_a_round(db, decl):
     assert result.exit_code == 2 and "was closed by lead" in result.output, result.output
 
 
+@pytest.mark.parametrize("own", [True, False], ids=["owned-name", "unused-name"])
+def test_an_unsubmitted_set_never_reopens_a_round_whose_labels_could_be_read(
+        db, decl, tmp_path, own):
+    """Every annotator of a blind round submitted, so anyone may read its labels; a set that
+    is not submitted (here: no label at all) would join and open it again, and its login would
+    then label after reading them. Refused as `round add` is: one line, nothing written."""
+    if own:  # alice's login owns the name from another round
+        assert invoke("round", "new", "r0", "-d", str(decl), "-f", "cd", "-a", "alice",
+                      user="alice").exit_code == 0
+        assert invoke("label", "-r", "r0", "-a", "alice", input="n\n",
+                      user="alice").exit_code == 0
+    assert invoke("round", "new", "r", "-d", str(decl), "-f", "rm,cd", "-a", "bob",
+                  user="lead").exit_code == 0
+    assert invoke("label", "-r", "r", "-a", "bob", "--submit",
+                  input=f"y {SECRET}\ny {SECRET}\n", user="bob").exit_code == 0
+    result = invoke("labels", "export", "-r", "r", "-o", str(tmp_path / "out"), user="alice")
+    assert result.exit_code == 0, result.output  # closed: anyone reads bob's labels
+    doc = json.loads((tmp_path / "out" / "bob.json").read_text())
+    assert SECRET in doc["labels"][0]["reason"]
+    doc["annotator"]["name"], doc["submitted"] = "alice", None
+    for item in doc["labels"]:
+        item.update(destructive=None, reason=None, labelled=None, updated=None)
+    empty = tmp_path / "alice.json"
+    empty.write_text(json.dumps(doc))
+    before = _counts(db)
+    result = invoke("labels", "import", str(empty), user="alice")
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and (
+        "every annotator of round r has submitted: it is closed, and alice's label set is "
+        "not submitted, so it would open the round again") in result.output, result.output
+    assert _counts(db) == before
+    with Store(db) as store:
+        assert store.is_closed("r") and store.round_annotators("r") == ["bob"]
+    result = invoke("label", "-r", "r", "-a", "alice", input="y copied\n", user="alice")
+    assert result.exit_code == 2 and "not an annotator of round r" in result.output
+
+
 def _label_set_files(tmp_path, decl, names=("A1", "A2", "A3")) -> dict[str, str]:
     """name -> the submitted label set of each annotator of a blind round "imp" over rm, cd
     and ls, made in another database (A1 says rm is destructive, the others say no)."""

@@ -522,8 +522,8 @@ class ImportSession:
         kinds, proposals and declarations hash must match, and an annotator not on its roster
         joins only while it may take one (:meth:`.store.Store.roster_final`: not once its
         creator closed it or its adjudication has begun; a round whose annotators have all
-        submitted, as one made by importing, still takes a further set before that). Nothing
-        is created on failure.
+        submitted, as one made by importing, still takes a further submitted set before that,
+        never one that would open it again). Nothing is created on failure.
         """
         store, conn = self._store, self._conn
         name = check_name(round_name or labelset.round_name, "round")
@@ -583,6 +583,13 @@ class ImportSession:
                 )
             if store.round(name).closed_by:
                 raise RoundError(f"round {name} is closed; it takes no new label set")
+            if not labelset.submitted and store.is_closed(name):
+                # as `round add`: a set still open would open the round again, and its name
+                # label on after every label of the round could be read
+                raise RoundError(
+                    f"every annotator of round {name} has submitted: it is closed, and {ann}'s "
+                    "label set is not submitted, so it would open the round again; import a "
+                    "submitted set, or import it under another round name")
             conn.execute("insert or ignore into round_annotators (round, annotator, added) "
                 "values (?, ?, ?)", [name, ann, now()],
             )
