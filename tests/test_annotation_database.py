@@ -4,7 +4,9 @@ traceback and without writing to the file; a version-1 database is upgraded in p
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import stat
 
 import pytest
 from typer.testing import CliRunner
@@ -125,6 +127,29 @@ def test_an_empty_file_becomes_a_database(tmp_path):
     path.touch()
     with Store(path) as store:
         assert store.rounds() == [] and store.integrity_check() == "ok"
+
+
+def test_a_new_database_is_not_readable_by_other_logins(tmp_path, decl):
+    """Every annotator's labels and reasons are in the file: SQLite made it (and its journal
+    files) readable by every login on the machine; careful makes it for its owner and group.
+    A file that exists keeps the permissions it has."""
+    old = os.umask(0o002)
+    try:
+        path = tmp_path / "new.db"
+        with Store(path) as store:
+            store.add_annotator("A1")
+            store.new_round("r", load_inputs(decl).select(["rm"]), ["A1"], created_by="lead")
+            store.annotator_session("r", "A1", account="A1").label("rm", True, "deletes")
+            wal = path.with_name(path.name + "-wal")
+            assert wal.exists() and stat.S_IMODE(wal.stat().st_mode) == 0o660
+        assert stat.S_IMODE(path.stat().st_mode) == 0o660
+        mine = tmp_path / "mine.db"
+        mine.touch(mode=0o604)
+        mine.chmod(0o604)
+        Store(mine).close()
+        assert stat.S_IMODE(mine.stat().st_mode) == 0o604
+    finally:
+        os.umask(old)
 
 
 def test_a_version_1_database_is_upgraded(tmp_path, decl):

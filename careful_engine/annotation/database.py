@@ -12,6 +12,7 @@ processes can label at the same time on one file.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import stat
 from collections.abc import Iterable, Iterator
@@ -26,6 +27,7 @@ from careful_engine.annotation.errors import AnnotationError
 
 SCHEMA_VERSION = 2
 SQLITE_MAGIC = b"SQLite format 3\x00"
+FILE_MODE = 0o660  # a new database file: its owner and group (the team), nobody else
 
 # table -> columns every version of the store needs (more columns are tolerated)
 TABLES: dict[str, tuple[str, ...]] = {
@@ -69,6 +71,7 @@ class Connection:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise DatabaseError(f"{self.path}: cannot create its folder ({e.strerror})") from e
+        _create_private(self.path)
         try:
             conn = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None,
                                    check_same_thread=False)
@@ -171,6 +174,19 @@ class Connection:
             if missing:
                 raise DatabaseError(
                     f"{self.path}: table {table!r} lacks columns {', '.join(missing)}")
+
+
+def _create_private(path: Path) -> None:
+    """Create a missing database file for its owner and group only (``FILE_MODE`` under the
+    umask; SQLite would make it readable by every login on the machine): it holds every
+    annotator's labels and reasons. Its journal files take its permissions. An existing file
+    is left as it is."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE))
+    except FileExistsError:
+        return
+    except OSError as e:
+        raise DatabaseError(f"{path}: cannot create it ({e.strerror})") from e
 
 
 def _check_file(path: Path) -> None:
