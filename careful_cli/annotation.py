@@ -655,7 +655,8 @@ def labels_export(
         None, "--out", "-o", help="Folder. Default: annotations/<round>/."),
     by: str = typer.Option(None, "--by", help="Who exports (recorded). Default: $USER."),
     override: str = typer.Option(
-        None, "--override", help="Export from a blind round that is still open (recorded)."),
+        None, "--override", help="Export from a blind round that is still open (recorded; "
+        "the files are readable by this login only)."),
     db: Path = DB_OPTION,
 ) -> None:
     """Write each annotator's label set, with reasons, as one JSON file (closed rounds)."""

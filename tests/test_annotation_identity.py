@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import stat
 import unicodedata
 
 import pytest
@@ -264,6 +265,29 @@ def test_an_override_is_recorded_and_shown(db, decl):
                              "--json", user="lead").output)
     assert [r["override"] for r in data["reveals"]] == [
         "bob asked me to fix a typo", "pilot", "again"]
+
+
+def test_an_override_export_is_readable_by_its_login_only(db, decl, tmp_path):
+    """Exported from a blind, open round with an override, the label sets (every reason in
+    them) are the overrider's: an annotator still labelling cannot read them in the release
+    folder, where the reveal log would not see it. Once the round is closed, they are
+    published as before."""
+    _bob_labels(db, decl)
+    out = tmp_path / "release"
+    result = invoke("labels", "export", "-r", "r", "-o", str(out), "--override", "audit",
+                    user="lead")
+    assert result.exit_code == 0, result.output
+    assert SECRET in (out / "bob.json").read_text()
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in out.iterdir()} == {
+        "alice.json": 0o600, "bob.json": 0o600}
+    with Store(db) as store:
+        for who in ("alice", "bob"):
+            session = store.annotator_session("r", who, account=who)
+            for name in session.remaining():
+                session.label(name, True, "a reason")
+            session.submit()
+    assert invoke("labels", "export", "-r", "r", "-o", str(out), user="lead").exit_code == 0
+    assert stat.S_IMODE((out / "bob.json").stat().st_mode) == 0o644
 
 
 def test_blank_or_hostile_override_is_no_override(db, decl):

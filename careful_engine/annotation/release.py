@@ -41,7 +41,7 @@ from careful_engine.annotation.signals import KINDS, FunctionInput, extra_proble
 from careful_engine.annotation.store import reason_rule, repo_root
 from careful_engine.core import bfcl
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, NotRegular, TooLarge, read_regular
-from careful_engine.core.safe_write import write_text
+from careful_engine.core.safe_write import write_bytes
 
 if TYPE_CHECKING:
     from careful_engine.annotation.sessions import AdjudicationSession
@@ -165,14 +165,20 @@ def write_label_sets(
     out_dir: str | Path | None = None,
     annotators: Iterable[str] | None = None,
 ) -> list[Path]:
-    """Export label sets (every annotator of the round by default), one file each."""
+    """Export label sets (every annotator of the round by default), one file each.
+
+    From a blind round opened early with an override, the files are readable by this login
+    only: the override (recorded) is its own, and an annotator still labelling must not read
+    them in the release folder."""
     out = Path(out_dir) if out_dir is not None else default_release_dir(session.round_name)
     names = [check_name(a) for a in annotators] if annotators else [
         a.name for a in session.annotators()]
     docs = [session.export_label_set(name) for name in names]
+    mode = 0o600 if session.overridden else 0o644
     # safe_write: a link (at the folder or a file) is refused, a file is replaced whole
-    return [write_text(out / f"{name}.json",
-                       json.dumps(doc, indent=2, ensure_ascii=False) + "\n", root=out)
+    return [write_bytes(out / f"{name}.json",
+                        (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode(),
+                        root=out, mode=mode)
             for name, doc in zip(names, docs, strict=True)]
 
 
