@@ -267,6 +267,24 @@ def test_an_override_is_recorded_and_shown(db, decl):
         "bob asked me to fix a typo", "pilot", "again"]
 
 
+def test_an_opening_under_another_name_records_the_login(db, decl):
+    """``--by`` names who asks, and a login could give another's name: the reveal log then
+    keeps the login beside it, so an override is never laid at someone else's door alone."""
+    _bob_labels(db, decl)
+    result = invoke("agree", "-r", "r", "--subset", "all", "--override", "just looking",
+                    "--by", "lead", user="mallory")
+    assert result.exit_code == 0, result.output
+    assert invoke("agree", "-r", "r", "--subset", "all", "--override", "mine",
+                  user="lead").exit_code == 0
+    with Store(db) as store:
+        log = [(r["who"], r["what"], r["override"]) for r in store.reveal_log("r")]
+    assert log == [
+        ("lead", "all labels (adjudication session, by login mallory)", "just looking"),
+        ("lead", "all labels (adjudication session)", "mine")]
+    status = invoke("round", "status", "r").output
+    assert "override by lead" in status and "by login mallory): just looking" in status
+
+
 def test_an_override_export_is_readable_by_its_login_only(db, decl, tmp_path):
     """Exported from a blind, open round with an override, the label sets (every reason in
     them) are the overrider's: an annotator still labelling cannot read them in the release

@@ -293,11 +293,13 @@ class AdjudicationSession:
     """Everything about a round: all labels, agreement, splits, decisions, the boundary."""
 
     def __init__(self, store: Store, conn: Connection, round_name: str, who: str, *,
-                 override: str | None = None):
+                 override: str | None = None, account: str | None = None):
         rnd = store.round(round_name)
         if not isinstance(who, str) or not who.strip():
             raise AnnotationError("an adjudication session needs the name of who opens it")
         who = check_person(who)
+        # ``who`` is a name the caller gives (``--by``); the login is recorded beside it
+        account = check_person(account, "login") if account else None
         closed = store.is_closed(rnd.name)
         reason = check_reason(override, "override") if override else ""
         if rnd.blind and not closed and not reason:
@@ -311,7 +313,9 @@ class AdjudicationSession:
                 "explicit override (which is recorded)"
             )
         recorded = reason if rnd.blind and not closed else None
-        _record_reveal(conn, rnd.name, who, "all labels (adjudication session)", recorded)
+        what = "all labels (adjudication session" + (
+            f", by login {account})" if account and account != who else ")")
+        _record_reveal(conn, rnd.name, who, what, recorded)
         self.overridden = recorded is not None
         self._store = store
         self._conn = conn

@@ -378,9 +378,11 @@ class Store:
         """A session that sees every label of a round.
 
         It opens once the round is closed (or at any time in a round that is not blind);
-        otherwise only with ``override``, a reason that is recorded in the reveal log.
+        otherwise only with ``override``, a reason that is recorded in the reveal log, with
+        ``who`` and, where it is another name, the login asking (the current one).
         """
-        return AdjudicationSession(self, self.__conn, round_name, who, override=override)
+        return AdjudicationSession(self, self.__conn, round_name, who, override=override,
+                                   account=current_account())
 
     def import_session(self, who: str | None = None) -> ImportSession:
         """A session that imports label sets (see :mod:`.release`)."""
