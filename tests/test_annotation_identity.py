@@ -308,6 +308,31 @@ def test_an_override_export_is_readable_by_its_login_only(db, decl, tmp_path):
     assert stat.S_IMODE((out / "bob.json").stat().st_mode) == 0o644
 
 
+def test_an_override_boundary_is_readable_by_its_login_only(db, decl, tmp_path):
+    """A boundary adjudicated from a blind, open round with an override gives away labels
+    (``--policy annotator:bob`` is bob's): like an override export, it is the overrider's
+    file until the round closes; a boundary of the closed round is published as before."""
+    _bob_labels(db, decl)
+    with Store(db) as store:  # bob labels the rest, not submitted
+        session = store.annotator_session("r", "bob", account="bob")
+        for name in session.remaining():
+            session.label(name, False, "fine")
+    out = tmp_path / "bob.json"
+    result = invoke("adjudicate", "-r", "r", "--policy", "annotator:bob", "--out", str(out),
+                    "--override", "audit", user="lead")
+    assert result.exit_code == 0, result.output
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    with Store(db) as store:
+        for who in ("alice", "bob"):
+            session = store.annotator_session("r", who, account=who)
+            for name in session.remaining():
+                session.label(name, True, "a reason")
+            session.submit()
+    result = invoke("adjudicate", "-r", "r", "--out", str(out), "--force", user="lead")
+    assert result.exit_code == 0, result.output
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644
+
+
 def test_blank_or_hostile_override_is_no_override(db, decl):
     _bob_labels(db, decl)
     for reason in ("   ", "\x1b[2J"):

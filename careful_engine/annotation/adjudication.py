@@ -217,12 +217,14 @@ def save_boundary(
     force: bool = False,
     created: str | None = None,
     provenance: Mapping | None = None,
+    private: bool = False,
 ) -> tuple[Boundary, Path]:
     """Write the boundary file (``declarations/boundary/<name>.json`` unless ``path``).
 
     An existing file is replaced only with ``force`` and only where the boundary reader
     takes it (else its one-line :class:`BoundaryError`, nothing written); the version is
-    then the old one's plus one.
+    then the old one's plus one. ``private``: readable by this login only (a boundary made
+    from a blind round opened early with an override: ``annotator:NAME`` is NAME's labels).
     """
     problem = name_problem(name)
     if problem:
@@ -236,7 +238,8 @@ def save_boundary(
     boundary = to_boundary(result, name, round_=round_, version=version, created=created,
                            provenance=provenance)
     return boundary, _write_atomically(
-        out, json.dumps(boundary.to_json(), indent=2, ensure_ascii=False) + "\n")
+        out, json.dumps(boundary.to_json(), indent=2, ensure_ascii=False) + "\n",
+        0o600 if private else 0o644)
 
 
 def name_problem(name: object) -> str | None:
@@ -260,9 +263,9 @@ def _previous_version(path: Path) -> int:
                             "output)") from None
 
 
-def _write_atomically(path: Path, text: str) -> Path:
+def _write_atomically(path: Path, text: str, mode: int = 0o644) -> Path:
     """Write ``text`` to a new file beside ``path``, then rename it over ``path``
     (:func:`careful_engine.core.safe_write.write_bytes`): a killed process leaves the old file
     or the new one, never half of one, and a symbolic link planted at ``path`` is replaced,
     not followed."""
-    return safe_write.write_bytes(path, text.encode("utf-8"), replace_link=True)
+    return safe_write.write_bytes(path, text.encode("utf-8"), mode=mode, replace_link=True)

@@ -486,6 +486,7 @@ class AdjudicationSession:
             boundary, out = save_boundary(
                 result, name, round_=rnd, path=path, force=force, created=created,
                 provenance={"adjudicated_by": self.who, "override": self.overridden},
+                private=self.overridden,
             )
             self._conn.insert("adjudications", {
                 "round": self.round_name, "author": self.who, "policy": result.policy,
