@@ -272,7 +272,7 @@ def round_close(
 ) -> None:
     """Close a round now (its creator only): labelling stops and adjudication opens."""
     with _guard(), _store(db) as store:
-        stamp = store.close_round(name, by=by or _user())
+        stamp = store.close_round(name, by=by or _user(), account=_user())
     console.print(f"round {literal(name)} closed at {stamp[:19]}")
 
 
@@ -306,6 +306,8 @@ def round_status(
         f"{'blind' if rnd.blind else 'not blind'}; declarations "
         f"{literal(rnd.declarations_source)} (sha256 {rnd.declarations_sha256[:12]}); "
         f"[bold]{'closed' if st.closed else 'open'}[/]"
+        + (f" by {literal(rnd.closed_by)} at {(rnd.closed_at or '')[:19]}" if rnd.closed_by
+           else "")
     )
     table = Table()
     for col in ("annotator", "kind", "model", "labelled", "submitted"):

@@ -333,6 +333,26 @@ def test_an_override_boundary_is_readable_by_its_login_only(db, decl, tmp_path):
     assert stat.S_IMODE(out.stat().st_mode) == 0o644
 
 
+@pytest.mark.parametrize("login", ["lead", "mallory"])
+def test_closing_under_the_creators_name_records_the_login(db, decl, login):
+    """``round close --by lead`` from another login closes the round (``--by`` is a name,
+    not an identity) but the round says which login did it, as the reveal log does for an
+    opening: closing opens the labels of those who submitted."""
+    _bob_labels(db, decl)
+    with Store(db) as store:
+        session = store.annotator_session("r", "alice", account="alice")
+        for name in session.remaining():
+            session.label(name, True, "a reason")
+        session.submit()
+    result = invoke("round", "close", "r", "--by", "lead", user=login)
+    assert result.exit_code == 0, result.output
+    with Store(db) as store:
+        closed_by = store.round("r").closed_by
+    assert closed_by == ("lead" if login == "lead" else "lead (login mallory)")
+    status = invoke("round", "status", "r", user="bob")
+    assert status.exit_code == 0 and f"closed by {closed_by} at" in status.output, status.output
+
+
 def test_blank_or_hostile_override_is_no_override(db, decl):
     _bob_labels(db, decl)
     for reason in ("   ", "\x1b[2J"):

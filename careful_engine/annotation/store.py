@@ -296,18 +296,23 @@ class Store:
             self.__conn.execute("delete from round_annotators where round = ? and annotator = ?",
                              [rnd.name, annotator])
 
-    def close_round(self, round_name: str, *, by: str) -> str:
+    def close_round(self, round_name: str, *, by: str, account: str | None = None) -> str:
         """Close a round now (only its creator may): labelling stops, and adjudication opens
-        on the annotators who submitted. Returns the time it was closed."""
+        on the annotators who submitted. Returns the time it was closed. ``account``: the
+        login asking, recorded beside ``by`` where they differ (``--by`` is a name, not an
+        identity: closing opens the round's labels)."""
         rnd = self.round(round_name)
         self._owner(rnd, by, "close it")
+        closer = check_person(by, "who")
+        if account is not None and check_person(account, "login") != closer:
+            closer = f"{closer} (login {account})"
         stamp = now()
         with self.__conn.tx():
             if not self._q("select 1 from round_annotators where round = ? and "
                            "submitted_at is not null", [rnd.name]):
                 raise RoundError(f"round {rnd.name}: no annotator has submitted yet")
             self.__conn.execute("update rounds set closed_at = ?, closed_by = ? where name = ?",
-                                [stamp, check_person(by, "who"), rnd.name])
+                                [stamp, closer, rnd.name])
         return stamp
 
     @staticmethod
