@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from careful_cli import _load, app
 from careful_engine.analysis import sensitivity as sens
+from careful_engine.core import bfcl
 from careful_engine.core.trajectory import Verdict
 from careful_engine.effects import boundary as boundaries
 from careful_engine.present import sensitivity as show
@@ -119,6 +120,42 @@ def test_traces_are_needed() -> None:
                                       Verdict(True)))
     with pytest.raises(ValueError, match="keep_traces"):
         sens.rescore_model(ms, [default], effects)
+
+
+
+def test_traces_of_a_run_are_dropped_before_the_next_is_scored(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Memory stays bounded by one run's traces: every run scored so far has been re-evaluated
+    and its traces dropped by the time the next run is scored (scoring every run first held
+    all of their traces at once)."""
+    from careful_engine.analysis import leaderboard as lb
+    from careful_engine.demo import reference as demo
+    from tests.workbench_support import write_run
+
+    ids = ["multi_turn_base_0", "multi_turn_base_1"]
+    runs = [write_run(tmp_path / name, "reference",
+                      [demo.reference_entry(bfcl.conversation(i)) for i in ids])
+            for name in ("one", "two", "three")]
+    done: list[scoring.RunScore] = []
+    kept_when_scoring: list[int] = []
+    real = lb.score_plans
+
+    def spy(plans, **kw):
+        kept_when_scoring.append(sum(r.trace is not None for run in done for ms in run.scores
+                                     for cs in ms.categories.values() for r in cs.results))
+        out = real(plans, **kw)
+        done.extend(out)
+        return out
+
+    monkeypatch.setattr(lb, "score_plans", spy)
+    settings = sens.settings_for(variants=False)[:2]
+    effects, sizes = sens.effects_for(settings, load_effects)
+    scored, result = sens.sensitivity(runs, settings, effects, sizes, jobs=1)
+    assert result is not None and result.labels == ["one", "two", "three"]
+    assert len(kept_when_scoring) == 3 and len(done) == 3
+    assert kept_when_scoring == [0, 0, 0]  # no earlier run's trace alive while scoring on
+    assert all(r.trace is None for run in done for ms in run.scores
+               for cs in ms.categories.values() for r in cs.results)
 
 
 # ---------------------------------------------------------------- the command

@@ -388,3 +388,39 @@ def test_command_palette_opens_a_conversation(workdir) -> None:
             await settle(pilot)
             assert isinstance(app.screen, ConversationScreen) and app.screen.view.id == IDS[3]
     run(go())
+
+
+# ---------------------------------------------------------------- memory
+
+
+class _Cycle:
+    """Garbage only a full collection frees (it refers to itself), with ``size`` objects."""
+
+    def __init__(self, size: int) -> None:
+        self.me = self
+        self.items = [[] for _ in range(size)]
+
+
+def test_what_dies_frozen_is_reclaimed(tmp_path: Path) -> None:
+    """settle_memory freezes everything alive; what dies afterwards in a cycle (a closed
+    conversation screen's widgets, once per opened conversation) was never collected. Once
+    the frozen objects grow by RECLAIM_GROWTH, a settle with a collection unfreezes first,
+    so what can leak stays a fraction of what is held (counted with weak references, no
+    timing)."""
+    import gc
+    import weakref
+
+    app = app_for(tmp_path)
+    try:
+        app.settle_memory(collect=False)  # the data held at start
+        size = gc.get_freeze_count() // 8 + 1000  # a reclaim every two (RECLAIM_GROWTH 1.25)
+        refs = []
+        for _ in range(8):
+            cycle = _Cycle(size)
+            refs.append(weakref.ref(cycle))
+            app.settle_memory()  # (as after opening a conversation: it is alive, frozen)
+            del cycle  # (the screen closed)
+        alive = sum(r() is not None for r in refs)
+        assert alive <= 3, f"{alive} of 8 cycles that died frozen are still held"
+    finally:
+        gc.unfreeze()

@@ -79,6 +79,7 @@ class WorkbenchApp(App[None]):
         self._stop_scoring = threading.Event()
         self._scoring_over = threading.Event()
         self._scoring_over.set()
+        self._frozen_data: int | None = None  # objects frozen as data (see settle_memory)
         # multiprocessing's resource tracker, which scoring's worker processes need, is
         # started with this process's stderr: once the app runs, that is Textual's capture,
         # which has no file descriptor, and starting it then fails
@@ -116,16 +117,36 @@ class WorkbenchApp(App[None]):
 
         self.call_after_refresh(go)
 
-    @staticmethod
-    def settle_memory(collect: bool = True) -> None:
+    # a full collection reclaims what died frozen once the frozen objects have grown by a quarter
+    # beyond those settled as data (see settle_memory)
+    RECLAIM_GROWTH = 1.25
+
+    def settle_memory(self, collect: bool = True) -> None:
         """Move what is loaded so far out of the cyclic collector's way (``gc.freeze``): a
         full collection over bfcl's data, a run's result files and replayed states would
         pause a keypress for a tenth of a second or more. Refcounting still frees what is
         dropped. ``collect=False``: without the full collection first (it walks everything
-        once: for a run's files just read, which hold no garbage to speak of)."""
+        once: for a run's files just read, which hold no garbage to speak of); what it
+        freezes counts as data.
+
+        Objects alive when frozen that later die in a cycle (a closed screen's widgets) are
+        never collected while frozen: each opened conversation left one screen's widgets
+        behind for good. So a ``collect`` that finds the frozen objects grown by
+        :attr:`RECLAIM_GROWTH` beyond the data unfreezes first: one full collection per
+        that much growth, which keeps what can leak a fraction of what is held."""
+        before = gc.get_freeze_count()
+        base = self._frozen_data
+        reclaim = collect and base is not None and before > base * self.RECLAIM_GROWTH
+        if reclaim:
+            gc.unfreeze()
         if collect:
             gc.collect()
         gc.freeze()
+        after = gc.get_freeze_count()
+        if base is None or reclaim:
+            self._frozen_data = after
+        elif not collect:  # the files just read: data, not growth towards a reclaim
+            self._frozen_data = base + max(0, after - before)
 
     def _replay_screen(self) -> ReplayScreen | None:
         for screen in self.screen_stack:

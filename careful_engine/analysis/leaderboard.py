@@ -188,9 +188,10 @@ def score_run_groups(
               on_start=on_start, on_file=on_file, on_entry=on_entry,
               keep_entries=keep_entries, mp_context=mp_context, cancel=cancel,
               detail=detail, meanwhile=prefetch)  # the rankings' statistics, while the workers score
-    # every file of every run across the workers at once; with traces kept, run by run
-    # (memory stays bounded by one run's traces)
-    done = ([r for p in plans for r in score_plans([p], **kw)] if keep_traces
+    # every file of every run across the workers at once; with traces kept, run by run,
+    # lazily: each run reaches ``on_run`` (which drops its traces) before the next is scored,
+    # so memory stays bounded by one run's traces (a list here held every run's at once)
+    done = ((r for p in plans for r in score_plans([p], **kw)) if keep_traces
             else score_plans(plans, **kw))
     pairs: list[list[tuple[Path, ModelScore]]] = [[] for _ in groups]
     for g, plan, run in zip(owner, plans, done, strict=True):
