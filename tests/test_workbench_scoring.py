@@ -171,9 +171,11 @@ def _workers() -> set[int]:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_quitting_while_scoring_stops_the_workers_at_once(tmp_path, shared_runs) -> None:
-    """Quitting the app while it scores four copies of a real run (a few seconds each): the
-    app and its threads are gone within seconds (without cancelling, quitting waited for
-    all four), no worker process is left a second later, and no score file is written."""
+    """Quitting the app while it scores four copies of a real run (under a second each with
+    a warm reference cache): the app and its threads are gone within seconds (without
+    cancelling, quitting waited for all four), no worker process is left a second later, and
+    no score file is written (the stop is asked for when quitting starts: asked for only
+    once the screens were unmounted, the run in progress finished and wrote its file)."""
     runs = []
     for i in range(4):
         runs.append(tmp_path / f"xlam{i}")
@@ -225,3 +227,26 @@ def test_scoring_workers_write_nothing_to_the_terminal() -> None:
     worker.start()
     worker.join(60)
     assert worker.exitcode == 0
+
+
+def test_a_run_cancelled_after_its_last_conversation_keeps_its_old_scores(workdir) -> None:
+    """A cancel that arrives once every conversation is scored, before the file is written
+    (quitting while the last conversations finish), still leaves the old scores: nothing is
+    written (before, the file was replaced after the app had asked the run to stop)."""
+    from careful_engine.core.parallel import Cancelled
+    from careful_engine.scoring.score import score_to_file
+
+    out = workdir / "scores" / "conversations.jsonl"
+    stop = [False]
+
+    def progress(done: int, total: int) -> None:
+        if total and done == total:
+            stop[0] = True  # the last conversation is scored: the cancel comes now
+
+    with pytest.raises(Cancelled):
+        score_to_file(workdir / "runs" / "alpha", "reference", out, decoder=None, jobs=1,
+                      cancel=lambda: stop[0], on_progress=progress)
+    assert stop[0] and not out.exists()
+    score_to_file(workdir / "runs" / "alpha", "reference", out, decoder=None, jobs=1,
+                  on_progress=progress)
+    assert out.exists()  # not cancelled: written

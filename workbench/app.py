@@ -254,6 +254,13 @@ class WorkbenchApp(App[None]):
         self.scoring = None
         self.score_state = ScoreState()
 
+    def exit(self, result: None = None, return_code: int = 0,
+             message: Any = None) -> None:
+        """Quit (every way: q, Ctrl+Q, an error): background scoring is stopped now, not once
+        the screens are unmounted, so the run being scored keeps its old scores."""
+        self.cancel_scoring()
+        super().exit(result, return_code, message)
+
     def on_unmount(self) -> None:
         self.cancel_scoring(wait=SHUTDOWN_WAIT)  # no worker process outlives the app
         self.context.close()

@@ -19,6 +19,7 @@ from careful_engine.core.checker import (
     STATE_MISMATCH,
 )
 from careful_engine.core.decode import decode_entry
+from careful_engine.core.parallel import Cancelled, cancelled
 from careful_engine.core.perf import collector_paused
 from careful_engine.core.process import BfclProcess
 from careful_engine.core.replay import replay
@@ -373,10 +374,13 @@ def score_to_file(run: Path, model: str, out: Path, *, decoder: str | None,
     ``options`` go to :func:`score_run` (``jobs``, ``mp_context``, ``cancel``,
     ``on_progress``, ``in_process``, ...). Returns the scored run (its ``problems``: what could
     not be scored). Raises ValueError when nothing could be scored, OSError when ``out``
-    cannot be written (and ``Cancelled`` when cancelled)."""
+    cannot be written (and ``Cancelled`` when cancelled, also once every conversation is
+    scored but before anything is written: a run cancelled then keeps its old scores)."""
     effects = load_effects(boundary, declarations)
     scored = score_run(run, decoder=decoder, models=[model], effects=effects, detector=detector,
                        **options)
+    if cancelled(options.get("cancel")):
+        raise Cancelled
     if not scored.usable:
         raise ValueError("; ".join(scored.unusable) or f"nothing to score in {run}")
     used = scored_with(effects, detector, scored.scores[0].decoder)
