@@ -177,6 +177,18 @@ def _bob_labels(db, decl):
     assert result.exit_code == 0 and "saved" in result.output, result.output
 
 
+def _label_rest(db, *who, destructive=True, reason="a reason", submit=True):
+    """Each of ``who`` (in round r, by their own login) labels what they have not yet, and
+    submits unless told not to."""
+    with Store(db) as store:
+        for name in who:
+            session = store.annotator_session("r", name, account=name)
+            for function in session.remaining():
+                session.label(function, destructive, reason)
+            if submit:
+                session.submit()
+
+
 def test_revise_by_another_login_is_refused(db, decl):
     _bob_labels(db, decl)
     for args in (["--revise"], [], ["-f", "cd"]):
@@ -298,12 +310,7 @@ def test_an_override_export_is_readable_by_its_login_only(db, decl, tmp_path):
     assert SECRET in (out / "bob.json").read_text()
     assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in out.iterdir()} == {
         "alice.json": 0o600, "bob.json": 0o600}
-    with Store(db) as store:
-        for who in ("alice", "bob"):
-            session = store.annotator_session("r", who, account=who)
-            for name in session.remaining():
-                session.label(name, True, "a reason")
-            session.submit()
+    _label_rest(db, "alice", "bob")
     assert invoke("labels", "export", "-r", "r", "-o", str(out), user="lead").exit_code == 0
     assert stat.S_IMODE((out / "bob.json").stat().st_mode) == 0o644
 
@@ -313,21 +320,13 @@ def test_an_override_boundary_is_readable_by_its_login_only(db, decl, tmp_path):
     (``--policy annotator:bob`` is bob's): like an override export, it is the overrider's
     file until the round closes; a boundary of the closed round is published as before."""
     _bob_labels(db, decl)
-    with Store(db) as store:  # bob labels the rest, not submitted
-        session = store.annotator_session("r", "bob", account="bob")
-        for name in session.remaining():
-            session.label(name, False, "fine")
+    _label_rest(db, "bob", destructive=False, reason="fine", submit=False)
     out = tmp_path / "bob.json"
     result = invoke("adjudicate", "-r", "r", "--policy", "annotator:bob", "--out", str(out),
                     "--override", "audit", user="lead")
     assert result.exit_code == 0, result.output
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
-    with Store(db) as store:
-        for who in ("alice", "bob"):
-            session = store.annotator_session("r", who, account=who)
-            for name in session.remaining():
-                session.label(name, True, "a reason")
-            session.submit()
+    _label_rest(db, "alice", "bob")
     result = invoke("adjudicate", "-r", "r", "--out", str(out), "--force", user="lead")
     assert result.exit_code == 0, result.output
     assert stat.S_IMODE(out.stat().st_mode) == 0o644
@@ -339,11 +338,7 @@ def test_closing_under_the_creators_name_records_the_login(db, decl, login):
     not an identity) but the round says which login did it, as the reveal log does for an
     opening: closing opens the labels of those who submitted."""
     _bob_labels(db, decl)
-    with Store(db) as store:
-        session = store.annotator_session("r", "alice", account="alice")
-        for name in session.remaining():
-            session.label(name, True, "a reason")
-        session.submit()
+    _label_rest(db, "alice")
     result = invoke("round", "close", "r", "--by", "lead", user=login)
     assert result.exit_code == 0, result.output
     with Store(db) as store:
