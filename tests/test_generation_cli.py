@@ -124,19 +124,19 @@ def test_a_line_longer_than_score_reads_is_dropped_unparsed(tmp_path, monkeypatc
     """Resuming drops a result line longer than ``careful score`` reads (it runs again), and
     a ledger line that long is skipped, neither parsed: a planted line of 120 MB of ``{},``
     took 3 GB to parse."""
-    from careful_engine.generation import files, results
+    from careful_engine.core import runs
+    from careful_engine.generation import results
     from careful_engine.generation.spend import read_ledger
 
-    for module in (files, results):
-        monkeypatch.setattr(module, "MAX_ENTRY_CHARS", 5_000, raising=False)
+    monkeypatch.setattr(runs, "MAX_ENTRY_CHARS", 5_000)
     good = json.dumps({"id": "multi_turn_base_0", "result": []})
     long = json.dumps({"id": "multi_turn_base_1", "result": [{}] * 2_000})
     path = tmp_path / "BFCL_v4_multi_turn_base_result.json"
     path.write_text(good + "\n" + long + "\n")
     ids, notes = results.repair(path, category="multi_turn_base")
     assert ids == {"multi_turn_base_0"} and path.read_text() == good + "\n"
-    assert notes == [f"{path.name}:2: dropped a line of {len(long):,} characters, more than "
-                     "the 5,000 a result line is read with"]
+    assert notes == [f"{path.name}:2: line is {len(long):,} characters long, more than the "
+                     "5,000 a line is read with; dropped"]
     ledger = tmp_path / "careful_spend.jsonl"
     ledger.write_text(json.dumps({"status": "ok"}) + "\n" + long + "\n")
     skipped: list[int] = []

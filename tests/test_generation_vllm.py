@@ -238,9 +238,10 @@ def test_every_line_generate_writes_is_one_score_reads(tmp_path, monkeypatch):
 def test_a_run_whose_conversation_outgrows_a_result_line_scores(tmp_path, monkeypatch):
     """Through ``generate``: a model whose calls make a conversation longer than a result
     line may be gets an inference error for it, and the run completes."""
+    from careful_engine.core import runs
     from careful_engine.generation import results
 
-    monkeypatch.setattr(results, "MAX_ENTRY_CHARS", 60_000)
+    monkeypatch.setattr(runs, "MAX_ENTRY_CHARS", 60_000)
     arg = "x" * 25_000
     call = '<tool_call>\n{"name": "ls", "arguments": {"a": "' + arg + '"}}\n</tool_call>'
     with FakeCompletionsServer(KEY, responder=lambda r: call if len(
@@ -250,7 +251,9 @@ def test_a_run_whose_conversation_outgrows_a_result_line_scores(tmp_path, monkey
     path = results.result_path(tmp_path / "r", KEY, "multi_turn_base")
     [entry] = _read_back(path).entries.values()
     assert len(path.read_text()) < 10_000
-    assert entry["result"].startswith("Error during inference: the conversation's result line")
+    assert entry["result"].startswith("Error during inference: the conversation's result line "
+                                      "is ")
+    assert entry["result"].endswith(" characters long, more than the 60,000 a line is read with")
     assert len(entry["input_token_count"]) == 4  # the counts of every turn are kept
 
 

@@ -82,3 +82,36 @@ def test_a_huge_id_is_quoted_cut(tmp_path: Path, stderr) -> None:
     assert "[AAAA" in line and "BBBB… (" not in line and "BBBB (4,000,000 characters)]" in line
     common.print_input_problems([p], tmp_path)
     assert "(4,000,000 characters)" in stderr.export_text()
+
+
+def test_every_reader_words_a_line_over_the_cap_alike(tmp_path: Path, monkeypatch) -> None:
+    """A line longer than a line is read with is one problem, never parsed, and every reader
+    (result files, score files, careful score's lines, a resumed run) says so in one wording;
+    the lines around it are read."""
+    import json
+
+    from careful_engine.analysis.bfcl_scores import read_score_lines
+    from careful_engine.browse.runs import read_scores
+    from careful_engine.core import runs
+    from careful_engine.generation.results import repair
+
+    monkeypatch.setattr(runs, "MAX_ENTRY_CHARS", 5_000)
+    ids = [f"multi_turn_base_{i}" for i in range(3)]
+    lines = [json.dumps({"id": i, "model": "m", "result": [], "x": [{}] * (2_000 * (i == ids[1]))})
+             for i in ids]
+    reason = (f"line is {len(lines[1]):,} characters long, more than the 5,000 a line is read "
+              "with")
+    path = tmp_path / "m" / "BFCL_v4_multi_turn_base_result.json"
+    path.parent.mkdir()
+    path.write_text("\n".join(lines) + "\n")
+    loaded = runs.load_result_file(runs.ResultFile(path, "m", "multi_turn_base", 4))
+    assert list(loaded.entries) == [ids[0], ids[2]]
+    assert [(p.line, p.id, p.message) for p in loaded.problems if p.line] == [
+        (2, ids[1], f"{reason}; skipped")]
+    scores = read_score_lines(path)
+    assert list(scores.failed) == [ids[0], ids[2]]
+    assert [(p.line, p.message) for p in scores.problems] == [(2, f"{reason}; skipped")]
+    problems: list[Problem] = []
+    read_scores(path, "m", problems)  # (lines 1 and 3 are no score lines: problems of their own)
+    assert [(p.line, p.message) for p in problems if p.line == 2] == [(2, f"{reason}; skipped")]
+    assert repair(path) == ({ids[0], ids[2]}, [f"{path.name}:2: {reason}; dropped"])

@@ -108,7 +108,9 @@ def test_credited_entries_are_read_line_by_line_as_bfcl_writes_them(tmp_path: Pa
     """A line ends at a newline only (an output holding U+2028 or NEL, which JSON allows raw,
     was cut in two and not read), and a line longer than an entry is read from is not parsed
     (a line of 120 MB of ``{},`` took 3.7 GB and 30 s)."""
-    monkeypatch.setattr(sa, "MAX_ENTRY_CHARS", 5_000, raising=False)
+    from careful_engine.core import runs
+
+    monkeypatch.setattr(runs, "MAX_ENTRY_CHARS", 5_000)
     write_score(tmp_path, "m", "irrelevance", 3, 3)
     path = tmp_path / "result" / "m" / "non_live" / "BFCL_v4_irrelevance_result.json"
     path.parent.mkdir(parents=True)
@@ -306,8 +308,9 @@ def test_a_score_line_longer_than_an_entry_is_one_problem_not_parsed(tmp_path: P
     """A failure line longer than a result line is read from is skipped with its line (one of
     120 MB of ``{},`` took 3 GB and 10 s to parse); the others are read."""
     from careful_engine.analysis import bfcl_scores
+    from careful_engine.core import runs
 
-    monkeypatch.setattr(bfcl_scores, "MAX_ENTRY_CHARS", 5_000, raising=False)
+    monkeypatch.setattr(runs, "MAX_ENTRY_CHARS", 5_000)
     lines = ['{"accuracy": 0.5, "correct_count": 2, "total_count": 4}',
              json.dumps({"id": "multi_turn_base_1", "error_type": "a:b", "x": [{}] * 2_000}),
              json.dumps({"id": "multi_turn_base_2", "error_type": "a:b"})]
@@ -316,7 +319,9 @@ def test_a_score_line_longer_than_an_entry_is_one_problem_not_parsed(tmp_path: P
     read = bfcl_scores.read_score_lines(path)
     assert list(read.failed) == ["multi_turn_base_2"]
     (problem,) = read.problems
-    assert problem.line == 2 and f"{len(lines[1]):,} characters long" in problem.message
+    assert (problem.line, problem.message) == (2, f"line is {len(lines[1]):,} characters long, "
+                                                  "more than the 5,000 a line is read with; "
+                                                  "skipped")
 
 
 def test_audit_and_provenance_read_a_score_file_alike(tmp_path: Path) -> None:

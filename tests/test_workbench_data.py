@@ -49,17 +49,17 @@ def test_a_score_line_longer_than_an_entry_is_one_problem_not_parsed(tmp_path,
                                                                      monkeypatch) -> None:
     """A conversations.jsonl line longer than a result line is read from is left out with its
     line, unparsed (one of 120 MB of ``{},`` takes gigabytes); the other lines are read."""
-    from careful_engine.browse import runs as browse_runs
+    from careful_engine.core import runs
 
-    monkeypatch.setattr(browse_runs, "MAX_ENTRY_CHARS", 5_000, raising=False)
+    monkeypatch.setattr(runs, "MAX_ENTRY_CHARS", 5_000)
     path = tmp_path / "conversations.jsonl"
     long = json.dumps({"id": "multi_turn_base_1", "model": "m", "x": [{}] * 2_000})
     path.write_text(long + "\n" + json.dumps({"id": "multi_turn_base_2", "model": "x"}) + "\n")
     problems: list = []
     assert browse.read_scores(path, "m", problems) == {}
     assert [(p.line, p.message) for p in problems] == [
-        (1, f"a line of {len(long):,} characters, more than the 5,000 a line is read from; "
-            "left out")]
+        (1, f"line is {len(long):,} characters long, more than the 5,000 a line is read with; "
+            "skipped")]
 
 
 def test_filters_narrow_without_replaying(beta) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from careful_engine.core.runs import MAX_ENTRY_CHARS, Problem
+from careful_engine.core.runs import Problem, content_lines, line_over_cap
 from careful_engine.core.safe_read import read_regular
 
 
@@ -72,23 +72,19 @@ def read_score_lines(path: Path) -> ScoreLines:
         out.readable = False
         out.problems.append(Problem(str(path), f"cannot read the score file ({e.strerror or e})"))
         return out
-    for i, line in enumerate(text.split("\n")):
-        if not line.strip():
-            continue
-        if len(line) > MAX_ENTRY_CHARS:  # parsed, it could take gigabytes (as careful score)
-            out.problems.append(Problem(str(path), f"score line is {len(line):,} characters "
-                                        f"long, more than the {MAX_ENTRY_CHARS:,} a line is "
-                                        "read from; skipped", i + 1))
+    for n, line in content_lines(text):
+        if too_long := line_over_cap(line):  # parsed, it could take gigabytes
+            out.problems.append(Problem(str(path), too_long, n))
             continue
         try:
             obj: Any = json.loads(line)
         except (ValueError, RecursionError) as e:  # (nested too deep to read: RecursionError)
             reason = str(e)[:120] if isinstance(e, ValueError) else "nested too deeply"
-            out.problems.append(Problem(str(path), f"score line is not JSON ({reason})", i + 1))
+            out.problems.append(Problem(str(path), f"score line is not JSON ({reason})", n))
             continue
         if not isinstance(obj, dict):
-            out.problems.append(Problem(str(path), "score line is not an object", i + 1))
-        elif i == 0 and "accuracy" in obj:
+            out.problems.append(Problem(str(path), "score line is not an object", n))
+        elif n == 1 and "accuracy" in obj:
             out.accuracy = _share(obj.get("accuracy"))
             out.correct = _count(obj.get("correct_count"))
             out.total = _count(obj.get("total_count"))
@@ -97,9 +93,9 @@ def read_score_lines(path: Path) -> ScoreLines:
             kind = err.get("error_type") if isinstance(err, dict) else obj.get("error_type")
             if kind is not None and not isinstance(kind, str):  # (NaN, a list, a number)
                 out.problems.append(Problem(str(path), "error_type is not text; the failure "
-                                            "is kept without it", i + 1, obj["id"]))
+                                            "is kept without it", n, obj["id"]))
                 kind = None
             out.failed[obj["id"]] = FailedEntry(kind, _first_error(obj))
         else:
-            out.problems.append(Problem(str(path), "score line has no id", i + 1))
+            out.problems.append(Problem(str(path), "score line has no id", n))
     return out

@@ -33,10 +33,10 @@ from typing import Any
 from careful_engine.analysis.bfcl_scores import read_score_lines
 from careful_engine.core import bfcl
 from careful_engine.core.runs import (
-    MAX_ENTRY_CHARS,
     Problem,
     content_lines,
     depth_over,
+    line_over_cap,
     search_files,
 )
 from careful_engine.core.safe_read import read_regular
@@ -323,7 +323,7 @@ def credited_irrelevance(sf: ScoreFile, results: Path | None) -> Credited:
     except OSError:
         return out
     for _, line in content_lines(text):
-        if len(line) > MAX_ENTRY_CHARS:  # parsed, it could take gigabytes (as careful score)
+        if line_over_cap(line):  # parsed, it could take gigabytes (as careful score)
             continue
         try:
             entry = json.loads(line)

@@ -18,12 +18,13 @@ from careful_engine.analysis.leaderboard import distinct_runs, label_entries
 from careful_engine.browse.view import ConversationView, build_view
 from careful_engine.core import bfcl
 from careful_engine.core.runs import (
-    MAX_ENTRY_CHARS,
     DecoderUnavailable,
     LoadedFile,
     Problem,
     ResultFile,
+    content_lines,
     decoder_key,
+    line_over_cap,
     load_result_file,
     needs_decoder,
 )
@@ -134,12 +135,9 @@ def read_scores(path: Path, model: str, problems: list[Problem] | None = None,
         return out
     # (read whole, regular and bounded: a file swapped for a FIFO after the check is refused)
     text = read_regular(path, max_bytes).decode("utf-8", errors="replace")
-    for n, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        if len(line) > MAX_ENTRY_CHARS:  # parsed, it could take gigabytes
-            bad.append(Problem(str(path), f"a line of {len(line):,} characters, more than the "
-                               f"{MAX_ENTRY_CHARS:,} a line is read from; left out", line=n))
+    for n, line in content_lines(text):
+        if too_long := line_over_cap(line):  # parsed, it could take gigabytes
+            bad.append(Problem(str(path), too_long, line=n))
             continue
         try:
             row = json.loads(line)

@@ -38,6 +38,17 @@ MAX_DEPTH = 100  # nesting of one entry; bfcl's own entries stay under 12
 MAX_ENTRY_CHARS = 16 * 2**20
 TOKEN_FIELDS = ("input_token_count", "output_token_count")  # per turn, per step
 
+
+def line_over_cap(line: str, then: str = "skipped") -> str | None:
+    """Why ``line`` is too long to parse (longer than :data:`MAX_ENTRY_CHARS`), or None: the
+    one wording of every reader of JSON lines, ending ``; <then>`` (none when ``then`` is "")."""
+    if len(line) <= MAX_ENTRY_CHARS:
+        return None
+    tail = f"; {then}" if then else ""
+    return (f"line is {len(line):,} characters long, more than the {MAX_ENTRY_CHARS:,} a line "
+            f"is read with{tail}")
+
+
 def depth_over(value: object, limit: int = MAX_DEPTH) -> bool:
     """Whether ``value`` nests lists and objects deeper than ``limit`` (walked without
     recursion)."""
@@ -212,10 +223,8 @@ def _load_result_file(rf: ResultFile) -> LoadedFile:
         if unparsed is not None:
             out.problems.append(unparsed)
             unparsed = None
-        if len(line) > MAX_ENTRY_CHARS:
-            out.problems.append(Problem(name, f"line is {len(line):,} characters long, more "
-                                        f"than the {MAX_ENTRY_CHARS:,} an entry is read from; "
-                                        "skipped", lineno, _guess_id(line)))
+        if too_long := line_over_cap(line):
+            out.problems.append(Problem(name, too_long, lineno, _guess_id(line)))
             continue
         try:
             entry = json.loads(line)

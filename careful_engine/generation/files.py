@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from careful_engine.core import safe_write
-from careful_engine.core.runs import MAX_ENTRY_CHARS
+from careful_engine.core.runs import line_over_cap
 from careful_engine.core.safe_read import MAX_RESULT_BYTES, read_regular
 from careful_engine.generation.errors import GenerationError
 
@@ -134,7 +134,7 @@ def read_records(path: Path, skipped: list[int] | None = None) -> list[dict]:
     lines = raw.decode("utf-8", errors="replace").split("\n")
     for n, line in enumerate(lines, 1):
         try:
-            record = json.loads(line) if len(line) <= MAX_ENTRY_CHARS else None
+            record = None if line_over_cap(line) else json.loads(line)
         except (ValueError, RecursionError):  # cut short, not JSON, nested too deep
             record = None
         if isinstance(record, dict):

@@ -24,7 +24,7 @@ from typing import Any
 from careful_engine.core import bfcl
 from careful_engine.core.decode import token_count
 from careful_engine.core.json_values import refuse_constant
-from careful_engine.core.runs import MAX_DEPTH, MAX_ENTRY_CHARS, TOKEN_FIELDS, depth_over
+from careful_engine.core.runs import MAX_DEPTH, TOKEN_FIELDS, depth_over, line_over_cap
 from careful_engine.core.safe_read import MAX_RESULT_BYTES
 from careful_engine.core.safe_text import visible
 from careful_engine.generation import files
@@ -87,9 +87,9 @@ def repair(path: Path, drop_errors: bool = False,
     for lineno, line in enumerate(complete, start=1):
         if not line.strip():
             continue
-        if len(line) > MAX_ENTRY_CHARS:  # careful score skips it; parsed, it takes gigabytes
-            notes.append(f"{path.name}:{lineno}: dropped a line of {len(line):,} characters, "
-                         f"more than the {MAX_ENTRY_CHARS:,} a result line is read with")
+        # careful score skips it; parsed, it takes gigabytes
+        if too_long := line_over_cap(line, "dropped"):
+            notes.append(f"{path.name}:{lineno}: {too_long}")
             continue
         try:
             entry = json.loads(line)
@@ -130,10 +130,8 @@ def _unreadable(entry: dict[str, Any], line: str | None) -> str | None:
         return f"the conversation's result nests deeper than {MAX_DEPTH} levels"
     if line is None:
         return "the conversation's result cannot be written as JSON"
-    if len(line) > MAX_ENTRY_CHARS:
-        return (f"the conversation's result line would have {len(line):,} characters, more "
-                f"than the {MAX_ENTRY_CHARS:,} a result line is read with")
-    return None
+    too_long = line_over_cap(line, "")
+    return f"the conversation's result {too_long}" if too_long else None
 
 
 def as_inference_error(entry: dict[str, Any], why: str, counts: bool = True) -> dict[str, Any]:
