@@ -565,11 +565,10 @@ class ImportSession:
                         "(functions, kinds, proposals or declarations hash differ); import it "
                         "under another round name"
                     )
-            final = ann not in store.round_annotators(name) and store.roster_final(name)
-            if final:
-                raise RoundError(
-                    f"{final}; it takes no new annotator, so {ann}'s label set is not imported "
-                    "(import it under another round name)")
+            refused = store.join_refusal(name, ann)
+            if refused:  # (what became of the set, and the way round it, are the import's)
+                raise RoundError(f"{refused}, so {ann}'s label set is not imported (import it "
+                                 "under another round name)")
             existing_ann = store.annotator(ann)
             if existing_ann is not None:
                 self._may_write(name, existing_ann)

@@ -249,6 +249,15 @@ class Store:
         return (f"the adjudication of round {rnd.name} has begun ({' and '.join(done)} "
                 "recorded, on the annotators it had then)")
 
+    def join_refusal(self, round_name: str, annotator: str) -> str | None:
+        """Why ``annotator`` may not join the round, in the one wording of ``round add`` and
+        ``labels import``; None when it is on the roster already or the roster is not final
+        (:meth:`roster_final`)."""
+        if annotator in self.round_annotators(round_name):
+            return None
+        final = self.roster_final(round_name)
+        return f"{final}; it takes no new annotator" if final else None
+
     def add_to_round(self, round_name: str, annotator: str, *, by: str) -> None:
         """Add a registered annotator to a round (only its creator may; a no-op if it is in
         the round already). Refused once the round is closed, by its creator or because every
@@ -262,9 +271,9 @@ class Store:
             if annotator in self.round_annotators(rnd.name):
                 return
             self._owner(rnd, by, f"add {annotator}")
-            final = self.roster_final(rnd.name)
-            if final:
-                raise RoundError(f"{final}; it takes no new annotator")
+            refused = self.join_refusal(rnd.name, annotator)
+            if refused:
+                raise RoundError(refused)
             if self.is_closed(rnd.name):
                 raise RoundError(f"every annotator of round {rnd.name} has submitted: it is "
                                  "closed and takes no new annotator (start a new round)")
