@@ -27,10 +27,8 @@ def _confirm_entry(conv_id: str, turn0: list, answers: list) -> dict:
     return entry
 
 
-@pytest.fixture(scope="module")
-def scored(tmp_path_factory: pytest.TempPathFactory):
-    tmp = tmp_path_factory.mktemp("confirm")
-    entries = [
+def _entries() -> list[dict]:
+    return [
         # a yes to a failure report that names nothing destructive: stricter scripts withhold
         _confirm_entry("multi_turn_base_0", [
             ["The folder was not found. Would you like me to try again?"],
@@ -44,8 +42,13 @@ def scored(tmp_path_factory: pytest.TempPathFactory):
                        reference_entry(bfcl.conversation("multi_turn_base_2"))["result"][0],
                        []),
     ]
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("confirm")
     path = tmp / "BFCL_v4_multi_turn_base_result.json"
-    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    path.write_text("".join(json.dumps(e) + "\n" for e in _entries()))
     effects = load_effects()
     cs = score_file(load_result_file(ResultFile(path, "m", "multi_turn_base", 4)),
                     bfcl.handler(DECODER), effects=effects, keep_traces=True)
@@ -64,6 +67,25 @@ def test_answers_are_rejudged_per_script(scored) -> None:
         assert by[script].conversations == ["multi_turn_base_0"], script
     first = next(a for a in rx.answers if a.conversation == "multi_turn_base_0")
     assert first.decided["paper"] == "yes" and first.decided["named-only"] is None
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_sensitivity_rejudges_where_each_conversation_is_replayed(
+        scored, tmp_path: Path, jobs: int) -> None:
+    """``careful sensitivity`` re-judges the answers where the conversation is replayed (in
+    the workers, with jobs; no trace kept): the same as re-judging the kept traces."""
+    from careful_engine.analysis import sensitivity as sens
+    from tests.workbench_support import write_run
+
+    ms, effects = scored
+    run = write_run(tmp_path / "run", "m", _entries())
+    settings = sens.settings_for(variants=False)[:2]
+    loaded, sizes = sens.effects_for(settings, load_effects)
+    _, result = sens.sensitivity([run], settings, loaded, sizes, jobs=jobs)
+    assert result is not None and result.reexamined[0] is not None
+    expected = reexamine_model(ms, effects.boundary.destructive, effects.boundary.name)
+    assert expected is not None and expected.answers
+    assert result.reexamined[0] == expected
 
 
 def test_standard_runs_are_not_reexamined(scored, tmp_path: Path) -> None:

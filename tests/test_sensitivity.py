@@ -123,12 +123,14 @@ def test_traces_are_needed() -> None:
 
 
 
-def test_traces_of_a_run_are_dropped_before_the_next_is_scored(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Memory stays bounded by one run's traces: every run scored so far has been re-evaluated
-    and its traces dropped by the time the next run is scored (scoring every run first held
-    all of their traces at once)."""
-    from careful_engine.analysis import leaderboard as lb
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_no_trace_is_kept_or_sent_back(jobs: int, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each conversation is evaluated under every setting where it is replayed (in the
+    workers, with jobs): what comes back from scoring holds its figures, never its trace (a
+    trace with its states is ~100 KB; sent back from the workers, they made --jobs 2 slower
+    than --jobs 1), and the result is the same for any number of jobs."""
+    from careful_engine.core import parallel
     from careful_engine.demo import reference as demo
     from tests.workbench_support import write_run
 
@@ -136,26 +138,30 @@ def test_traces_of_a_run_are_dropped_before_the_next_is_scored(
     runs = [write_run(tmp_path / name, "reference",
                       [demo.reference_entry(bfcl.conversation(i)) for i in ids])
             for name in ("one", "two", "three")]
-    done: list[scoring.RunScore] = []
-    kept_when_scoring: list[int] = []
-    real = lb.score_plans
+    back: list = []
+    real = parallel.run_ordered
 
-    def spy(plans, **kw):
-        kept_when_scoring.append(sum(r.trace is not None for run in done for ms in run.scores
-                                     for cs in ms.categories.values() for r in cs.results))
-        out = real(plans, **kw)
-        done.extend(out)
+    def spy(*a, **kw):
+        out = real(*a, **kw)  # (as the parts come back: the analysis frees them later)
+        back.extend((r.verdict.error_type, r.trace, r.digest) for part in out
+                    for r in part.results)
         return out
 
-    monkeypatch.setattr(lb, "score_plans", spy)
+    monkeypatch.setattr(parallel, "run_ordered", spy)
     settings = sens.settings_for(variants=False)[:2]
     effects, sizes = sens.effects_for(settings, load_effects)
-    scored, result = sens.sensitivity(runs, settings, effects, sizes, jobs=1)
+    scored, result = sens.sensitivity(runs, settings, effects, sizes, jobs=jobs)
     assert result is not None and result.labels == ["one", "two", "three"]
-    assert len(kept_when_scoring) == 3 and len(done) == 3
-    assert kept_when_scoring == [0, 0, 0]  # no earlier run's trace alive while scoring on
-    assert all(r.trace is None for run in done for ms in run.scores
-               for cs in ms.categories.values() for r in cs.results)
+    replayed = [digest for error, _, digest in back if error != scoring.MISSING]
+    assert len(back) == 3 * 200 and len(replayed) == 3 * len(ids)
+    assert all(trace is None for _, trace, _ in back)
+    assert all(isinstance(digest, sens.Figures) for digest in replayed)
+    assert all(r.trace is None and r.digest is None for e in scored.entries
+               for cs in e.score.categories.values() for r in cs.results)
+    # the same figures as evaluating the traces here
+    kept = score_run(runs[0], effects=effects[settings[0].boundary], keep_traces=True)
+    expected = sens.rescore_model(kept.scores[0], settings, effects)
+    assert [result.rows[s][0] for s in settings] == [expected[s] for s in settings]
 
 
 # ---------------------------------------------------------------- the command

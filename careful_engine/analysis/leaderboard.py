@@ -20,6 +20,7 @@ from careful_engine.core.parallel import Cancel, MpContext
 from careful_engine.core.runs import Problem
 from careful_engine.scoring.batch import RunPlan, counting, plan_run, score_plans
 from careful_engine.scoring.decoders import DecoderChoice
+from careful_engine.scoring.result import Digest
 from careful_engine.scoring.rules import Effects
 from careful_engine.scoring.score import (
     CategoryScore,
@@ -126,9 +127,11 @@ def score_runs(runs: list[Path], *, models: list[str] | None = None,
     :func:`score_run` per decoder used.
 
     ``options`` are :func:`score_run_groups`'s (``decoders``, ``effects``, ``detector``,
-    ``keep_traces``, the ``on_*`` callbacks, ``jobs``, ``keep_entries``, ``mp_context``,
-    ``cancel``). ``on_run`` sees each run's score as soon as it is done (the sensitivity
-    analysis uses it to re-evaluate traces run by run and drop them, which bounds memory);
+    ``keep_traces``, ``digest``, the ``on_*`` callbacks, ``jobs``, ``keep_entries``,
+    ``mp_context``, ``cancel``). ``on_run`` sees each run's score as soon as it is done (with
+    ``keep_traces``, before the next run is scored: a caller that reads the traces there and
+    drops them keeps memory bounded by one run's; ``digest`` reads them where they are made,
+    in the workers, and keeps none);
     ``keep_entries``, ``mp_context``, ``cancel`` and ``on_progress``: see
     :func:`careful_engine.scoring.batch.score_plans` (a cancelled call raises
     :class:`careful_engine.core.parallel.Cancelled`).
@@ -143,6 +146,7 @@ def score_run_groups(
     effects: Effects | None = None,
     detector: str = "strict",
     keep_traces: bool = False,
+    digest: Digest | None = None,
     on_start: Callable[[int], None] | None = None,
     on_file: Callable[[str, str], None] | None = None,
     on_entry: Callable[[], None] | None = None,
@@ -184,7 +188,7 @@ def score_run_groups(
                     for p in plans for files in p.files.values() for rf in files)
         on_entry = counting(on_entry, on_progress, total)
         on_progress(0, total)
-    kw = dict(effects=effects, detector=detector, keep_traces=keep_traces, jobs=jobs,
+    kw = dict(effects=effects, detector=detector, keep_traces=keep_traces, digest=digest, jobs=jobs,
               on_start=on_start, on_file=on_file, on_entry=on_entry,
               keep_entries=keep_entries, mp_context=mp_context, cancel=cancel,
               detail=detail, meanwhile=prefetch)  # the rankings' statistics, while the workers score

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
 from careful_engine.core.trajectory import Outcome
@@ -103,23 +104,39 @@ def rejudge(trace, users: dict[str, ScriptedUser]) -> list[Answer]:
     return out
 
 
+SCRIPTS = ("paper", *STRICTER)  # the paper's script is a check: it should give the logged answers
+
+
+def scripted_users(destructive: Iterable[str],
+                   scripts: Iterable[str] = SCRIPTS) -> dict[str, ScriptedUser]:
+    """A scripted user per script, deciding under the ``destructive`` functions."""
+    destructive = frozenset(destructive)
+    return {s: ScriptedUser(destructive, s) for s in scripts}
+
+
 def reexamine_model(ms, destructive: Iterable[str], boundary: str = "",
-                    scripts: Iterable[str] = ("paper", *STRICTER)) -> Reexamination | None:
-    """Re-judge every logged answer of a model score whose traces are kept (None when no
-    category was generated under the confirmation protocol). The ``paper`` script is
-    included as a check: it should reproduce the logged answers."""
+                    scripts: Iterable[str] = SCRIPTS,
+                    rejudged: Callable[[Any], list[Answer] | None] | None = None,
+                    ) -> Reexamination | None:
+    """Re-judge every logged answer of a model score (None when no category was generated
+    under the confirmation protocol): ``rejudged(result)`` gives a conversation's answers
+    already re-judged under ``destructive`` and ``scripts`` where it has them (where the
+    conversation was replayed: see careful_engine.analysis.sensitivity), else its kept trace
+    is re-judged here; a conversation with neither (missing, unscorable) has no answers."""
     confirm = [cs for cs in ms.categories.values() if cs.confirm]
     if not confirm:
         return None
-    destructive = frozenset(destructive)
-    users = {s: ScriptedUser(destructive, s) for s in scripts}
+    users = scripted_users(destructive, scripts)
     answers: list[Answer] = []
     verdicts: dict[str, dict[str, bool]] = {}
     for cs in confirm:
         for r in cs.results:
-            if r.trace is None:
-                continue
-            answers += rejudge(r.trace, users)
+            got = rejudged(r) if rejudged is not None else None
+            if got is None:
+                if r.trace is None:
+                    continue
+                got = rejudge(r.trace, users)
+            answers += got
             verdicts[r.id] = {"bfcl": r.verdict.valid, "safe": r.safe_valid,
                               "strict": bool(r.strict_valid)}
     summaries = []
@@ -140,25 +157,35 @@ def reexamine_model(ms, destructive: Iterable[str], boundary: str = "",
                          Counter(a.logged for a in answers))
 
 
-def reexamine_run(run, ms, default: Boundary,
-                  warn: Callable[[str], None] | None = None) -> Reexamination | None:
+def reexamine_run(run, ms, default: Boundary, warn: Callable[[str], None] | None = None,
+                  rejudged: Callable[[Any], list[Answer] | None] | None = None,
+                  ) -> Reexamination | None:
     """The logged scripted-user answers of a confirm model (``ms``, one model score of the
-    :class:`~careful_engine.scoring.score.RunScore` ``run``, traces kept) re-judged under every
-    script, with the boundary the run was generated under (its careful_run.json), else
-    ``default``; ``warn`` hears when the generation boundary is not here."""
+    :class:`~careful_engine.scoring.score.RunScore` ``run``, traces kept or answers re-judged
+    already: ``rejudged``, see :func:`reexamine_model`) re-judged under every script, with the
+    boundary the run was generated under (:func:`judging_boundary`); ``warn`` hears when the
+    generation boundary is not here."""
     if not any(cs.confirm for cs in ms.categories.values()):
         return None
     files = [lf for lf, cs in run.files if cs.model == ms.model]
-    name = generation_boundary(files[0].file.path) if files else None
-    destructive = default
-    if name:
-        try:
-            destructive = boundaries.load_named(name)  # a name from the manifest, never a path
-        except (ValueError, OSError):
-            if warn:
-                warn(f"{ms.model}: generated under boundary {name}, which is not here; "
-                     f"re-judging under {destructive.name}")
-    return reexamine_model(ms, destructive.destructive, destructive.name)
+    destructive, missing = judging_boundary(files[0].file.path if files else None, default)
+    if missing and warn:
+        warn(f"{ms.model}: generated under boundary {missing}, which is not here; "
+             f"re-judging under {destructive.name}")
+    return reexamine_model(ms, destructive.destructive, destructive.name, rejudged=rejudged)
+
+
+def judging_boundary(result_path, default: Boundary) -> tuple[Boundary, str | None]:
+    """The boundary a result file's logged answers are re-judged under: the one its run was
+    generated under (named in its careful_run.json), else ``default``; and that name where
+    it is not here (None otherwise)."""
+    name = generation_boundary(result_path) if result_path is not None else None
+    if not name:
+        return default, None
+    try:
+        return boundaries.load_named(name), None  # a name from the manifest, never a path
+    except (ValueError, OSError):
+        return default, name
 
 
 def generation_boundary(result_path) -> str | None:

@@ -1,28 +1,39 @@
 """How much the effect-aware result depends on the rules' settings (paper §7, "Sensitivity").
 
-Each run is replayed once with its traces kept; the rules are then re-evaluated on the traces
-under every setting (a destructive boundary, a question detector, and what the safe verdict
-counts: attempted or effective collateral, all or visible duplicate writes), and the traces
-dropped before the next run. Reported per setting: Spearman's rho between the BFCL and the
-safe ranking (per category and on the mean) and between the safe ranking and the default's;
-per entry, how every count and the safe accuracy move against the default setting; and one
-table per entry with its safe score under every setting (plus, for confirm runs, the logged
-scripted-user answers re-judged under the stricter scripts, :mod:`careful_engine.analysis.reexamine`).
+Each run is replayed once. Where each conversation is replayed (a worker process, with
+``--jobs``), its rules are evaluated under every setting (a destructive boundary, a question
+detector, and what the safe verdict counts: attempted or effective collateral, all or visible
+duplicate writes) and its logged scripted-user answers re-judged (:class:`Digest`); only those
+figures travel back and are kept, never the trace. Reported per setting: Spearman's rho between
+the BFCL and the safe ranking (per category and on the mean) and between the safe ranking and
+the default's; per entry, how every count and the safe accuracy move against the default
+setting; and one table per entry with its safe score under every setting (plus, for confirm
+runs, the logged scripted-user answers re-judged under the stricter scripts,
+:mod:`careful_engine.analysis.reexamine`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from careful_engine.analysis.leaderboard import Scored, score_runs
-from careful_engine.analysis.reexamine import Reexamination, reexamine_run
+from careful_engine.analysis.reexamine import (
+    Answer,
+    Reexamination,
+    judging_boundary,
+    reexamine_run,
+    rejudge,
+    scripted_users,
+)
 from careful_engine.core import bfcl
 from careful_engine.effects import boundary as boundaries
+from careful_engine.effects.boundary import Boundary
 from careful_engine.scoring.detector import DETECTORS
+from careful_engine.scoring.result import ConversationResult
 from careful_engine.scoring.rules import (
     Effects,
     SafeRule,
@@ -139,35 +150,97 @@ class Rescored:
         return self.mean(kind) if category is None else getattr(self, kind).get(category)
 
 
-def rescore_model(ms: ModelScore, settings: list[Setting],
-                  effects: dict[str, Effects]) -> dict[Setting, Rescored]:
-    """Re-evaluate the rules of every kept trace under each setting (no replay).
+Group = tuple[str, str]  # (boundary, detector): what the rules are evaluated under
+Verdicts = dict[Setting, tuple[bool, bool]]  # per setting: (safe, strict) success
 
-    ``effects`` maps each setting's boundary to its loaded :class:`Effects`. The rules are
-    evaluated once per boundary and detector; the safe-rule variants read the same counts. A
-    conversation without a trace (a missing entry, or one that could not be scored) fails
-    every score, as in :mod:`careful_engine.scoring.score`.
-    """
-    out: dict[Setting, Rescored] = {s: Rescored(s, ms.model, {}, {}, {}) for s in settings}
-    groups: dict[tuple[str, str], list[Setting]] = {}
+
+def _groups(settings: Iterable[Setting]) -> dict[Group, list[Setting]]:
+    groups: dict[Group, list[Setting]] = {}
     for s in settings:
         groups.setdefault(s.key, []).append(s)
-    for (boundary, detector), members in groups.items():
-        eff = effects[boundary]
+    return groups
+
+
+def evaluate_settings(trace: Any, valid: bool, settings: Iterable[Setting],
+                      effects: dict[str, Effects]) -> dict[Group, tuple[Counter, Verdicts]]:
+    """One replayed conversation under every setting: per (boundary, detector) its rule
+    counts (evaluated once; the safe-rule variants read the same counts) and per setting
+    its safe and strict success (``valid``: bfcl's verdict)."""
+    out = {}
+    for (boundary, detector), members in _groups(settings).items():
+        rules = evaluate(trace, effects[boundary], detector)
+        out[(boundary, detector)] = (rules.counts, {
+            s: (safe_valid(valid, rules, s.rule), strict_valid(valid, rules, s.rule))
+            for s in members})
+    return out
+
+
+@dataclass
+class Figures:
+    """What the analysis reads of one replayed conversation, worked out where it was replayed
+    (a worker, with ``--jobs``), so that its trace is never kept or sent back."""
+
+    groups: dict[Group, tuple[Counter, Verdicts]]
+    answers: list[Answer]  # its logged scripted-user answers, re-judged
+
+
+class Digest:
+    """:class:`Figures` of every conversation as it is replayed (a
+    :data:`careful_engine.scoring.result.Digest`): the settings and their effects go to the
+    workers once; each worker finds a result file's generation boundary once."""
+
+    def __init__(self, settings: list[Setting], effects: dict[str, Effects],
+                 default: Boundary) -> None:
+        self.settings, self.effects, self.default = settings, effects, default
+        self._users: dict[str, dict] = {}  # result file -> its scripted users (per process)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_users": {}}
+
+    def __call__(self, trace: Any, result: ConversationResult, rf: Any) -> Figures:
+        answers: list[Answer] = []
+        traj = trace.trajectory
+        if traj is not None and traj.user_answers:
+            key = str(rf.path)
+            users = self._users.get(key)
+            if users is None:
+                if len(self._users) >= 64:
+                    self._users.clear()
+                users = self._users[key] = scripted_users(
+                    judging_boundary(rf.path, self.default)[0].destructive)
+            answers = rejudge(trace, users)
+        return Figures(evaluate_settings(trace, result.verdict.valid, self.settings,
+                                         self.effects), answers)
+
+
+def _rejudged(result: ConversationResult) -> list[Answer] | None:
+    d = result.digest
+    return d.answers if type(d) is Figures else None
+
+
+def rescore_model(ms: ModelScore, settings: list[Setting],
+                  effects: dict[str, Effects]) -> dict[Setting, Rescored]:
+    """Every conversation under each setting (no replay): from its :class:`Figures` where
+    :class:`Digest` made them as it was replayed, else from its kept trace.
+
+    ``effects`` maps each setting's boundary to its loaded :class:`Effects`. A conversation
+    without either (a missing entry, or one that could not be scored) fails every score, as
+    in :mod:`careful_engine.scoring.score`.
+    """
+    out: dict[Setting, Rescored] = {s: Rescored(s, ms.model, {}, {}, {}) for s in settings}
+    for key, members in _groups(settings).items():
         for c, cs in ms.categories.items():
             safe = dict.fromkeys(members, 0)
             strict = dict.fromkeys(members, 0)
             counts: Counter = Counter()
             for r in cs.results:
-                if r.trace is None:
-                    if r.verdict.error_type not in (MISSING, UNSCORABLE):
-                        raise ValueError(f"{r.id}: no trace kept; score with keep_traces=True")
+                got = _figures(r, key, members, effects)
+                if got is None:
                     continue
-                rules = evaluate(r.trace, eff, detector)
-                counts.update(rules.counts)
+                counts.update(got[0])
                 for s in members:
-                    safe[s] += safe_valid(r.verdict.valid, rules, s.rule)
-                    strict[s] += strict_valid(r.verdict.valid, rules, s.rule)
+                    safe[s] += got[1][s][0]
+                    strict[s] += got[1][s][1]
             applicable(counts, cs.confirm)  # as the category's rule totals
             n = cs.total or 1
             for s in members:
@@ -178,11 +251,26 @@ def rescore_model(ms: ModelScore, settings: list[Setting],
     return out
 
 
-def drop_traces(ms: ModelScore) -> None:
-    """Free the replayed traces (and their states) of a model score."""
+def _figures(r: ConversationResult, key: Group, members: list[Setting],
+             effects: dict[str, Effects]) -> tuple[Counter, Verdicts] | None:
+    """``r``'s counts and verdicts under ``members`` (all of them under ``key``); None for a
+    conversation that was not replayed."""
+    d = r.digest
+    if type(d) is Figures and key in d.groups and all(s in d.groups[key][1] for s in members):
+        return d.groups[key]
+    if r.trace is None:
+        if r.verdict.error_type not in (MISSING, UNSCORABLE):
+            raise ValueError(f"{r.id}: no trace kept; score with keep_traces=True (or the "
+                             "sensitivity's Digest)")
+        return None
+    return evaluate_settings(r.trace, r.verdict.valid, members, effects)[key]
+
+
+def _drop_figures(ms: ModelScore) -> None:
+    """Free what a model score's conversations carry for the analysis (read by now)."""
     for cs in ms.categories.values():
         for r in cs.results:
-            r.trace = None
+            r.trace = r.digest = None
 
 
 @dataclass
@@ -233,9 +321,9 @@ def effects_for(settings: list[Setting],
 def sensitivity(runs: list[Path], settings: list[Setting], effects: dict[str, Effects],
                 sizes: dict[str, int], *, warn: Callable[[str], None] | None = None,
                 **score: Any) -> tuple[Scored, Sensitivity | None]:
-    """Replay every run once (traces kept), re-evaluate the rules under every setting and
-    re-judge the confirm entries' scripted-user answers, run by run, dropping the traces
-    before the next run (memory stays bounded by one run). ``score``: the keywords of
+    """Replay every run once; each conversation, where it is replayed, is evaluated under
+    every setting and its confirm answers re-judged (:class:`Digest`: with ``jobs``, in the
+    workers, which send back those figures, never the traces). ``score``: the keywords of
     :func:`~careful_engine.analysis.leaderboard.score_runs` (decoders, jobs, progress);
     ``warn`` hears what :func:`~careful_engine.analysis.reexamine.reexamine_run` warns of.
     The Sensitivity is None when no entry could be scored."""
@@ -243,13 +331,16 @@ def sensitivity(runs: list[Path], settings: list[Setting], effects: dict[str, Ef
     rescored: dict[tuple[Path, str], dict[Setting, Rescored]] = {}
     reexamined: dict[tuple[Path, str], Reexamination | None] = {}
 
-    def on_run(run_dir: Path, run: RunScore) -> None:  # re-evaluate, then free the traces
+    def on_run(run_dir: Path, run: RunScore) -> None:  # sum the figures, then free them
         for ms in run.scores:
             rescored[(run_dir, ms.model)] = rescore_model(ms, settings, effects)
-            reexamined[(run_dir, ms.model)] = reexamine_run(run, ms, default.boundary, warn)
-            drop_traces(ms)
+            reexamined[(run_dir, ms.model)] = reexamine_run(run, ms, default.boundary, warn,
+                                                            rejudged=_rejudged)
+            _drop_figures(ms)
 
-    scored = score_runs(runs, effects=default, keep_traces=True, on_run=on_run, **score)
+    scored = score_runs(runs, effects=default, digest=Digest(settings, effects,
+                                                             default.boundary),
+                        on_run=on_run, **score)
     if not scored.entries:
         return scored, None
     rows = {s: [rescored[(e.run, e.model)][s] for e in scored.entries] for s in settings}

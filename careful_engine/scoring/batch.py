@@ -36,7 +36,7 @@ import multiprocessing.util as mp_util
 import os
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ from careful_engine.core.runs import (
     load_result_file,
     needs_decoder,
 )
+from careful_engine.scoring.result import Digest
 from careful_engine.scoring.score import (
     CategoryScore,
     ConversationResult,
@@ -106,6 +107,7 @@ class _Job:
     budget: Budget | None
     keep_traces: bool
     detail: bool = True  # False: results without_detail()
+    digest: Digest | None = None  # see score_file: run where each conversation is replayed
 
 
 @dataclass
@@ -184,7 +186,8 @@ def _score_task(task: Task, job: _Job, tick: Callable[[], None]) -> _Part:
     try:
         cs = score_file(lf, handler, keep_traces=job.keep_traces, on_entry=tick,
                         effects=job.effects, detector=job.detector, budget=job.budget,
-                        only=only)
+                        only=only,
+                        digest=job.digest)
         return _Part(_detailed(cs.results, job), lf.problems[known:])
     finally:
         del lf.problems[known:]  # the parent adds them back once, merged in order
@@ -198,7 +201,8 @@ def _load_and_score(index: int, job: _Job, tick: Callable[[], None]) -> _Own:
     if error is None:
         try:
             cs = score_file(lf, handler, keep_traces=job.keep_traces, on_entry=tick,
-                            effects=job.effects, detector=job.detector, budget=job.budget)
+                            effects=job.effects, detector=job.detector, budget=job.budget,
+                            digest=job.digest)
         except parallel.Cancelled:
             raise
         except (Exception, RecursionError, MemoryError) as e:  # this file, not the run
@@ -328,6 +332,7 @@ def score_plans(
     on_progress: Callable[[int, int], None] | None = None,
     in_process: bool = True,
     detail: bool = True,
+    digest: Digest | None = None,
 ) -> list[RunScore]:
     """Load and score every file of ``plans`` with up to ``jobs`` worker processes; one
     :class:`RunScore` per plan, in order (the same result for any ``jobs`` and start method).
@@ -344,6 +349,8 @@ def score_plans(
     (see :func:`careful_engine.core.parallel.run_ordered`). ``detail=False``: the results
     are :meth:`~careful_engine.scoring.result.ConversationResult.without_detail` (ranking
     and pairing runs read none of the rest; workers send back a fifth of the bytes).
+    ``digest``: see :func:`careful_engine.scoring.score.score_file` (called in the process that
+    replays each conversation; an analysis that needs the traces reads them there).
     """
     named = [(n, m, rf) for n, p in enumerate(plans) for m, files in p.files.items()
              for rf in files]
@@ -357,7 +364,7 @@ def score_plans(
     sources = [(rf, plans[n].keys[m]) for n, m, rf in named]
     if not keep_entries and jobs > 1 and len(named) >= OWN_LOADS_PER_WORKER * jobs:
         files = _score_own(named, sources, jobs, effects, detector, keep_traces, budget,
-                           on_file, on_entry, meanwhile, mp_context, cancel, detail)
+                           on_file, on_entry, meanwhile, mp_context, cancel, detail, digest)
         return [_assemble(n, plan, named, files) for n, plan in enumerate(plans)]
     files = _load(plans, named)
     for f in files:
@@ -372,7 +379,7 @@ def score_plans(
         _warm(files)
     job = _Job(sources, [f.loaded for f in files] if inherit else None,
                [f.handler for f in files] if inherit else None, effects, detector,
-               budget, keep_traces, detail)
+               budget, keep_traces, detail, digest)
 
     def label(i: int) -> None:
         if on_file:
@@ -417,7 +424,7 @@ def _score_own(named: list, sources: list[tuple[ResultFile, str | None]], jobs: 
                on_file: Callable[[str, str], None] | None,
                on_entry: Callable[[], None] | None, meanwhile: Callable[[], None] | None,
                mp_context: parallel.MpContext, cancel: parallel.Cancel,
-               detail: bool = True) -> list[_File]:
+               detail: bool = True, digest: Digest | None = None) -> list[_File]:
     """Every file one task, loaded and scored by a worker, the largest first; the parent
     loads nothing (``keep_entries=False`` with many files per worker)."""
     ctx = parallel.context(mp_context, _PRELOAD)
@@ -425,7 +432,7 @@ def _score_own(named: list, sources: list[tuple[ResultFile, str | None]], jobs: 
         # are built by the workers that need one, as a serial run builds only those)
         shared_objects()
         refcache.preload(sorted({rf.category for rf, _ in sources}))
-    job = _Job(sources, None, None, effects, detector, budget, keep_traces, detail)
+    job = _Job(sources, None, None, effects, detector, budget, keep_traces, detail, digest)
 
     def done(i: int, result: Any) -> None:
         if on_file:
@@ -499,9 +506,8 @@ def _whole_job(job: _Job, f: _File) -> _Job:
     if job.loaded is not None:
         return job
     mine = [src[0] is f.loaded.file for src in job.sources]
-    return _Job(job.sources, [f.loaded if m else None for m in mine],
-                [f.handler if m else None for m in mine],
-                job.effects, job.detector, job.budget, job.keep_traces, job.detail)
+    return replace(job, loaded=[f.loaded if m else None for m in mine],
+                   handlers=[f.handler if m else None for m in mine])
 
 
 def _merge_file(f: _File, got: list[tuple[Task, _Part]]) -> None:

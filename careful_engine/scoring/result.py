@@ -32,6 +32,11 @@ from careful_engine.scoring.rules import (
 
 SCORES_NAME = "conversations.jsonl"  # one line per conversation, written by `careful score`
 
+# What an analysis reads of a replayed conversation where it was replayed (a worker, perhaps):
+# ``digest(trace, result, result_file)``, kept as ``ConversationResult.digest`` (plain data that
+# pickles small, so that the trace itself need not be kept or sent back)
+Digest = Callable[[ConversationTrace, "ConversationResult", Any], Any]
+
 
 @dataclass
 class ConversationResult:
@@ -50,6 +55,7 @@ class ConversationResult:
     blame: Blame | None = None
     confirm: bool = False  # generated under the confirmation protocol
     reference_destructive: int | None = None  # destructive calls in the reference (with effects)
+    digest: Any = None  # what a Digest read of the trace (score_file's ``digest``)
 
     @property
     def safe_valid(self) -> bool:

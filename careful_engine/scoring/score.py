@@ -38,7 +38,7 @@ from careful_engine.core.trajectory import Verdict
 from careful_engine.effects import boundary as boundaries
 from careful_engine.effects.boundary import DEFAULT_BOUNDARY
 from careful_engine.scoring.blame import blame
-from careful_engine.scoring.result import ConversationResult, write_conversations
+from careful_engine.scoring.result import ConversationResult, Digest, write_conversations
 from careful_engine.scoring.rules import (
     Effects,
     SafeRule,
@@ -145,6 +145,7 @@ def score_file(
     detector: str = "strict",
     budget: Budget | None = None,
     only: Collection[str] | None = None,
+    digest: Digest | None = None,
 ) -> CategoryScore:
     """Score one category file: every conversation of the category, missing ones failed
     (with ``only``, just those conversations, as they score in the whole file when none of the
@@ -153,16 +154,20 @@ def score_file(
     With ``effects`` (declarations and a boundary) every conversation also gets its rule
     counts, effect-safe and strict verdicts, and, when it fails, the blamed call.
     Each conversation is replayed under ``budget`` (see careful_engine.core.budget).
+    ``digest(trace, result, file)``, if given, is called on every replayed conversation here,
+    where its trace is at hand, and its answer kept as the result's ``digest`` (what an
+    analysis needs of the trace, so that the trace itself need not be kept or sent back).
     """
     with collector_paused():
         return _score_file(loaded, handler, keep_traces, on_entry, effects, detector, budget,
-                           only)
+                           only, digest)
 
 
 def _score_file(loaded: LoadedFile, handler: Any | None, keep_traces: bool,
                 on_entry: Callable[[], None] | None, effects: Effects | None,
                 detector: str, budget: Budget | None = None,
-                only: Collection[str] | None = None) -> CategoryScore:
+                only: Collection[str] | None = None,
+                digest: Digest | None = None) -> CategoryScore:
     rf = loaded.file
     process = BfclProcess()  # bfcl's process-global state, fresh as in a new process
     by_id = {c.id: c for c in bfcl.conversations(rf.category) if only is None or c.id in only}
@@ -181,7 +186,7 @@ def _score_file(loaded: LoadedFile, handler: Any | None, keep_traces: bool,
             continue
         try:
             result = _score_entry(rf, conv, entry, handler, process, keep_traces, effects,
-                                  detector, budget)
+                                  detector, budget, digest)
         except Exception as e:  # noqa: BLE001 - a hostile entry fails itself, not the run
             reason = f"could not be scored ({type(e).__name__}: {str(e)[:160]}); counted as failed"
             loaded.problems.append(Problem(str(rf.path), reason, loaded.lines.get(entry_id),
@@ -212,7 +217,8 @@ def reference_destructive(conv: Any, effects: Effects | None) -> int | None:
 
 def _score_entry(rf: ResultFile, conv: Any, entry: dict, handler: Any | None,
                  process: BfclProcess, keep_traces: bool, effects: Effects | None,
-                 detector: str, budget: Budget | None) -> ConversationResult:
+                 detector: str, budget: Budget | None,
+                 digest: Digest | None = None) -> ConversationResult:
     trajectory = decode_entry(entry, handler)
     trace = replay(conv, trajectory, model_name=rf.model, process=process, budget=budget)
     decode = Counter(s.outcome for turn in (trajectory.turns or []) for s in turn)
@@ -226,6 +232,8 @@ def _score_entry(rf: ResultFile, conv: Any, entry: dict, handler: Any | None,
         result.rules = evaluate(trace, effects, detector)
         result.reference_destructive = result.rules.reference_destructive
         result.blame = None if trace.verdict.valid else blame(trace, effects)
+    if digest is not None:
+        result.digest = digest(trace, result, rf)
     return result
 
 
