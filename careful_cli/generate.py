@@ -6,6 +6,7 @@ import contextlib
 import json
 import math
 import os
+from collections import Counter
 from pathlib import Path
 
 import typer
@@ -398,22 +399,25 @@ def cost(
         if not folders:
             raise GenerationError(f"no multi-turn result files under {run_dir}")
         out = []
-        for fv in folders:
+        for fv, label in zip(folders, _labels(folders), strict=True):
             own = table.find(fv.priced_as() or "")
-            v = fv.for_pricing
+            v = None if fv.not_priced() else fv.for_pricing
             item = {
-                "folder": str(fv.folder), "model": fv.model, "conversations": fv.conversations,
+                "folder": str(fv.folder), "model": fv.model, "label": label,
+                "conversations": fv.conversations, "priced_conversations": fv.counted,
+                "not_priced": fv.not_priced(), "coverage": fv.coverage(),
                 "cache_split": "logged" if fv.cache_logged else "simulated",
-                "volume": v.to_json(),
+                "volume": v.to_json() if v else None,
                 "priced_as": own.model if own else None,
-                "list_usd": list_cost(v, own) if own else None,
-                "conservative_usd": conservative_cost(v, own) if own else None,
+                "list_usd": list_cost(v, own) if own and v else None,
+                "conservative_usd": conservative_cost(v, own) if own and v else None,
                 "ledger": dict(fv.ledger) or None,
                 "ledger_usd": ({"conservative": fv.ledger_usd[0], "list": fv.ledger_usd[1]}
                                if fv.ledger_usd else None),
                 "estimates": [{"model": e.model.model, "display": e.model.display,
-                               "fictional": e.model.fictional, "list_usd": e.list_usd,
-                               "conservative_usd": e.conservative_usd}
+                               "fictional": e.model.fictional,
+                               "list_usd": e.list_usd if v else None,
+                               "conservative_usd": e.conservative_usd if v else None}
                               for e in estimates(fv, table, as_models or None)],
             }
             out.append(item)
@@ -428,22 +432,40 @@ def cost(
         raise typer.Exit(EXIT_PROBLEMS)
 
 
+def _labels(folders: list) -> list[str]:
+    """Each model folder's name, or where two folders share one, its entry label as the
+    leaderboard labels entries (by run folder) with the model folder's name."""
+    from careful_engine.analysis.leaderboard import label_entries
+
+    names = Counter(fv.model for fv in folders)
+    labels = label_entries([(fv.run, fv.model) for fv in folders])
+    return [fv.model if names[fv.model] == 1 else
+            lab if lab.endswith(f"/{fv.model}") else f"{lab}/{fv.model}"
+            for fv, lab in zip(folders, labels, strict=True)]
+
+
 def _print_costs(out: list[dict]) -> None:
     """cost's tables: per model folder its volume, its own price and the same volume on
-    other models."""
+    other models; n/a with the reason where nothing could be priced."""
     for item in out:
         v = item["volume"]
-        console.print(f"[bold]{literal(item['model'])}[/] ({item['conversations']} "
-                      f"conversations): {v['requests']:,} requests, {v['prompt']:,} prompt "
-                      f"tokens ({v['cache_read']:,} cache reads, {v['cache_write']:,} writes, "
-                      f"{item['cache_split']}), {v['output']:,} output")
-        if item["priced_as"]:
+        head = f"[bold]{literal(item['label'])}[/] ({item['conversations']:,} conversations"
+        if v is None:
+            console.print(f"{head}): n/a, not priced: {item['not_priced']}")
+        else:
+            head += f"; {item['coverage']}" if item["coverage"] else ""
+            console.print(f"{head}): {v['requests']:,} requests, {v['prompt']:,} prompt "
+                          f"tokens ({v['cache_read']:,} cache reads, {v['cache_write']:,} "
+                          f"writes, {item['cache_split']}), {v['output']:,} output")
+        if item["priced_as"] and v is not None:
             console.print(f"  at {literal(item['priced_as'])} prices: "
                           f"${_usd(item['list_usd'])} list, "
                           f"${_usd(item['conservative_usd'])} conservative")
         if item["ledger_usd"]:
             console.print(f"  spend ledger: ${item['ledger_usd']['conservative']:.4f} "
                           f"conservative{requests_text(item['ledger'])}")
+        if v is None:
+            continue
         t = Table(title="same volume on other models", title_justify="left")
         for col in ("model", "list $", "conservative $"):
             t.add_column(col, justify="left" if col == "model" else "right")

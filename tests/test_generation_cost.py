@@ -182,6 +182,68 @@ def test_cost_of_nothing_is_an_error(tmp_path):
     assert cli.invoke(app, ["cost", str(tmp_path / "missing")]).exit_code == 2
 
 
+def _items(output: str) -> list[dict]:
+    """cost's JSON, before the input problems it reports after it."""
+    return json.JSONDecoder().raw_decode(output)[0]
+
+
+def test_a_run_without_counts_per_request_is_not_priced(tmp_path):
+    """A folder none of whose conversations logged token counts per request (one number per
+    conversation, as glyphh's run logs, or inference errors) is n/a with the reason, never
+    $0; one priced from some of its conversations says from how many."""
+    run = tmp_path / "run"
+    _write_run(run, "Totals", [_entry("multi_turn_base_0", 29524, 995),
+                               _entry("multi_turn_base_1", 11851, 1450)])
+    error = {"id": "multi_turn_base_1", "result": "Error during inference: 400"}
+    _write_run(run, "Some", [_entry("multi_turn_base_0", [[100], [300]], [[7], [9]]), error])
+    res = cli.invoke(app, ["cost", str(run), "--json", "--as", "claude-haiku-4-5"])
+    items = {i["model"]: i for i in _items(res.output)}
+    totals = items["Totals"]
+    assert totals["volume"] is None and totals["list_usd"] is None
+    assert totals["priced_conversations"] == 0 and totals["conversations"] == 2
+    assert totals["estimates"][0]["list_usd"] is None
+    assert totals["estimates"][0]["conservative_usd"] is None
+    assert "no conversation logged token counts per request (2 logged one count per " \
+        "conversation" in totals["not_priced"]
+    some = items["Some"]
+    assert some["volume"]["requests"] == 2 and some["not_priced"] is None
+    assert some["coverage"] == "priced from 1 of 2 conversations that logged token counts " \
+        "per request"
+    text = " ".join(cli.invoke(app, ["cost", str(run), "--as", "claude-haiku-4-5"]).output.split())
+    assert "Totals (2 conversations): n/a, not priced: no conversation logged token counts " \
+        "per request" in text
+    assert "0 requests" not in text and "0.0000" not in text
+    assert "Some (2 conversations; priced from 1 of 2 conversations that logged token " \
+        "counts per request): 2 requests" in text
+
+
+def test_cost_labels_model_folders_of_the_same_name_by_run(tmp_path):
+    """Two runs holding the same model folder name are told apart by their run folders, as
+    the leaderboard labels entries; a name used once stays the model folder's."""
+    for run in ("v1", "v2"):
+        _write_run(tmp_path / run / "result", "gpt-oss",
+                   [_entry("multi_turn_base_0", [[100]], [[7]])])
+    _write_run(tmp_path / "v2" / "result", "other", [_entry("multi_turn_base_0", [[1]], [[1]])])
+    res = cli.invoke(app, ["cost", str(tmp_path), "--json"])
+    assert sorted(i["label"] for i in json.loads(res.output)) == [
+        "other", "v1/gpt-oss", "v2/gpt-oss"]
+    text = cli.invoke(app, ["cost", str(tmp_path)]).output
+    assert "v1/gpt-oss (1 conversations)" in text and "v2/gpt-oss (1 conversations)" in text
+
+
+def test_cost_of_a_shared_run_without_counts_is_na(shared_runs):
+    """glyphh's run logged one count per conversation: n/a, not 0 requests priced at $0;
+    deepseek's errors run says it is priced from 1 of its 200 conversations."""
+    res = cli.invoke(app, ["cost", str(shared_runs / "glyphh-ada-1.1"), "--json"])
+    (item,) = json.loads(res.output)
+    assert item["volume"] is None and item["not_priced"]
+    assert {e["list_usd"] for e in item["estimates"]} == {None}
+    res = cli.invoke(app, ["cost", str(shared_runs / "deepseek-r1-0528-errors"), "--json"])
+    (item,) = _items(res.output)
+    assert item["coverage"] == ("priced from 1 of 200 conversations that logged token "
+                                "counts per request")
+
+
 def test_a_damaged_ledger_is_counted_on_the_safe_side(tmp_path):
     """The spend guard's ledger read back: a final line whose amount is not a number is
     charged its request's worst case, not nothing; so is a request sent under an id that is

@@ -8,6 +8,11 @@ logged split when the run recorded one, otherwise a simulation of the prompt-cac
 that bfcl's Claude handler sets (the last tool and the last two user messages): within a
 conversation, each request reads the previous request's prompt from the cache and writes the
 rest (the cache's lifetime and minimum cacheable length are ignored).
+
+Only conversations that logged token counts per request are priced (``counted``): a
+conversation with none (an inference error, or a run that logged one number per conversation,
+whose requests are unknown) adds nothing, and a folder none of whose conversations logged them
+is not priced at all (n/a, never $0; :meth:`FolderVolume.not_priced` says why).
 """
 
 from __future__ import annotations
@@ -18,7 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from careful_engine.core.decode import token_count
-from careful_engine.core.runs import Problem, find_result_files, load_result_file
+from careful_engine.core.runs import (
+    TOKEN_FIELDS,
+    Problem,
+    find_result_files,
+    load_result_file,
+)
 from careful_engine.generation import results
 from careful_engine.generation.errors import GenerationError
 from careful_engine.generation.spend import (
@@ -41,13 +51,40 @@ class FolderVolume:
     simulated: Volume = field(default_factory=Volume)  # cache split simulated from prompts
     cache_logged: bool = False
     conversations: int = 0
+    counted: int = 0  # conversations that logged token counts per request (the priced ones)
+    per_conversation: int = 0  # conversations that logged counts, but not per request
     manifest: dict | None = None
     ledger: Counter = field(default_factory=Counter)  # requests by outcome (spend.OUTCOMES)
     ledger_usd: tuple[float, float] | None = None
 
     @property
+    def run(self) -> Path:
+        """The run folder holding this model folder (``RUN/result/MODEL``, else its parent)."""
+        parent = self.folder.parent
+        return parent.parent if parent.name == "result" else parent
+
+    @property
     def for_pricing(self) -> Volume:
         return self.logged if self.cache_logged else self.simulated
+
+    def not_priced(self) -> str | None:
+        """Why the folder's volume cannot be priced (no conversation logged token counts per
+        request), or None."""
+        if self.counted:
+            return None
+        why = "no conversation logged token counts per request"
+        if self.per_conversation:
+            why += (f" ({self.per_conversation:,} logged one count per conversation, which "
+                    "does not say its requests)")
+        return why
+
+    def coverage(self) -> str | None:
+        """``priced from N of M conversations that logged token counts per request`` where
+        some conversations logged none, else None."""
+        if not self.counted or self.counted == self.conversations:
+            return None
+        return (f"priced from {self.counted:,} of {self.conversations:,} conversations that "
+                "logged token counts per request")
 
     def priced_as(self) -> str | None:
         """The model id the run was priced under: the manifest's API model or registry key."""
@@ -102,11 +139,16 @@ def folder_volumes(run_dir: Path, problems: list[Problem] | None = None) -> list
             problems.extend(p for p in loaded.problems if not p.message.startswith("id missing"))
         for entry in loaded.entries.values():
             fv.conversations += 1
+            prompts = [p for t in _steps(entry.get("input_token_count")) for p in t]
+            outputs = [o for t in _steps(entry.get("output_token_count")) for o in t]
+            if not prompts and not outputs:  # nothing per request: not priced
+                if any(token_count(entry.get(k)) is not None for k in TOKEN_FIELDS):
+                    fv.per_conversation += 1
+                continue
+            fv.counted += 1
             fv.logged.add(results.entry_volume(entry))
             if "cache_read_input_token_count" in entry:
                 fv.cache_logged = True
-            prompts = [p for t in _steps(entry.get("input_token_count")) for p in t]
-            outputs = [o for t in _steps(entry.get("output_token_count")) for o in t]
             fv.simulated.add(simulate_cache(prompts, outputs))
     for fv in by_folder.values():
         ledger = fv.folder / results.LEDGER
