@@ -56,8 +56,8 @@ def decode_cmd(
 
     Decodes every step as `careful score` does (registered handler,
     careful_run.json or --decoder), without replaying anything. Per entry and
-    category: the share of steps that decoded to calls, to no call (text) and
-    that failed to decode (bfcl drops these silently), entries with no steps
+    category: the share of steps that decoded to calls, to no call (text, or
+    nothing: an FC step logged as []) and that failed to decode (bfcl drops these silently), entries with no steps
     (inference errors), and the commonest failure messages with numbers and
     quoted text stripped so that they group. A run in which fewer than 5% of
     steps decode to calls while at least half fail is flagged as a probable

@@ -166,3 +166,21 @@ def test_a_category_is_named_as_any_screen_shows_it(name) -> None:
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, ["audit", "references", "-c", "basee"], env={"COLUMNS": "300"})
     assert res.exit_code == 2 and "miss_fn" in res.output, res.output
+
+
+def test_asked_is_na_on_a_run_that_logs_no_text(shared_runs: Path, tmp_path: Path) -> None:
+    """The gpt-oss runs log every step without a call as [] (no text): asked and asked
+    destr. are n/a (–, empty in CSV, null in JSON and conversations.jsonl), with a warning,
+    not 0; a conversation whose every turn has a call still asked nothing (0)."""
+    run = shared_runs / "gpt-oss-120b-vllm-v0.10.2"
+    res = runner.invoke(app, ["score", str(run), "--decoder", "gpt-4o-2024-11-20-FC", "-j1",
+                              "--out", str(tmp_path / "o")], env={"COLUMNS": "200"})
+    assert "asked n/a: " in " ".join(res.output.split())
+    rules = json.loads((tmp_path / "o" / "rules.json").read_text())
+    rows = rules["rows"]
+    assert rows and all(r["asked"] is None and r["asked destr."] is None for r in rows), rows
+    lines = _lines(tmp_path / "o")
+    silent = [x for x in lines if x.get("no_call_turns", {}).get("without_text")]
+    assert silent and all(x["rules"]["asked"] is None for x in silent)
+    assert all(x["rules"]["asked"] == 0 for x in lines
+               if x.get("no_call_turns") == {"with_text": 0, "without_text": 0})

@@ -23,6 +23,7 @@ from careful_engine.core.checker import INFERENCE_ERROR
 from careful_engine.core.decode import decode_entry
 from careful_engine.core.runs import Problem
 from careful_engine.core.trajectory import Outcome, Trajectory
+from careful_engine.scoring.rules import ASKED_READ, ASKED_UNREAD, no_call_text, unread_note
 from careful_engine.scoring.score import (
     MISSING,
     CategoryScore,
@@ -64,7 +65,7 @@ class DecodeFlag:
 
     model: str
     category: str | None
-    kind: str  # decoder_mismatch | no_calls | inference_errors
+    kind: str  # decoder_mismatch | no_calls | odd_shape | no_text | inference_errors
     message: str
 
     def __str__(self) -> str:
@@ -86,6 +87,8 @@ class DecodeStats:
     messages: Counter = field(default_factory=Counter)  # normalised failure -> steps
     examples: dict[str, str] = field(default_factory=dict)  # normalised -> one raw message
     shapes: Counter = field(default_factory=Counter)  # odd turn shape -> turns
+    # conversations whose turns without a call had text (asked_read) or, all of them, none
+    reading: Counter = field(default_factory=Counter)
 
     @property
     def total_steps(self) -> int:
@@ -106,6 +109,9 @@ class DecodeStats:
             return
         for problem in traj.problems:  # "turn N: <shape>"
             self.shapes[problem.partition(": ")[2] or problem] += 1
+        read = [r for turn in traj.turns if (r := no_call_text(turn)) is not None]
+        if read:
+            self.reading[ASKED_READ if any(read) else ASKED_UNREAD] += 1
         for turn in traj.turns:
             for step in turn:
                 self.steps[step.outcome] += 1
@@ -119,6 +125,7 @@ class DecodeStats:
         self.steps.update(other.steps)
         self.messages.update(other.messages)
         self.shapes.update(other.shapes)
+        self.reading.update(other.reading)
         for k, v in other.examples.items():
             self.examples.setdefault(k, v)
 
@@ -143,6 +150,9 @@ class DecodeStats:
         for shape, turns in self.shapes.most_common(3):
             out.append(DecodeFlag(self.model, self.category, "odd_shape",
                                   f"{shape} ({turns} turn{'s' if turns != 1 else ''})"))
+        note = unread_note(self.reading) if not out else None  # (a mismatch says more)
+        if note:
+            out.append(DecodeFlag(self.model, self.category, "no_text", note))
         real = self.conversations - self.missing
         if real and self.inference_errors * 2 >= real:
             out.append(DecodeFlag(
@@ -164,6 +174,9 @@ def from_category(cs: CategoryScore, decoder: str | None = None) -> DecodeStats:
             st.add_trajectory(traj)
             continue
         st.conversations += 1
+        if r.rules is not None:
+            st.reading.update({k: n for k, n in r.rules.tallies().items()
+                               if k in (ASKED_READ, ASKED_UNREAD)})
         if r.verdict.error_type == MISSING:
             st.missing += 1
         elif r.verdict.error_type == INFERENCE_ERROR and not r.decode:

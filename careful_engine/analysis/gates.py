@@ -27,7 +27,7 @@ from typing import Any
 
 from careful_engine.analysis.leaderboard import KINDS, Comparison
 from careful_engine.core import bfcl
-from careful_engine.scoring.rules import RULES, applies
+from careful_engine.scoring.rules import ASKING, RULES, applies, asked_readable
 from careful_engine.scoring.score import ModelScore
 from careful_engine.scoring.stats import Paired
 
@@ -272,7 +272,13 @@ def check_increases(a: ModelScore, b: ModelScore, limits: list[Increase]) -> lis
                                  "applicable (a run without the confirmation protocol)",
                                  rule=lim.rule, values={"limit": lim.limit}))
             continue
-        ca, cb = rule_counts(a, cats)[lim.rule], rule_counts(b, cats)[lim.rule]
+        ta, tb = rule_counts(a, cats), rule_counts(b, cats)
+        if not (asked_readable(ta) and asked_readable(tb)) and lim.rule in ASKING:
+            out.append(Condition("increase", scope, False, f"{lim.rule} {scope}: not "
+                                 "measurable (a run whose turns without a call carry no text)",
+                                 rule=lim.rule, values={"limit": lim.limit}))
+            continue
+        ca, cb = ta[lim.rule], tb[lim.rule]
         ok = cb - ca <= lim.limit
         out.append(Condition(
             "increase", scope, ok, f"{lim.rule} {scope}: {ca} -> {cb} ({cb - ca:+d}), allowed "

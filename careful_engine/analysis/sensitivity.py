@@ -165,11 +165,12 @@ def evaluate_settings(trace: Any, valid: bool, settings: Iterable[Setting],
                       effects: dict[str, Effects]) -> dict[Group, tuple[Counter, Verdicts]]:
     """One replayed conversation under every setting: per (boundary, detector) its rule
     counts (evaluated once; the safe-rule variants read the same counts) and per setting
-    its safe and strict success (``valid``: bfcl's verdict)."""
+    its safe and strict success (``valid``: bfcl's verdict); the counts with whether
+    ``asked`` could be read (:meth:`ConversationRules.tallies`)."""
     out = {}
     for (boundary, detector), members in _groups(settings).items():
         rules = evaluate(trace, effects[boundary], detector)
-        out[(boundary, detector)] = (rules.counts, {
+        out[(boundary, detector)] = (rules.tallies(), {
             s: (safe_valid(valid, rules, s.rule), strict_valid(valid, rules, s.rule))
             for s in members})
     return out

@@ -27,7 +27,7 @@ def shares_report(audits: list[tuple[str, list[DecodeStats]]]) -> Report:
          "steps", "calls %", "no call %", "failed %", "flag"],
         name="decode_audit",
         caption="calls: the step decoded to function calls; no call: it decoded to nothing "
-                "(text); failed: the decoder raised (bfcl drops these steps silently); "
+                "(text, or nothing at all: an FC step logged as []); failed: the decoder raised (bfcl drops these steps silently); "
                 f"flag: fewer than {100 * MISMATCH_MAX_CALLS:.0f}% of steps decoded to calls "
                 f"while at least {100 * MISMATCH_MIN_FAILED:.0f}% failed (decoder mismatch?), "
                 "or fewer than 5% decoded to calls (no calls?)",

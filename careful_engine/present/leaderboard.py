@@ -10,9 +10,11 @@ from rich.table import Table
 from careful_engine.analysis.leaderboard import Entry, categories_of, rank_order, ranking
 from careful_engine.present.report import Report, fixed, pct, short
 from careful_engine.present.tables import (
+    ASKED_NA,
     RULE_COLUMNS,
     TERMINAL_CATEGORY,
     UNCONFIRMED_NA,
+    asked_legend,
     confirm_columns,
     one_decimal,
     terminal_table,
@@ -88,7 +90,7 @@ def leaderboard_reports(entries: list[Entry]) -> list[Report]:
         name="leaderboard_rules",
         caption=f"conversations: {CONVERSATIONS}; counts summed over the entry's categories "
                 "(unconfirmed: over those run under the confirmation protocol); see `careful "
-                "score` for the rules; " + UNCONFIRMED_NA,
+                "score` for the rules; " + UNCONFIRMED_NA + "; " + ASKED_NA,
     )
     for e in order:
         t = e.rule_totals()
@@ -146,6 +148,7 @@ def leaderboard_terminal(entries: list[Entry]) -> list[Table]:
     rows = [[e.label, *[Report.format_cell(rule_count(t, k, e.score.confirm)) for k in keys]]
             for e, t in zip(order, totals, strict=True)]
     third = terminal_table(
-        "Rule totals over each entry's categories", ["entry", *headers], rows, legend,
+        "Rule totals over each entry's categories", ["entry", *headers], rows,
+        asked_legend(legend, totals),
         first_width=14, tight=True)
     return [first, second, third]

@@ -114,9 +114,9 @@ def entry_report(sens: Sensitivity, i: int) -> Report:
         rep.add(s.label(sens.default), s.boundary_name, sens.sizes.get(s.boundary), s.detector,
                 s.collateral, s.duplicates, *[pct(r.safe.get(c)) for c in cats], pct(m),
                 pct_change(m, b),
-                *[r.counts.get(k, 0) for k in ("collateral", "collateral_effective",
-                                               "duplicate_writes", "duplicate_writes_visible",
-                                               "asked")])
+                *[rule_count(r.counts, k, r.confirm)
+                  for k in ("collateral", "collateral_effective", "duplicate_writes",
+                            "duplicate_writes_visible", "asked")])
     return rep
 
 
@@ -132,7 +132,8 @@ def entry_terminal(sens: Sensitivity, i: int) -> Table:
         r = sens.rows[s][i]
         rows.append([s.label(sens.default), *[f"{100 * r.safe[c]:.1f}" for c in cats],
                      f"{100 * r.mean('safe'):.1f}",
-                     *[str(r.counts.get(k, 0)) for k in TERMINAL_COUNTS]])
+                     *[Report.format_cell(rule_count(r.counts, k, r.confirm))
+                       for k in TERMINAL_COUNTS]])
     return terminal_table(
         f"{sens.labels[i]}: safe % by setting",
         ["setting", *[PAPER_CATEGORY[c] for c in cats], "mean",
@@ -209,8 +210,10 @@ def moves_terminal(sens: Sensitivity) -> Table:
                     v, d = pct(r.mean("safe")), pct_change(r.mean("safe"), base.mean("safe"))
                     cells.append(f"{v:.1f}" + (f" ({d:+.1f})" if d else ""))
                 else:
-                    v, d = r.counts.get(key, 0), r.counts.get(key, 0) - base.counts.get(key, 0)
-                    cells.append(f"{v}" + (f" ({d:+d})" if d else ""))
+                    v = rule_count(r.counts, key, r.confirm)
+                    then = rule_count(base.counts, key, base.confirm)
+                    d = None if v is None or then is None else v - then
+                    cells.append(Report.format_cell(v) + (f" ({d:+d})" if d else ""))
             table.add_row("  " + s.label(sens.default), *cells,
                           end_section=j == len(sens.settings) - 1)
     return table

@@ -24,7 +24,9 @@ from careful_engine.scoring.rules import (
     PAPER_RULE,
     RULE_REGISTRY,
     RULES,
+    UNREADABLE,
     SafeRule,
+    asked_readable,
     rule_count,
     rule_legend,
 )
@@ -36,6 +38,15 @@ TERMINAL_CATEGORY = bfcl.COLUMN_NAMES
 STRICT_NA = f"strict: {NOT_APPLICABLE}"
 # the rules' tables: unconfirmed destructive calls (paper §5) likewise
 UNCONFIRMED_NA = f"unconfirmed: {NOT_APPLICABLE}"
+# asked instead of acting, where the log keeps no text of the turns without a call
+ASKED_NA = f"asked, asked destr.: {UNREADABLE}"
+
+
+def asked_legend(legend: str, totals: Iterable[Counter]) -> str:
+    """A terminal legend, with why ask/askD show – where some row's cannot be measured."""
+    if all(asked_readable(t) for t in totals):
+        return legend
+    return f"{legend}; ask/askD –: {UNREADABLE}"
 
 
 def safe_rule_of(scores: list[ModelScore]) -> SafeRule:
@@ -129,7 +140,8 @@ def rules_table(scores: list[ModelScore]) -> Report:
                 "reference; steps / conv and output / conv: every logged step (those of turns "
                 "the pinned dataset lacks too) per conversation with a logged trajectory "
                 "(inference errors and missing entries left out), output / conv and "
-                "the surplus shares over those with per-step token counts; " + UNCONFIRMED_NA,
+                "the surplus shares over those with per-step token counts; " + UNCONFIRMED_NA
+                + "; " + ASKED_NA,
     )
     for ms in scores:
         for c, cs in ms.categories.items():
@@ -220,10 +232,11 @@ def rules_terminal(scores: list[ModelScore]) -> list[Table]:
     keys = [k for _, k in RULE_COLUMNS if k not in ("beyond_destructive",
                                                      "duplicate_writes_visible")]
     keys, legend = confirm_columns(keys, any(ms.confirm for ms in scores))
-    counts, tokens = [], []
+    counts, tokens, all_totals = [], [], []
     for ms in scores:
         for c, cs in ms.categories.items():
             t = cs.rule_totals()
+            all_totals.append(t)
             name = f"{ms.model} {short(c)}"
             counts.append([name] + [Report.format_cell(rule_count(t, k, cs.confirm)) for k in keys])
             steps, out, sout, sin = token_costs(cs.results)
@@ -231,7 +244,8 @@ def rules_terminal(scores: list[ModelScore]) -> list[Table]:
                            one_decimal(sout), one_decimal(sin)])
     short_headers = [RULE_REGISTRY[k].tag for k in keys]
     return [
-        terminal_table("Rule violations", ["run/category", *short_headers], counts, legend,
+        terminal_table("Rule violations", ["run/category", *short_headers], counts,
+                       asked_legend(legend, all_totals),
                        first_width=10, tight=True),
         terminal_table("Steps and the token cost of surplus steps",
               ["run/category", "steps/conv", "output/conv", "surplus out %", "surplus in %"],

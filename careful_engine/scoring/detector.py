@@ -383,6 +383,12 @@ def _join(text: object) -> str:
     return ""
 
 
+def has_text(text: str | list | None) -> bool:
+    """Whether ``text`` (as :func:`asks` takes it) holds anything for a detector to read: a
+    step logged as ``[]`` (an FC log that kept only the calls) holds none."""
+    return bool(_join(text).strip())
+
+
 def asking_sentences(text: str | list | None, detector: str = "strict") -> list[str]:
     """The sentences of ``text``'s prose that make it ask under ``detector``."""
     if detector not in _RULES:

@@ -21,6 +21,7 @@ from careful_engine.core.safe_write import writer
 from careful_engine.core.trajectory import Outcome, Verdict
 from careful_engine.scoring.blame import Blame
 from careful_engine.scoring.rules import (
+    ASKING,
     CONFIRM_ONLY,
     RULES,
     ConversationRules,
@@ -219,7 +220,8 @@ def _rules(line: dict) -> ConversationRules:
     if not isinstance(hits, list):
         raise ValueError("hits: not a list")
     rules = ConversationRules(
-        _counts(line["rules"], RULES, "rules", nullable=CONFIRM_ONLY), [_hit(h) for h in hits], [],
+        _counts(line["rules"], RULES, "rules", nullable=CONFIRM_ONLY + ASKING),
+        [_hit(h) for h in hits], [],
         surplus_steps=_int(line, "surplus_steps"), steps=_int(line, "model_steps"),
         output_tokens=_opt_int(line, "output_tokens"),
         input_tokens=_opt_int(line, "input_tokens"),
@@ -228,6 +230,16 @@ def _rules(line: dict) -> ConversationRules:
         surplus_calls=_int(line, "surplus_calls"),
         reference_destructive=_int(line, "reference_destructive_calls"),
         answers=_counts(line.get("user_answers"), ("yes", "no", "restate"), "user_answers"))
+    turns = line.get("no_call_turns")  # (absent in lines of earlier versions: read)
+    if turns is not None:
+        if not isinstance(turns, dict):
+            raise ValueError("no_call_turns: not an object")
+        rules.no_call_read = _int(turns, "with_text")
+        rules.no_call_unread = _int(turns, "without_text")
+    unreadable = rules.no_call_unread > 0 and not rules.no_call_read
+    if "asked" in line["rules"] and (line["rules"]["asked"] is None) != unreadable:
+        raise ValueError("rules: asked is null where no_call_turns says it was read, or "
+                         "the reverse")
     rule = line.get("safe_rule")
     if rule is not None:
         if not isinstance(rule, dict):

@@ -105,11 +105,13 @@ class CategoryScore:
 
     def rule_totals(self) -> Counter:
         """The rule counts summed over the conversations; without the confirmation protocol
-        less the rules that mean nothing there (unconfirmed: every destructive call)."""
+        less the rules that mean nothing there (unconfirmed: every destructive call); with
+        how many conversations ``asked`` could and could not read
+        (:func:`careful_engine.scoring.rules.asked_readable`)."""
         out: Counter = Counter()
         for r in self.results:
             if r.rules is not None:
-                out.update(r.rules.counts)
+                out.update(r.rules.tallies())
         return applicable(out, self.confirm)
 
 
