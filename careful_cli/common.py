@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -297,6 +297,19 @@ def scoring_progress(label: str = "scoring") -> Iterator[dict[str, Any]]:
                 task, description=f"{m} {bfcl.short_name(c)}"),
             "on_entry": lambda: progress.advance(task),
         }
+
+
+def drift_notes(runs: Iterable[tuple[Path, Any]], label: Callable[[Path, str], str]) -> None:
+    """One note per model folder of a scored run (``(run folder, RunScore)``) whose logged
+    inputs show dataset drift (:func:`careful_engine.analysis.provenance.run_drift`: no
+    replay), naming the command that attributes the difference. Figures are untouched."""
+    from careful_engine.analysis.provenance import drift_note, run_drift  # deferred: ~25 ms
+
+    for run_dir, run in runs:
+        for model, (drifted, total) in run_drift(run.files).items():
+            if drifted:
+                err.print(f"[yellow]note:[/] {literal(label(run_dir, model))}: "
+                          f"{literal(drift_note(drifted, total, run_dir))}")
 
 
 def write_reports(reports: list[Any], out: Path) -> None:
