@@ -331,6 +331,56 @@ def print_written(reports: list[Any], out: Path, quiet: bool) -> None:
 
 
 
+def fit_help() -> None:
+    """Every ``--help`` at any width with nothing cut off: typer lays its option tables out
+    with rich's defaults, which end a cell too narrow for an option name or a long word (a
+    path, ``[CATEGORY:]SCORE=PERCENT``) with "…". Here such a cell folds onto the next line
+    instead, whole. Installed once, project-wide; typer's help module is imported only when
+    a help is rendered (it costs ~40 ms)."""
+    import typer.core
+
+    for cls in (typer.core.TyperCommand, typer.core.TyperGroup):
+        original = cls.format_help
+        if getattr(original, "careful_fit", False):
+            continue
+
+        def format_help(self: Any, ctx: Any, formatter: Any, _original: Any = original) -> None:
+            _fold_help_tables()
+            return _original(self, ctx, formatter)
+
+        format_help.careful_fit = True  # type: ignore[attr-defined]
+        cls.format_help = format_help
+
+
+def _fold_help_tables() -> None:
+    """Give typer's help renderer a Table whose cells fold what does not fit (an option's
+    help is a Columns of Texts: each of them folds)."""
+    from rich.columns import Columns
+    from rich.table import Table
+    from rich.text import Text
+    from typer import rich_utils
+
+    if getattr(rich_utils.Table, "careful_fit", False):
+        return
+
+    def fold(cell: Any) -> None:
+        for item in cell.renderables if isinstance(cell, Columns) else [cell]:
+            if isinstance(item, Text):
+                item.overflow = "fold"
+
+    class HelpTable(Table):
+        careful_fit = True
+
+        def add_row(self, *renderables: Any, **kwargs: Any) -> None:
+            for cell in renderables:
+                fold(cell)
+            super().add_row(*renderables, **kwargs)
+            for column in self.columns:
+                column.overflow = "fold"
+
+    rich_utils.Table = HelpTable
+
+
 _LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s")
 
 
