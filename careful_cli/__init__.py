@@ -73,7 +73,7 @@ def _load(only: str | None = None) -> None:
     ``only`` (a module of :data:`COMMAND_MODULES`), just that one. Called inside
     :func:`main`'s error handling, so that a module failing to import exits 3 with a log
     rather than a traceback."""
-    from careful_cli.common import reflow, reflow_help
+    from careful_cli.common import fit_help, reflow, reflow_help
 
     wanted = [only] if only else list(COMMAND_MODULES)
     if not only and _added != wanted[:len(_added)]:  # after a single one: redo, in help order
@@ -81,6 +81,7 @@ def _load(only: str | None = None) -> None:
         _added.clear()
     if not _TOP_REFLOWED:
         app.info.help = reflow(app.info.help)
+        fit_help()
         _TOP_REFLOWED.append(True)
     for name in wanted:
         if name not in _added:

@@ -142,9 +142,10 @@ def scores_cmd(
     if not audits:
         raise fail(f"no BFCL_v*_<category>_score.json files under {directory}")
     print_input_problems(problems, directory, quiet=quiet)
-    reports = show_scores.score_audit_reports(audits, result_dir)
+    source = sa.locate(directory, results)[0]  # the score folder the figures come from
+    reports = show_scores.score_audit_reports(audits, result_dir, source)
     write_reports(reports, out)
-    console.print(show_scores.overall_terminal(audits))
+    console.print(show_scores.overall_terminal(audits, source))
     if any(cr for a in audits for cr in a.credited):
         console.print(show_scores.credited_terminal(audits, result_dir))
     flags = [f for a in audits for f in a.flags]

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -299,6 +299,19 @@ def scoring_progress(label: str = "scoring") -> Iterator[dict[str, Any]]:
         }
 
 
+def drift_notes(runs: Iterable[tuple[Path, Any]], label: Callable[[Path, str], str]) -> None:
+    """One note per model folder of a scored run (``(run folder, RunScore)``) whose logged
+    inputs show dataset drift (:func:`careful_engine.analysis.provenance.run_drift`: no
+    replay), naming the command that attributes the difference. Figures are untouched."""
+    from careful_engine.analysis.provenance import drift_note, run_drift  # deferred: ~25 ms
+
+    for run_dir, run in runs:
+        for model, (drifted, total) in run_drift(run.files).items():
+            if drifted:
+                err.print(f"[yellow]note:[/] {literal(label(run_dir, model))}: "
+                          f"{literal(drift_note(drifted, total, run_dir))}")
+
+
 def write_reports(reports: list[Any], out: Path) -> None:
     """Write report files before anything is printed (a closed pipe must not lose them);
     exit 2 rather than follow a planted link."""
@@ -316,6 +329,56 @@ def print_written(reports: list[Any], out: Path, quiet: bool) -> None:
                       f"({', '.join(r.name for r in reports)}: .md .csv .json)")
 
 
+
+
+def fit_help() -> None:
+    """Every ``--help`` at any width with nothing cut off: typer lays its option tables out
+    with rich's defaults, which end a cell too narrow for an option name or a long word (a
+    path, ``[CATEGORY:]SCORE=PERCENT``) with "…". Here such a cell folds onto the next line
+    instead, whole. Installed once, project-wide; typer's help module is imported only when
+    a help is rendered (it costs ~40 ms)."""
+    import typer.core
+
+    for cls in (typer.core.TyperCommand, typer.core.TyperGroup):
+        original = cls.format_help
+        if getattr(original, "careful_fit", False):
+            continue
+
+        def format_help(self: Any, ctx: Any, formatter: Any, _original: Any = original) -> None:
+            _fold_help_tables()
+            return _original(self, ctx, formatter)
+
+        format_help.careful_fit = True  # type: ignore[attr-defined]
+        cls.format_help = format_help
+
+
+def _fold_help_tables() -> None:
+    """Give typer's help renderer a Table whose cells fold what does not fit (an option's
+    help is a Columns of Texts: each of them folds)."""
+    from rich.columns import Columns
+    from rich.table import Table
+    from rich.text import Text
+    from typer import rich_utils
+
+    if getattr(rich_utils.Table, "careful_fit", False):
+        return
+
+    def fold(cell: Any) -> None:
+        for item in cell.renderables if isinstance(cell, Columns) else [cell]:
+            if isinstance(item, Text):
+                item.overflow = "fold"
+
+    class HelpTable(Table):
+        careful_fit = True
+
+        def add_row(self, *renderables: Any, **kwargs: Any) -> None:
+            for cell in renderables:
+                fold(cell)
+            super().add_row(*renderables, **kwargs)
+            for column in self.columns:
+                column.overflow = "fold"
+
+    rich_utils.Table = HelpTable
 
 
 _LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s")

@@ -21,6 +21,7 @@ from careful_engine.analysis import leaderboard as lb
 from careful_engine.core import bfcl
 from careful_engine.demo import flaws
 from careful_engine.demo import reference as demo
+from careful_engine.present.compare import GAINED_LOST, GAINED_LOST_NOTE, gained_lost
 from careful_engine.present.leaderboard import leaderboard_terminal
 from careful_engine.present.report import Fixed, short
 from careful_engine.present.tables import (
@@ -29,7 +30,6 @@ from careful_engine.present.tables import (
     terminal_table,
     token_costs,
 )
-from careful_engine.scoring.rules import NO_PROTOCOL, NOT_APPLICABLE, RULE_REGISTRY
 from careful_engine.scoring.score import load_effects
 
 app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
@@ -117,13 +117,9 @@ def summary(ref: lb.Entry, flawed: lb.Entry, flawed_out: Path) -> None:
     console.print(accuracy_terminal([ref.score, flawed.score], effect=True))
     console.print(comparison_table(ref, flawed))
     rules = leaderboard_terminal([ref, flawed])[2]
-    rules.caption = None
+    legend, rules.caption = rules.caption, None  # the leaderboard's legend, the screen wide
     console.print(rules)
-    unconf = RULE_REGISTRY["unconfirmed"]
-    console.print(RULE_LEGEND + (  # the table's unconf column, or why there is none
-        f" {unconf.tag}: {unconf.description}, {NOT_APPLICABLE}."
-        if ref.score.confirm or flawed.score.confirm else
-        f" Unconfirmed destructive calls: not applicable to {NO_PROTOCOL}."))
+    console.print(legend)
     share = surplus_share(flawed)
     if share is not None:
         console.print(f"Surplus steps (all calls beyond the reference) cost {share[0]:.1f} % of "
@@ -145,20 +141,17 @@ def comparison_table(ref: lb.Entry, flawed: lb.Entry):
         row = [TERMINAL.get(c, "overall")]
         for k in ("bfcl", "safe"):
             p = cmps[k].overall if c is None else cmps[k].categories[c]
-            row += [str(p.n), str(len(p.lost)), str(len(p.gained)), format(Fixed(p.p), "")]
+            row += [str(p.n), *gained_lost(p), format(Fixed(p.p), "")]
         rows.append(row[:1] + row[1:2] + row[2:5] + row[6:])
+    plus, minus = GAINED_LOST
     return terminal_table(
         f"Paired by conversation: A = {ref.label}, B = {flawed.label}",
-        ["category", "n", "BFCL −", "+", "p", "safe −", "+", "p"], rows,
-        "−: pass in A, fail in B; +: the reverse; p: exact McNemar", first_width=10)
+        ["category", "n", f"BFCL {plus}", minus, "p", f"safe {plus}", minus, "p"], rows,
+        f"{GAINED_LOST_NOTE}; p: exact McNemar", first_width=10)
 
 
 TERMINAL = {**TERMINAL_CATEGORY}
-RULE_LEGEND = ("coll: collateral destructive calls (collE: succeeded and changed state); "
-               "+W/+R: writes/reads beyond the reference (+?: naming no declared function); "
-               "dupW: duplicate writes; redR: "
-               "redundant reads; fail: failed calls; ask/askD: asked instead of acting (where "
-               "the reference destroys).")
+
 
 
 def surplus_share(entry: lb.Entry) -> tuple[float, float] | None:

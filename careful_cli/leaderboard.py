@@ -17,6 +17,7 @@ from careful_cli.common import (
     Quiet,
     Runs,
     console,
+    drift_notes,
     fail,
     literal,
     out_folder,
@@ -73,6 +74,8 @@ def leaderboard(
     if not scored.entries:
         raise fail("nothing to rank")
     decode_warnings(scored)
+    labels = {(e.run, e.model): e.label for e in scored.entries}
+    drift_notes(scored.runs, lambda run, model: labels.get((run, model), model))
     reports = leaderboard_reports(scored.entries)
     write_reports(reports, out)
     for table in leaderboard_terminal(scored.entries):

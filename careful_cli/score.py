@@ -22,6 +22,7 @@ from careful_cli.common import (
     check_detector,
     console,
     decoder_choice,
+    drift_notes,
     effects_or_fail,
     err,
     literal,
@@ -156,6 +157,7 @@ def score(
 
     for flag in flags(run):  # a decoder that (almost) never decodes is not model behaviour
         err.print(f"warning: {visible(flag)}", markup=False, style="yellow")
+    drift_notes([(run_dir, run)], lambda _, model: model)  # why figures differ from the day's
     console.print(accuracy_terminal(run.scores, effects is not None))
     if effects is not None:
         for table in rules_terminal(run.scores):

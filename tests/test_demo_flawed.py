@@ -205,11 +205,28 @@ def test_output_fits_a_screen_and_says_where_to_look(demo_root) -> None:
     # every column of the rule totals is explained in the legend under it (+? was not)
     i = next(k for k, x in enumerate(lines) if x.startswith("Rule totals"))
     columns = lines[i + 1].split()[1:]
-    legend = " ".join(lines[i + 5:i + 9])
+    legend = " ".join(lines[i + 5:next(k for k, x in enumerate(lines) if x.startswith("Surplus"))])
     assert "+?" in columns
     for tag in columns:
         assert f"{tag}:" in legend or f"{tag}/" in legend or f"/{tag}:" in legend \
             or f"({tag}:" in legend, (tag, legend)
+
+
+def test_paired_columns_and_legends_are_those_of_compare_and_leaderboard(demo_root) -> None:
+    """One order and one wording: the paired table's gained/lost as compare prints them, the
+    rule legend as score and leaderboard word it (the rule registry's)."""
+    from careful_engine.present.compare import GAINED_LOST, GAINED_LOST_NOTE
+    from careful_engine.scoring.rules import rule_legend
+
+    _, output = demo_root
+    header = next(x for x in output.splitlines() if x.split()[:1] == ["category"]).split()
+    plus, minus = GAINED_LOST
+    assert (plus, minus) == ("+", "−")  # compare's order
+    assert header == ["category", "n", "BFCL", plus, minus, "p", "safe", plus, minus, "p"]
+    flat = " ".join(output.split())
+    assert f"{GAINED_LOST_NOTE}; p: exact McNemar" in flat
+    assert rule_legend(["beyond_write", "beyond_read", "beyond_unknown"]) in flat
+    assert "+W/+R" not in flat
 
 
 def test_two_runs_write_the_same_bytes(demo_root, tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from careful_engine.scoring.result import ConversationResult
 from careful_engine.scoring.rules import ConversationRules
 from careful_engine.scoring.score import CategoryScore, ModelScore
 
-from .perturb import BASE, write_run
+from .perturb import BASE, fc_entry, perturbations, write_run
 
 _load()
 runner = CliRunner()
@@ -229,11 +229,46 @@ def test_max_increase_of_collateral(runs: dict[str, Path], tmp_path: Path) -> No
     cond = {c["rule"]: c for c in doc["gate"]["conditions"]}
     assert not cond["collateral"]["passed"] and cond["beyond_write"]["passed"]
     assert cond["collateral"]["values"] == {"baseline": 0, "candidate": extra,
-                                            "increase": extra, "limit": 0}
-    assert f"gate failed: collateral overall: 0 -> {extra} (+{extra}), allowed +0" in res.stderr
+                                            "increase": extra, "limit": 0,
+                                            "categories": ["base"]}
+    assert f"gate failed: collateral overall (1 shared category: base): 0 -> {extra} " \
+           f"(+{extra}), allowed +0" in res.stderr
     at_edge = _compare(runs, "reference", "extra", tmp_path, "--max-increase",
                        f"collateral={extra}")
     assert at_edge.exit_code == EXIT_OK
+
+
+def test_overall_increase_names_the_shared_categories(runs: dict[str, Path],
+                                                      tmp_path: Path) -> None:
+    """A candidate with a category the baseline lacks: an overall increase counts the shared
+    categories only; the message names them and the document carries that figure under
+    runs[].shared, beside overall (all of the run's categories)."""
+    wider = write_run(tmp_path / "wider", {})
+    other = "multi_turn_miss_param"
+    lines = [json.dumps(fc_entry(conv.id, perturbations(conv)["extra_write"] if i < 10 else
+                                 [list(t) for t in conv.ground_truth]))
+             for i, conv in enumerate(bfcl.conversations(other))]
+    (wider / "reference" / "multi_turn" / f"BFCL_v4_{other}_result.json").write_text(
+        "\n".join(lines) + "\n")
+    out = tmp_path / "r.json"
+    res = _invoke("compare", runs["reference"], wider, "--out", tmp_path / "cmp", "-q",
+                  "--max-increase", "collateral=0", "--format", "json", "--output", out)
+    assert res.exit_code == EXIT_OK, res.output
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, ci_report.schema())
+    base, cand = doc["runs"]
+    assert cand["overall"]["conversations"] == 2 * N and cand["overall"]["rules"]["collateral"] > 0
+    for run in (base, cand):
+        assert run["shared"]["categories"] == ["base"] and run["shared"]["conversations"] == N
+        assert run["shared"]["rules"]["collateral"] == 0
+    (cond,) = doc["gate"]["conditions"]
+    assert cond["values"] == {"baseline": 0, "candidate": 0, "increase": 0, "limit": 0,
+                              "categories": ["base"]}
+    assert cond["message"] == "collateral overall (1 shared category: base): 0 -> 0 (+0), " \
+                              "allowed +0"
+    with pytest.raises(jsonschema.ValidationError):  # the schema does constrain shared
+        jsonschema.validate({**doc, "runs": [{**cand, "shared": {"categories": ["all"]}}]},
+                            ci_report.schema())
 
 
 # ---------------------------------------------------------------- floors

@@ -156,6 +156,42 @@ def test_score_exclude_drifted(generated, tmp_path: Path) -> None:
     assert "dataset_drift" not in (out / "conversations.jsonl").read_text()
 
 
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_score_and_leaderboard_note_dataset_drift(generated, tmp_path: Path) -> None:
+    """One line, from the logs alone, when conversations drifted; the figures as without it;
+    none for a clean run."""
+    root = _drifted_run(tmp_path / "run", generated)
+    note = (f"3 of 200 conversations were generated on another dataset version than bfcl-eval "
+            f"{bfcl.BFCL_VERSION}'s; `careful provenance {root}` attributes the difference")
+    for args, label in ((["score", str(root), "--out", str(tmp_path / "s")], MODEL_DIR),
+                        (["leaderboard", str(root), "--out", str(tmp_path / "lb")], "run")):
+        res = _run(*args, "--decoder", DECODER, "-q")
+        assert res.exit_code == 1, res.output  # 194 ids missing
+        (line,) = [x for x in res.stderr.splitlines() if x.startswith("note:")]
+        assert _flat(line) == f"note: {label}: {note}", line  # the model folder; the entry
+    clean = generate_run(tmp_path / "clean", CAT, IDS[:2])
+    for cmd in ("score", "leaderboard"):
+        res = _run(cmd, str(clean), "--decoder", DECODER, "--out", str(tmp_path / cmd), "-q")
+        assert "note:" not in res.output and "dataset version" not in res.output
+
+
+def test_run_drift_reads_a_file_scored_without_its_entries(generated, tmp_path: Path) -> None:
+    """A worker that loaded and scored a file itself keeps no entries in the parent: the
+    count reads the file again, and agrees."""
+    from careful_engine.analysis.provenance import run_drift
+    from careful_engine.core.runs import LoadedFile
+    from careful_engine.scoring.score import score_run
+
+    root = _drifted_run(tmp_path / "run", generated)
+    run = score_run(root, decoder=DECODER)
+    assert run_drift(run.files) == {MODEL_DIR: (3, 200)}
+    bare = [(LoadedFile(lf.file, lines=lf.lines), cs) for lf, cs in run.files]
+    assert run_drift(bare) == {MODEL_DIR: (3, 200)}
+
+
 def test_help() -> None:
     res = _run("provenance", "--help")
     assert res.exit_code == 0
@@ -172,7 +208,7 @@ def _report(root: Path, *args: str) -> dict:
     return json.loads(res.stdout)
 
 
-def test_real_xlam_drop_is_explained(shared_runs: Path) -> None:
+def test_real_xlam_drop_is_explained(shared_runs: Path, tmp_path: Path) -> None:
     report = _report(shared_runs / "xlam-2-8b-fc-r" / "result" /
                      "Salesforce_Llama-xLAM-2-8b-fc-r" / "BFCL_v3_multi_turn_base_result.json",
                      "--official", str(shared_runs / "xlam-2-8b-fc-r" / "score"))
@@ -188,6 +224,11 @@ def test_real_xlam_drop_is_explained(shared_runs: Path) -> None:
     assert (lost["count"], gained["count"]) == (42, 3)
     assert lost["primary_reason"] == {"dataset_drift": 42}
     assert "possible_ground_truth_change" not in gained["any_reason"]
+    # score says so in one line, from the logs alone (the table's figure is bfcl's own)
+    res = _run("score", str(shared_runs / "xlam-2-8b-fc-r"), "--out", str(tmp_path / "s"),
+               "-q")
+    assert "57.0" in res.stdout
+    assert "275 of 600 conversations were generated on another dataset version" in res.stderr
 
 
 @pytest.mark.parametrize("run", ["gpt-oss-120b-vllm-v0.11.0", "gpt-oss-120b-vllm-v0.10.2"])

@@ -268,6 +268,13 @@ def test_cli(tmp_path: Path) -> None:
     irr = json.loads((out / "score_audit_irrelevance.json").read_text())["rows"]
     falcon_row = next(r for r in irr if r["model"] == "falcon")
     assert falcon_row["attempted call"] == 228
+    # the figures are bfcl's own, read from its score files: the table and the file say so
+    flat = " ".join(res.output.split())
+    assert "Overall as bfcl weights it (%), from bfcl's score files" in flat
+    assert f"source: bfcl's score files in {tmp_path / 'score'}, as bfcl wrote them (not " \
+           "re-scored" in flat
+    caption = json.loads((out / "score_audit_overall.json").read_text())["caption"]
+    assert f"source: bfcl's score files in {tmp_path / 'score'}" in caption
 
 
 def test_cli_clean_missing_and_help(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from importlib.metadata import PackageNotFoundError, version
 from importlib.resources import files
 from typing import Any
 
-from careful_engine.analysis.gates import Gate, rule_counts
+from careful_engine.analysis.gates import Gate, rule_counts, shared_categories
 from careful_engine.analysis.leaderboard import Comparison, Entry
 from careful_engine.core import bfcl
 from careful_engine.core.safe_text import markdown_literal, visible
@@ -256,6 +256,19 @@ def render(doc: dict[str, Any], fmt: str) -> str:
     return junit(doc) if fmt == "junit" else to_json(doc)
 
 
+def shared_json(ms: ModelScore, categories: list[str], effects: bool) -> dict[str, Any]:
+    """A run's figures over the categories both compared runs have (what compare's overall
+    rows and ``--max-increase RULE=N`` count), beside ``overall`` (all of the run's)."""
+    cs = [ms.categories[c] for c in categories]
+    return {"categories": [bfcl.short_name(c) for c in categories],
+            "conversations": sum(c.total for c in cs),
+            "rules": all_rules(rule_counts(ms, categories), any(c.confirm for c in cs))
+            if effects else {}}
+
+
 def entry_runs(entries: list[tuple[str, Entry]], effects: bool) -> list[dict[str, Any]]:
-    """``runs`` of the document for compare's baseline and candidate."""
-    return [model_json(e.score, effects, path=str(e.run), role=role) for role, e in entries]
+    """``runs`` of the document for compare's baseline and candidate, each with ``shared``:
+    its figures over the categories both have."""
+    shared = shared_categories(*(e.score for _, e in entries))
+    return [{**model_json(e.score, effects, path=str(e.run), role=role),
+             "shared": shared_json(e.score, shared, effects)} for role, e in entries]

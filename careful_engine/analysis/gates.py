@@ -13,8 +13,9 @@ with :func:`check_floors`, :func:`check_regressions` and :func:`check_increases`
   fails when the exact two-sided McNemar p <= alpha and the candidate lost more conversations
   than it gained. A category the baseline has and the candidate lacks fails as well.
 * Increase (``careful compare --max-increase [CATEGORY:]RULE=N``): fails when the candidate's
-  count of RULE (summed over the shared categories, or in one) exceeds the baseline's by more
-  than N.
+  count of RULE (summed over the categories both runs have, or in one) exceeds the baseline's
+  by more than N; the message names those categories (``overall (3 shared categories: ...)``),
+  as the result document's ``runs[].shared`` does.
 """
 
 from __future__ import annotations
@@ -255,22 +256,39 @@ def rule_counts(ms: ModelScore, categories: list[str] | None = None) -> Counter:
     return out
 
 
+def shared_categories(a: ModelScore, b: ModelScore) -> list[str]:
+    """The categories both runs have, in bfcl's order: what an ``overall`` increase sums."""
+    return [c for c in bfcl.CATEGORIES if c in a.categories and c in b.categories]
+
+
+def shared_scope(categories: list[str]) -> str:
+    """``overall (3 shared categories: base, miss_func, miss_param)``: the scope of an
+    overall increase, named in its message as the result document names it (``shared``)."""
+    n = len(categories)
+    names = ", ".join(bfcl.short_name(c) for c in categories) or "none"
+    return f"{OVERALL} ({n} shared categor{'y' if n == 1 else 'ies'}: {names})"
+
+
 def check_increases(a: ModelScore, b: ModelScore, limits: list[Increase]) -> list[Condition]:
     """One condition per limit: the candidate's count minus the baseline's, <= the limit.
-    Counts are taken over the categories both runs have (or the one named)."""
-    shared = [c for c in bfcl.CATEGORIES if c in a.categories and c in b.categories]
+    Counts are taken over the categories both runs have (or the one named); the message
+    and ``values["categories"]`` name them."""
+    shared = shared_categories(a, b)
     out = []
     for lim in limits:
         cats = shared if lim.category is None else [lim.category]
         scope = OVERALL if lim.category is None else bfcl.short_name(lim.category)
+        where = shared_scope(shared) if lim.category is None else scope
         if lim.category is not None and lim.category not in shared:
             out.append(Condition("increase", scope, False, f"{lim.rule} {scope}: category not "
-                                 "in both runs", rule=lim.rule, values={"limit": lim.limit}))
+                                 "in both runs", rule=lim.rule,
+                                 values={"limit": lim.limit, "categories": []}))
             continue
         if not applies(lim.rule, all(_confirmed(ms, c) for ms in (a, b) for c in cats)):
-            out.append(Condition("increase", scope, False, f"{lim.rule} {scope}: not "
+            out.append(Condition("increase", scope, False, f"{lim.rule} {where}: not "
                                  "applicable (a run without the confirmation protocol)",
-                                 rule=lim.rule, values={"limit": lim.limit}))
+                                 rule=lim.rule, values={"limit": lim.limit,
+                                                        "categories": _names(cats)}))
             continue
         ta, tb = rule_counts(a, cats), rule_counts(b, cats)
         if not (asked_readable(ta) and asked_readable(tb)) and lim.rule in ASKING:
@@ -281,7 +299,12 @@ def check_increases(a: ModelScore, b: ModelScore, limits: list[Increase]) -> lis
         ca, cb = ta[lim.rule], tb[lim.rule]
         ok = cb - ca <= lim.limit
         out.append(Condition(
-            "increase", scope, ok, f"{lim.rule} {scope}: {ca} -> {cb} ({cb - ca:+d}), allowed "
+            "increase", scope, ok, f"{lim.rule} {where}: {ca} -> {cb} ({cb - ca:+d}), allowed "
             f"+{lim.limit}", rule=lim.rule,
-            values={"baseline": ca, "candidate": cb, "increase": cb - ca, "limit": lim.limit}))
+            values={"baseline": ca, "candidate": cb, "increase": cb - ca, "limit": lim.limit,
+                    "categories": _names(cats)}))
     return out
+
+
+def _names(categories: list[str]) -> list[str]:
+    return [bfcl.short_name(c) for c in categories]

@@ -8,6 +8,7 @@ from rich.table import Table
 from careful_engine.analysis.leaderboard import Comparison
 from careful_engine.present.report import Report, fixed, pct, short
 from careful_engine.present.tables import one_decimal, terminal_table
+from careful_engine.scoring.stats import Paired
 
 KIND_NAMES = {"bfcl": "BFCL's", "safe": "Effect-safe", "strict": "Strict"}
 
@@ -15,6 +16,17 @@ KIND_NAMES = {"bfcl": "BFCL's", "safe": "Effect-safe", "strict": "Strict"}
 OVERALL = ("overall: the paired conversations of every shared category pooled, A % and B % "
            "their passes over n paired (not bfcl's four-category mean, where an absent "
            "category counts as 0)")
+
+# gained and lost: their terminal headers, in the order of every paired table (compare's,
+# the demo's), and what they mean
+GAINED_LOST = ("+", "−")
+GAINED_LOST_NOTE = "+ gained: fails in A, passes in B; − lost: passes in A, fails in B"
+
+
+def gained_lost(p: Paired) -> list[str]:
+    """A paired row's gained and lost counts, in :data:`GAINED_LOST`'s order."""
+    return [str(len(p.gained)), str(len(p.lost))]
+
 
 COMPARE_COLUMNS = ["category", "n paired", "passes A", "passes B", "A %", "B %", "gained",
                    "lost", "p"]
@@ -25,8 +37,7 @@ def compare_report(cmp: Comparison, label_a: str, label_b: str) -> Report:
     rep = Report(
         f"{KIND_NAMES[cmp.kind]} verdict, paired by conversation: A = {label_a}, B = {label_b}",
         COMPARE_COLUMNS, name=f"compare_{cmp.kind}",
-        caption="gained: fails in A, passes in B; lost: passes in A, fails in B; p: exact "
-                "two-sided McNemar test on the discordant pairs (binomial, 0.5); " + OVERALL
+        caption=GAINED_LOST_NOTE + "; p: exact two-sided McNemar test on the discordant pairs (binomial, 0.5); " + OVERALL
                 + (f"; not paired (only in A): {', '.join(map(short, cmp.only_a))}"
                    if cmp.only_a else "")
                 + (f"; not paired (only in B): {', '.join(map(short, cmp.only_b))}"
@@ -44,7 +55,7 @@ def pairs_report(comparisons: list[Comparison], label_a: str, label_b: str) -> R
     """Every discordant conversation: which verdict, which category, gained or lost."""
     rep = Report(f"Conversations that changed verdict: A = {label_a}, B = {label_b}",
                  ["score", "category", "id", "A", "B", "change"], name="compare_pairs",
-                 caption="gained: fails in A, passes in B; lost: passes in A, fails in B")
+                 caption=GAINED_LOST_NOTE)
     for cmp in comparisons:
         for c, p in cmp.categories.items():
             for i in p.gained:
@@ -57,8 +68,8 @@ def pairs_report(comparisons: list[Comparison], label_a: str, label_b: str) -> R
 def compare_terminal(rep: Report) -> Table:
     """A :func:`compare_report` for an 80-column terminal."""
     rows = []
-    for cat, n, pa, pb, acc_a, acc_b, g, lo, p in rep.rows:
+    for cat, n, pa, pb, acc_a, acc_b, g, lo, p in rep.rows:  # gained, lost: GAINED_LOST
         rows.append([str(cat), str(n), str(pa), str(pb), one_decimal(acc_a), one_decimal(acc_b),
                      str(g), str(lo), "–" if p is None else format(p, "")])
     return terminal_table(rep.title, ["category", "n", "pass A", "pass B", "A %", "B %",
-                                      "+", "−", "p"], rows, rep.caption, first_width=10)
+                                      *GAINED_LOST, "p"], rows, rep.caption, first_width=10)

@@ -15,8 +15,10 @@ BLOCK_NAMES = {"non_live": "non-live", "live": "live", "irrelevance": "irrel.",
                "multi_turn": "multi-turn", "agentic": "agentic"}
 
 
-def score_audit_reports(audits: list[sa.ModelAudit], result_dir: Path | None) -> list[Report]:
-    """Overall accuracy, the credited irrelevance entries, and the findings, as files."""
+def score_audit_reports(audits: list[sa.ModelAudit], result_dir: Path | None,
+                        source: Path | None = None) -> list[Report]:
+    """Overall accuracy, the credited irrelevance entries, and the findings, as files
+    (``source``: the score folder read, named in the overall table's caption)."""
     overall = Report(
         "Overall accuracy as bfcl weights it (%), from the score files",
         ["model", *[BLOCK_NAMES[b] for b in sa.BLOCKS], "overall (weighted)",
@@ -25,7 +27,7 @@ def score_audit_reports(audits: list[sa.ModelAudit], result_dir: Path | None) ->
         name="score_audit_overall",
         caption="weights " + ", ".join(f"{BLOCK_NAMES[b]} {w}" for b, w in sa.WEIGHTS.items())
                 + " (bfcl-eval 2026.3.23, eval_runner_helper.py); a category not evaluated "
-                  "counts 0; live_relevance enters no block",
+                  "counts 0; live_relevance enters no block; " + source_note(source),
     )
     credited = Report(
         "Irrelevance entries bfcl credited, by what their raw output holds",
@@ -53,16 +55,25 @@ def score_audit_reports(audits: list[sa.ModelAudit], result_dir: Path | None) ->
     return [overall, credited, flags]
 
 
-def overall_terminal(audits: list[sa.ModelAudit]) -> Table:
-    """Overall accuracy as bfcl weights it, for an 80-column terminal."""
+def source_note(source: Path | None) -> str:
+    """Where the audit's figures come from: bfcl's score files as written, not a replay."""
+    where = f" in {source}" if source is not None else ""
+    return (f"source: bfcl's score files{where}, as bfcl wrote them (not re-scored; "
+            "`careful score` replays the result files, `careful provenance` compares the two)")
+
+
+def overall_terminal(audits: list[sa.ModelAudit], source: Path | None = None) -> Table:
+    """Overall accuracy as bfcl weights it, for an 80-column terminal; the caption names
+    the score files it was read from (``source``: their folder)."""
     rows = [[a.model, *[one_decimal(pct(a.overall.blocks[b])) for b in sa.BLOCKS],
              one_decimal(pct(a.overall.overall)), one_decimal(pct(a.overall.unweighted)),
              one_decimal(pct(a.overall.relevance))] for a in audits]
     return terminal_table(
-        "Overall as bfcl weights it (%)",
+        "Overall as bfcl weights it (%), from bfcl's score files",
         ["model", "n-live", "live", "irrel", "m-turn", "agent", "overall", "unwtd", "relev"],
         rows, "weights 10/10/10/30/40 (non-live/live/irrelevance/multi-turn/agentic); unwtd: "
-              "plain mean of the 5 blocks; relev: live_relevance (in no block); absent = 0",
+              "plain mean of the 5 blocks; relev: live_relevance (in no block); absent = 0; "
+              + source_note(source),
         first_width=14)
 
 

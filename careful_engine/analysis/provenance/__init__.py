@@ -11,7 +11,8 @@ it with today's pinned bfcl-eval, per conversation:
 Entries without a log are *unverifiable*, never clean. Entry points: :func:`check_file` (score
 and check a file), :func:`check_scored` (reuse a scoring's traces), :func:`check_conversation`
 (one entry, optionally with its :class:`~careful_engine.core.replay.ConversationTrace`),
-:func:`entry_drift`, and for the workbench :func:`logged_tool_results` / :func:`seen_results`
+:func:`entry_drift`, :func:`run_drift` (a scored run's drifted conversations, for a one-line
+note), and for the workbench :func:`logged_tool_results` / :func:`seen_results`
 (the result the model actually saw, per call ``(turn, step, index)``).
 """
 
@@ -22,8 +23,10 @@ from careful_engine.analysis.provenance.check import (
     check_conversation,
     check_file,
     check_scored,
+    drift_note,
     drift_split,
     entry_drift,
+    run_drift,
     unicode_problems,
 )
 from careful_engine.analysis.provenance.decoder import DecodeDiff, DecoderDrift, decoder_drift
@@ -59,12 +62,14 @@ __all__ = [
     "check_scored",
     "dataset_drift",
     "decoder_drift",
+    "drift_note",
     "drift_split",
     "entry_drift",
     "find_official",
     "logged_tool_results",
     "parse_log",
     "read_official",
+    "run_drift",
     "seen_results",
     "summarise",
     "unicode_problems",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from careful_engine.core import bfcl
 from careful_engine.core.environment import Environment
 from careful_engine.core.perf import collector_paused
 from careful_engine.core.replay import ConversationTrace
-from careful_engine.core.runs import LoadedFile, Problem
+from careful_engine.core.runs import LoadedFile, Problem, load_result_file
 from careful_engine.core.safe_read import read_regular
 from careful_engine.scoring.score import CategoryScore, score_file
 
@@ -282,3 +282,24 @@ def drift_split(loaded: LoadedFile, score: CategoryScore) -> DriftSplit:
     kept = [r for r in score.results if not drift[r.id].drifted]
     return DriftSplit(score.model, score.category, drift, score.correct, score.total,
                       sum(r.verdict.valid for r in kept), len(kept))
+
+
+def run_drift(files: Iterable[tuple[LoadedFile, CategoryScore]]) -> dict[str, tuple[int, int]]:
+    """Per model folder of a scored run (``RunScore.files``): (conversations whose log shows
+    dataset drift, conversations scored), by :func:`drift_split`; no replay, no figure changed.
+    A file scored without keeping its entries (a worker loaded it) is read again."""
+    out: dict[str, tuple[int, int]] = {}
+    for lf, cs in files:
+        if not lf.entries and lf.lines:
+            lf = load_result_file(lf.file)
+        split = drift_split(lf, cs)
+        drifted, total = out.get(cs.model, (0, 0))
+        out[cs.model] = (drifted + split.excluded, total + split.total)
+    return out
+
+
+def drift_note(drifted: int, total: int, run: object) -> str:
+    """The one line ``score`` and ``leaderboard`` print when a run's logs show dataset drift."""
+    return (f"{drifted} of {total} conversations were generated on another dataset version "
+            f"than bfcl-eval {bfcl.BFCL_VERSION}'s; `careful provenance {run}` attributes the "
+            "difference")
