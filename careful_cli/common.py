@@ -299,6 +299,14 @@ def scoring_progress(label: str = "scoring") -> Iterator[dict[str, Any]]:
         }
 
 
+def drift_digest() -> Any:
+    """What the scorer works out for :func:`drift_notes` where each conversation is scored
+    (:class:`careful_engine.analysis.provenance.DriftDigest`)."""
+    from careful_engine.analysis.provenance.check import DriftDigest  # deferred: ~25 ms
+
+    return DriftDigest()
+
+
 def drift_notes(runs: Iterable[tuple[Path, Any]], label: Callable[[Path, str], str]) -> None:
     """One note per model folder of a scored run (``(run folder, RunScore)``) whose logged
     inputs show dataset drift (:func:`careful_engine.analysis.provenance.run_drift`: no

@@ -17,6 +17,7 @@ from careful_cli.common import (
     Quiet,
     Runs,
     console,
+    drift_digest,
     drift_notes,
     fail,
     literal,
@@ -69,6 +70,7 @@ def leaderboard(
     with scoring_progress() as cb:
         scored = score_runs(runs, decoders=choice, effects=effects, detector=detector,
                             jobs=jobs, keep_entries=False, detail=False,
+                            digest=drift_digest(),  # (the drift notes: read in the workers)
                             **cb)  # ranks need no entries, nor a conversation's detail
     report_problems(scored, quiet)
     if not scored.entries:

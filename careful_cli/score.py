@@ -22,6 +22,7 @@ from careful_cli.common import (
     check_detector,
     console,
     decoder_choice,
+    drift_digest,
     drift_notes,
     effects_or_fail,
     err,
@@ -136,6 +137,7 @@ def score(
             on_start=lambda n: progress.update(task, total=n),
             on_file=lambda m, c: progress.update(task, description=f"{m} {bfcl.short_name(c)}"),
             on_entry=lambda: progress.advance(task), budget=budget, jobs=jobs,
+            digest=drift_digest(),
         )
     for msg in run.unusable:
         err.print("error: " + visible(msg), markup=False, style="red")

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from careful_cli import _load, app
 from careful_engine.core import bfcl
+from careful_engine.scoring.score import MISSING
 
 from .provenance_support import (
     DECODER,
@@ -190,6 +191,28 @@ def test_run_drift_reads_a_file_scored_without_its_entries(generated, tmp_path: 
     assert run_drift(run.files) == {MODEL_DIR: (3, 200)}
     bare = [(LoadedFile(lf.file, lines=lf.lines), cs) for lf, cs in run.files]
     assert run_drift(bare) == {MODEL_DIR: (3, 200)}
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_drift_is_counted_where_each_conversation_is_scored(
+        generated, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int) -> None:
+    """score and leaderboard count the drift as they score (DriftDigest, in the workers with
+    jobs): the parent reads no file again (it made leaderboard --jobs 2 read every file twice)
+    and counts what the entries give."""
+    from careful_engine.analysis.provenance import check
+    from careful_engine.scoring.score import score_run
+
+    root = _drifted_run(tmp_path / "run", generated)
+    run = score_run(root, decoder=DECODER, jobs=jobs, digest=check.DriftDigest())
+    assert {type(r.digest) for _, cs in run.files for r in cs.results
+            if r.verdict.error_type != MISSING} == {bool}
+
+    def no_reading(*_a: object, **_k: object) -> None:
+        raise AssertionError("read again")
+
+    monkeypatch.setattr(check, "load_result_file", no_reading)
+    monkeypatch.setattr(check, "drift_split", no_reading)
+    assert check.run_drift(run.files) == {MODEL_DIR: (3, 200)}
 
 
 def test_help() -> None:

@@ -198,7 +198,8 @@ class Digest:
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_users": {}}
 
-    def __call__(self, trace: Any, result: ConversationResult, rf: Any) -> Figures:
+    def __call__(self, trace: Any, result: ConversationResult, rf: Any,
+                 entry: dict | None = None) -> Figures:
         answers: list[Answer] = []
         traj = trace.trajectory
         if traj is not None and traj.user_answers:

@@ -34,9 +34,10 @@ from careful_engine.scoring.rules import (
 SCORES_NAME = "conversations.jsonl"  # one line per conversation, written by `careful score`
 
 # What an analysis reads of a replayed conversation where it was replayed (a worker, perhaps):
-# ``digest(trace, result, result_file)``, kept as ``ConversationResult.digest`` (plain data that
-# pickles small, so that the trace itself need not be kept or sent back)
-Digest = Callable[[ConversationTrace, "ConversationResult", Any], Any]
+# ``digest(trace, result, result_file, entry)``, kept as ``ConversationResult.digest`` (plain
+# data that pickles small, so that neither the trace nor the file's entries need be kept or
+# sent back)
+Digest = Callable[[ConversationTrace, "ConversationResult", Any, dict], Any]
 
 
 @dataclass

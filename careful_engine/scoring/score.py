@@ -156,9 +156,9 @@ def score_file(
     With ``effects`` (declarations and a boundary) every conversation also gets its rule
     counts, effect-safe and strict verdicts, and, when it fails, the blamed call.
     Each conversation is replayed under ``budget`` (see careful_engine.core.budget).
-    ``digest(trace, result, file)``, if given, is called on every replayed conversation here,
-    where its trace is at hand, and its answer kept as the result's ``digest`` (what an
-    analysis needs of the trace, so that the trace itself need not be kept or sent back).
+    ``digest(trace, result, file, entry)``, if given, is called on every replayed conversation
+    here, where its trace and logged entry are at hand, and its answer kept as the result's
+    ``digest`` (what an analysis needs of them, so that they need not be kept or sent back).
     """
     with collector_paused():
         return _score_file(loaded, handler, keep_traces, on_entry, effects, detector, budget,
@@ -235,7 +235,7 @@ def _score_entry(rf: ResultFile, conv: Any, entry: dict, handler: Any | None,
         result.reference_destructive = result.rules.reference_destructive
         result.blame = None if trace.verdict.valid else blame(trace, effects)
     if digest is not None:
-        result.digest = digest(trace, result, rf)
+        result.digest = digest(trace, result, rf, entry)
     return result
 
 
@@ -362,18 +362,20 @@ def score_run(
     cancel: Any = None,
     on_progress: Callable[[int, int], None] | None = None,
     in_process: bool = True,
+    digest: Digest | None = None,
 ) -> RunScore:
     """Find, load, decode, replay and score every multi-turn result file under ``run_dir``
     (``decoder``: a key, or a function of the model folder's name; see
     :func:`careful_engine.scoring.batch.plan_run`), with up to ``jobs`` worker processes (the
     same result for any number; see careful_engine.scoring.batch, also for ``mp_context``,
-    ``cancel`` and ``on_progress``)."""
+    ``cancel`` and ``on_progress``; ``digest``: see :func:`score_file`)."""
     from careful_engine.scoring.batch import plan_run, score_plans
 
     return score_plans([plan_run(run_dir, decoder, models)], effects=effects, detector=detector,
                        keep_traces=keep_traces, budget=budget, jobs=jobs, on_start=on_start,
                        on_file=on_file, on_entry=on_entry, mp_context=mp_context,
-                       cancel=cancel, on_progress=on_progress, in_process=in_process)[0]
+                       cancel=cancel, on_progress=on_progress, in_process=in_process,
+                       digest=digest)[0]
 
 
 def score_to_file(run: Path, model: str, out: Path, *, decoder: str | None,

@@ -20,7 +20,7 @@ from careful_engine.core.perf import collector_paused
 from careful_engine.core.replay import ConversationTrace
 from careful_engine.core.runs import LoadedFile, Problem, load_result_file
 from careful_engine.core.safe_read import read_regular
-from careful_engine.scoring.score import CategoryScore, score_file
+from careful_engine.scoring.score import MISSING, CategoryScore, score_file
 
 GROUND_TRUTH = "possible_ground_truth_change"
 UNVERIFIABLE = "unverifiable"
@@ -284,17 +284,31 @@ def drift_split(loaded: LoadedFile, score: CategoryScore) -> DriftSplit:
                       sum(r.verdict.valid for r in kept), len(kept))
 
 
+class DriftDigest:
+    """Whether a scored conversation's log shows dataset drift (:func:`entry_drift`), worked
+    out where it is scored (a :data:`careful_engine.scoring.result.Digest`: a worker that loaded
+    the file reads its entries there, so that the parent need not read the file again)."""
+
+    def __call__(self, trace: Any, result: Any, rf: Any, entry: dict | None = None) -> bool:
+        return entry_drift(bfcl.conversation(result.id), entry).drifted
+
+
 def run_drift(files: Iterable[tuple[LoadedFile, CategoryScore]]) -> dict[str, tuple[int, int]]:
     """Per model folder of a scored run (``RunScore.files``): (conversations whose log shows
-    dataset drift, conversations scored), by :func:`drift_split`; no replay, no figure changed.
-    A file scored without keeping its entries (a worker loaded it) is read again."""
+    dataset drift, conversations scored), as :func:`drift_split` counts them; no replay, no
+    figure changed. From the results' :class:`DriftDigest` answers where every conversation
+    with an entry has one, else from the entries (a file scored without keeping its entries
+    is read again)."""
     out: dict[str, tuple[int, int]] = {}
     for lf, cs in files:
-        if not lf.entries and lf.lines:
-            lf = load_result_file(lf.file)
-        split = drift_split(lf, cs)
+        if all(type(r.digest) is bool or r.verdict.error_type == MISSING for r in cs.results):
+            n = sum(r.digest is True for r in cs.results)
+        else:
+            if not lf.entries and lf.lines:
+                lf = load_result_file(lf.file)
+            n = drift_split(lf, cs).excluded
         drifted, total = out.get(cs.model, (0, 0))
-        out[cs.model] = (drifted + split.excluded, total + split.total)
+        out[cs.model] = (drifted + n, total + cs.total)
     return out
 
 
