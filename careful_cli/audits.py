@@ -19,11 +19,13 @@ from careful_cli.common import (
     err,
     fail,
     literal,
+    no_result_files,
     out_folder,
     print_input_problems,
     print_written,
     scoring_progress,
     tables_out,
+    unmatched_decoders,
     visible,
     write_reports,
 )
@@ -71,14 +73,16 @@ def decode_cmd(
     audits = []
     with scoring_progress("decoding") as cb:
         for run in runs:
-            audits.append(da.audit_run(run, decoder=lambda m, r=run: choice.for_model(r, m),
-                                       on_start=cb["on_start"], on_entry=cb["on_entry"]))
+            audits.append(da.audit_run(run, decoder=choice, on_start=cb["on_start"],
+                                       on_entry=cb["on_entry"]))
+    unmatched_decoders(choice)
     unusable = [f"{a.run}: {m}" for a in audits for m in a.unusable]
     for msg in unusable:
         err.print("error: " + visible(msg), markup=False, style="red")
     table, flags = da.by_entry(audits)
     if not table:
-        raise fail("no multi-turn result files could be decoded")
+        raise fail("; ".join(f"{a.run}: nothing could be decoded" if a.unusable else
+                             no_result_files(a.run, None) for a in audits))
     reports = [show_decode.shares_report(table), show_decode.messages_report(table)]
     write_reports(reports, out)
     console.print(show_decode.shares_terminal(table))

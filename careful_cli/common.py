@@ -60,6 +60,18 @@ def fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:
     return typer.Exit(code)
 
 
+def warn(message: str) -> None:
+    """Print ``warning: message`` (shown literally) on stderr: something to know that stops
+    nothing."""
+    err.print(f"[yellow]warning:[/] {literal(message)}")
+
+
+def unmatched_decoders(choice: DecoderChoice) -> None:
+    """A warning per ``--decoder FOLDER=KEY`` that named none of the folders found."""
+    for note in choice.unmatched():
+        warn(note)
+
+
 def refuse_out(out: Path, *, file: bool = False) -> None:
     """Exit 2 with a message, before any work, when ``--out`` (a folder, or with ``file`` a
     file) is the wrong kind of thing, a link, or not writable."""
@@ -166,7 +178,8 @@ __all__ = [
     "effects_or_fail", "err", "fail", "internal_error", "literal", "log_dir", "no_result_files",
     "out_folder",
     "print_input_problems", "print_written", "progress_bar", "refuse_out", "resolve_jobs",
-    "scoring_inputs", "scoring_progress", "tables_out", "visible", "write_reports",
+    "scoring_inputs", "scoring_progress", "tables_out", "unmatched_decoders", "visible", "warn",
+    "write_reports",
 ]
 
 # ---------------------------------------------------------------- options shared by commands
@@ -174,9 +187,9 @@ __all__ = [
 
 RUNS_HELP = ("Run folders as `careful score` takes them (bfcl result folders, any depth); every "
              "model folder inside is one entry.")
-DECODER_HELP = ("Decoder for models not in bfcl's registry: a registered model key for every "
-                "folder (e.g. 'gpt-4o-2024-11-20-FC' for gpt-oss runs), or FOLDER=KEY for one "
-                "model or run folder. Repeatable.")
+DECODER_HELP = ("Decoder for models not in bfcl's registry whose careful_run.json names none: "
+                "a registered model key (e.g. 'gpt-4o-2024-11-20-FC' for gpt-oss runs); or "
+                "FOLDER=KEY for one model or run folder, over any other. Repeatable.")
 
 Runs = Annotated[list[Path], typer.Argument(help=RUNS_HELP)]
 Decoders = Annotated[list[str] | None, typer.Option("--decoder", help=DECODER_HELP)]

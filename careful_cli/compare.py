@@ -28,7 +28,9 @@ from careful_cli.common import (
     scoring_inputs,
     scoring_progress,
     tables_out,
+    unmatched_decoders,
     visible,
+    warn,
     write_reports,
 )
 from careful_cli.scored import decode_warnings, report_problems
@@ -101,14 +103,19 @@ def compare(
     detector, choice, effects, jobs = scoring_inputs(detector, decoder, boundary, declarations,
                                                      jobs)
     try:
-        with scoring_progress() as cb:
-            scored = cmp.score_pair(run_a, run_b, model_a=model_a, model_b=model_b,
-                                    decoders=choice, effects=effects, detector=detector,
-                                    jobs=jobs, keep_entries=False, **cb)  # pairs need no entries
+        try:
+            with scoring_progress() as cb:
+                scored = cmp.score_pair(run_a, run_b, model_a=model_a, model_b=model_b,
+                                        decoders=choice, effects=effects, detector=detector,
+                                        jobs=jobs, keep_entries=False, **cb)  # no entries
+        finally:
+            unmatched_decoders(choice)
         report_problems(scored, quiet)
         decode_warnings(scored)
         pairing = cmp.pair(scored, kinds)
     except cmp.NotComparable as e:
+        for msg in e.notes:
+            warn(msg)
         for msg in e.unusable:
             err.print("error: " + visible(msg), markup=False, style="red")
         _strict_warning(e.not_strict)

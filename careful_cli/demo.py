@@ -145,7 +145,7 @@ def comparison_table(ref: lb.Entry, flawed: lb.Entry):
         rows.append(row[:1] + row[1:2] + row[2:5] + row[6:])
     plus, minus = GAINED_LOST
     return terminal_table(
-        f"Paired by conversation: A = {ref.label}, B = {flawed.label}",
+        f"Paired: A = {ref.label}, B = {flawed.label}",
         ["category", "n", f"BFCL {plus}", minus, "p", f"safe {plus}", minus, "p"], rows,
         f"{GAINED_LOST_NOTE}; p: exact McNemar", first_width=10)
 

@@ -26,6 +26,7 @@ from careful_cli.common import (
     scoring_inputs,
     scoring_progress,
     tables_out,
+    unmatched_decoders,
     write_reports,
 )
 from careful_cli.scored import decode_warnings, exit_on_problems, report_problems
@@ -73,6 +74,7 @@ def leaderboard(
                             digest=drift_digest(),  # (the drift notes: read in the workers)
                             **cb)  # ranks need no entries, nor a conversation's detail
     report_problems(scored, quiet)
+    unmatched_decoders(choice)
     if not scored.entries:
         raise fail("nothing to rank")
     decode_warnings(scored)

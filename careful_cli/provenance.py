@@ -23,6 +23,7 @@ from careful_cli.common import (
     progress_bar,
     refuse_out,
     resolve_jobs,
+    unmatched_decoders,
     visible,
 )
 from careful_engine.analysis.provenance import check_file, summarise
@@ -216,8 +217,8 @@ def provenance_cmd(
         task = progress.add_task("provenance", total=total)
         for model_dir, files in loaded.items():
             try:
-                key, handler = folder_decoder(model_dir, files,
-                                              choice.for_model(run_dir, model_dir))
+                key, handler = folder_decoder(
+                    model_dir, files, choice.for_model(run_dir, model_dir, files[0].file))
             except DecoderUnavailable as e:
                 err.print(f"[red]error:[/] {safe(str(e), None)}")
                 unusable += 1
@@ -247,6 +248,7 @@ def provenance_cmd(
                     run["conversations"].extend(c.to_json() for c in fp.conversations)
             run["verifiable"] = any(c["verifiable"] for c in run["categories"])
             runs.append(run)
+    unmatched_decoders(choice)
 
     report = {"bfcl_eval": bfcl.BFCL_VERSION, "runs": runs,
               "problems": [vars(p) for p in problems]}

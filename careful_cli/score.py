@@ -32,6 +32,7 @@ from careful_cli.common import (
     progress_bar,
     refuse_out,
     resolve_jobs,
+    unmatched_decoders,
     visible,
 )
 from careful_engine.analysis import ci_report, gates
@@ -132,13 +133,14 @@ def score(
     with progress_bar() as progress:
         task = progress.add_task("scoring", total=None)
         run = score_run(
-            run_dir, decoder=lambda m: choice.for_model(run_dir, m), models=model,
+            run_dir, decoder=choice, models=model,
             effects=effects, detector=detector,
             on_start=lambda n: progress.update(task, total=n),
             on_file=lambda m, c: progress.update(task, description=f"{m} {bfcl.short_name(c)}"),
             on_entry=lambda: progress.advance(task), budget=budget, jobs=jobs,
             digest=drift_digest(),
         )
+    unmatched_decoders(choice)
     for msg in run.unusable:
         err.print("error: " + visible(msg), markup=False, style="red")
     if not run.usable:

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import typer
 
-from careful_cli.common import EXIT_PROBLEMS, err, literal, visible
+from careful_cli.common import EXIT_PROBLEMS, err, visible, warn
 from careful_engine.analysis.decode_audit import flags
 from careful_engine.analysis.leaderboard import Scored
 
 
 def report_problems(scored: Scored, quiet: bool) -> None:
-    """Unusable folders in full; input problems grouped by kind (unless ``quiet``)."""
+    """Notes on what was given (a folder given twice) and unusable folders in full; input
+    problems grouped by kind (unless ``quiet``)."""
+    for msg in scored.notes:
+        warn(msg)
     for msg in scored.unusable:
         err.print("error: " + visible(msg), markup=False, style="red")
     if not scored.problems:
@@ -29,7 +32,7 @@ def decode_warnings(scored: Scored) -> None:
     """A warning per run whose decoder (almost) never decodes: its silence is not behaviour."""
     for _, run in scored.runs:
         for flag in flags(run):
-            err.print(f"[yellow]warning:[/] {literal(str(flag))}")
+            warn(str(flag))
 
 
 def exit_on_problems(scored: Scored) -> None:

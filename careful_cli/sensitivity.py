@@ -17,14 +17,14 @@ from careful_cli.common import (
     console,
     decoder_choice,
     effects_or_fail,
-    err,
     fail,
-    literal,
     out_folder,
     print_written,
     resolve_jobs,
     scoring_progress,
     tables_out,
+    unmatched_decoders,
+    warn,
     write_reports,
 )
 from careful_cli.scored import decode_warnings, exit_on_problems, report_problems
@@ -82,13 +82,11 @@ def sensitivity(
     effects, sizes = sens.effects_for(
         settings, lambda b: effects_or_fail(b, declarations))
 
-    def warn(message: str) -> None:
-        err.print(f"[yellow]warning:[/] {literal(message)}")
-
     with scoring_progress() as cb:
         scored, result = sens.sensitivity(runs, settings, effects, sizes, warn=warn,
                                           decoders=choice, jobs=resolve_jobs(jobs), **cb)
     report_problems(scored, quiet)
+    unmatched_decoders(choice)
     if result is None:
         raise fail("nothing to re-score")
     decode_warnings(scored)

@@ -146,6 +146,17 @@ def test_cli_on_fake_runs(tmp_path: Path) -> None:
     assert res.exit_code == 2
 
 
+def test_nothing_to_decode_names_the_folder(tmp_path: Path) -> None:
+    """``careful audit decode EMPTY`` said "no multi-turn result files could be decoded" without
+    the folder, unlike the other commands."""
+    (tmp_path / "empty").mkdir()
+    res = runner.invoke(app, ["audit", "decode", str(tmp_path / "empty"), "--out",
+                              str(tmp_path / "out")])
+    assert res.exit_code == 2
+    assert (f"error: no usable multi-turn result files (BFCL_v3/v4_multi_turn_*_result.json) "
+            f"under {tmp_path / 'empty'}") in " ".join(res.output.split())
+
+
 def test_terminal_tables_fit_80_columns(tmp_path: Path) -> None:
     audit = da.audit_run(_fake_run(tmp_path / "a-rather-long-run-folder-name-v0.11", XLAM_KEY))
     table = [("a-rather-long-run-folder-name-v0.11", audit.stats)]

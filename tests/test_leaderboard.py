@@ -70,12 +70,12 @@ def fake_entries() -> list[lb.Entry]:
 def test_parse_decoders() -> None:
     d = parse_decoders([FC, "openai_gpt-oss-120b=other-key", "x/=k2"])
     assert d.default == FC
-    assert d.for_model(Path("/a/run"), "openai_gpt-oss-120b") == "other-key"
-    assert d.for_model(Path("/a/x"), "m") == "k2"  # a run folder's name
-    assert d.for_model(Path("/a/y"), "m") == FC
+    assert d.for_model(Path("/a/run"), "openai_gpt-oss-120b", None) == "other-key"
+    assert d.for_model(Path("/a/x"), "m", None) == "k2"  # a run folder's name
+    assert d.for_model(Path("/a/y"), "m", None) == FC
     # a registered model keeps its own decoder: the default is for unregistered ones only
-    assert d.for_model(Path("/a/y"), "Salesforce_Llama-xLAM-2-8b-fc-r") is None
-    assert parse_decoders(None).for_model(Path("r"), "m") is None
+    assert d.for_model(Path("/a/y"), "Salesforce_Llama-xLAM-2-8b-fc-r", None) is None
+    assert parse_decoders(None).for_model(Path("r"), "m", None) is None
     with pytest.raises(ValueError):
         parse_decoders(["a", "b"])
     with pytest.raises(ValueError):
@@ -85,8 +85,143 @@ def test_parse_decoders() -> None:
 def test_labels_are_short_and_unique() -> None:
     pairs = [(Path("/r/one"), "m"), (Path("/r/two"), "m1"), (Path("/r/two"), "m2"),
              (Path("/s/one"), "m")]
-    assert lb.label_entries(pairs) == ["/r/one/m", "two/m1", "two/m2", "/s/one/m"]
+    # the same run name in two places: the folders above it that tell them apart
+    assert lb.label_entries(pairs) == ["r/one", "two/m1", "two/m2", "s/one"]
     assert lb.label_entries([(Path("/r/one"), "m")]) == ["one"]
+
+
+def _tiny_run(root: Path, model: str = "m", *, decoder: str | None = None,
+              synthetic: bool = False, n: int = 3) -> Path:
+    """``n`` reference trajectories of base in ``root/model/multi_turn/`` (the rest of base
+    missing), with a manifest naming ``decoder`` and, if asked, ``synthetic``."""
+    from careful_engine.demo import reference as demo
+
+    folder = root / model / "multi_turn"
+    folder.mkdir(parents=True)
+    (folder / f"BFCL_v4_{BASE}_result.json").write_text("".join(
+        json.dumps(demo.reference_entry(c)) + "\n" for c in bfcl.conversations(BASE)[:n]))
+    doc = {"decoder": decoder, **({"synthetic": True} if synthetic else {})}
+    (root / model / demo.MANIFEST).write_text(json.dumps(doc))
+    return root
+
+
+def test_a_manifest_decoder_wins_over_the_default(tmp_path: Path) -> None:
+    """``--decoder KEY`` replaced the decoder a run's careful_run.json names (but not a
+    registered model's): now FOLDER=KEY > the manifest > bfcl's registry > --decoder KEY."""
+    from careful_engine import browse
+    from careful_engine.demo import reference as demo
+
+    own = _tiny_run(tmp_path / "own", decoder=demo.DECODER)
+    bare = _tiny_run(tmp_path / "bare")  # a manifest naming no decoder
+    choice = parse_decoders([FC])
+    scored = lb.score_runs([own, bare], decoders=choice)
+    assert [(e.label, e.decoder) for e in scored.entries] == [("own", demo.DECODER),
+                                                              ("bare", FC)]
+    assert [r.decoder for r in browse.find_runs([own, bare], choice)] == [demo.DECODER, FC]
+    (first,) = browse.find_runs([own])[0].files
+    assert parse_decoders([FC, "own=k9"]).key(own, "m", first) == "k9"  # FOLDER=KEY first
+    # the CLI says which it used
+    res = runner.invoke(app, ["leaderboard", str(own), str(bare), "--decoder", FC, "-j1",
+                              "--out", str(tmp_path / "out")])
+    text = " ".join(res.output.split())
+    assert f"own: {demo.DECODER}" in text and f"bare: {FC}" in text, res.output
+
+
+@pytest.mark.parametrize("command", ["leaderboard", "compare", "sensitivity", "score",
+                                     "audit decode", "provenance"])
+def test_a_decoder_for_no_folder_is_warned_about(tmp_path: Path, command: str) -> None:
+    """``--decoder typo=KEY`` naming no folder was ignored without a word: one warning line,
+    naming the folder and the folders found."""
+    from careful_engine.demo import reference as demo
+
+    run = _tiny_run(tmp_path / "run", decoder=demo.DECODER)
+    runs = [str(run)] * (2 if command == "compare" else 1)
+    out = [] if command == "provenance" else ["--out", str(tmp_path / "out")]
+    res = runner.invoke(app, [*command.split(), *runs, "--decoder", "typo=k", "--decoder",
+                              f"run={demo.DECODER}", *out])
+    lines = [x for x in res.output.splitlines() if "typo" in x]
+    assert lines == ["warning: --decoder typo=k: no run or model folder named typo (found: "
+                     "run, m); not used"], res.output
+    assert "--decoder run=" not in res.output  # a folder found: no warning
+
+
+def test_a_decoder_for_no_folder_is_noted_by_the_workbench_and_declare(tmp_path: Path) -> None:
+    from careful_engine import browse
+    from careful_engine.demo import reference as demo
+    from careful_engine.effects.observe import find_runs
+
+    run = _tiny_run(tmp_path / "run", decoder=demo.DECODER)
+    notes: list[str] = []
+    browse.find_runs([run], parse_decoders(["typo=k"]), notes)
+    assert notes == ["--decoder typo=k: no run or model folder named typo (found: run, m); "
+                     "not used"]
+    _, warnings = find_runs([run], {"typo": "k", "m": demo.DECODER})
+    assert [w for w in warnings if "typo" in w] == [
+        "--decoder typo=k: no run or model folder named typo (found: m); not used"]
+
+
+def test_a_synthetic_run_is_marked_where_it_is_ranked_and_compared(tmp_path: Path) -> None:
+    """careful demo's flawed run (manifest ``"synthetic": true``) was a plain entry in
+    leaderboard, compare and sensitivity: its label is marked, as the workbench marks it."""
+    from careful_engine.analysis import compare as cmp
+    from careful_engine.demo import reference as demo
+
+    real = _tiny_run(tmp_path / "real", decoder=demo.DECODER)
+    fake = _tiny_run(tmp_path / "fake", decoder=demo.DECODER, synthetic=True)
+    scored = lb.score_runs([real, fake])
+    assert [e.label for e in scored.entries] == ["real", "fake (SYNTHETIC)"]
+    assert lb.synthetic_label("fake", True) == "fake" + lb.SYNTHETIC_MARK
+    pairing = cmp.pair(cmp.score_pair(real, fake), ["bfcl"])
+    assert (pairing.label_a, pairing.label_b) == ("real", "fake (SYNTHETIC)")
+    for command in ("leaderboard", "compare"):
+        out = tmp_path / command
+        res = runner.invoke(app, [command, str(real), str(fake), "-j1", "--out", str(out)])
+        assert res.exit_code in (0, 1), res.output
+        assert "fake (SYNTHETIC)" in " ".join(res.output.split())
+        written = out / ("leaderboard.csv" if command == "leaderboard" else "compare_bfcl.md")
+        assert "fake (SYNTHETIC)" in written.read_text(), command
+
+
+def test_labels_name_the_run_the_files_belong_to(tmp_path: Path) -> None:
+    """A run's entry was named after the path as typed: its model folder, ``multi_turn``,
+    ``result`` or a full path that does not exist. Now always after the run folder, however it
+    is given, told apart minimally."""
+    from careful_engine import browse
+
+    for run in ("a/x", "b/deep/x", "z"):
+        _tiny_run(tmp_path / run / "result", decoder=FC)
+    x, deep, z = tmp_path / "a/x", tmp_path / "b/deep/x", tmp_path / "z"
+    given = [x / "result/m/multi_turn", deep / "result", z / "result/m"]
+    assert [r.label for r in browse.find_runs(given)] == ["a/x", "deep/x", "z"]
+    scored = lb.score_runs(given)
+    assert [e.label for e in scored.entries] == ["a/x", "deep/x", "z"]
+    assert lb.label_entries([(x, "m")], [x / "result/m"]) == ["x"]
+    assert lb.label_entries([(x / "result", "result")], [x / "result"]) == ["x"]
+    # a run folder named as its model folder is not taken for it (bfcl's own layout)
+    assert lb.label_entries([(tmp_path / "m", "m")], [tmp_path / "m/result/m"]) == ["m"]
+    # the same model folder reached twice: the folders as given (they exist)
+    assert lb.label_entries([(x, "m"), (x / "result", "m")], [x / "result/m"] * 2) == [
+        str(x), str(x / "result")]
+    # compare: a run against itself, or given as its multi_turn folder
+    for i, (a, b, want) in enumerate(((f"{x}/", str(x), "A = x, B = x"),
+                                      (str(x / "result/m/multi_turn"), str(deep),
+                                       "A = a/x, B = deep/x"))):
+        out = tmp_path / f"cmp{i}"
+        res = runner.invoke(app, ["compare", a, b, "-j1", "--out", str(out)])
+        assert res.exit_code in (0, 1), res.output
+        assert want in " ".join(res.output.split()), res.output
+        assert want in (out / "compare_bfcl.md").read_text()
+
+
+def test_non_fatal_notes_are_warnings(tmp_path: Path) -> None:
+    """A folder given twice was printed as ``error: ...; scored once``: it stops nothing."""
+    from careful_engine.demo import reference as demo
+
+    run = _tiny_run(tmp_path / "run", decoder=demo.DECODER)
+    res = runner.invoke(app, ["leaderboard", str(run), f"{run}/", "-j1", "--out",
+                              str(tmp_path / "out")])
+    assert f"warning: {run}: given more than once (as {run} first); scored once" in res.output
+    assert "error:" not in res.output
 
 
 # ---------------------------------------------------------------- ranking
@@ -175,7 +310,7 @@ def test_compare_decisions_are_data(fake_entries: list[lb.Entry]) -> None:
         cmp.pair(scored, ["strict"])
     assert e.value.not_strict == ["a", "b"]
     twin = lb.Entry("a", Path("/other/a"), b.score)
-    assert cmp.side_labels(a, twin) == ("/runs/a/a", "/other/a/b")
+    assert cmp.side_labels(a, twin) == ("runs/a", "other/a")
     no_base = _entry("d", {"multi_turn_long_context": [(True, 0)]})
     with pytest.raises(cmp.NotComparable, match="no category in common"):
         cmp.pair(lb.Scored([c, no_base], [], [], []), ["bfcl"])
@@ -270,8 +405,9 @@ def test_a_folder_given_twice_is_one_entry(tmp_path):
     run.mkdir()
     os.symlink(run, tmp_path / "link")
     scored = score_runs([run, Path(str(run) + "/"), tmp_path / "link"])
-    assert sum("given more than once" in u for u in scored.unusable) == 2
-    assert sum("no multi-turn result files" in u for u in scored.unusable) == 1
+    assert sum("given more than once" in u for u in scored.notes) == 2
+    assert scored.unusable == [f"{run}: no multi-turn result files "
+                               "(BFCL_v3/v4_multi_turn_*_result.json)"]
 
 
 def test_entry_tables_get_distinct_file_names():

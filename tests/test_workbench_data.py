@@ -30,8 +30,9 @@ def test_find_runs_labels_match_the_leaderboard(runs_template) -> None:
         ("alpha", "reference", demo.DECODER), ("beta", "careless", demo.DECODER)]
     pairs = [(runs_template / "a", "m"), (runs_template / "a", "n"), (Path("/x/b"), "m"),
              (Path("/y/b"), "m")]
-    # one model in a run: the run's name; several: run/model; the same name twice: full paths
-    assert browse.label_entries(pairs) == ["a/m", "a/n", "/x/b/m", "/y/b/m"]
+    # one model in a run: the run's name; several: run/model; the same name twice: the
+    # folders above it that tell them apart
+    assert browse.label_entries(pairs) == ["a/m", "a/n", "x/b", "y/b"]
     assert browse.label_entries([(Path("/x/b"), "m")]) == ["b"]
 
 

@@ -75,7 +75,8 @@ class Workbench:
         # override reasons given on the Agreement screen, by round: asked once while the app
         # runs (each opening is still written to the round's reveal log)
         self.overrides: dict[str, str] = {}
-        self.run_notes: list[str] = []  # run folders given more than once (listed once)
+        # run folders given more than once (listed once), --decoder FOLDER=KEY naming none
+        self.run_notes: list[str] = []
 
     @cached_property
     def remembered(self) -> Remembered:

@@ -9,6 +9,7 @@ around it, as data, so that any front end gets the same result.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,20 +22,25 @@ from careful_engine.analysis.leaderboard import (
     Entry,
     Scored,
     compare,
+    label_entries,
     score_run_groups,
+    synthetic_label,
     without_protocol,
 )
+from careful_engine.core.runs import is_synthetic
 
 
 class NotComparable(ValueError):
     """Nothing to compare; ``unusable``: the folders that could not be scored;
-    ``not_strict``: the entries strict success was dropped for (see :func:`pair`)."""
+    ``not_strict``: the entries strict success was dropped for (see :func:`pair`); ``notes``:
+    :attr:`Scored.notes` of both runs."""
 
     def __init__(self, message: str, unusable: Iterable[str] = (),
                  not_strict: Iterable[str] = ()) -> None:
         super().__init__(message)
         self.unusable = list(unusable)
         self.not_strict = list(not_strict)
+        self.notes: list[str] = []
 
 
 def parse_scores(values: Iterable[str] | None) -> list[str]:
@@ -60,11 +66,18 @@ def one_entry(scored: Scored, run: Path, which: str) -> Entry:
     return scored.entries[0]
 
 
+def _same(a: Path | None, b: Path | None) -> bool:
+    return a is not None and b is not None and os.path.realpath(a) == os.path.realpath(b)
+
+
 def side_labels(a: Entry, b: Entry) -> tuple[str, str]:
-    """Labels for A and B: their entry labels, or their full paths when those are the same."""
-    if a.label != b.label:
+    """Labels for A and B: their entry labels, or, when those are the same but the model
+    folders are not, both labelled together as the leaderboard labels entries."""
+    if a.label != b.label or _same(a.folder, b.folder):
         return a.label, b.label
-    return f"{a.run}/{a.model}", f"{b.run}/{b.model}"
+    label_a, label_b = label_entries([(a.run, a.model), (b.run, b.model)], [a.folder, b.folder])
+    return (synthetic_label(label_a, a.folder is not None and is_synthetic(a.folder)),
+            synthetic_label(label_b, b.folder is not None and is_synthetic(b.folder)))
 
 
 @dataclass
@@ -122,9 +135,13 @@ def score_pair(run_a: Path, run_b: Path, *, model_a: str | None = None,
     :func:`~careful_engine.analysis.leaderboard.score_run_groups`."""
     sa, sb = score_run_groups([([run_a], [model_a] if model_a else None),
                                ([run_b], [model_b] if model_b else None)], **score)
-    a, b = one_entry(sa, run_a, "a"), one_entry(sb, run_b, "b")
+    try:
+        a, b = one_entry(sa, run_a, "a"), one_entry(sb, run_b, "b")
+    except NotComparable as e:
+        e.notes = sa.notes + sb.notes
+        raise
     return Scored([a, b], sa.runs + sb.runs, sa.problems + sb.problems,
-                  sa.unusable + sb.unusable)
+                  sa.unusable + sb.unusable, sa.notes + sb.notes)
 
 
 def gate(pairing: Pairing, *, fail_on_regression: bool, alpha: float,

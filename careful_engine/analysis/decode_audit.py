@@ -21,8 +21,9 @@ from careful_engine.analysis.leaderboard import label_entries
 from careful_engine.core import bfcl
 from careful_engine.core.checker import INFERENCE_ERROR
 from careful_engine.core.decode import decode_entry
-from careful_engine.core.runs import Problem
+from careful_engine.core.runs import Problem, result_model_folder
 from careful_engine.core.trajectory import Outcome, Trajectory
+from careful_engine.scoring.decoders import DecoderChoice
 from careful_engine.scoring.rules import ASKED_READ, ASKED_UNREAD, no_call_text, unread_note
 from careful_engine.scoring.score import (
     MISSING,
@@ -222,6 +223,7 @@ class RunAudit:
     stats: list[DecodeStats]  # per model: its categories, then the model (category None)
     problems: list[Problem]
     unusable: list[str]
+    folders: dict[str, Path] = field(default_factory=dict)  # each model folder, by name
 
     def flags(self) -> list[DecodeFlag]:
         by_model: dict[str, list[DecodeStats]] = {}
@@ -233,15 +235,16 @@ class RunAudit:
 def audit_run(
     run_dir: Path,
     *,
-    decoder: str | None | Callable[[str], str | None] = None,
+    decoder: str | None | DecoderChoice = None,
     models: Iterable[str] | None = None,
     on_start: Callable[[int], None] | None = None,
     on_entry: Callable[[], None] | None = None,
 ) -> RunAudit:
     """Decode every step of every result file under ``run_dir`` (no replay, no verdicts).
 
-    The decoder is chosen as ``careful score`` chooses it: ``decoder`` (a key, or a function
-    of the model folder name), else the folder's ``careful_run.json``, else its registry key.
+    The decoder is chosen as ``careful score`` chooses it: ``decoder`` (a key, or
+    ``--decoder``'s :class:`DecoderChoice`), else the folder's ``careful_run.json``, else its
+    registry key.
     """
     loaded, problems = load_run(run_dir, models)
     problems = [p for p in problems if not p.message.startswith("id missing")]
@@ -249,7 +252,9 @@ def audit_run(
         on_start(sum(len(lf.entries) for fs in loaded.values() for lf in fs))
     audit = RunAudit(run_dir, [], problems, [])
     for model, files in loaded.items():
-        chosen = decoder(model) if callable(decoder) else decoder
+        audit.folders[model] = result_model_folder(files[0].file.path)
+        chosen = (decoder.for_model(run_dir, model, files[0].file)
+                  if isinstance(decoder, DecoderChoice) else decoder)
         try:
             key, handler = folder_decoder(model, files, chosen)
         except DecoderUnavailable as e:
@@ -275,7 +280,8 @@ def by_entry(audits: list[RunAudit]) -> tuple[list[tuple[str, list[DecodeStats]]
     """Each model folder's statistics under its entry label (labelled as the leaderboard
     labels entries), and every flag with the same label; empty when nothing was decoded."""
     pairs = [(a.run, st.model) for a in audits for st in a.stats if st.category is None]
-    labels = dict(zip(pairs, label_entries(pairs), strict=True))
+    folders = [a.folders.get(st.model) for a in audits for st in a.stats if st.category is None]
+    labels = dict(zip(pairs, label_entries(pairs, folders), strict=True))
     table: list[tuple[str, list[DecodeStats]]] = []
     for a in audits:
         by_model: dict[str, list[DecodeStats]] = {}

@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from careful_engine.core import bfcl
 from careful_engine.core.parallel import Cancel, MpContext
-from careful_engine.core.runs import Problem
+from careful_engine.core.runs import Problem, is_synthetic, owning_run, result_model_folder
 from careful_engine.scoring.batch import RunPlan, counting, plan_run, score_plans
 from careful_engine.scoring.decoders import DecoderChoice
 from careful_engine.scoring.result import Digest
@@ -53,6 +53,12 @@ class Entry:
     def decoder(self) -> str | None:
         return self.score.decoder
 
+    @property
+    def folder(self) -> Path | None:
+        """The model folder its files are in (None when no category names its file)."""
+        return next((result_model_folder(cs.file.path) for cs in self.score.categories.values()
+                     if cs.file is not None), None)
+
     def accuracy(self, category: str | None = None, kind: str = "bfcl") -> float | None:
         """A category's accuracy (None if absent), or bfcl's four-category mean (absent = 0)."""
         attr = KINDS[kind]
@@ -73,12 +79,14 @@ class Entry:
 @dataclass
 class Scored:
     """Several run folders scored (one :class:`RunScore` per run folder and decoder), their
-    model folders as labelled entries, and what could not be used."""
+    model folders as labelled entries, what could not be used, and ``notes`` on what was given
+    that do not stop anything (a folder given twice)."""
 
     entries: list[Entry]
     runs: list[tuple[Path, RunScore]]
     problems: list[Problem]
     unusable: list[str]
+    notes: list[str] = field(default_factory=list)
 
     def problem_kinds(self) -> list[tuple[str, int, int]]:
         """The input problems grouped by kind (a message's head), commonest first: (kind,
@@ -110,15 +118,48 @@ def distinct_runs(runs: list[Path], notes: list[str]) -> list[Path]:
     return out
 
 
-def label_entries(pairs: list[tuple[Path, str]]) -> list[str]:
-    """Short unique labels: the run folder's name, plus the model folder when a run has several."""
-    per_run = Counter(run for run, _ in pairs)
-    labels = [run.name if per_run[run] == 1 else f"{run.name}/{model}" for run, model in pairs]
-    seen: Counter = Counter(labels)
-    if len(seen) < len(labels):  # same folder name in different places: use the full paths
-        labels = [lab if seen[lab] == 1 else f"{run}/{model}"
-                  for lab, (run, model) in zip(labels, pairs, strict=True)]
-    return labels
+def label_entries(pairs: list[tuple[Path, str]],
+                  folders: list[Path | None] | None = None) -> list[str]:
+    """Short unique labels for (run folder as given, model folder name) pairs, from the run
+    folder each model folder belongs to (:func:`owning_run`: ``R``, ``R/result``,
+    ``R/result/M`` and ``R/result/M/multi_turn`` are all run ``R``): its name, with
+    ``/MODEL`` when several of its model folders are entries; runs of one name in different
+    places get as many of the folders above them as tell them apart. ``folders``: each
+    entry's model folder (where its files are); where None, taken to be ``RUN/MODEL``."""
+    folders = folders or [None] * len(pairs)
+    runs = [owning_run(folder if folder is not None else
+                       run.parent if run.name == "multi_turn" else run / model)
+            for (run, model), folder in zip(pairs, folders, strict=True)]
+    models: dict[Path, set[str]] = {}
+    for run, (_, model) in zip(runs, pairs, strict=True):
+        models.setdefault(run, set()).add(model)
+    depth = [1] * len(pairs)
+
+    def label(i: int) -> str:
+        run, model = runs[i], pairs[i][1]
+        name = str(Path(*run.parts[-depth[i]:]))
+        return name if len(models[run]) == 1 else f"{name}/{model}"
+
+    while True:
+        labels = [label(i) for i in range(len(pairs))]
+        seen = Counter(labels)
+        longer = [i for i, lab in enumerate(labels)
+                  if seen[lab] > 1 and depth[i] < len(runs[i].parts)]
+        if not longer:
+            break
+        for i in longer:
+            depth[i] += 1
+    # the same model folder reached from two folders given (R and R/result): as given
+    return [str(pairs[i][0]) if seen[lab] > 1 else lab for i, lab in enumerate(labels)]
+
+
+SYNTHETIC_MARK = " (SYNTHETIC)"  # after the label of a run no model wrote (careful demo's)
+
+
+def synthetic_label(label: str, synthetic: bool) -> str:
+    """An entry's label as every table shows it: marked when its run is synthetic (its
+    manifest says so), as the workbench marks it."""
+    return label + SYNTHETIC_MARK if synthetic else label
 
 
 def score_runs(runs: list[Path], *, models: list[str] | None = None,
@@ -167,13 +208,13 @@ def score_run_groups(
     plans: list[RunPlan] = []
     owner: list[int] = []  # the group of each plan
     for g, (runs, models) in enumerate(groups):
-        for run_dir in distinct_runs(runs, out[g].unusable):
+        for run_dir in distinct_runs(runs, out[g].notes):
             by_model, _ = discover(run_dir)
             by_key: dict[str | None, list[str]] = {}
-            for model in by_model:
+            for model, files in by_model.items():
                 if models and model not in models:
                     continue
-                by_key.setdefault(decoders.for_model(run_dir, model), []).append(model)
+                by_key.setdefault(decoders.for_model(run_dir, model, files[0]), []).append(model)
             if not by_key:
                 what = (f"no model folder {', '.join(models)} (found: {', '.join(by_model)})"
                         if models and by_model else
@@ -211,8 +252,12 @@ def score_run_groups(
         for prob in scored.problems:  # one score_run per decoder group repeats discovery notes
             unique.setdefault(str(prob), prob)
         scored.problems = list(unique.values())
-        labels = label_entries([(r, ms.model) for r, ms in mine])
-        scored.entries = [Entry(lab, r, ms) for lab, (r, ms) in zip(labels, mine, strict=True)]
+        entries = [Entry("", r, ms) for r, ms in mine]
+        folders = [e.folder for e in entries]
+        labels = label_entries([(r, ms.model) for r, ms in mine], folders)
+        for e, lab, folder in zip(entries, labels, folders, strict=True):
+            e.label = synthetic_label(lab, folder is not None and is_synthetic(folder))
+        scored.entries = entries
     return out
 
 

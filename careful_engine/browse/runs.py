@@ -23,10 +23,10 @@ from careful_engine.core.runs import (
     Problem,
     ResultFile,
     content_lines,
-    decoder_key,
     line_over_cap,
     load_result_file,
     needs_decoder,
+    result_model_folder,
 )
 from careful_engine.core.safe_read import read_regular
 from careful_engine.core.user_cache import cache_root
@@ -68,25 +68,29 @@ def find_runs(paths: Sequence[Path], decoders: DecoderChoice | None = None,
               notes: list[str] | None = None) -> list[RunRef]:
     """One :class:`RunRef` per model folder with multi-turn result files under ``paths``; a
     folder given more than once (``R``, ``R/.``, a link to it) is listed once, the repeat
-    noted in ``notes`` as the CLI notes it."""
+    noted in ``notes`` as the CLI notes it, as is a ``--decoder FOLDER=KEY`` naming no folder
+    found."""
     found: list[tuple[Path, str, list[ResultFile]]] = []
     for path in distinct_runs(list(paths), notes if notes is not None else []):
         by_model, _ = discover(path)
         found += [(path, model, files) for model, files in by_model.items() if files]
-    labels = label_entries([(run, model) for run, model, _ in found])
-    return [
+    labels = label_entries([(run, model) for run, model, _ in found],
+                           [result_model_folder(files[0].path) for _, _, files in found])
+    refs = [
         RunRef(run, model, tuple(files), decoder_for(run, model, files, decoders), label)
         for (run, model, files), label in zip(found, labels, strict=True)
     ]
+    if decoders is not None and notes is not None:  # every folder asked about by now
+        notes += decoders.unmatched()
+    return refs
 
 
 def decoder_for(run: Path, model: str, files: Sequence[ResultFile],
                 decoders: DecoderChoice | None) -> str:
-    """A model folder's decoder key, by the CLI's rule (:meth:`DecoderChoice.for_model`), then
-    the manifest's, then the registry key (which fails, with a message, on use)."""
-    chosen = decoders.for_model(run, model) if decoders is not None else None
+    """A model folder's decoder key, by the CLI's rule (:meth:`DecoderChoice.key`); for a
+    manifest that names no usable key, the registry key (which fails, with a message, on use)."""
     try:
-        return decoder_key(model, files[0] if files else None, chosen)
+        return (decoders or DecoderChoice()).key(run, model, files[0] if files else None)
     except DecoderUnavailable:  # a bad manifest: the registry key (which fails, with a
         return bfcl.registry_key_for_dir(model)  # message, when the run is scored)
 

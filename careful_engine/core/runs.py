@@ -347,6 +347,28 @@ def result_model_folder(result_file: Path) -> Path:
     return parent.parent if parent.name == "multi_turn" else parent
 
 
+LAYOUT_FOLDERS = ("result", "multi_turn")  # bfcl's own folders between a run and its files
+
+
+def owning_run(model_folder: Path) -> Path:
+    """The run folder a model folder belongs to, as an absolute path (links not followed):
+    the folder above it, past bfcl's layout folders (``result/``); the model folder itself
+    when there is nothing above it."""
+    folder = Path(os.path.abspath(model_folder))
+    run = folder.parent
+    while run.name in LAYOUT_FOLDERS:
+        run = run.parent
+    return run if run.name else folder
+
+
+def unmatched_decoder(folder: str, key: str, found: list[str]) -> str:
+    """The note on ``--decoder FOLDER=KEY`` naming none of the folders ``found``."""
+    names = list(dict.fromkeys(found))
+    shown = ", ".join(names[:12]) + (f", … ({len(names)} in all)" if len(names) > 12 else "")
+    return (f"--decoder {folder}={key}: no run or model folder named {folder} "
+            f"(found: {shown or 'none'}); not used")
+
+
 def model_manifest(model_folder: Path) -> dict:
     """A model folder's ``careful_run.json`` ({} when absent, too large, unreadable or not an
     object)."""

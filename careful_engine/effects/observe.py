@@ -49,6 +49,7 @@ from careful_engine.core.runs import (
     load_result_file,
     needs_decoder,
     result_model_folder,
+    unmatched_decoder,
 )
 from careful_engine.core.safe_read import read_regular
 from careful_engine.core.state import Change, State, diff
@@ -303,8 +304,10 @@ def find_runs(roots: Sequence[Path], decoders: dict[str, str]) -> tuple[list[Run
     """Result files under ``roots``, loaded, each with its decoder or the reason it is skipped."""
     found: list[RunFile] = []
     warnings: list[str] = []
+    files_seen: list[ResultFile] = []
     for root in roots:
         files, problems = find_result_files(root)
+        files_seen += files
         for p in problems:
             warnings.append(str(p))
         synthetic: set[Path] = set()
@@ -333,6 +336,9 @@ def find_runs(roots: Sequence[Path], decoders: dict[str, str]) -> tuple[list[Run
                                     f"{rf.model!r}: {run.skipped} "
                                     f"(name one with --decoder {rf.model}=REGISTRY_KEY)")
             found.append(run)
+    models = [rf.model for rf in files_seen]
+    warnings += [unmatched_decoder(folder, key, models)
+                 for folder, key in decoders.items() if folder not in models]
     return found, warnings
 
 

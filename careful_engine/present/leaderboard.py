@@ -150,5 +150,5 @@ def leaderboard_terminal(entries: list[Entry]) -> list[Table]:
     third = terminal_table(
         "Rule totals over each entry's categories", ["entry", *headers], rows,
         asked_legend(legend, totals),
-        first_width=14, tight=True)
+        first_width=24, tight=True)  # (folded where the screen is too narrow for it)
     return [first, second, third]

@@ -52,6 +52,7 @@ from careful_engine.core.runs import (
     load_result_file,
     needs_decoder,
 )
+from careful_engine.scoring.decoders import DecoderChoice
 from careful_engine.scoring.result import Digest
 from careful_engine.scoring.score import (
     CategoryScore,
@@ -74,11 +75,11 @@ class RunPlan:
     unusable: dict[str, str]
 
 
-def plan_run(run_dir: Path, decoder: str | None | Callable[[str], str | None] = None,
+def plan_run(run_dir: Path, decoder: str | None | DecoderChoice = None,
              models: list[str] | None = None) -> RunPlan:
     """The files of a run folder (nothing loaded yet) and each model folder's decoder key:
-    ``decoder`` (a key, or a function of the model folder's name), else the folder's
-    ``careful_run.json``, else its registry key."""
+    ``decoder`` (a key, or ``--decoder``'s choice, :meth:`DecoderChoice.for_model`), else the
+    folder's ``careful_run.json``, else its registry key."""
     by_model, problems = discover(run_dir)
     if models:
         by_model = {m: v for m, v in by_model.items() if m in set(models)}
@@ -86,7 +87,8 @@ def plan_run(run_dir: Path, decoder: str | None | Callable[[str], str | None] = 
     unusable: dict[str, str] = {}
     for m, files in by_model.items():
         try:
-            chosen = decoder(m) if callable(decoder) else decoder
+            chosen = (decoder.for_model(run_dir, m, files[0])
+                      if isinstance(decoder, DecoderChoice) else decoder)
             keys[m] = decoder_key(m, files[0], chosen)
         except DecoderUnavailable as e:  # its files are still loaded, for their problems
             keys[m], unusable[m] = None, str(e)

@@ -38,6 +38,7 @@ from careful_engine.core.trajectory import Verdict
 from careful_engine.effects import boundary as boundaries
 from careful_engine.effects.boundary import DEFAULT_BOUNDARY
 from careful_engine.scoring.blame import blame
+from careful_engine.scoring.decoders import DecoderChoice
 from careful_engine.scoring.result import ConversationResult, Digest, write_conversations
 from careful_engine.scoring.rules import (
     Effects,
@@ -348,7 +349,7 @@ def folder_decoder(model_dir: str, files: list[LoadedFile],
 def score_run(
     run_dir: Path,
     *,
-    decoder: str | None | Callable[[str], str | None] = None,
+    decoder: str | None | DecoderChoice = None,
     models: list[str] | None = None,
     effects: Effects | None = None,
     detector: str = "strict",
@@ -365,7 +366,7 @@ def score_run(
     digest: Digest | None = None,
 ) -> RunScore:
     """Find, load, decode, replay and score every multi-turn result file under ``run_dir``
-    (``decoder``: a key, or a function of the model folder's name; see
+    (``decoder``: a key, or ``--decoder``'s :class:`DecoderChoice`; see
     :func:`careful_engine.scoring.batch.plan_run`), with up to ``jobs`` worker processes (the
     same result for any number; see careful_engine.scoring.batch, also for ``mp_context``,
     ``cancel`` and ``on_progress``; ``digest``: see :func:`score_file`)."""

@@ -101,6 +101,8 @@ class HomeScreen(WorkbenchScreen):
 
     def _load(self) -> None:
         """Read the store and list the runs off the main thread (imports, files)."""
+        from careful_engine.analysis.leaderboard import synthetic_label  # (find_runs loaded it)
+
         wb = self.app.context
         # what the app holds by now (Textual, the engine's modules, the declarations) out of
         # the collector's way first: the objects of a run's score lines, read below, set off
@@ -120,7 +122,7 @@ class HomeScreen(WorkbenchScreen):
             state = ("stale" if browser.stale else "✓" if browser.scored else
                      "unreadable" if any(p.message.startswith("cannot read")
                                          for p in browser.score_problems) else "–")
-            name = f"{ref.label} (SYNTHETIC)" if wb.synthetic(ref) else ref.label
+            name = synthetic_label(ref.label, wb.synthetic(ref))
             # what is wrong first; then the ids absent from the files (scored as failed)
             found = [str(p) for p in sorted(browser.problems(),
                                             key=lambda p: p.message.startswith("id missing"))]

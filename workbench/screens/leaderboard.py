@@ -115,7 +115,7 @@ class LeaderboardScreen(WorkbenchScreen):
         self.run_worker(self._load, thread=True, exclusive=True, group="leaderboard")
 
     def _load(self) -> None:
-        from careful_engine.analysis.leaderboard import Entry
+        from careful_engine.analysis.leaderboard import Entry, synthetic_label
         from careful_engine.present.leaderboard import leaderboard_reports
 
         wb = self.app.context
@@ -126,7 +126,8 @@ class LeaderboardScreen(WorkbenchScreen):
             if score is None:
                 unscored.append(ref)
             else:
-                entries.append(Entry(ref.label, ref.run, score))
+                entries.append(Entry(synthetic_label(ref.label, wb.synthetic(ref)), ref.run,
+                                     score))
         reports = leaderboard_reports(entries) if entries else []
         self.app.call_from_thread(self._show, entries, unscored, reports)
 
