@@ -29,6 +29,7 @@ from careful_cli.common import (
 from careful_cli.scored import decode_warnings, exit_on_problems, report_problems
 from careful_engine.analysis.leaderboard import score_runs
 from careful_engine.present.leaderboard import leaderboard_reports, leaderboard_terminal
+from careful_engine.scoring.settings import table_settings
 
 app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
 Out = tables_out("leaderboard")
@@ -73,7 +74,7 @@ def leaderboard(
     if not scored.entries:
         raise fail("nothing to rank")
     decode_warnings(scored)
-    reports = leaderboard_reports(scored.entries)
+    reports = leaderboard_reports(scored.entries, table_settings(effects, detector))
     write_reports(reports, out)
     for table in leaderboard_terminal(scored.entries):
         console.print(table)
