@@ -37,6 +37,7 @@ from careful_cli.scored import decode_warnings, report_problems
 from careful_engine.analysis import ci_report, gates
 from careful_engine.analysis import compare as cmp
 from careful_engine.present.compare import compare_report, compare_terminal, pairs_report
+from careful_engine.scoring.settings import table_settings
 
 app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
 Out = tables_out("compare")
@@ -122,8 +123,11 @@ def compare(
         raise fail(str(e)) from None
     _strict_warning(pairing.not_strict)
     a, b = pairing.a, pairing.b
-    reports = [compare_report(c, pairing.label_a, pairing.label_b) for c in pairing.comparisons]
-    files = [*reports, pairs_report(pairing.comparisons, pairing.label_a, pairing.label_b)]
+    settings = table_settings(effects, detector)
+    reports = [compare_report(c, pairing.label_a, pairing.label_b, settings)
+               for c in pairing.comparisons]
+    files = [*reports, pairs_report(pairing.comparisons, pairing.label_a, pairing.label_b,
+                                    settings)]
     write_reports(files, out)
     for rep in reports:
         console.print(compare_terminal(rep))

@@ -32,6 +32,7 @@ from careful_cli.common import (
 from careful_cli.scored import decode_warnings, exit_on_problems, report_problems
 from careful_engine.analysis.leaderboard import score_runs
 from careful_engine.present.leaderboard import leaderboard_reports, leaderboard_terminal
+from careful_engine.scoring.settings import table_settings
 
 app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
 Out = tables_out("leaderboard")
@@ -80,7 +81,7 @@ def leaderboard(
     decode_warnings(scored)
     labels = {(e.run, e.model): e.label for e in scored.entries}
     drift_notes(scored.runs, lambda run, model: labels.get((run, model), model))
-    reports = leaderboard_reports(scored.entries)
+    reports = leaderboard_reports(scored.entries, table_settings(effects, detector))
     write_reports(reports, out)
     for table in leaderboard_terminal(scored.entries):
         console.print(table)

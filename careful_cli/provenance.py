@@ -290,21 +290,3 @@ def _print_tables(runs: list[dict]) -> None:
             console.print(verdicts)
         _examples([s for s in rows if s["with_log"]])
 
-
-# ---------------------------------------------------------------- careful score --exclude-drifted
-
-
-def drift_table(splits: list[Any]) -> Table:
-    """``careful score --exclude-drifted``: accuracy on all conversations and without drifted."""
-    t = Table(title="Accuracy (%) with and without conversations whose log shows dataset drift")
-    for col in ("model", "category", "all", "n", "not drifted", "n", "drifted", "unverifiable"):
-        t.add_column(col, justify="left" if col in ("model", "category") else "right",
-                     overflow="fold")
-    for s in splits:
-        t.add_row(safe(s.model), bfcl.SHORT_NAMES[s.category],
-                  _pct(s.correct / s.total if s.total else None), str(s.total),
-                  _pct(s.correct_kept / s.total_kept if s.total_kept else None),
-                  str(s.total_kept), str(s.excluded), str(s.unverifiable))
-    t.caption = ("drifted: logged question, initial state or turn count differ from the pinned "
-                 "data (excluded); unverifiable: no log (kept); `careful provenance` for details")
-    return t

@@ -46,13 +46,15 @@ from careful_engine.present.tables import (
     accuracy_terminal,
     confirm_table,
     confirm_terminal,
+    drift_report,
+    drift_terminal,
     rules_table,
     rules_terminal,
 )
 from careful_engine.scoring.result import ConversationResult, write_conversations
 from careful_engine.scoring.rules import Effects, SafeRule
 from careful_engine.scoring.score import RunScore, score_run, write_score_file
-from careful_engine.scoring.settings import KEY, scored_with
+from careful_engine.scoring.settings import KEY, scored_with, table_settings
 
 app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
 
@@ -172,9 +174,7 @@ def score(
             console.print("strict success: not applicable (no confirmation protocol in this "
                           "run; printed as –, null in conversations.jsonl)")
     if exclude_drifted:
-        from careful_cli.provenance import drift_table  # deferred: the provenance stack
-
-        console.print(drift_table(splits))
+        console.print(drift_terminal(splits))
     if not quiet:
         what = (f"boundary {boundary}, detector {detector}, safe: {rule.label}" if effects
                 else "no effect rules")
@@ -195,7 +195,9 @@ def score(
 def write_outputs(run: RunScore, out: Path, effects: Effects | None,
                   exclude_drifted: bool = False, *, detector: str = "strict") -> list:
     """Score files, conversations.jsonl and the tables of a scored run, under ``out``; with
-    ``exclude_drifted``, the drift split of each file (returned). Raises
+    ``exclude_drifted``, the drift split of each file (returned, and written as the
+    accuracy_drift table). The tables of effect-aware figures state the settings
+    (:func:`~careful_engine.scoring.settings.table_settings`). Raises
     :class:`~careful_engine.core.safe_write.UnsafeWrite` rather than follow a planted link.
     Every line records what it was scored with (:mod:`careful_engine.scoring.settings`)."""
     effect = effects is not None
@@ -219,12 +221,15 @@ def write_outputs(run: RunScore, out: Path, effects: Effects | None,
         return line
 
     write_conversations(out, (r for _, cs in run.files for r in cs.results), extra)
-    reports = [accuracy_table(run.scores, effect)]
+    settings = table_settings(effects, detector) if effects is not None else None
+    reports = [accuracy_table(run.scores, effect, settings)]
     if effect:
-        reports.append(rules_table(run.scores))
-        confirmation = confirm_table(run.scores)
+        reports.append(rules_table(run.scores, settings))
+        confirmation = confirm_table(run.scores, settings)
         if confirmation is not None:
             reports.append(confirmation)
+    if exclude_drifted:
+        reports.append(drift_report(splits))
     for rep in reports:
         rep.write(out)
     return splits

@@ -63,10 +63,11 @@ def sensitivity(
     rule), every boundary in declarations/boundary/ plus those given with
     --boundary (--grid: all combinations), effective collateral, visible
     duplicates; one row, coll effective/dups visible, changes both rules of
-    the safe verdict at once. Each run is replayed once; the rules are
-    re-evaluated on the kept traces. Prints one table per entry (its safe
-    score under every
-    setting) and, for runs under the confirmation protocol, every logged
+    the safe verdict at once. Each run is replayed once: each conversation is
+    evaluated under every setting where it is replayed (in the workers, with
+    --jobs) and only those figures are kept, no trace. Prints one table per
+    entry (its safe score under every setting) and, for runs under the
+    confirmation protocol, every logged
     scripted-user answer re-judged under the stricter scripts; then
     Spearman's rho between the BFCL and the safe ranking under each setting,
     and how each entry's counts and safe accuracy move against the default.

@@ -148,10 +148,11 @@ def test_score_exclude_drifted(generated, tmp_path: Path) -> None:
     root = _drifted_run(tmp_path / "run", generated)
     out = tmp_path / "out"
     res = _run("score", str(root), "--decoder", DECODER, "--out", str(out), "--exclude-drifted")
-    assert "not drifted" in res.output and "Accuracy (%) with and without" in res.output
+    assert "not drifted" in res.output and "BFCL accuracy (%) with and without" in res.output
     lines = {x["id"]: x for x in map(json.loads, (out / "conversations.jsonl").open())}
     assert lines[IDS[1]]["dataset_drift"] == "question_changed"
     assert lines[IDS[2]]["dataset_drift"] == "no_log"
+    _drift_table_is_written(out, list(lines.values()))
     res = _run("score", str(root), "--decoder", DECODER, "--out", str(out))
     assert "not drifted" not in res.output
     assert "dataset_drift" not in (out / "conversations.jsonl").read_text()
@@ -213,6 +214,30 @@ def test_drift_is_counted_where_each_conversation_is_scored(
     monkeypatch.setattr(check, "load_result_file", no_reading)
     monkeypatch.setattr(check, "drift_split", no_reading)
     assert check.run_drift(run.files) == {MODEL_DIR: (3, 200)}
+
+
+def _drift_table_is_written(out: Path, lines: list[dict]) -> None:
+    """``--exclude-drifted``'s table is written with the command's other tables (it was only
+    printed), its accuracy labelled as BFCL's (the column was "all") and agreeing with the
+    conversations' verdicts and drift in conversations.jsonl."""
+    import csv
+
+    table = json.loads((out / "accuracy_drift.json").read_text())
+    assert table["title"].startswith("BFCL accuracy") and "not effect-safe" in table["caption"]
+    assert "scored_with" not in table  # BFCL's verdict: no boundary, detector or rule changes it
+    kept = [x for x in lines if x["dataset_drift"] in ("identical", "no_log")]
+    (row,) = table["rows"]
+    assert row == {
+        "model": MODEL_DIR, "category": bfcl.short_name(CAT),
+        "BFCL % all": round(100 * sum(x["official_valid"] for x in lines) / len(lines), 1),
+        "n all": len(lines),
+        "BFCL % not drifted": round(100 * sum(x["official_valid"] for x in kept) / len(kept), 1),
+        "n not drifted": len(kept), "drifted": len(lines) - len(kept),
+        "unverifiable": sum(x["dataset_drift"] == "no_log" for x in lines)}
+    assert row["drifted"] == 3 and row["n all"] == 200
+    (written,) = csv.DictReader((out / "accuracy_drift.csv").read_text().splitlines())
+    assert written["BFCL % not drifted"] == str(row["BFCL % not drifted"])
+    assert "BFCL % all" in (out / "accuracy_drift.md").read_text()
 
 
 def test_help() -> None:

@@ -273,3 +273,13 @@ def test_changes_are_the_differences_of_the_shown_figures() -> None:
     assert (pct(0.2625), pct(0.27875)) == (26.2, 27.9)
     assert pct_change(0.27875, 0.2625) == 1.7
     assert pct_change(0.2625, 0.27875) == -1.7 and pct_change(None, 0.5) is None
+
+
+def test_help_says_no_trace_is_kept() -> None:
+    """Since each conversation is evaluated under every setting where it is replayed, no
+    trace is kept: the help said the rules were "re-evaluated on the kept traces"."""
+    res = runner.invoke(app, ["sensitivity", "--help"], terminal_width=200)
+    assert res.exit_code == 0
+    text = " ".join(res.output.split())
+    assert "kept traces" not in text
+    assert "evaluated under every setting where it is replayed" in text and "no trace" in text

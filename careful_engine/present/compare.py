@@ -3,6 +3,8 @@ terminal table. The pairing and McNemar test are :mod:`careful_engine.analysis.l
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.table import Table
 
 from careful_engine.analysis.leaderboard import Comparison
@@ -32,8 +34,10 @@ COMPARE_COLUMNS = ["category", "n paired", "passes A", "passes B", "A %", "B %",
                    "lost", "p"]
 
 
-def compare_report(cmp: Comparison, label_a: str, label_b: str) -> Report:
-    """Table 5's paired columns: n, passes, gained (+), lost (−), exact McNemar p."""
+def compare_report(cmp: Comparison, label_a: str, label_b: str,
+                   settings: dict[str, Any] | None = None) -> Report:
+    """Table 5's paired columns: n, passes, gained (+), lost (−), exact McNemar p; the safe
+    and strict verdicts' tables state ``settings`` (BFCL's verdict depends on none)."""
     rep = Report(
         f"{KIND_NAMES[cmp.kind]} verdict, paired by conversation: A = {label_a}, B = {label_b}",
         COMPARE_COLUMNS, name=f"compare_{cmp.kind}",
@@ -42,6 +46,7 @@ def compare_report(cmp: Comparison, label_a: str, label_b: str) -> Report:
                    if cmp.only_a else "")
                 + (f"; not paired (only in B): {', '.join(map(short, cmp.only_b))}"
                    if cmp.only_b else ""),
+        settings=None if cmp.kind == "bfcl" else settings,
     )
     rows = [*cmp.categories.items(), (None, cmp.overall)]
     for c, p in rows:
@@ -51,11 +56,14 @@ def compare_report(cmp: Comparison, label_a: str, label_b: str) -> Report:
     return rep
 
 
-def pairs_report(comparisons: list[Comparison], label_a: str, label_b: str) -> Report:
-    """Every discordant conversation: which verdict, which category, gained or lost."""
+def pairs_report(comparisons: list[Comparison], label_a: str, label_b: str,
+                 settings: dict[str, Any] | None = None) -> Report:
+    """Every discordant conversation: which verdict, which category, gained or lost; stating
+    ``settings`` where a verdict other than BFCL's is paired."""
     rep = Report(f"Conversations that changed verdict: A = {label_a}, B = {label_b}",
                  ["score", "category", "id", "A", "B", "change"], name="compare_pairs",
-                 caption=GAINED_LOST_NOTE)
+                 caption=GAINED_LOST_NOTE,
+                 settings=settings if any(c.kind != "bfcl" for c in comparisons) else None)
     for cmp in comparisons:
         for c, p in cmp.categories.items():
             for i in p.gained:

@@ -5,6 +5,8 @@ and as 80-column terminal tables. The ranking itself is
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.table import Table
 
 from careful_engine.analysis.leaderboard import Entry, categories_of, rank_order, ranking
@@ -45,8 +47,11 @@ class _Ranked(Entry):
         return self._accuracy[key]
 
 
-def leaderboard_reports(entries: list[Entry]) -> list[Report]:
-    """The leaderboard's tables: ranks on the mean, per category, rho, and the rule totals."""
+def leaderboard_reports(entries: list[Entry],
+                        settings: dict[str, Any] | None = None) -> list[Report]:
+    """The leaderboard's tables: ranks on the mean, per category, rho, and the rule totals;
+    each states ``settings``, what the entries were scored with (every table holds safe
+    figures or rule counts)."""
     order = rank_order([_Ranked(e) for e in entries])
     mean = ranking(order)
     main = Report(
@@ -97,6 +102,8 @@ def leaderboard_reports(entries: list[Entry]) -> list[Report]:
         rules.add(e.label, len(e.score.categories),
                   sum(cs.total for cs in e.score.categories.values()),
                   *[rule_count(t, k, e.score.confirm) for _, k in RULE_COLUMNS])
+    for rep in (main, per_cat, rho, rules):
+        rep.settings = settings
     return [main, per_cat, rho, rules]
 
 

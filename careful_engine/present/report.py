@@ -1,7 +1,11 @@
 """Tables in four renderings: the terminal (rich), Markdown, CSV and JSON.
 
 Every command that prints a table builds a :class:`Report` once and renders it where asked,
-so what the terminal shows and what the files hold cannot drift apart.
+so what the terminal shows and what the files hold cannot drift apart. A table whose figures
+depend on how the rules were evaluated (safe and strict accuracy, rule counts) carries the
+settings it was made with (:func:`~careful_engine.scoring.settings.table_settings`), and every
+file states them: the CSV as the columns ``boundary``, ``detector`` and ``safe rule`` after the
+table's own, the Markdown as a line under the table, the JSON as a ``scored_with`` object.
 """
 
 from __future__ import annotations
@@ -20,8 +24,25 @@ from rich.text import Text
 from careful_engine.core import bfcl
 from careful_engine.core.safe_text import csv_cell, markdown_literal, markdown_text, visible
 from careful_engine.core.safe_write import writer
+from careful_engine.scoring.rules import SafeRule
 
 Cell = str | int | float | None
+
+# the CSV columns that state a table's settings (Report.settings), after the table's own
+SETTINGS_COLUMNS = ["boundary", "detector", "safe rule"]
+
+
+def settings_cells(settings: dict[str, Any]) -> list[str | None]:
+    """The boundary, detector and safe rule of a ``scored_with`` dict, as table cells."""
+    rule = settings.get("safe_rule")
+    return [settings.get("boundary"), settings.get("detector"),
+            SafeRule(**rule).label if isinstance(rule, dict) else None]
+
+
+def settings_line(settings: dict[str, Any]) -> str:
+    """The settings in words: ``scored with boundary B, detector D, safe rule: ...``."""
+    boundary, detector, rule = (Report.format_cell(c) for c in settings_cells(settings))
+    return f"scored with boundary {boundary}, detector {detector}, safe rule: {rule}"
 
 
 @dataclass
@@ -31,6 +52,9 @@ class Report:
     rows: list[list[Cell]] = field(default_factory=list)
     caption: str = ""
     name: str = "report"  # file stem
+    # what the figures were made with (table_settings), stated in every file; None: figures
+    # that no boundary, detector or safe rule changes (BFCL's verdict alone)
+    settings: dict[str, Any] | None = None
 
     def add(self, *cells: Cell) -> None:
         self.rows.append(list(cells))
@@ -72,23 +96,31 @@ class Report:
                   for row in self.rows]
         if self.caption:
             lines += ["", markdown_text(self.caption)]
+        if self.settings is not None:
+            lines += ["", markdown_text(settings_line(self.settings))]
         return "\n".join(lines) + "\n"
 
     def csv(self) -> str:
         """The table as CSV; text cells with control characters escaped, as every table
         shows them, and never read as a formula by a spreadsheet (a folder named ``=cmd|..``
         is written ``'=cmd|..``): :func:`~careful_engine.core.safe_text.csv_cell`. The JSON
-        keeps the exact text."""
+        keeps the exact text. With :attr:`settings`, every row ends with them
+        (:data:`SETTINGS_COLUMNS`)."""
+        extra = [] if self.settings is None else settings_cells(self.settings)
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow([csv_cell(c) for c in self.columns])
+        writer.writerow([csv_cell(c) for c in
+                         self.columns + (SETTINGS_COLUMNS if extra else [])])
         writer.writerows([["" if c is None else csv_cell(c) if isinstance(c, str) else c
-                           for c in row] for row in self.rows])
+                           for c in [*row, *extra]] for row in self.rows])
         return buf.getvalue()
 
     def json(self) -> dict[str, Any]:
-        return {"title": self.title, "caption": self.caption,
-                "rows": [dict(zip(self.columns, row, strict=False)) for row in self.rows]}
+        out: dict[str, Any] = {"title": self.title, "caption": self.caption}
+        if self.settings is not None:
+            out["scored_with"] = self.settings
+        out["rows"] = [dict(zip(self.columns, row, strict=False)) for row in self.rows]
+        return out
 
     def write(self, out_dir: Path) -> list[Path]:
         """``<name>.md``, ``.csv`` and ``.json`` in ``out_dir``, each replaced whole and never

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.table import Table
@@ -31,6 +32,9 @@ from careful_engine.scoring.rules import (
     rule_legend,
 )
 from careful_engine.scoring.score import MISSING, CategoryScore, ModelScore
+
+if TYPE_CHECKING:  # the provenance stack is imported only where --exclude-drifted asks for it
+    from careful_engine.analysis.provenance import DriftSplit
 
 # category column headers of the 80-column tables
 TERMINAL_CATEGORY = bfcl.COLUMN_NAMES
@@ -67,7 +71,10 @@ def safe_caption(rule: SafeRule) -> str:
     return f"safe: BFCL passes with no {coll} and no {dup} [{rule.label}]"
 
 
-def accuracy_table(scores: list[ModelScore], effect: bool) -> Report:
+def accuracy_table(scores: list[ModelScore], effect: bool,
+                   settings: dict[str, Any] | None = None) -> Report:
+    """Table 3: BFCL's (and with ``effect`` the safe and strict) accuracy per category and the
+    means; ``settings`` (what the rules were evaluated under) stated with the safe figures."""
     cols = ["model", "decoder"]
     for c in bfcl.CATEGORIES:
         cols += [f"{short(c)} BFCL"] + ([f"{short(c)} safe"] if effect else [])
@@ -78,6 +85,7 @@ def accuracy_table(scores: list[ModelScore], effect: bool) -> Report:
         caption="mean: unweighted over the four categories, an absent one counting as 0 (as "
                 "bfcl computes it); " + safe_caption(safe_rule_of(scores)) + "; strict: also "
                 "every destructive call confirmed; " + STRICT_NA,
+        settings=settings if effect else None,
     )
     for ms in scores:
         row: list = [ms.model, ms.decoder]
@@ -125,7 +133,8 @@ def token_costs(results: Iterable[ConversationResult],
     )
 
 
-def rules_table(scores: list[ModelScore]) -> Report:
+def rules_table(scores: list[ModelScore], settings: dict[str, Any] | None = None) -> Report:
+    """Table 4: the rule counts and token costs per model and category, under ``settings``."""
     cols = ["model", "category"] + [h for h, _ in RULE_COLUMNS] + [
         "steps / conv", "output / conv", "surplus out %", "surplus in %"]
     rep = Report(
@@ -142,6 +151,7 @@ def rules_table(scores: list[ModelScore]) -> Report:
                 "(inference errors and missing entries left out), output / conv and "
                 "the surplus shares over those with per-step token counts; " + UNCONFIRMED_NA
                 + "; " + ASKED_NA,
+        settings=settings,
     )
     for ms in scores:
         for c, cs in ms.categories.items():
@@ -151,6 +161,24 @@ def rules_table(scores: list[ModelScore]) -> Report:
                     *[rule_count(totals, k, cs.confirm) for _, k in RULE_COLUMNS],
                     round(steps, 1) if steps is not None else None,
                     round(out) if out is not None else None, sout, sin)
+    return rep
+
+
+def drift_report(splits: list[DriftSplit]) -> Report:
+    """``careful score --exclude-drifted``: BFCL's accuracy on every conversation and on those
+    whose log shows no dataset drift (BFCL's verdict alone: no boundary, detector or safe rule
+    changes it)."""
+    rep = Report(
+        "BFCL accuracy (%) with and without conversations whose log shows dataset drift",
+        ["model", "category", "BFCL % all", "n all", "BFCL % not drifted", "n not drifted",
+         "drifted", "unverifiable"], name="accuracy_drift",
+        caption="BFCL %: BFCL's verdict (not effect-safe); drifted: logged question, initial "
+                "state or turn count differ from the pinned data (excluded); unverifiable: no "
+                "log (kept); `careful provenance` for details")
+    for s in splits:
+        rep.add(s.model, short(s.category), pct(s.correct / s.total) if s.total else None,
+                s.total, pct(s.correct_kept / s.total_kept) if s.total_kept else None,
+                s.total_kept, s.excluded, s.unverifiable)
     return rep
 
 
@@ -255,6 +283,20 @@ def rules_terminal(scores: list[ModelScore]) -> list[Table]:
     ]
 
 
+def drift_terminal(splits: list[DriftSplit]) -> Table:
+    """:func:`drift_report` for an 80-column terminal."""
+    rep = drift_report(splits)
+    rows = [[f"{r[0]} {r[1]}", one_decimal(r[2]), str(r[3]), one_decimal(r[4]), str(r[5]),
+             str(r[6]), str(r[7])] for r in rep.rows]
+    return terminal_table(
+        rep.title, ["run/category", "BFCL %", "n", "BFCL % kept", "n kept", "drifted",
+                    "no log"], rows,
+        "BFCL %: BFCL's verdict (not effect-safe), on all conversations and on those kept, "
+        "the not drifted ones (drifted: logged question, initial state or turn count differ "
+        "from the pinned data); no log: unverifiable, kept; `careful provenance` for details",
+        first_width=20)
+
+
 # ---------------------------------------------------------------- Table 5: confirmation
 
 
@@ -294,7 +336,8 @@ def confirm_stats(cs: CategoryScore) -> ConfirmStats:
     return out
 
 
-def confirm_table(scores: list[ModelScore]) -> Report | None:
+def confirm_table(scores: list[ModelScore],
+                  settings: dict[str, Any] | None = None) -> Report | None:
     """Table 5's columns for the models scored under the confirmation protocol (None if none
     was): answers, the share of destructive calls confirmed, and strict success over the
     conversations whose reference needs a destructive call (denominator printed)."""
@@ -309,6 +352,7 @@ def confirm_table(scores: list[ModelScore]) -> Report | None:
                 "call confirmed, counted over the conversations whose reference makes a "
                 "destructive call under the boundary scored with (needing destructive; the "
                 "others pass the strict rule trivially)",
+        settings=settings,
     )
     for ms in scores:
         cats = {c: cs for c, cs in ms.categories.items() if cs.confirm}

@@ -54,6 +54,12 @@ def scored_with(effects: Effects | None, detector: str, decoder: str | None) -> 
     return out
 
 
+def table_settings(effects: Effects, detector: str) -> dict[str, Any]:
+    """What a table of several models' effect-aware figures was made with: :func:`scored_with`
+    without the decoder (each model has its own; the tables name it per row)."""
+    return {k: v for k, v in scored_with(effects, detector, None).items() if k != "decoder"}
+
+
 def _declarations_sha(effects: Effects) -> str:
     cached = getattr(effects, "_careful_declarations_sha", None)
     if cached is None:
