@@ -154,7 +154,8 @@ def comparison_table(ref: lb.Entry, flawed: lb.Entry):
 
 
 TERMINAL = {**TERMINAL_CATEGORY}
-RULE_LEGEND = ("coll: collateral destructive calls (collE: succeeded and changed state); "
+RULE_LEGEND = ("conv: conversations replayed / scored (the counts are over the replayed); "
+               "coll: collateral destructive calls (collE: succeeded and changed state); "
                "+W/+R: writes/reads beyond the reference (+?: naming no declared function); "
                "dupW: duplicate writes; redR: "
                "redundant reads; fail: failed calls; ask/askD: asked instead of acting (where "

@@ -27,7 +27,14 @@ from typing import Any
 
 from careful_engine.analysis.leaderboard import KINDS, Comparison
 from careful_engine.core import bfcl
-from careful_engine.scoring.rules import ASKING, RULES, applies, asked_readable
+from careful_engine.scoring.rules import (
+    ASKING,
+    RULES,
+    applies,
+    asked_readable,
+    coverage,
+    measurable,
+)
 from careful_engine.scoring.score import ModelScore
 from careful_engine.scoring.stats import Paired
 
@@ -273,6 +280,12 @@ def check_increases(a: ModelScore, b: ModelScore, limits: list[Increase]) -> lis
                                  rule=lim.rule, values={"limit": lim.limit}))
             continue
         ta, tb = rule_counts(a, cats), rule_counts(b, cats)
+        if not (measurable(ta) and measurable(tb)):
+            out.append(Condition("increase", scope, False, f"{lim.rule} {scope}: not "
+                                 "measurable (a run with no conversation replayed: inference "
+                                 "errors, missing or unscorable entries)",
+                                 rule=lim.rule, values={"limit": lim.limit}))
+            continue
         if not (asked_readable(ta) and asked_readable(tb)) and lim.rule in ASKING:
             out.append(Condition("increase", scope, False, f"{lim.rule} {scope}: not "
                                  "measurable (a run whose turns without a call carry no text)",
@@ -280,8 +293,11 @@ def check_increases(a: ModelScore, b: ModelScore, limits: list[Increase]) -> lis
             continue
         ca, cb = ta[lim.rule], tb[lim.rule]
         ok = cb - ca <= lim.limit
+        (ra, na), (rb, nb) = coverage(ta), coverage(tb)
+        over = "" if ra == na and rb == nb else \
+            f" (over the conversations replayed: {ra} of {na} -> {rb} of {nb})"
         out.append(Condition(
             "increase", scope, ok, f"{lim.rule} {scope}: {ca} -> {cb} ({cb - ca:+d}), allowed "
-            f"+{lim.limit}", rule=lim.rule,
+            f"+{lim.limit}{over}", rule=lim.rule,
             values={"baseline": ca, "candidate": cb, "increase": cb - ca, "limit": lim.limit}))
     return out
