@@ -147,7 +147,7 @@ def comparison_table(ref: lb.Entry, flawed: lb.Entry):
     return terminal_table(
         f"Paired: A = {ref.label}, B = {flawed.label}",
         ["category", "n", f"BFCL {plus}", minus, "p", f"safe {plus}", minus, "p"], rows,
-        f"{GAINED_LOST_NOTE}; p: exact McNemar", first_width=10)
+        f"{GAINED_LOST_NOTE}; p: exact McNemar", first_width=10, tight=True)
 
 
 TERMINAL = {**TERMINAL_CATEGORY}

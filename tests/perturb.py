@@ -165,3 +165,15 @@ def write_run(root: Path, perturbed: dict[int, str], *, drop: set[int] = frozens
     (root / model / demo.MANIFEST).write_text(json.dumps({"model": model,
                                                           "decoder": demo.DECODER}))
     return root
+
+
+def inference_errors(root: Path, keep: int, model: str = "reference") -> Path:
+    """A :func:`write_run` run with every entry after the first ``keep`` an inference error
+    (the result an error string: nothing to replay, as deepseek-r1-0528-errors' 199)."""
+    path = root / model / "multi_turn" / f"BFCL_v4_{BASE}_result.json"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(
+        x if i < keep else json.dumps({"id": json.loads(x)["id"],
+                                       "result": "Error during inference: boom"})
+        for i, x in enumerate(lines)) + "\n")
+    return root

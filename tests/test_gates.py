@@ -29,7 +29,7 @@ from careful_engine.scoring.result import ConversationResult
 from careful_engine.scoring.rules import ConversationRules
 from careful_engine.scoring.score import CategoryScore, ModelScore
 
-from .perturb import BASE, fc_entry, perturbations, write_run
+from .perturb import BASE, fc_entry, inference_errors, perturbations, write_run
 
 _load()
 runner = CliRunner()
@@ -443,3 +443,77 @@ def test_engine_regression_and_coverage() -> None:
     assert conds[0].values["p"] == pytest.approx(binomtest(0, 10, 0.5).pvalue)
     inc = g.check_increases(a, _ms("c", [(True, 1)] * 12), [g.parse_increase("collateral=11")])
     assert not inc[0].passed and inc[0].values["increase"] == 12
+
+
+# ---------------------------------------------------------------- inference errors
+
+
+@pytest.fixture(scope="module")
+def errored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """some: 10 conversations with an extra write each (collateral), the other 190 inference
+    errors; every: all 200 inference errors."""
+    tmp = tmp_path_factory.mktemp("errors")
+    return {"some": inference_errors(
+                write_run(tmp / "some", dict.fromkeys(range(10), "extra_write")), 10),
+            "every": inference_errors(write_run(tmp / "every", {}), 0)}
+
+
+def test_inference_errors_have_no_rule_counts(errored: dict[str, Path], tmp_path: Path) -> None:
+    """An inference error has nothing replayed: its rules are null (not zeros) and the totals
+    are over the replayed conversations, which every table and the document state; where none
+    was replayed every rule is n/a. BFCL and safe count it as failed, as before."""
+    res = _invoke("score", errored["some"], "--out", tmp_path / "s", "--format", "json")
+    doc = json.loads(res.stdout)
+    jsonschema.validate(doc, ci_report.schema())
+    cat, overall = doc["runs"][0]["categories"][0], doc["runs"][0]["overall"]
+    assert (cat["n"], cat["replayed"]) == (N, 10)
+    assert (overall["conversations"], overall["replayed"]) == (N, 10)
+    assert cat["rules"]["collateral"] > 0 and "replayed" not in cat["rules"]
+    assert cat["scores"]["bfcl"]["passes"] <= 10 and cat["scores"]["safe"]["passes"] <= 10
+    lines = [json.loads(x) for x in (tmp_path / "s" / "conversations.jsonl").read_text()
+             .splitlines()]
+    errors = [x for x in lines if x["official_error_type"] == "multi_turn:inference_error"]
+    assert len(errors) == N - 10
+    assert all(x["rules"] is None and x["safe_valid"] is False for x in errors)
+    assert all(type(x["reference_destructive_calls"]) is int and x["blame"] for x in errors)
+    row = json.loads((tmp_path / "s" / "rules.json").read_text())["rows"][0]
+    assert (row["conversations"], row["replayed"]) == (N, 10)
+    assert row["collateral"] == cat["rules"]["collateral"]
+    assert f"10/{N}" in res.stderr and "replayed" in _flat(res.stderr)
+
+    res = _invoke("score", errored["every"], "--out", tmp_path / "e", "--format", "json")
+    doc = json.loads(res.stdout)
+    jsonschema.validate(doc, ci_report.schema())
+    cat = doc["runs"][0]["categories"][0]
+    assert cat["replayed"] == 0 and doc["runs"][0]["overall"]["replayed"] == 0
+    assert all(cat["rules"][r] is None for r in ("collateral", "failed", "asked"))
+    assert all(v is None for v in doc["runs"][0]["overall"]["rules"].values())
+    row = json.loads((tmp_path / "e" / "rules.json").read_text())["rows"][0]
+    assert row["replayed"] == 0 and row["collateral"] is None and row["failed"] is None
+    assert row["steps / conv"] is None  # (per conversation replayed, as the counts)
+
+
+def test_rule_totals_over_inference_errors_elsewhere(errored: dict[str, Path],
+                                                     runs: dict[str, Path],
+                                                     tmp_path: Path) -> None:
+    """leaderboard states how many conversations its rule totals are over; compare's
+    increase gate is not measurable against a run with nothing replayed (it was 0 -> 0), and
+    says what its counts are over otherwise."""
+    res = _invoke("leaderboard", errored["some"], errored["every"], "--out", tmp_path / "lb",
+                  "-q")
+    assert res.exit_code in (EXIT_OK, EXIT_PROBLEMS), res.output
+    rows = {r["entry"]: r for r in json.loads((tmp_path / "lb" / "leaderboard_rules.json")
+                                               .read_text())["rows"]}
+    assert (rows["some"]["conversations"], rows["some"]["replayed"]) == (N, 10)
+    assert rows["some"]["collateral"] > 0
+    assert rows["every"]["replayed"] == 0 and rows["every"]["collateral"] is None
+    out = tmp_path / "g.json"
+    gate = _compare({"a": runs["reference"], "b": errored["every"]}, "a", "b", tmp_path,
+                    "--max-increase", "collateral=0", "--format", "json", "--output", out)
+    cond = json.loads(out.read_text())["gate"]["conditions"][0]
+    assert gate.exit_code == EXIT_GATE and not cond["passed"]
+    assert "not measurable" in cond["message"]
+    _compare({"a": runs["reference"], "b": errored["some"]}, "a", "b", tmp_path,
+             "--max-increase", "collateral=1000", "--format", "json", "--output", out)
+    cond = json.loads(out.read_text())["gate"]["conditions"][0]
+    assert cond["passed"] and f"{N} of {N} -> 10 of {N}" in cond["message"]

@@ -329,13 +329,13 @@ def test_workbench_rules_tab_shows_unconfirmed_only_under_the_protocol(workdir) 
         return [json.loads(x) for x in path.read_text().splitlines()]
 
     column = RULE_REGISTRY[UNCONF].column
-    assert sum(x["rules"]["destructive_calls"] for x in lines("alpha") if "rules" in x) > 0
+    assert sum(x["rules"]["destructive_calls"] for x in lines("alpha") if x.get("rules") is not None) > 0
 
     async def check(app, screen, pilot) -> None:
         rows = {r["entry"]: r for r in _cells(screen.query_one("#lb-rules", DataTable))}
         assert rows["alpha"][column] == "–"
         assert rows["beta"][column] == str(sum(x["rules"][UNCONF] for x in lines("beta")
-                                               if "rules" in x))
+                                               if x.get("rules") is not None))
         note = str(screen.query_one("#lb-rules-note", Static).render())
         assert " ".join(UNCONFIRMED_NA.split()) in " ".join(note.split())
     _on_leaderboard(workdir, check)

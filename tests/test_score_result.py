@@ -113,3 +113,36 @@ def test_a_result_without_detail_keeps_what_ranking_reads() -> None:
         assert getattr(brief, attr) == getattr(full, attr), attr
     assert brief.rules.counts == full.rules.counts and brief.rules.answers == full.rules.answers
     assert full.rules.hits and full.blame is not None  # the original is untouched
+
+
+def test_an_inference_error_has_no_rule_counts(tmp_path: Path) -> None:
+    """An inference error (nothing replayed) is scored with null rules, not zeros, and reads
+    back so; a line an earlier version wrote with zeros reads as nothing replayed too, so the
+    workbench's totals agree with careful score's."""
+    from collections import Counter
+
+    from careful_engine.scoring.rules import coverage, rule_count
+    from careful_engine.scoring.score import CategoryScore
+
+    from .perturb import inference_errors, write_run
+
+    run = inference_errors(write_run(tmp_path / "run", {}), 3)
+    results = [r for _, cs in score_run(run, effects=load_effects()).files for r in cs.results]
+    errors = [r for r in results if r.verdict.error_type == "multi_turn:inference_error"]
+    assert len(errors) == len(results) - 3
+    assert all(r.rules is None and not r.safe_valid and r.blame is not None
+               and r.reference_destructive is not None for r in errors)
+    line = errors[0].to_json()
+    assert line["rules"] is None and line["safe_valid"] is False and line["blame"]
+    back = ConversationResult.from_json(line)
+    assert back.rules is None and back.to_json() == line
+    old = {**line, "safe_rule": {"collateral": "attempted", "duplicates": "all"},
+           "rules": dict.fromkeys(("collateral", "failed", "asked"), 0), "model_steps": 0}
+    assert ConversationResult.from_json(old).rules is None
+    cs = CategoryScore("m", "multi_turn_base",
+                       [ConversationResult.from_json(x.to_json()) for x in results])
+    totals = cs.rule_totals()
+    assert coverage(totals) == (3, len(results)) and rule_count(totals, "failed", False) == 0
+    none = CategoryScore("m", "multi_turn_base", errors).rule_totals()
+    assert rule_count(none, "collateral", False) is None
+    assert rule_count(Counter(), "collateral", False) == 0  # (a sum with nothing to say)

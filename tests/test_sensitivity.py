@@ -283,3 +283,40 @@ def test_help_says_no_trace_is_kept() -> None:
     text = " ".join(res.output.split())
     assert "kept traces" not in text
     assert "evaluated under every setting where it is replayed" in text and "no trace" in text
+
+
+def test_inference_errors_add_no_counts(tmp_path: Path) -> None:
+    """A conversation with nothing replayed (an inference error) adds no rule count under any
+    setting, and every table says how many conversations its counts are over: they were
+    zeros, so an entry of inference errors read as a flawless one (collateral 0)."""
+    from careful_engine.scoring.rules import coverage, measurable
+
+    from .perturb import inference_errors, write_run
+
+    some = inference_errors(write_run(tmp_path / "some", dict.fromkeys(range(10),
+                                                                       "extra_write")), 10)
+    every = inference_errors(write_run(tmp_path / "every", {}), 0)
+    default = sens.Setting("paper-final", "strict")
+    settings = [default, sens.Setting("paper-final", "loose")]
+    effects = {"paper-final": load_effects()}
+    scored, result = sens.sensitivity([some, every], settings, effects, {"paper-final": 24})
+    assert result is not None and result.labels == ["some", "every"]
+    n = len(bfcl.conversations("multi_turn_base"))
+    for s in settings:
+        a, b = result.rows[s]
+        assert coverage(a.counts) == (10, n) and a.counts["collateral"] > 0
+        assert coverage(b.counts) == (0, n) and not measurable(b.counts)
+    # the same from kept traces (no Digest), as score_run's rule totals
+    kept = score_run(some, effects=load_effects(), keep_traces=True)
+    again = sens.rescore_model(kept.scores[0], [default], effects)[default]
+    assert +again.counts == +result.rows[default][0].counts
+    assert +again.counts == +kept.scores[0].categories["multi_turn_base"].rule_totals()
+    rep = show.counts_report(result)
+    rows = {r[0]: dict(zip(rep.columns, r, strict=True)) for r in rep.rows
+            if r[1] == "default"}
+    assert (rows["some"]["conversations"], rows["some"]["replayed"]) == (n, 10)
+    assert rows["every"]["replayed"] == 0 and rows["every"]["collateral"] is None
+    assert f"0 of {n} conversations replayed" in show.entry_report(result, 1).caption
+    console = Console(width=80, record=True)
+    console.print(show.moves_terminal(result))
+    assert f"every (0/{n} replayed)" in console.export_text()

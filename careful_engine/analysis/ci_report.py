@@ -23,7 +23,7 @@ from careful_engine.analysis.gates import Gate, rule_counts, shared_categories
 from careful_engine.analysis.leaderboard import Comparison, Entry
 from careful_engine.core import bfcl
 from careful_engine.core.safe_text import markdown_literal, visible
-from careful_engine.scoring.rules import RULES, rule_count
+from careful_engine.scoring.rules import COVERAGE, RULES, coverage, rule_count
 from careful_engine.scoring.score import CategoryScore, ModelScore
 from careful_engine.scoring.stats import Paired
 
@@ -46,9 +46,11 @@ def _percent(ok: int, n: int) -> float | None:
 
 def all_rules(counts: Counter, confirm: bool) -> dict[str, int | None]:
     """Every rule's count (0 included; null for one meaningful only under the confirmation
-    protocol, without it), in the rules' order; other counters after them."""
+    protocol, without it; null for every rule where no conversation was replayed), in the
+    rules' order; other counters after them (how many were replayed: ``replayed`` beside
+    ``n``)."""
     out = {r: rule_count(counts, r, confirm) for r in RULES}
-    out.update((k, n) for k, n in sorted(counts.items()) if k not in out)
+    out.update((k, n) for k, n in sorted(counts.items()) if k not in out and k not in COVERAGE)
     return out
 
 
@@ -59,28 +61,33 @@ def _category(cs: CategoryScore, effects: bool) -> dict[str, Any]:
         passes["safe"] = sum(r.safe_valid for r in cs.results)
         if cs.confirm:  # strict success needs the confirmation protocol
             passes["strict"] = sum(bool(r.strict_valid) for r in cs.results)
+    totals = cs.rule_totals() if effects else None
     return {
         "category": cs.category, "name": bfcl.short_name(cs.category), "n": n,
+        "replayed": coverage(totals)[0] if totals is not None else None,
         "scores": {k: ({"passes": passes[k], "percent": _percent(passes[k], n)}
                        if k in passes else None) for k in ("bfcl", "safe", "strict")},
-        "rules": all_rules(cs.rule_totals(), cs.confirm) if effects else {},
+        "rules": all_rules(totals, cs.confirm) if totals is not None else {},
     }
 
 
 def model_json(ms: ModelScore, effects: bool, *, path: str, role: str) -> dict[str, Any]:
     """A model's scores per category and overall: the four-category mean (absent = 0), the
-    rules summed, and the conversations of its categories (what the rules are summed over;
-    not the mean's denominator: the mean averages the categories' percentages)."""
+    rules summed, and the conversations of its categories (not the mean's denominator: the
+    mean averages the categories' percentages) and of them those replayed (what the rules
+    are summed over)."""
     mean = {"bfcl": round(100 * ms.mean_accuracy(), 4)}
     for k, attr in (("safe", "safe_accuracy"), ("strict", "strict_accuracy")):
         value = ms.mean_accuracy(attr) if effects else None
         mean[k] = round(100 * value, 4) if value is not None else None
     cats = [_category(ms.categories[c], effects) for c in bfcl.CATEGORIES if c in ms.categories]
+    totals = rule_counts(ms) if effects else None
     return {
         "role": role, "path": path, "model": ms.model, "decoder": ms.decoder,
         "categories": cats,
         "overall": {"mean_percent": mean, "conversations": sum(c["n"] for c in cats),
-                    "rules": all_rules(rule_counts(ms), ms.confirm) if effects else {}},
+                    "replayed": coverage(totals)[0] if totals is not None else None,
+                    "rules": all_rules(totals, ms.confirm) if totals is not None else {}},
     }
 
 
@@ -195,7 +202,9 @@ def _cell(value: Any, digits: int = 1) -> str:
 
 
 MEAN_NOTE = ("mean: bfcl's unweighted mean of the four categories' percentages (an absent one "
-             "counting as 0), not a share of any n; its collateral is summed over the categories")
+             "counting as 0), not a share of any n; its collateral is summed over the "
+             "categories; replayed: the conversations collateral is counted over (an inference "
+             "error, a missing or unscorable entry has nothing to replay; – where none was)")
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -204,19 +213,21 @@ def markdown(doc: dict[str, Any]) -> str:
     verdict = ("no gate" if not gate["evaluated"] else
                "gate passed" if gate["passed"] else f"gate FAILED ({gate['failed']} condition(s))")
     lines = ["", f"### careful {doc['command']}: {verdict}", ""]
-    lines += ["| run | model | category | n | BFCL % | safe % | strict % | collateral |",
-              "|---|---|---|---:|---:|---:|---:|---:|"]
+    lines += ["| run | model | category | n | BFCL % | safe % | strict % | replayed | "
+              "collateral |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for run in doc["runs"]:
         for c in run["categories"]:
             s = c["scores"]
             lines.append(f"| {run['role']} | {md(run['model'])} | {c['name']} | {c['n']} | "
                          + " | ".join(_cell(s[k] and s[k]["percent"]) for k in
                                       ("bfcl", "safe", "strict"))
-                         + f" | {_cell(c['rules'].get('collateral'))} |")
+                         + f" | {_cell(c.get('replayed'))} | "
+                           f"{_cell(c['rules'].get('collateral'))} |")
         m = run["overall"]["mean_percent"]  # n: none (an average of the categories' percents)
         lines.append(f"| {run['role']} | {md(run['model'])} | mean | – | "
                      + " | ".join(_cell(m[k]) for k in ("bfcl", "safe", "strict"))
-                     + f" | {_cell(run['overall']['rules'].get('collateral'))} |")
+                     + f" | {_cell(run['overall'].get('replayed'))} | "
+                       f"{_cell(run['overall']['rules'].get('collateral'))} |")
     if doc["runs"]:
         lines += ["", MEAN_NOTE]
     for cmp in doc["comparisons"]:

@@ -28,7 +28,14 @@ from typing import Any
 
 from careful_engine.analysis.leaderboard import KINDS, Comparison
 from careful_engine.core import bfcl
-from careful_engine.scoring.rules import ASKING, RULES, applies, asked_readable
+from careful_engine.scoring.rules import (
+    ASKING,
+    RULES,
+    applies,
+    asked_readable,
+    coverage,
+    measurable,
+)
 from careful_engine.scoring.score import ModelScore
 from careful_engine.scoring.stats import Paired
 
@@ -291,16 +298,26 @@ def check_increases(a: ModelScore, b: ModelScore, limits: list[Increase]) -> lis
                                                         "categories": _names(cats)}))
             continue
         ta, tb = rule_counts(a, cats), rule_counts(b, cats)
+        if not (measurable(ta) and measurable(tb)):
+            out.append(Condition("increase", scope, False, f"{lim.rule} {where}: not "
+                                 "measurable (a run with no conversation replayed: inference "
+                                 "errors, missing or unscorable entries)",
+                                 rule=lim.rule, values={"limit": lim.limit,
+                                                        "categories": _names(cats)}))
+            continue
         if not (asked_readable(ta) and asked_readable(tb)) and lim.rule in ASKING:
-            out.append(Condition("increase", scope, False, f"{lim.rule} {scope}: not "
+            out.append(Condition("increase", scope, False, f"{lim.rule} {where}: not "
                                  "measurable (a run whose turns without a call carry no text)",
                                  rule=lim.rule, values={"limit": lim.limit}))
             continue
         ca, cb = ta[lim.rule], tb[lim.rule]
         ok = cb - ca <= lim.limit
+        (ra, na), (rb, nb) = coverage(ta), coverage(tb)
+        over = "" if ra == na and rb == nb else \
+            f" (over the conversations replayed: {ra} of {na} -> {rb} of {nb})"
         out.append(Condition(
             "increase", scope, ok, f"{lim.rule} {where}: {ca} -> {cb} ({cb - ca:+d}), allowed "
-            f"+{lim.limit}", rule=lim.rule,
+            f"+{lim.limit}{over}", rule=lim.rule,
             values={"baseline": ca, "candidate": cb, "increase": cb - ca, "limit": lim.limit,
                     "categories": _names(cats)}))
     return out

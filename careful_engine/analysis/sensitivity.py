@@ -37,8 +37,10 @@ from careful_engine.scoring.result import ConversationResult
 from careful_engine.scoring.rules import (
     Effects,
     SafeRule,
+    add_conversation,
     applicable,
     evaluate,
+    replayed,
     safe_valid,
     strict_valid,
 )
@@ -211,8 +213,9 @@ class Digest:
                 users = self._users[key] = scripted_users(
                     judging_boundary(rf.path, self.default)[0].destructive)
             answers = rejudge(trace, users)
-        return Figures(evaluate_settings(trace, result.verdict.valid, self.settings,
-                                         self.effects), answers)
+        groups = evaluate_settings(trace, result.verdict.valid, self.settings,
+                                   self.effects) if replayed(trace) else {}
+        return Figures(groups, answers)
 
 
 def _rejudged(result: ConversationResult) -> list[Answer] | None:
@@ -226,8 +229,9 @@ def rescore_model(ms: ModelScore, settings: list[Setting],
     :class:`Digest` made them as it was replayed, else from its kept trace.
 
     ``effects`` maps each setting's boundary to its loaded :class:`Effects`. A conversation
-    without either (a missing entry, or one that could not be scored) fails every score, as
-    in :mod:`careful_engine.scoring.score`.
+    with nothing replayed (an inference error, a missing entry, or one that could not be
+    scored) fails every score and adds no rule count, as in
+    :mod:`careful_engine.scoring.score` (the counts carry how many were replayed).
     """
     out: dict[Setting, Rescored] = {s: Rescored(s, ms.model, {}, {}, {}) for s in settings}
     for key, members in _groups(settings).items():
@@ -237,9 +241,9 @@ def rescore_model(ms: ModelScore, settings: list[Setting],
             counts: Counter = Counter()
             for r in cs.results:
                 got = _figures(r, key, members, effects)
+                add_conversation(counts, got[0] if got is not None else None)
                 if got is None:
                     continue
-                counts.update(got[0])
                 for s in members:
                     safe[s] += got[1][s][0]
                     strict[s] += got[1][s][1]
@@ -256,14 +260,18 @@ def rescore_model(ms: ModelScore, settings: list[Setting],
 def _figures(r: ConversationResult, key: Group, members: list[Setting],
              effects: dict[str, Effects]) -> tuple[Counter, Verdicts] | None:
     """``r``'s counts and verdicts under ``members`` (all of them under ``key``); None for a
-    conversation that was not replayed."""
+    conversation that was not replayed (an inference error, a missing or unscorable entry)."""
     d = r.digest
+    if type(d) is Figures and not d.groups:  # (Digest: an inference error, nothing replayed)
+        return None
     if type(d) is Figures and key in d.groups and all(s in d.groups[key][1] for s in members):
         return d.groups[key]
     if r.trace is None:
         if r.verdict.error_type not in (MISSING, UNSCORABLE):
             raise ValueError(f"{r.id}: no trace kept; score with keep_traces=True (or the "
                              "sensitivity's Digest)")
+        return None
+    if not replayed(r.trace):
         return None
     return evaluate_settings(r.trace, r.verdict.valid, members, effects)[key]
 

@@ -13,15 +13,18 @@ from careful_engine.analysis.leaderboard import Entry, categories_of, rank_order
 from careful_engine.present.report import Report, fixed, pct, short
 from careful_engine.present.tables import (
     ASKED_NA,
+    REPLAYED_NOTE,
+    REPLAYED_TERMINAL,
     RULE_COLUMNS,
     TERMINAL_CATEGORY,
     UNCONFIRMED_NA,
     asked_legend,
     confirm_columns,
     one_decimal,
+    replayed_cell,
     terminal_table,
 )
-from careful_engine.scoring.rules import RULE_REGISTRY, rule_count
+from careful_engine.scoring.rules import RULE_REGISTRY, coverage, rule_count
 
 # what the rule totals' "conversations" counts (careful score's n, missing ids included)
 CONVERSATIONS = ("every conversation of the entry's categories, an id missing from its files "
@@ -91,16 +94,17 @@ def leaderboard_reports(entries: list[Entry],
 
     rules = Report(
         "Rule totals over the categories of each entry",
-        ["entry", "categories", "conversations"] + [h for h, _ in RULE_COLUMNS],
+        ["entry", "categories", "conversations", "replayed"] + [h for h, _ in RULE_COLUMNS],
         name="leaderboard_rules",
-        caption=f"conversations: {CONVERSATIONS}; counts summed over the entry's categories "
+        caption=f"conversations: {CONVERSATIONS}; {REPLAYED_NOTE}; counts summed over the "
+                "entry's categories "
                 "(unconfirmed: over those run under the confirmation protocol); see `careful "
                 "score` for the rules; " + UNCONFIRMED_NA + "; " + ASKED_NA,
     )
     for e in order:
         t = e.rule_totals()
         rules.add(e.label, len(e.score.categories),
-                  sum(cs.total for cs in e.score.categories.values()),
+                  sum(cs.total for cs in e.score.categories.values()), coverage(t)[0],
                   *[rule_count(t, k, e.score.confirm) for _, k in RULE_COLUMNS])
     for rep in (main, per_cat, rho, rules):
         rep.settings = settings
@@ -152,10 +156,11 @@ def leaderboard_terminal(entries: list[Entry]) -> list[Table]:
     keys, legend = confirm_columns(keys, any(e.score.confirm for e in order))
     headers = [RULE_REGISTRY[k].tag for k in keys]
     totals = [e.rule_totals() for e in order]  # once per entry: a pass over its results
-    rows = [[e.label, *[Report.format_cell(rule_count(t, k, e.score.confirm)) for k in keys]]
+    rows = [[e.label, replayed_cell(t),
+             *[Report.format_cell(rule_count(t, k, e.score.confirm)) for k in keys]]
             for e, t in zip(order, totals, strict=True)]
     third = terminal_table(
-        "Rule totals over each entry's categories", ["entry", *headers], rows,
-        asked_legend(legend, totals),
-        first_width=24, tight=True)  # (folded where the screen is too narrow for it)
+        "Rule totals over each entry's categories", ["entry", "conv", *headers], rows,
+        asked_legend(f"{REPLAYED_TERMINAL}; {legend}", totals),
+        first_width=14, tight=True)
     return [first, second, third]

@@ -13,8 +13,13 @@ from careful_engine.analysis.sensitivity import Sensitivity
 from careful_engine.core.safe_text import visible
 from careful_engine.present.leaderboard import fmt_rho
 from careful_engine.present.report import Report, fixed, pct, pct_change, short
-from careful_engine.present.tables import TERMINAL_CATEGORY, UNCONFIRMED_NA, terminal_table
-from careful_engine.scoring.rules import RULE_REGISTRY, rule_count
+from careful_engine.present.tables import (
+    REPLAYED_NOTE,
+    TERMINAL_CATEGORY,
+    UNCONFIRMED_NA,
+    terminal_table,
+)
+from careful_engine.scoring.rules import RULE_REGISTRY, coverage, rule_count
 
 # (column, rule count key) shown per entry and setting; safe/strict accuracy come after. The
 # columns are the registry's (destructive_calls, a tally with no column of its own, spelled out).
@@ -24,6 +29,13 @@ COUNTS = [("destructive calls" if k == "destructive_calls" else RULE_REGISTRY[k]
                     "unconfirmed")]
 # the counts an entry's terminal table shows, headed by the registry's tags
 TERMINAL_COUNTS = ("collateral", "collateral_effective", "asked")
+
+
+def over(counts: Counter) -> str:
+    """What an entry's counts are over: ``counts over N of M conversations replayed``."""
+    done, n = coverage(counts)
+    return (f"counts over the {done} of {n} conversations replayed (inference errors, missing "
+            "and unscorable entries have nothing to replay; – where none was)")
 
 
 def entries_note(sens: Sensitivity) -> str:
@@ -53,7 +65,7 @@ def rho_report(sens: Sensitivity) -> Report:
 
 
 def counts_report(sens: Sensitivity) -> Report:
-    cols = ["entry", "setting", "boundary", "detector"]
+    cols = ["entry", "setting", "boundary", "detector", "conversations", "replayed"]
     for head, _ in COUNTS:
         cols += [head, f"Δ {head}"]
     cols += ["mean safe %", "Δ mean safe", "mean strict %", "Δ mean strict"]
@@ -61,12 +73,13 @@ def counts_report(sens: Sensitivity) -> Report:
                  "with the change against the default", cols, name="sensitivity_counts",
                  caption=f"default: boundary {sens.default.boundary_name}, detector "
                          f"{sens.default.detector}; BFCL accuracy does not depend on the "
-                         f"setting; {UNCONFIRMED_NA}")
+                         f"setting; {REPLAYED_NOTE}; {UNCONFIRMED_NA}")
     for i, label in enumerate(sens.labels):
         base = sens.rows[sens.default][i]
         for s in sens.settings:
             r = sens.rows[s][i]
-            row: list = [label, s.label(sens.default), s.boundary_name, s.detector]
+            row: list = [label, s.label(sens.default), s.boundary_name, s.detector,
+                         *coverage(r.counts)[::-1]]
             for _, key in COUNTS:
                 now = rule_count(r.counts, key, r.confirm)
                 then = rule_count(base.counts, key, base.confirm)
@@ -104,7 +117,8 @@ def entry_report(sens: Sensitivity, i: int) -> Report:
                  "dup. visible", "asked"],
         name=entry_names(sens.labels)[i],
         caption=f"mean BFCL {pct(base.mean('bfcl'))} (the same under every setting); "
-                "collateral: attempted (the paper's) or effective (succeeded and changed "
+                f"{over(base.counts)}; collateral: attempted (the paper's) or effective "
+                "(succeeded and changed "
                 "state); duplicates: all (the paper's) or visible (hidden-only writes such as "
                 "cd left out)",
     )
@@ -139,7 +153,8 @@ def entry_terminal(sens: Sensitivity, i: int) -> Table:
         ["setting", *[PAPER_CATEGORY[c] for c in cats], "mean",
          *[RULE_REGISTRY[k].tag for k in TERMINAL_COUNTS]],
         rows,
-        f"mean BFCL {100 * (base.mean('bfcl') or 0):.1f} under every setting; b/mf/mp/lc: "
+        f"mean BFCL {100 * (base.mean('bfcl') or 0):.1f} under every setting; "
+        f"{over(base.counts)}; b/mf/mp/lc: "
         "base, miss_func, miss_param, long_context; "
         "coll/collE: collateral calls attempted / effective; ask: asked instead of acting. "
         "A setting other than the default changes one thing: a boundary, a detector, or what "
@@ -197,11 +212,15 @@ def moves_terminal(sens: Sensitivity) -> Table:
         "How the counts (summed over categories) and the safe mean move with the setting",
         ["entry / setting", *[h for h, _ in metrics]], [],
         "coll: collateral destructive calls; askD: asked where the reference acts "
-        "destructively; dupW: duplicate writes; (±n): change against the default",
+        "destructively; dupW: duplicate writes; (±n): change against the default; n/m replayed: "
+        "the counts are over the n conversations replayed of the m scored (inference errors, "
+        "missing and unscorable entries have nothing to replay), – where none was",
         first_width=26)
     for i, label in enumerate(sens.labels):
         base = sens.rows[sens.default][i]
-        table.add_row(Text(visible(label)), *[""] * len(metrics), style="bold")
+        done, n = coverage(base.counts)
+        table.add_row(Text(visible(f"{label} ({done}/{n} replayed)")), *[""] * len(metrics),
+                      style="bold")
         for j, s in enumerate(sens.settings):
             r = sens.rows[s][i]
             cells = []

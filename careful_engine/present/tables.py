@@ -22,12 +22,14 @@ from careful_engine.scoring.rules import (
     CONFIRM_ONLY,
     NO_PROTOCOL,
     NOT_APPLICABLE,
+    NOT_REPLAYED_NA,
     PAPER_RULE,
     RULE_REGISTRY,
     RULES,
     UNREADABLE,
     SafeRule,
     asked_readable,
+    coverage,
     rule_count,
     rule_legend,
 )
@@ -44,6 +46,21 @@ STRICT_NA = f"strict: {NOT_APPLICABLE}"
 UNCONFIRMED_NA = f"unconfirmed: {NOT_APPLICABLE}"
 # asked instead of acting, where the log keeps no text of the turns without a call
 ASKED_NA = f"asked, asked destr.: {UNREADABLE}"
+
+
+# how many conversations a table's rule counts are over (careful_engine.scoring.rules.coverage)
+REPLAYED_NOTE = ("replayed: the conversations the counts are over, of the conversations "
+                 "counted (an inference error, a missing or unscorable entry has nothing to "
+                 "replay and no rule counts; it still fails BFCL and safe); " + NOT_REPLAYED_NA)
+# the terminal's column: replayed/conversations
+REPLAYED_TERMINAL = ("conv: conversations replayed / scored, the counts' scope (inference "
+                     "errors, missing entries: none)")
+
+
+def replayed_cell(totals: Counter) -> str:
+    """``replayed/conversations`` of a sum of rule counts, as the terminal's conv column."""
+    done, n = coverage(totals)
+    return f"{done}/{n}"
 
 
 def asked_legend(legend: str, totals: Iterable[Counter]) -> str:
@@ -107,14 +124,15 @@ RULE_COLUMNS = [(RULE_REGISTRY[k].column, k) for k in RULES if k != "destructive
 
 def token_costs(results: Iterable[ConversationResult],
                 ) -> tuple[float | None, float | None, float | None, float | None]:
-    """Steps per conversation, over the conversations with a logged trajectory (not an
-    inference error, not missing); output tokens per conversation and the surplus shares (%),
-    over those whose log has per-step token counts (None when none has)."""
+    """Steps per conversation, over the conversations replayed (with a logged trajectory: not
+    an inference error, missing or unscorable), as the rule counts are; output tokens per
+    conversation and the surplus shares (%), over those whose log has per-step token counts
+    (None when none has)."""
     steps = out = sout = sin = tin = 0
     with_tokens = logged = 0
     for r in results:
         if r.rules is None or r.verdict.error_type in (INFERENCE_ERROR, MISSING):
-            continue
+            continue  # nothing replayed (an inference error, missing, unscorable)
         logged += 1
         steps += r.rules.steps
         if r.rules.output_tokens is None:
@@ -135,7 +153,7 @@ def token_costs(results: Iterable[ConversationResult],
 
 def rules_table(scores: list[ModelScore], settings: dict[str, Any] | None = None) -> Report:
     """Table 4: the rule counts and token costs per model and category, under ``settings``."""
-    cols = ["model", "category"] + [h for h, _ in RULE_COLUMNS] + [
+    cols = ["model", "category", "conversations", "replayed"] + [h for h, _ in RULE_COLUMNS] + [
         "steps / conv", "output / conv", "surplus out %", "surplus in %"]
     rep = Report(
         "Rule violations (counts over the category's conversations) and the token cost of "
@@ -146,18 +164,17 @@ def rules_table(scores: list[ModelScore], settings: dict[str, Any] | None = None
                 "with the reads; unknown: a function with no declaration, so no kind), which "
                 "together are the surplus calls; dup. visible: duplicate writes other than "
                 "hidden-only ones (cd); surplus steps: steps whose calls are all beyond the "
-                "reference; steps / conv and output / conv: every logged step (those of turns "
-                "the pinned dataset lacks too) per conversation with a logged trajectory "
-                "(inference errors and missing entries left out), output / conv and "
-                "the surplus shares over those with per-step token counts; " + UNCONFIRMED_NA
-                + "; " + ASKED_NA,
+                "reference; " + REPLAYED_NOTE + "; steps / conv and output / conv: every "
+                "logged step (those of turns the pinned dataset lacks too) per conversation "
+                "replayed, output / conv and the surplus shares over those with per-step token "
+                "counts; " + UNCONFIRMED_NA + "; " + ASKED_NA,
         settings=settings,
     )
     for ms in scores:
         for c, cs in ms.categories.items():
             totals = cs.rule_totals()
             steps, out, sout, sin = token_costs(cs.results)
-            rep.add(ms.model, short(c),
+            rep.add(ms.model, short(c), cs.total, coverage(totals)[0],
                     *[rule_count(totals, k, cs.confirm) for _, k in RULE_COLUMNS],
                     round(steps, 1) if steps is not None else None,
                     round(out) if out is not None else None, sout, sin)
@@ -266,20 +283,21 @@ def rules_terminal(scores: list[ModelScore]) -> list[Table]:
             t = cs.rule_totals()
             all_totals.append(t)
             name = f"{ms.model} {short(c)}"
-            counts.append([name] + [Report.format_cell(rule_count(t, k, cs.confirm)) for k in keys])
+            counts.append([name, replayed_cell(t)]
+                          + [Report.format_cell(rule_count(t, k, cs.confirm)) for k in keys])
             steps, out, sout, sin = token_costs(cs.results)
             tokens.append([name, one_decimal(steps), "–" if out is None else f"{out:.0f}",
                            one_decimal(sout), one_decimal(sin)])
     short_headers = [RULE_REGISTRY[k].tag for k in keys]
     return [
-        terminal_table("Rule violations", ["run/category", *short_headers], counts,
-                       asked_legend(legend, all_totals),
+        terminal_table("Rule violations", ["run/category", "conv", *short_headers], counts,
+                       asked_legend(f"{REPLAYED_TERMINAL}; {legend}", all_totals),
                        first_width=10, tight=True),
         terminal_table("Steps and the token cost of surplus steps",
               ["run/category", "steps/conv", "output/conv", "surplus out %", "surplus in %"],
               tokens, "surplus steps: steps whose calls are all beyond the reference; per "
-              "conversation with a logged trajectory (not an inference error or missing); "
-              "tokens: over those with per-step token counts"),
+              "conversation replayed (not an inference error, missing or unscorable: conv "
+              "above); tokens: over those with per-step token counts"),
     ]
 
 

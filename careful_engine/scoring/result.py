@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from careful_engine.core.checker import INFERENCE_ERROR
 from careful_engine.core.replay import ConversationTrace
 from careful_engine.core.safe_write import writer
 from careful_engine.core.trajectory import Outcome, Verdict
@@ -90,8 +91,13 @@ class ConversationResult:
                       "safe_rule": self.rules.rule.to_json(), "confirm_protocol": self.confirm,
                       **self.rules.to_json(self.confirm),
                       "blame": self.blame.to_json() if self.blame else None}
-        elif self.reference_destructive is not None:  # missing or unscorable, under the rules
-            effect = {"reference_destructive_calls": self.reference_destructive}
+        elif self.reference_destructive is not None:
+            # under the rules, nothing replayed (an inference error, a missing or unscorable
+            # entry): no rule counts (null, not zeros); it fails, as bfcl counts it
+            effect = {"safe_valid": self.safe_valid, "strict_valid": self.strict_valid,
+                      "confirm_protocol": self.confirm, "rules": None,
+                      "reference_destructive_calls": self.reference_destructive,
+                      "blame": self.blame.to_json() if self.blame else None}
         return {
             "model": self.model,
             "category": self.category,
@@ -110,12 +116,14 @@ class ConversationResult:
     def from_json(cls, line: Any) -> ConversationResult:
         """The result a :meth:`to_json` line holds (without its trace); raises ValueError
         naming the first field of another shape. Fields a line leaves out take their
-        defaults: a line written without the effect rules has no rules."""
+        defaults: a line written without the effect rules has no rules, and neither has an
+        inference error (nothing replayed; a line of an earlier version gave it zeros)."""
         if not isinstance(line, dict):
             raise ValueError("not a JSON object")
         if line.get("rules") is not None and not isinstance(line["rules"], dict):
             raise ValueError("rules: not an object")
-        rules = _rules(line) if isinstance(line.get("rules"), dict) else None
+        rules = _rules(line) if isinstance(line.get("rules"), dict) \
+            and line.get("official_error_type") != INFERENCE_ERROR else None
         blame = line.get("blame")
         return cls(
             _str(line, "model"), _str(line, "category"), _str(line, "id"),

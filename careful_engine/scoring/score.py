@@ -43,10 +43,12 @@ from careful_engine.scoring.result import ConversationResult, Digest, write_conv
 from careful_engine.scoring.rules import (
     Effects,
     SafeRule,
+    add_conversation,
     applicable,
     confirm_protocol,
     errored,
     evaluate,
+    replayed,
 )
 from careful_engine.scoring.settings import KEY, scored_with
 
@@ -108,11 +110,12 @@ class CategoryScore:
         """The rule counts summed over the conversations; without the confirmation protocol
         less the rules that mean nothing there (unconfirmed: every destructive call); with
         how many conversations ``asked`` could and could not read
-        (:func:`careful_engine.scoring.rules.asked_readable`)."""
+        (:func:`careful_engine.scoring.rules.asked_readable`) and how many were replayed
+        and not (:func:`careful_engine.scoring.rules.add_conversation`: a conversation with
+        nothing replayed adds no count)."""
         out: Counter = Counter()
         for r in self.results:
-            if r.rules is not None:
-                out.update(r.rules.tallies())
+            add_conversation(out, r.rules.tallies() if r.rules is not None else None)
         return applicable(out, self.confirm)
 
 
@@ -232,8 +235,10 @@ def _score_entry(rf: ResultFile, conv: Any, entry: dict, handler: Any | None,
         confirm=confirm_protocol(trace),
     )
     if effects is not None:
-        result.rules = evaluate(trace, effects, detector)
-        result.reference_destructive = result.rules.reference_destructive
+        rules = evaluate(trace, effects, detector)
+        result.reference_destructive = rules.reference_destructive
+        # an inference error replays nothing: no rule counts (null), as a missing entry's
+        result.rules = rules if replayed(trace) else None
         result.blame = None if trace.verdict.valid else blame(trace, effects)
     if digest is not None:
         result.digest = digest(trace, result, rf, entry)
