@@ -173,13 +173,14 @@ def problem_kind(message: str) -> str:
 
 __all__ = [
     "DEFAULT_BOUNDARY", "EXIT_GATE", "EXIT_INTERNAL", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_UNUSABLE",
-    "Annotators", "Boundary", "Declarations", "Decoders", "Detector", "Format", "Jobs", "Output",
+    "Annotators", "Boundary", "Collateral", "Declarations", "Decoders", "Detector", "Duplicates",
+    "Format", "Jobs", "Output",
     "Quiet", "Runs", "ScoringInputs", "check_detector", "check_runs", "console", "decoder_choice",
     "effects_or_fail", "err", "fail", "internal_error", "literal", "log_dir", "no_result_files",
     "out_folder",
     "print_input_problems", "print_written", "progress_bar", "refuse_out", "resolve_jobs",
-    "scoring_inputs", "scoring_progress", "tables_out", "unmatched_decoders", "visible", "warn",
-    "write_reports",
+    "safe_rule", "scored_under", "scoring_inputs", "scoring_progress", "tables_out",
+    "unmatched_decoders", "visible", "warn", "write_reports",
 ]
 
 # ---------------------------------------------------------------- options shared by commands
@@ -199,6 +200,13 @@ Boundary = Annotated[str, typer.Option(
 Detector = Annotated[str, typer.Option(
     "--detector", help="Question detector: strict (default), qmark, last or loose (the "
     "paper's sensitivity variants).")]
+Collateral = Annotated[str, typer.Option(
+    "--collateral", help="Collateral calls the safe verdict counts: attempted (every "
+    "destructive call beyond the reference, the paper's) or effective (only those that "
+    "succeeded and changed state).")]
+Duplicates = Annotated[str, typer.Option(
+    "--duplicates", help="Duplicate writes the safe verdict counts: all (the paper's) or "
+    "visible (hidden-only writes such as cd left out).")]
 Declarations = Annotated[Path | None, typer.Option(
     "--declarations", help="Effect declarations (default declarations/effects.json).")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the tables (input "
@@ -245,13 +253,32 @@ class ScoringInputs(NamedTuple):
 
 
 def scoring_inputs(detector: str, decoder: list[str] | None, boundary: str,
-                   declarations: Path | None, jobs: int) -> ScoringInputs:
-    """``--detector``, ``--decoder``, ``--boundary``/``--declarations`` and ``--jobs`` checked
-    in that order (a usage error exits 2; declarations that cannot be read exit 2)."""
+                   declarations: Path | None, jobs: int, collateral: str = "attempted",
+                   duplicates: str = "all") -> ScoringInputs:
+    """``--detector``, ``--decoder``, ``--collateral``/``--duplicates``,
+    ``--boundary``/``--declarations`` and ``--jobs`` checked in that order (a usage error
+    exits 2; declarations that cannot be read exit 2). The effects carry the safe rule
+    (``effects.rule``)."""
     detector = check_detector(detector)
     decoders = decoder_choice(decoder)
-    return ScoringInputs(detector, decoders, effects_or_fail(boundary, declarations),
+    rule = safe_rule(collateral, duplicates)
+    return ScoringInputs(detector, decoders, effects_or_fail(boundary, declarations, rule),
                          resolve_jobs(jobs))
+
+
+def safe_rule(collateral: str, duplicates: str) -> SafeRule:
+    """``--collateral`` and ``--duplicates``: the rule of the safe verdict, else a usage
+    error (exit 2)."""
+    try:
+        return SafeRule(collateral, duplicates)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--collateral/--duplicates") from None
+
+
+def scored_under(boundary: str, detector: str, rule: SafeRule) -> str:
+    """The settings of effect-aware figures as the terminal footers name them (the boundary
+    as given, shown literally)."""
+    return f"boundary {literal(boundary)}, detector {detector}, safe: {rule.label}"
 
 
 def decoder_choice(values: list[str] | None) -> DecoderChoice:

@@ -12,9 +12,11 @@ from careful_cli import ci
 from careful_cli.common import (
     DEFAULT_BOUNDARY,
     Boundary,
+    Collateral,
     Declarations,
     Decoders,
     Detector,
+    Duplicates,
     Format,
     Jobs,
     Output,
@@ -25,6 +27,7 @@ from careful_cli.common import (
     literal,
     out_folder,
     print_written,
+    scored_under,
     scoring_inputs,
     scoring_progress,
     tables_out,
@@ -58,6 +61,8 @@ def compare(
         "Repeatable; default both.")] = None,
     boundary: Boundary = DEFAULT_BOUNDARY,
     detector: Detector = "strict",
+    collateral: Collateral = "attempted",
+    duplicates: Duplicates = "all",
     decoder: Decoders = None,
     declarations: Declarations = None,
     out: Out = None,
@@ -102,7 +107,7 @@ def compare(
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--score") from None
     detector, choice, effects, jobs = scoring_inputs(detector, decoder, boundary, declarations,
-                                                     jobs)
+                                                     jobs, collateral, duplicates)
     try:
         try:
             with scoring_progress() as cb:
@@ -132,14 +137,14 @@ def compare(
     for rep in reports:
         console.print(compare_terminal(rep))
     if not quiet:
-        console.print(f"(boundary {literal(boundary)}, detector {detector}; decoders: A "
+        console.print(f"({scored_under(boundary, detector, effects.rule)}; decoders: A "
                       f"{literal(a.decoder or 'none')}, B {literal(b.decoder or 'none')})")
     print_written(files, out, quiet)
     gate = cmp.gate(pairing, fail_on_regression=fail_on_regression, alpha=alpha, limits=limits)
     raise typer.Exit(ci.finish(gate, bool(scored.unusable or scored.problems), fmt, output,
                                lambda code: ci_report.document(
         "compare", settings={"boundary": boundary, "detector": detector, "effects": True,
-                             "scores": pairing.kinds},
+                             "safe_rule": effects.rule.to_json(), "scores": pairing.kinds},
         runs=ci_report.entry_runs([("baseline", a), ("candidate", b)], True),
         comparisons=pairing.comparisons, gate=gate, exit_code=code,
         problems=len(scored.problems), unusable=scored.unusable)))

@@ -10,9 +10,11 @@ import typer
 from careful_cli.common import (
     DEFAULT_BOUNDARY,
     Boundary,
+    Collateral,
     Declarations,
     Decoders,
     Detector,
+    Duplicates,
     Jobs,
     Quiet,
     Runs,
@@ -23,6 +25,7 @@ from careful_cli.common import (
     literal,
     out_folder,
     print_written,
+    scored_under,
     scoring_inputs,
     scoring_progress,
     tables_out,
@@ -43,6 +46,8 @@ def leaderboard(
     runs: Runs,
     boundary: Boundary = DEFAULT_BOUNDARY,
     detector: Detector = "strict",
+    collateral: Collateral = "attempted",
+    duplicates: Duplicates = "all",
     decoder: Decoders = None,
     declarations: Declarations = None,
     out: Out = None,
@@ -68,7 +73,7 @@ def leaderboard(
         raise typer.BadParameter(f"{plot}: only SVG is written (name it *.svg)",
                                  param_hint="--plot")
     detector, choice, effects, jobs = scoring_inputs(detector, decoder, boundary, declarations,
-                                                     jobs)
+                                                     jobs, collateral, duplicates)
     with scoring_progress() as cb:
         scored = score_runs(runs, decoders=choice, effects=effects, detector=detector,
                             jobs=jobs, keep_entries=False, detail=False,
@@ -86,7 +91,7 @@ def leaderboard(
     for table in leaderboard_terminal(scored.entries):
         console.print(table)
     if not quiet:
-        console.print(f"(boundary {literal(boundary)}, detector {detector})")
+        console.print(f"({scored_under(boundary, detector, effects.rule)})")
     print_written(reports, out, quiet)
     if plot is not None:
         from careful_engine.present import plot as plots  # deferred: xml/urllib, ~10 ms

@@ -12,9 +12,11 @@ from careful_cli.common import (
     DEFAULT_BOUNDARY,
     EXIT_UNUSABLE,
     Boundary,
+    Collateral,
     Declarations,
     Decoders,
     Detector,
+    Duplicates,
     Format,
     Jobs,
     Output,
@@ -32,6 +34,8 @@ from careful_cli.common import (
     progress_bar,
     refuse_out,
     resolve_jobs,
+    safe_rule,
+    scored_under,
     unmatched_decoders,
     visible,
 )
@@ -52,7 +56,7 @@ from careful_engine.present.tables import (
     rules_terminal,
 )
 from careful_engine.scoring.result import ConversationResult, write_conversations
-from careful_engine.scoring.rules import Effects, SafeRule
+from careful_engine.scoring.rules import Effects
 from careful_engine.scoring.score import RunScore, score_run, write_score_file
 from careful_engine.scoring.settings import KEY, scored_with, table_settings
 
@@ -80,13 +84,8 @@ def score(
                                          "bfcl=40 (the mean) or base:safe=35. Repeatable."),
     fmt: Format = "text",
     output: Output = None,
-    collateral: str = typer.Option("attempted", "--collateral", help="Collateral calls the "
-                                   "safe verdict counts: attempted (every destructive call "
-                                   "beyond the reference, the paper's) or effective (only "
-                                   "those that succeeded and changed state)."),
-    duplicates: str = typer.Option("all", "--duplicates", help="Duplicate writes the safe "
-                                   "verdict counts: all (the paper's) or visible (hidden-only "
-                                   "writes such as cd left out)."),
+    collateral: Collateral = "attempted",
+    duplicates: Duplicates = "all",
     max_seconds: float = typer.Option(DEFAULT_BUDGET.seconds, "--max-seconds-per-conversation",
                                       help="Time budget (CPU seconds) for replaying one "
                                       "conversation; one that exceeds it is marked "
@@ -118,10 +117,7 @@ def score(
                           "--fail-under")
     ci.route_tables(console, fmt, output)
 
-    try:
-        rule = SafeRule(collateral, duplicates)
-    except ValueError as e:
-        raise typer.BadParameter(str(e), param_hint="--collateral/--duplicates") from None
+    rule = safe_rule(collateral, duplicates)
     if not run_dir.exists():
         err.print(f"[red]error:[/] {literal(run_dir)} does not exist")
         raise typer.Exit(EXIT_UNUSABLE)
@@ -176,8 +172,7 @@ def score(
     if exclude_drifted:
         console.print(drift_terminal(splits))
     if not quiet:
-        what = (f"boundary {boundary}, detector {detector}, safe: {rule.label}" if effects
-                else "no effect rules")
+        what = scored_under(boundary, detector, rule) if effects else "no effect rules"
         console.print(f"({what}) tables, score files and conversations.jsonl written to "
                       f"[bold]{literal(out)}[/]")
     gate = gates.Gate(gates.check_floors(run.scores, floors), bool(floors),
