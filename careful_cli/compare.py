@@ -57,7 +57,8 @@ def compare(
         "--model-b", help="Model folder of RUN_B to use.")] = None,
     score: Annotated[list[str] | None, typer.Option(
         "--score", "-s", help="Verdict to pair: bfcl (BFCL's own), safe (also no collateral "
-        "destructive call and no duplicate write), strict, or both (bfcl and safe). "
+        "destructive call and no duplicate write, as --collateral and --duplicates count "
+        "them), strict, or both (bfcl and safe). "
         "Repeatable; default both.")] = None,
     boundary: Boundary = DEFAULT_BOUNDARY,
     detector: Detector = "strict",
