@@ -497,6 +497,8 @@ def test_inference_errors_have_no_rule_counts(errored: dict[str, Path], tmp_path
     assert (row["conversations"], row["replayed"]) == (N, 10)
     assert row["collateral"] == cat["rules"]["collateral"]
     assert f"10/{N}" in res.stderr and "replayed" in _flat(res.stderr)
+    # the legend says the N - 10 errors have no counts (it read "inference errors: none")
+    assert "the others (inference errors, missing) have no rule counts" in _flat(res.stderr)
 
     res = _invoke("score", errored["every"], "--out", tmp_path / "e", "--format", "json")
     doc = json.loads(res.stdout)

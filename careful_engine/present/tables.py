@@ -54,8 +54,8 @@ REPLAYED_NOTE = ("replayed: the conversations the counts are over, of the conver
                  "replay, and a replay the budget stopped is not whole: no rule counts; it "
                  "still fails BFCL and safe); " + NOT_REPLAYED_NA)
 # the terminal's column: replayed/conversations
-REPLAYED_TERMINAL = ("conv: conversations replayed / scored, the counts' scope (inference "
-                     "errors, missing entries: none)")
+REPLAYED_TERMINAL = ("conv: conversations replayed / scored; the others (inference errors, "
+                     "missing) have no rule counts")
 
 
 def replayed_cell(totals: Counter) -> str:
