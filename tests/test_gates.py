@@ -260,7 +260,7 @@ def test_overall_increase_names_the_shared_categories(runs: dict[str, Path],
     assert cand["overall"]["conversations"] == 2 * N and cand["overall"]["rules"]["collateral"] > 0
     for run in (base, cand):
         assert run["shared"]["categories"] == ["base"] and run["shared"]["conversations"] == N
-        assert run["shared"]["rules"]["collateral"] == 0
+        assert run["shared"]["replayed"] == N and run["shared"]["rules"]["collateral"] == 0
     (cond,) = doc["gate"]["conditions"]
     assert cond["values"] == {"baseline": 0, "candidate": 0, "increase": 0, "limit": 0,
                               "categories": ["base"]}
@@ -445,6 +445,23 @@ def test_engine_regression_and_coverage() -> None:
     assert not inc[0].passed and inc[0].values["increase"] == 12
 
 
+def test_an_increase_over_fewer_replayed_conversations_is_not_comparable() -> None:
+    """A candidate that replayed fewer conversations than the baseline (in the gate's scope)
+    fails the increase as not comparable, naming both coverages, even with fewer hits: 53 ->
+    0 over 1 of 12 replayed is no evidence of none; the same coverage compares as before."""
+    a = _ms("a", [(True, 5)] * 12)
+    b = _ms("b", [(True, 0)] * 12)
+    for r in b.categories[BASE].results[1:]:
+        r.verdict, r.rules = Verdict(False, "multi_turn:inference_error"), None
+    lim = [g.parse_increase("collateral=0"), g.parse_increase("base:collateral=0")]
+    for cond in g.check_increases(a, b, lim):
+        assert not cond.passed and "not comparable" in cond.message, cond.message
+        assert "12 of 12 -> 1 of 12" in cond.message
+        assert cond.values["replayed"] == [12, 1] and "candidate" not in cond.values
+    same = g.check_increases(a, _ms("c", [(True, 5)] * 12), lim)
+    assert all(c.passed and c.values["increase"] == 0 for c in same)
+
+
 # ---------------------------------------------------------------- inference errors
 
 
@@ -480,6 +497,8 @@ def test_inference_errors_have_no_rule_counts(errored: dict[str, Path], tmp_path
     assert (row["conversations"], row["replayed"]) == (N, 10)
     assert row["collateral"] == cat["rules"]["collateral"]
     assert f"10/{N}" in res.stderr and "replayed" in _flat(res.stderr)
+    # the legend says the N - 10 errors have no counts (it read "inference errors: none")
+    assert "the others (inference errors, missing) have no rule counts" in _flat(res.stderr)
 
     res = _invoke("score", errored["every"], "--out", tmp_path / "e", "--format", "json")
     doc = json.loads(res.stdout)
@@ -513,7 +532,21 @@ def test_rule_totals_over_inference_errors_elsewhere(errored: dict[str, Path],
     cond = json.loads(out.read_text())["gate"]["conditions"][0]
     assert gate.exit_code == EXIT_GATE and not cond["passed"]
     assert "not measurable" in cond["message"]
-    _compare({"a": runs["reference"], "b": errored["some"]}, "a", "b", tmp_path,
-             "--max-increase", "collateral=1000", "--format", "json", "--output", out)
+    # the candidate replayed 10 of N: what it did not replay may hide collateral calls, so
+    # its count (lower than the baseline's) is not compared; the document says over what
+    gate = _compare({"a": runs["extra"], "b": errored["some"]}, "a", "b", tmp_path,
+                    "--max-increase", "collateral=1000", "--format", "json", "--output", out)
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, ci_report.schema())
+    cond = doc["gate"]["conditions"][0]
+    assert gate.exit_code == EXIT_GATE and not cond["passed"]
+    assert "not comparable" in cond["message"] and f"{N} of {N} -> 10 of {N}" in cond["message"]
+    assert cond["values"]["replayed"] == [N, 10] and cond["values"]["conversations"] == [N, N]
+    assert [r["shared"]["replayed"] for r in doc["runs"]] == [N, 10]
+    assert [r["shared"]["conversations"] for r in doc["runs"]] == [N, N]
+    # a candidate that replayed more is compared, over what each replayed
+    gate = _compare({"a": errored["some"], "b": runs["extra"]}, "a", "b", tmp_path,
+                    "--max-increase", "collateral=1000", "--format", "json", "--output", out)
     cond = json.loads(out.read_text())["gate"]["conditions"][0]
-    assert cond["passed"] and f"{N} of {N} -> 10 of {N}" in cond["message"]
+    assert gate.exit_code in (EXIT_OK, EXIT_PROBLEMS) and cond["passed"]  # (not the gate's 4)
+    assert f"(over the conversations replayed: 10 of {N} -> {N} of {N})" in cond["message"]

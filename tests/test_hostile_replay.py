@@ -121,7 +121,7 @@ def test_hostile_conversation_is_bounded(case: str, tmp_path: Path) -> None:
     code, output, lines = _score(run)
     took = time.perf_counter() - start
     assert "Traceback" not in output
-    assert code == 0, output
+    assert code == (0 if expected == "bfcl" else 1), output  # a stopped replay: a problem
     assert took < 60, f"{case}: {took:.1f} s"
     got = lines[conv_id]
     if expected == "bfcl":
@@ -142,7 +142,7 @@ def test_verdict_reached_before_the_budget_stands(tmp_path: Path) -> None:
     entry["result"][last] = [_step([("power", {"base": 9, "exponent": 999_999_999})])] + \
         entry["result"][last]
     code, output, lines = _score(_write_run(tmp_path, [entry]))
-    assert code == 0 and "Traceback" not in output
+    assert code == 1 and "Traceback" not in output  # the stop is an input problem
     got = lines[MATH]
     assert (got["official_valid"], got["official_error_type"]) == _oracle(entry)
 
@@ -151,7 +151,7 @@ def test_time_and_memory_budgets_between_calls(tmp_path: Path) -> None:
     slow = _entry(MATH, [("logarithm", {"value": 10, "base": 3, "precision": 9_000})] * 50)
     code, output, lines = _score(_write_run(tmp_path / "time", [slow]),
                                  "--max-seconds-per-conversation", "0.3")
-    assert code == 0 and "Traceback" not in output
+    assert code == 1 and "Traceback" not in output
     assert lines[MATH]["official_error_type"] == BUDGET_EXCEEDED
     assert "time budget" in lines[MATH]["official_error_message"]
     # resident memory grows only past the heap the process already holds free, and a long
@@ -162,7 +162,7 @@ def test_time_and_memory_budgets_between_calls(tmp_path: Path) -> None:
     done = run_cli("score", str(run), "--decoder", demo.DECODER, "--out", str(run / "out"),
                    "-q", "--jobs", "1", "--max-seconds-per-conversation", "60",
                    "--max-mb-per-conversation", "4")
-    assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr
+    assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr
     lines = {r["id"]: r for r in map(json.loads, (run / "out" / "conversations.jsonl")
                                      .read_text().splitlines())}
     assert lines[FS]["official_error_type"] == BUDGET_EXCEEDED
@@ -326,3 +326,40 @@ def test_an_fc_run_with_thousands_of_calls_in_a_step_gets_the_budget_verdict(tmp
     assert lines[FS]["model_calls"] == 0
     assert lines[other.id]["official_error_type"] == "multi_turn:empty_turn_model_response"
     assert lines[long_id]["official_error_type"] == "careful:missing_entry"
+
+
+def test_a_replay_the_budget_stopped_has_no_rule_counts(tmp_path: Path) -> None:
+    """A conversation the budget stopped was not replayed in full: its rules are null (not the
+    counts of the part that ran, nor zeros), it is not among the conversations the rule counts
+    are over, it fails (as bfcl's verdict had it where that came first), and it gets one
+    ``file:line [id]: replay stopped: ...`` problem line; the other entries are scored."""
+    import csv
+
+    power = [("power", {"base": 9, "exponent": 999_999_999})]
+    other = "multi_turn_base_28"  # GorillaFileSystem and MathAPI, as MATH
+    stopped = _entry(other, [("cat", {"file_name": "nope"})] + power)  # a failed call first
+    after = demo.reference_entry(bfcl.conversation(MATH))  # turn 0 fails before the stop
+    after["result"][0] = [["Nothing to do."]]
+    after["result"][-1] = [_step(power)] + after["result"][-1]
+    run = _write_run(tmp_path, [stopped, after])
+    out = run / "out"
+    res = runner.invoke(app, ["score", str(run), "--decoder", demo.DECODER, "--out", str(out),
+                              "--jobs", "1"])
+    assert "Traceback" not in res.output
+    assert res.exit_code == 1, res.output  # done, with input problems
+    text = " ".join(res.output.split())
+    n = {c.id: k + 1 for k, c in enumerate(bfcl.conversations(CATEGORY))}
+    assert "2 input problem(s)" in text
+    assert (f"BFCL_v4_{CATEGORY}_result.json:{n[other]} [{other}]: replay stopped: "
+            "power: power(9" in text and "counted as failed; no rule counts" in text), res.output
+    assert (f":{n[MATH]} [{MATH}]: replay stopped: " in text
+            and "bfcl's verdict reached before it (empty turn) stands; no rule counts" in text)
+    lines = {r["id"]: r for r in map(json.loads, (out / "conversations.jsonl")
+                                     .read_text().splitlines())}
+    assert lines[other]["official_error_type"] == BUDGET_EXCEEDED
+    assert lines[MATH]["official_error_type"] == "multi_turn:empty_turn_model_response"
+    for got in (lines[other], lines[MATH]):
+        assert got["rules"] is None and got["safe_valid"] is False and not got["official_valid"]
+    assert all(r["rules"] is not None for i, r in lines.items() if i not in (MATH, other))
+    row = next(csv.DictReader((out / "rules.csv").open()))
+    assert (row["conversations"], row["replayed"], row["failed"]) == ("200", "198", "0")

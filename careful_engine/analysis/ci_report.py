@@ -269,12 +269,14 @@ def render(doc: dict[str, Any], fmt: str) -> str:
 
 def shared_json(ms: ModelScore, categories: list[str], effects: bool) -> dict[str, Any]:
     """A run's figures over the categories both compared runs have (what compare's overall
-    rows and ``--max-increase RULE=N`` count), beside ``overall`` (all of the run's)."""
+    rows and ``--max-increase RULE=N`` count; ``replayed``: the conversations the rules are
+    over), beside ``overall`` (all of the run's)."""
     cs = [ms.categories[c] for c in categories]
+    totals = rule_counts(ms, categories)
     return {"categories": [bfcl.short_name(c) for c in categories],
             "conversations": sum(c.total for c in cs),
-            "rules": all_rules(rule_counts(ms, categories), any(c.confirm for c in cs))
-            if effects else {}}
+            "replayed": coverage(totals)[0] if effects else None,
+            "rules": all_rules(totals, any(c.confirm for c in cs)) if effects else {}}
 
 
 def entry_runs(entries: list[tuple[str, Entry]], effects: bool) -> list[dict[str, Any]]:

@@ -15,7 +15,9 @@ with :func:`check_floors`, :func:`check_regressions` and :func:`check_increases`
 * Increase (``careful compare --max-increase [CATEGORY:]RULE=N``): fails when the candidate's
   count of RULE (summed over the categories both runs have, or in one) exceeds the baseline's
   by more than N; the message names those categories (``overall (3 shared categories: ...)``),
-  as the result document's ``runs[].shared`` does.
+  as the result document's ``runs[].shared`` does. Counts are over the conversations
+  replayed: where the candidate replayed fewer than the baseline, the condition fails as not
+  comparable (what it did not replay may hide the calls the limit is about), naming both.
 """
 
 from __future__ import annotations
@@ -279,7 +281,8 @@ def shared_scope(categories: list[str]) -> str:
 def check_increases(a: ModelScore, b: ModelScore, limits: list[Increase]) -> list[Condition]:
     """One condition per limit: the candidate's count minus the baseline's, <= the limit.
     Counts are taken over the categories both runs have (or the one named); the message
-    and ``values["categories"]`` name them."""
+    and ``values["categories"]`` name them. A candidate that replayed fewer conversations
+    there than the baseline fails as not comparable (``values["replayed"]``: both runs')."""
     shared = shared_categories(a, b)
     out = []
     for lim in limits:
@@ -310,11 +313,18 @@ def check_increases(a: ModelScore, b: ModelScore, limits: list[Increase]) -> lis
                                  "measurable (a run whose turns without a call carry no text)",
                                  rule=lim.rule, values={"limit": lim.limit}))
             continue
+        (ra, na), (rb, nb) = coverage(ta), coverage(tb)
+        over = f"over the conversations replayed: {ra} of {na} -> {rb} of {nb}"
+        if rb < ra:  # what the candidate did not replay may hide what the limit is about
+            out.append(Condition("increase", scope, False, f"{lim.rule} {where}: not "
+                                 f"comparable (the candidate replayed fewer conversations; "
+                                 f"{over})", rule=lim.rule,
+                                 values={"limit": lim.limit, "categories": _names(cats),
+                                         "replayed": [ra, rb], "conversations": [na, nb]}))
+            continue
         ca, cb = ta[lim.rule], tb[lim.rule]
         ok = cb - ca <= lim.limit
-        (ra, na), (rb, nb) = coverage(ta), coverage(tb)
-        over = "" if ra == na and rb == nb else \
-            f" (over the conversations replayed: {ra} of {na} -> {rb} of {nb})"
+        over = "" if ra == na and rb == nb else f" ({over})"
         out.append(Condition(
             "increase", scope, ok, f"{lim.rule} {where}: {ca} -> {cb} ({cb - ca:+d}), allowed "
             f"+{lim.limit}{over}", rule=lim.rule,

@@ -51,10 +51,11 @@ ASKED_NA = f"asked, asked destr.: {UNREADABLE}"
 # how many conversations a table's rule counts are over (careful_engine.scoring.rules.coverage)
 REPLAYED_NOTE = ("replayed: the conversations the counts are over, of the conversations "
                  "counted (an inference error, a missing or unscorable entry has nothing to "
-                 "replay and no rule counts; it still fails BFCL and safe); " + NOT_REPLAYED_NA)
+                 "replay, and a replay the budget stopped is not whole: no rule counts; it "
+                 "still fails BFCL and safe); " + NOT_REPLAYED_NA)
 # the terminal's column: replayed/conversations
-REPLAYED_TERMINAL = ("conv: conversations replayed / scored, the counts' scope (inference "
-                     "errors, missing entries: none)")
+REPLAYED_TERMINAL = ("conv: conversations replayed / scored; the others (inference errors, "
+                     "missing) have no rule counts")
 
 
 def replayed_cell(totals: Counter) -> str:
@@ -124,8 +125,8 @@ RULE_COLUMNS = [(RULE_REGISTRY[k].column, k) for k in RULES if k != "destructive
 
 def token_costs(results: Iterable[ConversationResult],
                 ) -> tuple[float | None, float | None, float | None, float | None]:
-    """Steps per conversation, over the conversations replayed (with a logged trajectory: not
-    an inference error, missing or unscorable), as the rule counts are; output tokens per
+    """Steps per conversation, over the conversations replayed (those with rule counts: not
+    an inference error, missing, unscorable or stopped by the budget); output tokens per
     conversation and the surplus shares (%), over those whose log has per-step token counts
     (None when none has)."""
     steps = out = sout = sin = tin = 0
@@ -296,8 +297,8 @@ def rules_terminal(scores: list[ModelScore]) -> list[Table]:
         terminal_table("Steps and the token cost of surplus steps",
               ["run/category", "steps/conv", "output/conv", "surplus out %", "surplus in %"],
               tokens, "surplus steps: steps whose calls are all beyond the reference; per "
-              "conversation replayed (not an inference error, missing or unscorable: conv "
-              "above); tokens: over those with per-step token counts"),
+              "conversation replayed (conv above); tokens: over those with per-step token "
+              "counts"),
     ]
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from careful_engine.core.budget import BUDGET_EXCEEDED
 from careful_engine.core.checker import INFERENCE_ERROR
 from careful_engine.core.replay import ConversationTrace
 from careful_engine.core.safe_write import writer
@@ -33,6 +34,9 @@ from careful_engine.scoring.rules import (
 )
 
 SCORES_NAME = "conversations.jsonl"  # one line per conversation, written by `careful score`
+# the outcomes with no rule counts: nothing replayed, or not in full (a line of an earlier
+# version gave them zeros, or the counts of the part replayed)
+NOT_REPLAYED_TYPES = (INFERENCE_ERROR, BUDGET_EXCEEDED)
 
 # What an analysis reads of a replayed conversation where it was replayed (a worker, perhaps):
 # ``digest(trace, result, result_file, entry)``, kept as ``ConversationResult.digest`` (plain
@@ -117,13 +121,13 @@ class ConversationResult:
         """The result a :meth:`to_json` line holds (without its trace); raises ValueError
         naming the first field of another shape. Fields a line leaves out take their
         defaults: a line written without the effect rules has no rules, and neither has an
-        inference error (nothing replayed; a line of an earlier version gave it zeros)."""
+        inference error or a replay the budget stopped (:data:`NOT_REPLAYED_TYPES`)."""
         if not isinstance(line, dict):
             raise ValueError("not a JSON object")
         if line.get("rules") is not None and not isinstance(line["rules"], dict):
             raise ValueError("rules: not an object")
         rules = _rules(line) if isinstance(line.get("rules"), dict) \
-            and line.get("official_error_type") != INFERENCE_ERROR else None
+            and line.get("official_error_type") not in NOT_REPLAYED_TYPES else None
         blame = line.get("blame")
         return cls(
             _str(line, "model"), _str(line, "category"), _str(line, "id"),

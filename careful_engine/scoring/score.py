@@ -191,8 +191,12 @@ def _score_file(loaded: LoadedFile, handler: Any | None, keep_traces: bool,
                 on_entry()
             continue
         try:
-            result = _score_entry(rf, conv, entry, handler, process, keep_traces, effects,
-                                  detector, budget, digest)
+            result, stopped = _score_entry(rf, conv, entry, handler, process, keep_traces,
+                                           effects, detector, budget, digest)
+            if stopped is not None:  # not replayed in full: said, as an input problem
+                loaded.problems.append(Problem(str(rf.path), stopped_reason(stopped, result,
+                                                                            effects),
+                                               loaded.lines.get(entry_id), entry_id))
         except Exception as e:  # noqa: BLE001 - a hostile entry fails itself, not the run
             reason = f"could not be scored ({type(e).__name__}: {str(e)[:160]}); counted as failed"
             loaded.problems.append(Problem(str(rf.path), reason, loaded.lines.get(entry_id),
@@ -221,10 +225,21 @@ def reference_destructive(conv: Any, effects: Effects | None) -> int | None:
                for turn in conv.ground_truth for c in turn)
 
 
+def stopped_reason(stopped: str, result: ConversationResult, effects: Effects | None) -> str:
+    """The problem line's reason for a conversation whose replay its budget stopped
+    (``stopped``: why): counted as failed (bfcl's verdict, where it had reached one before the
+    stop), and with ``effects`` no rule counts (not replayed in full)."""
+    v = result.verdict
+    failed = "counted as failed" if v.error_type == BUDGET_EXCEEDED else \
+        f"bfcl's verdict reached before it ({error_word(v.error_type)}) stands"
+    return f"replay stopped: {stopped}; {failed}" + ("; no rule counts" if effects else "")
+
+
 def _score_entry(rf: ResultFile, conv: Any, entry: dict, handler: Any | None,
                  process: BfclProcess, keep_traces: bool, effects: Effects | None,
                  detector: str, budget: Budget | None,
-                 digest: Digest | None = None) -> ConversationResult:
+                 digest: Digest | None = None) -> tuple[ConversationResult, str | None]:
+    """One conversation scored, and why its budget stopped its replay (None if it did not)."""
     trajectory = decode_entry(entry, handler)
     trace = replay(conv, trajectory, model_name=rf.model, process=process, budget=budget)
     decode = Counter(s.outcome for turn in (trajectory.turns or []) for s in turn)
@@ -237,12 +252,13 @@ def _score_entry(rf: ResultFile, conv: Any, entry: dict, handler: Any | None,
     if effects is not None:
         rules = evaluate(trace, effects, detector)
         result.reference_destructive = rules.reference_destructive
-        # an inference error replays nothing: no rule counts (null), as a missing entry's
+        # an inference error replays nothing, a replay the budget stopped is not whole: no
+        # rule counts (null), as a missing entry's
         result.rules = rules if replayed(trace) else None
         result.blame = None if trace.verdict.valid else blame(trace, effects)
     if digest is not None:
         result.digest = digest(trace, result, rf, entry)
-    return result
+    return result, trace.budget_exceeded
 
 
 def write_score_file(score: CategoryScore, loaded: LoadedFile, out_dir: Path) -> Path:
