@@ -32,6 +32,8 @@ from careful_engine.core.runs import (
     find_result_files,
     load_result_file,
     needs_decoder,
+    owning_run,
+    shared_names,
 )
 from careful_engine.core.safe_write import writer
 from careful_engine.core.trajectory import Verdict
@@ -289,6 +291,25 @@ def discover(root: Path) -> tuple[dict[str, list[ResultFile]], list[Problem]]:
             best[rf.category] = rf
         by_model[model] = sorted(best.values(), key=lambda r: bfcl.CATEGORIES.index(r.category))
     return by_model, problems
+
+
+def shared_model_folders(root: Path, models: list[str] | None = None) -> list[str]:
+    """Why ``root`` cannot be scored as one run: one message per model folder name (of
+    ``models``, if given) that several model folders under it share, naming their run
+    folders. ``careful score`` writes one ``score/<model>`` folder per name, so it would keep
+    only one of them (:func:`discover` takes one file per model name and category)."""
+    out = []
+    for model, folders in shared_names(find_result_files(root)[0]).items():
+        if models and model not in models:
+            continue
+        runs = [owning_run(f) for f in folders]
+        where = runs if len(set(runs)) == len(runs) else folders  # runs that tell them apart
+        out.append(f"{root} holds {len(folders)} model folders named {model}, in "
+                   f"{'run' if where is runs else 'model'} folders "
+                   f"{', '.join(map(str, where))}; score writes one score/{model} folder, "
+                   "so it scores one run at a time: score each run folder on its own, or rank "
+                   "them together with `careful leaderboard RUN RUN`")
+    return out
 
 
 @dataclass
