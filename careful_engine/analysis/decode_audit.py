@@ -70,7 +70,12 @@ class DecodeFlag:
     message: str
 
     def __str__(self) -> str:
-        where = self.model + (f" {bfcl.short_name(self.category)}" if self.category else "")
+        return self.labelled(self.model)
+
+    def labelled(self, label: str) -> str:
+        """The finding under ``label`` (an entry's label: two runs' model folders of one name
+        told apart) instead of the model folder's name."""
+        where = label + (f" {bfcl.short_name(self.category)}" if self.category else "")
         return f"{where}: {self.message}"
 
 
