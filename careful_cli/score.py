@@ -172,8 +172,10 @@ def score(
 
     print_input_problems(run.problems, run_dir, quiet=quiet)
 
-    for flag in flags(run):  # a decoder that (almost) never decodes is not model behaviour
-        err.print(f"warning: {visible(flag)}", markup=False, style="yellow")
+    for ms in run.scores:  # a decoder that (almost) never decodes is not model behaviour
+        for flag in flags(ms):
+            err.print(f"warning: {visible(flag.labelled(ms.label))}", markup=False,
+                      style="yellow")
     drift_notes([(run_dir, run)], lambda _, model: model)  # why figures differ from the day's
     console.print(accuracy_terminal(run.scores, effects is not None))
     if effects is not None:

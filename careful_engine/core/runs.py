@@ -396,6 +396,15 @@ def is_synthetic(model_folder: Path) -> bool:
     return model_manifest(model_folder).get("synthetic") is True
 
 
+SYNTHETIC_MARK = " (SYNTHETIC)"  # after the label of a run no model wrote (careful demo's)
+
+
+def synthetic_label(label: str, synthetic: bool) -> str:
+    """An entry's label as every table shows it: marked when its run is synthetic (its
+    manifest says so), as the workbench marks it."""
+    return label + SYNTHETIC_MARK if synthetic else label
+
+
 def manifest_decoder(rf: ResultFile) -> str | None:
     """The decoder named by a ``careful_run.json`` in the model folder, if any.
 

@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +31,13 @@ from careful_engine.core.runs import (
     ResultFile,
     decoder_key,
     find_result_files,
+    is_synthetic,
     load_result_file,
     needs_decoder,
     owning_run,
+    result_model_folder,
     shared_names,
+    synthetic_label,
 )
 from careful_engine.core.safe_write import writer
 from careful_engine.core.trajectory import Verdict
@@ -126,6 +130,23 @@ class ModelScore:
     model: str
     decoder: str | None
     categories: dict[str, CategoryScore] = field(default_factory=dict)
+
+    @property
+    def folder(self) -> Path | None:
+        """The model folder its files are in (None when no category names its file)."""
+        return next((result_model_folder(cs.file.path) for cs in self.categories.values()
+                     if cs.file is not None), None)
+
+    @cached_property
+    def synthetic(self) -> bool:
+        """Its folder's manifest marks it synthetic (careful demo's flawed run: no model
+        wrote it)."""
+        return (folder := self.folder) is not None and is_synthetic(folder)
+
+    @property
+    def label(self) -> str:
+        """The model folder's name as the tables show it: marked when synthetic."""
+        return synthetic_label(self.model, self.synthetic)
 
     @property
     def confirm(self) -> bool:
