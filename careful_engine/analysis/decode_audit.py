@@ -161,10 +161,13 @@ class DecodeStats:
             out.append(DecodeFlag(self.model, self.category, "no_text", note))
         real = self.conversations - self.missing
         if real and self.inference_errors * 2 >= real:
+            left = real - self.inference_errors
+            rest = ("nothing to decode" if not left else
+                    f"only {left} entr{'y is' if left == 1 else 'ies are'} left to decode")
             out.append(DecodeFlag(
                 self.model, self.category, "inference_errors",
                 f"{self.inference_errors} of {real} entries are inference errors (no steps "
-                "logged): nothing to decode"))
+                f"logged): {rest}"))
         return out
 
 
