@@ -114,7 +114,8 @@ def summary(ref: lb.Entry, flawed: lb.Entry, flawed_out: Path) -> None:
                   f"{len(placed)} of {n} conversations got one flaw each, seed "
                   f"{manifest.get('seed')}, listed in "
                   f"{literal(str(flawed_out / flawed.model / demo.MANIFEST))}")
-    console.print(accuracy_terminal([ref.score, flawed.score], effect=True))
+    console.print(accuracy_terminal([ref.score, flawed.score], effect=True,
+                                    labels=[ref.label, flawed.label]))  # as the rows below
     console.print(comparison_table(ref, flawed))
     rules = leaderboard_terminal([ref, flawed])[2]
     legend, rules.caption = rules.caption, None  # the leaderboard's legend, the screen wide

@@ -364,7 +364,8 @@ def requests_text(requests: dict[str, int] | None) -> str:
         return ""
     sent = requests_sent(requests)
     parts = [f"{requests.get(k, 0):,} {k}" for k in OUTCOMES if requests.get(k)]
-    return f" over {sent:,} requests sent" + (f" ({', '.join(parts)})" if parts else "")
+    return (f" over {sent:,} request{'s' if sent != 1 else ''} sent"
+            + (f" ({', '.join(parts)})" if parts else ""))
 
 
 def _usd(x: float) -> str:
@@ -454,7 +455,8 @@ def _print_costs(out: list[dict]) -> None:
             console.print(f"{head}): n/a, not priced: {item['not_priced']}")
         else:
             head += f"; {item['coverage']}" if item["coverage"] else ""
-            console.print(f"{head}): {v['requests']:,} requests, {v['prompt']:,} prompt "
+            n = v["requests"]
+            console.print(f"{head}): {n:,} request{'s' if n != 1 else ''}, {v['prompt']:,} prompt "
                           f"tokens ({v['cache_read']:,} cache reads, {v['cache_write']:,} "
                           f"writes, {item['cache_split']}), {v['output']:,} output")
         if item["priced_as"] and v is not None:

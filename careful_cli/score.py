@@ -57,7 +57,12 @@ from careful_engine.present.tables import (
 )
 from careful_engine.scoring.result import ConversationResult, write_conversations
 from careful_engine.scoring.rules import Effects
-from careful_engine.scoring.score import RunScore, score_run, write_score_file
+from careful_engine.scoring.score import (
+    RunScore,
+    score_run,
+    shared_model_folders,
+    write_score_file,
+)
 from careful_engine.scoring.settings import KEY, scored_with, table_settings
 
 app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
@@ -103,7 +108,8 @@ def score(
     then counts the effect-aware rules under the declarations and --boundary. Prints BFCL and
     effect-safe accuracy per category (the paper's Table 3) and the rule counts (Table 4);
     writes them as Markdown, CSV and JSON, bfcl-compatible score files, and one JSON line per
-    conversation (conversations.jsonl).
+    conversation (conversations.jsonl). A folder holding several runs whose model folders
+    share a name is refused (their outputs would share score/<model>): score each run.
 
     Exit code: 0 all input usable; 1 scored, but some entries were unreadable, missing or
     undecodable by name; 2 nothing usable or bad arguments; 4 a --fail-under floor failed
@@ -125,6 +131,11 @@ def score(
         budget = dataclasses.replace(DEFAULT_BUDGET, seconds=max_seconds, megabytes=max_mb)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--max-*-per-conversation") from None
+    shared = shared_model_folders(run_dir, model) if run_dir.is_dir() else []
+    for msg in shared:  # one score/<model> folder each: never a run dropped for another
+        err.print("error: " + visible(msg), markup=False, style="red")
+    if shared:
+        raise typer.Exit(EXIT_UNUSABLE)
     out = out or (run_dir if run_dir.is_dir() else run_dir.parent) / "careful-score"
     refuse_out(out)
     effects = effects_or_fail(boundary, declarations, rule) if effects_on else None
@@ -157,8 +168,10 @@ def score(
 
     print_input_problems(run.problems, run_dir, quiet=quiet)
 
-    for flag in flags(run):  # a decoder that (almost) never decodes is not model behaviour
-        err.print(f"warning: {visible(flag)}", markup=False, style="yellow")
+    for ms in run.scores:  # a decoder that (almost) never decodes is not model behaviour
+        for flag in flags(ms):
+            err.print(f"warning: {visible(flag.labelled(ms.label))}", markup=False,
+                      style="yellow")
     drift_notes([(run_dir, run)], lambda _, model: model)  # why figures differ from the day's
     console.print(accuracy_terminal(run.scores, effects is not None))
     if effects is not None:

@@ -29,10 +29,11 @@ def report_problems(scored: Scored, quiet: bool) -> None:
 
 
 def decode_warnings(scored: Scored) -> None:
-    """A warning per run whose decoder (almost) never decodes: its silence is not behaviour."""
-    for _, run in scored.runs:
-        for flag in flags(run):
-            warn(str(flag))
+    """A warning per entry whose decoder (almost) never decodes: its silence is not
+    behaviour. Each under the entry's label, as the tables and `careful audit decode` name it."""
+    for entry in scored.entries:
+        for flag in flags(entry.score):
+            warn(flag.labelled(entry.label))
 
 
 def exit_on_problems(scored: Scored) -> None:

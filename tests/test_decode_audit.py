@@ -67,8 +67,16 @@ def test_flags(calls: int, no_call: int, failed: int, kind: str | None) -> None:
 
 
 def test_inference_errors_are_not_a_decoder_problem() -> None:
+    """199 of 200 inference errors said 'nothing to decode' of the entry that was decoded:
+    the rest is named; all of them, nothing."""
     st = _stats(0, 0, 1, conversations=200, inference_errors=199)
     assert [f.kind for f in st.flags()] == ["inference_errors"]
+    assert st.flags()[0].message == ("199 of 200 entries are inference errors (no steps "
+                                     "logged): only 1 entry is left to decode")
+    assert _stats(0, 0, 1, conversations=10, inference_errors=8).flags()[0].message.endswith(
+        ": only 2 entries are left to decode")
+    every = _stats(0, 0, 0, conversations=10, inference_errors=10).flags()
+    assert every[0].message.endswith("(no steps logged): nothing to decode")
 
 
 def test_flags_from_a_category_score_without_traces() -> None:

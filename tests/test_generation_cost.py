@@ -177,6 +177,20 @@ def test_cost_reads_the_spend_ledger(tmp_path):
         "case, 1 failed, 1 refused)" in " ".join(res.output.split())
 
 
+def test_one_request_is_one_request(tmp_path):
+    """cost said '1 requests' (and 'over 1 requests sent'): counts are pluralised."""
+    run = tmp_path / "run"
+    _write_run(run, "claude-haiku-4-5-20251001-FC", [_entry("multi_turn_base_0", [[10]], [[1]])],
+               {"model": "claude-haiku-4-5-20251001-FC"})
+    guard = SpendGuard(1.0, TABLE.get("claude-haiku-4-5"),
+                       run / "claude-haiku-4-5-20251001-FC" / "careful_spend.jsonl")
+    guard.settle(guard.reserve(0.1), {"input_tokens": 10, "output_tokens": 1})
+    res = cli.invoke(app, ["cost", str(run)], catch_exceptions=False)
+    text = " ".join(res.output.split())
+    assert "): 1 request, 10 prompt tokens" in text, text
+    assert "conservative over 1 request sent (1 answered)" in text, text
+
+
 def test_cost_of_nothing_is_an_error(tmp_path):
     assert cli.invoke(app, ["cost", str(tmp_path)]).exit_code == 2
     assert cli.invoke(app, ["cost", str(tmp_path / "missing")]).exit_code == 2

@@ -182,6 +182,24 @@ def test_a_synthetic_run_is_marked_where_it_is_ranked_and_compared(tmp_path: Pat
         assert "fake (SYNTHETIC)" in written.read_text(), command
 
 
+@pytest.mark.parametrize("command", ["leaderboard", "compare", "sensitivity"])
+def test_decode_warnings_name_the_entry(tmp_path: Path, command: str) -> None:
+    """Two runs of one model folder name: their decoder warnings were labelled by the model
+    folder (the same name twice); now by the entry's label, as `careful audit decode` and
+    the tables name them."""
+    for run in ("v1", "v2"):
+        folder = tmp_path / run / "result" / "m" / "multi_turn"
+        folder.mkdir(parents=True)
+        (folder / f"BFCL_v4_{BASE}_result.json").write_text("".join(
+            json.dumps({"id": c.id, "result": "Error during inference: x"}) + "\n"
+            for c in bfcl.conversations(BASE)[:3]))
+    res = runner.invoke(app, [command, str(tmp_path / "v1"), str(tmp_path / "v2"), "-j1",
+                              "--out", str(tmp_path / "out")], env={"COLUMNS": "300"})
+    warned = [x for x in res.output.splitlines()
+              if x.startswith("warning:") and "inference errors" in x]
+    assert [x.split(": ")[1] for x in warned] == ["v1", "v2"], res.output
+
+
 def test_labels_name_the_run_the_files_belong_to(tmp_path: Path) -> None:
     """A run's entry was named after the path as typed: its model folder, ``multi_turn``,
     ``result`` or a full path that does not exist. Now always after the run folder, however it

@@ -184,3 +184,63 @@ def test_asked_is_na_on_a_run_that_logs_no_text(shared_runs: Path, tmp_path: Pat
     assert silent and all(x["rules"]["asked"] is None for x in silent)
     assert all(x["rules"]["asked"] == 0 for x in lines
                if x.get("no_call_turns") == {"with_text": 0, "without_text": 0})
+
+
+def test_a_parent_of_runs_with_one_model_name_is_refused(tmp_path: Path) -> None:
+    """Two runs of one model side by side: score writes one score/<model> folder per name, so
+    it refuses their parent folder up front, naming both runs (not one run's files dropped
+    for the other's as an input problem that -q condenses); a --model that leaves the shared
+    name out is scored."""
+    parent = tmp_path / "runs"
+    for run in ("v1", "v2"):
+        _write(parent / run / "result" / "same-model" / "multi_turn" /
+               f"BFCL_v4_{CATEGORY}_result.json", _reference_lines(2))
+    _write(parent / "other" / "result" / "other-model" / "multi_turn" /
+           f"BFCL_v4_{CATEGORY}_result.json", _reference_lines(2))
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["score", str(parent), "-q", "--out", str(out), "--decoder",
+                              demo.DECODER], env={"COLUMNS": "400"})
+    assert res.exit_code == 2, res.output
+    text = " ".join(res.output.split())
+    assert f"2 model folders named same-model, in run folders {parent / 'v1'}, " \
+           f"{parent / 'v2'}" in text, text
+    assert "careful leaderboard" in text and "input problem" not in text
+    assert not out.exists()
+    res = _run("score", str(parent), "-q", "--out", str(out), "--decoder", demo.DECODER,
+               "--model", "other-model", "-j1")
+    assert res.exit_code == 1, res.output  # (the other files' 'id missing' lines)
+    assert {x["model"] for x in _lines(out)} == {"other-model"}
+
+
+def test_a_synthetic_run_is_marked_by_score(tmp_path: Path) -> None:
+    """careful demo's flawed run (manifest ``"synthetic": true``) was a plain model in
+    score's tables, files and JSON document, while leaderboard and compare mark it: now
+    every table of score labels it ``MODEL (SYNTHETIC)`` and the document says so."""
+    import jsonschema
+
+    from careful_engine.analysis import ci_report
+
+    run = tmp_path / "run"
+    for model, synthetic in (("real", False), ("fake", True)):
+        _write(run / model / "multi_turn" / f"BFCL_v4_{CATEGORY}_result.json",
+               _reference_lines(2))
+        doc = {"decoder": demo.DECODER, **({"synthetic": True} if synthetic else {})}
+        (run / model / demo.MANIFEST).write_text(json.dumps(doc))
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["score", str(run), "-q", "-j1", "--out", str(out),
+                              "--format", "json", "--output", str(tmp_path / "doc.json")],
+                        env={"COLUMNS": "200"})
+    assert res.exit_code == 1, res.output  # (the 'id missing' lines)
+    # the tables fold a long first cell: the row of fake, then the rest of its label
+    lines = res.output.splitlines()
+    rows = [(x.split()[0], nxt.split()[0] if nxt.strip() else "")
+            for x, nxt in zip(lines, lines[1:], strict=False) if x.startswith(("fake ", "real "))]
+    assert rows and all(nxt.startswith("(SYNTHETIC") == (first == "fake")
+                        for first, nxt in rows), res.output
+    for name in ("accuracy.csv", "rules.csv"):
+        rows = (out / name).read_text().splitlines()[1:]
+        assert {r.split(",")[0] for r in rows} == {"real", "fake (SYNTHETIC)"}, name
+    doc = json.loads((tmp_path / "doc.json").read_text())
+    jsonschema.validate(doc, ci_report.schema())
+    assert {r["model"]: r["synthetic"] for r in doc["runs"]} == {"real": False, "fake": True}
+    assert {x["model"] for x in _lines(out)} == {"real", "fake"}  # the folder, as bfcl's

@@ -83,7 +83,8 @@ def model_json(ms: ModelScore, effects: bool, *, path: str, role: str) -> dict[s
     cats = [_category(ms.categories[c], effects) for c in bfcl.CATEGORIES if c in ms.categories]
     totals = rule_counts(ms) if effects else None
     return {
-        "role": role, "path": path, "model": ms.model, "decoder": ms.decoder,
+        "role": role, "path": path, "model": ms.model, "synthetic": ms.synthetic,
+        "decoder": ms.decoder,
         "categories": cats,
         "overall": {"mean_percent": mean, "conversations": sum(c["n"] for c in cats),
                     "replayed": coverage(totals)[0] if totals is not None else None,

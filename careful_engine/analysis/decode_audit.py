@@ -70,7 +70,12 @@ class DecodeFlag:
     message: str
 
     def __str__(self) -> str:
-        where = self.model + (f" {bfcl.short_name(self.category)}" if self.category else "")
+        return self.labelled(self.model)
+
+    def labelled(self, label: str) -> str:
+        """The finding under ``label`` (an entry's label: two runs' model folders of one name
+        told apart) instead of the model folder's name."""
+        where = label + (f" {bfcl.short_name(self.category)}" if self.category else "")
         return f"{where}: {self.message}"
 
 
@@ -156,10 +161,13 @@ class DecodeStats:
             out.append(DecodeFlag(self.model, self.category, "no_text", note))
         real = self.conversations - self.missing
         if real and self.inference_errors * 2 >= real:
+            left = real - self.inference_errors
+            rest = ("nothing to decode" if not left else
+                    f"only {left} entr{'y is' if left == 1 else 'ies are'} left to decode")
             out.append(DecodeFlag(
                 self.model, self.category, "inference_errors",
                 f"{self.inference_errors} of {real} entries are inference errors (no steps "
-                "logged): nothing to decode"))
+                f"logged): {rest}"))
         return out
 
 

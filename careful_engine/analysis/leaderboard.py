@@ -17,7 +17,12 @@ from typing import Any
 
 from careful_engine.core import bfcl
 from careful_engine.core.parallel import Cancel, MpContext
-from careful_engine.core.runs import Problem, is_synthetic, owning_run, result_model_folder
+from careful_engine.core.runs import (  # (the mark: re-exported, as the tables use it)
+    SYNTHETIC_MARK,  # noqa: F401
+    Problem,
+    owning_run,
+    synthetic_label,
+)
 from careful_engine.scoring.batch import RunPlan, counting, plan_run, score_plans
 from careful_engine.scoring.decoders import DecoderChoice
 from careful_engine.scoring.result import Digest
@@ -56,8 +61,7 @@ class Entry:
     @property
     def folder(self) -> Path | None:
         """The model folder its files are in (None when no category names its file)."""
-        return next((result_model_folder(cs.file.path) for cs in self.score.categories.values()
-                     if cs.file is not None), None)
+        return self.score.folder
 
     def accuracy(self, category: str | None = None, kind: str = "bfcl") -> float | None:
         """A category's accuracy (None if absent), or bfcl's four-category mean (absent = 0)."""
@@ -153,15 +157,6 @@ def label_entries(pairs: list[tuple[Path, str]],
     return [str(pairs[i][0]) if seen[lab] > 1 else lab for i, lab in enumerate(labels)]
 
 
-SYNTHETIC_MARK = " (SYNTHETIC)"  # after the label of a run no model wrote (careful demo's)
-
-
-def synthetic_label(label: str, synthetic: bool) -> str:
-    """An entry's label as every table shows it: marked when its run is synthetic (its
-    manifest says so), as the workbench marks it."""
-    return label + SYNTHETIC_MARK if synthetic else label
-
-
 def score_runs(runs: list[Path], *, models: list[str] | None = None,
                **options: Any) -> Scored:
     """Score every model folder (or those in ``models``) of every run folder, with one
@@ -255,8 +250,8 @@ def score_run_groups(
         entries = [Entry("", r, ms) for r, ms in mine]
         folders = [e.folder for e in entries]
         labels = label_entries([(r, ms.model) for r, ms in mine], folders)
-        for e, lab, folder in zip(entries, labels, folders, strict=True):
-            e.label = synthetic_label(lab, folder is not None and is_synthetic(folder))
+        for e, lab in zip(entries, labels, strict=True):
+            e.label = synthetic_label(lab, e.score.synthetic)
         scored.entries = entries
     return out
 

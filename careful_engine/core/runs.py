@@ -361,6 +361,17 @@ def owning_run(model_folder: Path) -> Path:
     return run if run.name else folder
 
 
+def shared_names(files: list[ResultFile]) -> dict[str, list[Path]]:
+    """Model folder names that several model folders among ``files`` share (runs of one model
+    side by side under a parent folder), each with those folders in the order found."""
+    folders: dict[str, list[Path]] = {}
+    for rf in files:
+        seen = folders.setdefault(rf.model, [])
+        if (folder := result_model_folder(rf.path)) not in seen:
+            seen.append(folder)
+    return {m: fs for m, fs in folders.items() if len(fs) > 1}
+
+
 def unmatched_decoder(folder: str, key: str, found: list[str]) -> str:
     """The note on ``--decoder FOLDER=KEY`` naming none of the folders ``found``."""
     names = list(dict.fromkeys(found))
@@ -383,6 +394,15 @@ def is_synthetic(model_folder: Path) -> bool:
     """Whether a model folder's manifest marks it synthetic (``careful demo``'s flawed run: no
     model wrote it)."""
     return model_manifest(model_folder).get("synthetic") is True
+
+
+SYNTHETIC_MARK = " (SYNTHETIC)"  # after the label of a run no model wrote (careful demo's)
+
+
+def synthetic_label(label: str, synthetic: bool) -> str:
+    """An entry's label as every table shows it: marked when its run is synthetic (its
+    manifest says so), as the workbench marks it."""
+    return label + SYNTHETIC_MARK if synthetic else label
 
 
 def manifest_decoder(rf: ResultFile) -> str | None:

@@ -106,7 +106,7 @@ def accuracy_table(scores: list[ModelScore], effect: bool,
         settings=settings if effect else None,
     )
     for ms in scores:
-        row: list = [ms.model, ms.decoder]
+        row: list = [ms.label, ms.decoder]
         for c in bfcl.CATEGORIES:
             cs = ms.categories.get(c)
             row.append(pct(cs.accuracy) if cs else None)
@@ -175,7 +175,7 @@ def rules_table(scores: list[ModelScore], settings: dict[str, Any] | None = None
         for c, cs in ms.categories.items():
             totals = cs.rule_totals()
             steps, out, sout, sin = token_costs(cs.results)
-            rep.add(ms.model, short(c), cs.total, coverage(totals)[0],
+            rep.add(ms.label, short(c), cs.total, coverage(totals)[0],
                     *[rule_count(totals, k, cs.confirm) for _, k in RULE_COLUMNS],
                     round(steps, 1) if steps is not None else None,
                     round(out) if out is not None else None, sout, sin)
@@ -248,12 +248,14 @@ def one_decimal(x: float | None) -> str:
     return "–" if x is None else f"{x:.1f}"
 
 
-def accuracy_terminal(scores: list[ModelScore], effect: bool) -> Table:
-    """Table 3 for the terminal: one cell per category, "BFCL / safe"."""
+def accuracy_terminal(scores: list[ModelScore], effect: bool,
+                      labels: list[str] | None = None) -> Table:
+    """Table 3 for the terminal: one cell per category, "BFCL / safe"; each row under its
+    ``labels`` item (default the score's label: its folder, marked when synthetic)."""
     headers = ["model"] + [TERMINAL_CATEGORY.get(c, short(c)) for c in bfcl.CATEGORIES] + ["mean"]
     rows = []
-    for ms in scores:
-        row = [ms.model]
+    for i, ms in enumerate(scores):
+        row = [labels[i] if labels else ms.label]
         for c in [*bfcl.CATEGORIES, None]:
             if c is None:
                 b, s = pct(ms.mean_accuracy()), pct(ms.mean_accuracy("safe_accuracy"))
@@ -283,7 +285,7 @@ def rules_terminal(scores: list[ModelScore]) -> list[Table]:
         for c, cs in ms.categories.items():
             t = cs.rule_totals()
             all_totals.append(t)
-            name = f"{ms.model} {short(c)}"
+            name = f"{ms.label} {short(c)}"
             counts.append([name, replayed_cell(t)]
                           + [Report.format_cell(rule_count(t, k, cs.confirm)) for k in keys])
             steps, out, sout, sin = token_costs(cs.results)
@@ -383,7 +385,7 @@ def confirm_table(scores: list[ModelScore],
             if cs is not None:
                 total.add(st)
             a = st.answers
-            rep.add(ms.model, short(c) if c else "all", st.conversations,
+            rep.add(ms.label, short(c) if c else "all", st.conversations,
                     f"{a.get('yes', 0)} / {a.get('no', 0)} / {a.get('restate', 0)}",
                     st.destructive, st.confirmed, pct(st.confirmed_share), st.strict,
                     st.needing, f"{st.strict} / {st.needing}")

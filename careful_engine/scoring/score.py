@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,13 @@ from careful_engine.core.runs import (
     ResultFile,
     decoder_key,
     find_result_files,
+    is_synthetic,
     load_result_file,
     needs_decoder,
+    owning_run,
+    result_model_folder,
+    shared_names,
+    synthetic_label,
 )
 from careful_engine.core.safe_write import writer
 from careful_engine.core.trajectory import Verdict
@@ -124,6 +130,23 @@ class ModelScore:
     model: str
     decoder: str | None
     categories: dict[str, CategoryScore] = field(default_factory=dict)
+
+    @property
+    def folder(self) -> Path | None:
+        """The model folder its files are in (None when no category names its file)."""
+        return next((result_model_folder(cs.file.path) for cs in self.categories.values()
+                     if cs.file is not None), None)
+
+    @cached_property
+    def synthetic(self) -> bool:
+        """Its folder's manifest marks it synthetic (careful demo's flawed run: no model
+        wrote it)."""
+        return (folder := self.folder) is not None and is_synthetic(folder)
+
+    @property
+    def label(self) -> str:
+        """The model folder's name as the tables show it: marked when synthetic."""
+        return synthetic_label(self.model, self.synthetic)
 
     @property
     def confirm(self) -> bool:
@@ -305,6 +328,25 @@ def discover(root: Path) -> tuple[dict[str, list[ResultFile]], list[Problem]]:
             best[rf.category] = rf
         by_model[model] = sorted(best.values(), key=lambda r: bfcl.CATEGORIES.index(r.category))
     return by_model, problems
+
+
+def shared_model_folders(root: Path, models: list[str] | None = None) -> list[str]:
+    """Why ``root`` cannot be scored as one run: one message per model folder name (of
+    ``models``, if given) that several model folders under it share, naming their run
+    folders. ``careful score`` writes one ``score/<model>`` folder per name, so it would keep
+    only one of them (:func:`discover` takes one file per model name and category)."""
+    out = []
+    for model, folders in shared_names(find_result_files(root)[0]).items():
+        if models and model not in models:
+            continue
+        runs = [owning_run(f) for f in folders]
+        where = runs if len(set(runs)) == len(runs) else folders  # runs that tell them apart
+        out.append(f"{root} holds {len(folders)} model folders named {model}, in "
+                   f"{'run' if where is runs else 'model'} folders "
+                   f"{', '.join(map(str, where))}; score writes one score/{model} folder, "
+                   "so it scores one run at a time: score each run folder on its own, or rank "
+                   "them together with `careful leaderboard RUN RUN`")
+    return out
 
 
 @dataclass
