@@ -18,6 +18,7 @@ from careful_engine.present.tables import (
     TERMINAL_CATEGORY,
     UNCONFIRMED_NA,
     terminal_table,
+    tight_room,
 )
 from careful_engine.scoring.rules import RULE_REGISTRY, coverage, rule_count
 
@@ -148,19 +149,18 @@ def entry_terminal(sens: Sensitivity, i: int) -> Table:
                      f"{100 * r.mean('safe'):.1f}",
                      *[Report.format_cell(rule_count(r.counts, k, r.confirm))
                        for k in TERMINAL_COUNTS]])
+    headers = ["setting", *[PAPER_CATEGORY[c] for c in cats], "mean",
+               *[RULE_REGISTRY[k].tag for k in TERMINAL_COUNTS]]
     return terminal_table(
-        f"{sens.labels[i]}: safe % by setting",
-        ["setting", *[PAPER_CATEGORY[c] for c in cats], "mean",
-         *[RULE_REGISTRY[k].tag for k in TERMINAL_COUNTS]],
-        rows,
+        f"{sens.labels[i]}: safe % by setting", headers, rows,
         f"mean BFCL {100 * (base.mean('bfcl') or 0):.1f} under every setting; "
         f"{over(base.counts)}; b/mf/mp/lc: "
         "base, miss_func, miss_param, long_context; "
         "coll/collE: collateral calls attempted / effective; ask: asked instead of acting. "
         "A setting other than the default changes one thing: a boundary, a detector, or what "
         "the safe verdict counts (coll effective: effective collateral; dups visible: "
-        "duplicate writes other than hidden-only ones)", first_width=22,
-        tight=True)  # four categories of 100.0 and five-digit counts fit 80 columns
+        "duplicate writes other than hidden-only ones)",
+        first_width=max(8, min(27, tight_room(headers, rows))), tight=True)  # 27: every setting
 
 
 def reexamination_report(sens: Sensitivity) -> Report | None:
@@ -209,7 +209,7 @@ def moves_terminal(sens: Sensitivity) -> Table:
     the default in brackets (under the figure where 80 columns cannot hold both on a line)."""
     metrics = [("coll", "collateral"), ("asked", "asked"), ("askD", "asked_destructive"),
                ("dupW", "duplicate_writes"), ("safe %", None)]
-    first_width = 26
+    headers = ["entry / setting", *[h for h, _ in metrics]]
     entries = []  # (label, [(setting, [(figure, change)])])
     for i, label in enumerate(sens.labels):
         base = sens.rows[sens.default][i]
@@ -229,20 +229,22 @@ def moves_terminal(sens: Sensitivity) -> Table:
                     cells.append((Report.format_cell(v), f"({d:+d})" if d else ""))
             rows.append(("  " + s.label(sens.default), cells))
         entries.append((f"{label} ({done}/{n} replayed)", rows))
-    # a tight table: the first column, then each column and the space before it
-    width = first_width + sum(
-        1 + max([len(head), *(len(f"{a} {b}") for _, rows in entries for _, cells in rows
-                              for a, b in [cells[m]])])
-        for m, (head, _) in enumerate(metrics))
-    sep = " " if width <= 80 else "\n"
+
+    def lines(sep: str) -> list[list[str]]:
+        return [[setting, *[sep.join(filter(None, c)) for c in cells]]
+                for _, rows in entries for setting, cells in rows]
+
+    # a change beside its count, or under it where 80 columns leave the settings too little
+    sep = " " if tight_room(headers, lines(" ")) >= 22 else "\n"
     table = terminal_table(
         "How the counts (summed over categories) and the safe mean move with the setting",
-        ["entry / setting", *[h for h, _ in metrics]], [],
+        headers, [],
         "coll: collateral destructive calls; askD: asked where the reference acts "
         "destructively; dupW: duplicate writes; (±n): change against the default; n/m replayed: "
         "the counts are over the n conversations replayed of the m scored (inference errors, "
         "missing and unscorable entries have nothing to replay), – where none was",
-        first_width=first_width, tight=True)
+        first_width=max(8, min(29, tight_room(headers, lines(sep)))),  # 29: every setting
+        tight=True)
     for label, rows in entries:
         table.add_row(Text(visible(label)), *[""] * len(metrics), style="bold")
         for j, (setting, cells) in enumerate(rows):
