@@ -382,9 +382,11 @@ def print_written(reports: list[Any], out: Path, quiet: bool) -> None:
 def fit_help() -> None:
     """Every ``--help`` at any width with nothing cut off: typer lays its option tables out
     with rich's defaults, which end a cell too narrow for an option name or a long word (a
-    path, ``[CATEGORY:]SCORE=PERCENT``) with "…". Here such a cell folds onto the next line
-    instead, whole. Installed once, project-wide; typer's help module is imported only when
-    a help is rendered (it costs ~40 ms)."""
+    path, ``[CATEGORY:]SCORE=PERCENT``) with "…" and shrink the option names' column to
+    split them mid-word. Here the help text (the last column) wraps first, option names and
+    metavars stay whole on one line (they are copied) and only what cannot fit at all folds
+    onto the next line, whole. Installed once, project-wide; typer's help module is imported
+    only when a help is rendered (it costs ~40 ms)."""
     import typer.core
 
     for cls in (typer.core.TyperCommand, typer.core.TyperGroup):
@@ -400,9 +402,14 @@ def fit_help() -> None:
         cls.format_help = format_help
 
 
+# the narrowest help column for which option names stay whole on one line (fit_help)
+HELP_MIN = 16
+
+
 def _fold_help_tables() -> None:
     """Give typer's help renderer a Table whose cells fold what does not fit (an option's
-    help is a Columns of Texts: each of them folds)."""
+    help is a Columns of Texts: each of them folds) and whose columns before the last (option
+    names, metavars, command names) rich narrows only when the help column cannot give way."""
     from rich.columns import Columns
     from rich.table import Table
     from rich.text import Text
@@ -425,6 +432,22 @@ def _fold_help_tables() -> None:
             super().add_row(*renderables, **kwargs)
             for column in self.columns:
                 column.overflow = "fold"
+
+        def __rich_console__(self, console: Any, options: Any) -> Any:
+            # option (or command) names whole on one line while the help keeps HELP_MIN
+            # columns, the metavars too where they fit, else wrapping at their spaces;
+            # where even the names cannot fit, everything folds
+            *names, help_column = self.columns
+            metavar = names.pop() if len(names) > 1 else None
+            room = options.max_width - self._extra_width - HELP_MIN
+            need = sum(self._measure_column(console, options, c).maximum for c in names)
+            if metavar is not None:
+                width = self._measure_column(console, options, metavar)
+                metavar.no_wrap = need + width.maximum <= room
+                need += width.maximum if metavar.no_wrap else width.minimum
+            for column in names:
+                column.no_wrap = need <= room
+            yield from super().__rich_console__(console, options)
 
     rich_utils.Table = HelpTable
 

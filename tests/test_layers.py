@@ -97,13 +97,23 @@ def test_every_help_renders_as_paragraphs_at_80_columns_uncut():
     _load()
     runner = CliRunner()
     problems = []
-    paths = list(_commands(typer.main.get_command(app), []))
+    root = typer.main.get_command(app)
+    paths = list(_commands(root, []))
     assert len(paths) > 20
     for path in paths:
         result = runner.invoke(app, [*path, "--help"], terminal_width=80,
                                env={"COLUMNS": "80", "TERM": "dumb", "NO_COLOR": "1"})
         assert result.exit_code == 0, (path, result.output)
         assert max(map(len, result.output.splitlines())) <= 80, path
+        # option names are copied: each whole on one line, never split mid-word
+        command = root
+        for name in path:
+            command = command.commands[name]  # type: ignore[attr-defined]
+        for param in command.params:
+            for opt in [*getattr(param, "opts", []), *getattr(param, "secondary_opts", [])]:
+                if opt.startswith("-") and not re.search(
+                        rf"(?<![\w-]){re.escape(opt)}(?![\w-])", result.output):
+                    problems.append(f"careful {' '.join(path)}: {opt} split or missing")
         problems += [f"careful {' '.join(path)}: {p}" for p in _early_breaks(result.output)]
         # nothing cut off: an option name or a long word folds whole, never ends in "…"
         problems += [f"careful {' '.join(path)}: cut: {line.strip()!r}"

@@ -377,3 +377,52 @@ def test_a_header_without_a_share_and_a_count_skips_the_file(tmp_path: Path, hea
     assert [str(p).split(path.name, 1)[1] for p in problems] == [
         ":1: first line is not a score header with an accuracy from 0 to 1 and a total_count; "
         "file skipped"]
+
+
+def test_the_terminal_tables_are_whole_at_80_columns(tmp_path: Path) -> None:
+    """Every block at 100.0, a long model name and folder, five-digit counts: an 80-column
+    terminal shows every column and the whole caption (the overall table lost its "relev"
+    column and its caption's ends: "unwtd: pl", "`careful provenan")."""
+    from careful_engine.present import score_audit as show
+
+    from .terminal_fit import cut_at_80
+
+    full = sa.Overall(dict.fromkeys(sa.BLOCKS, 1.0), 1.0, 1.0, 1.0, [])
+    credited = sa.Credited("live_irrelevance", 12345, 12345, tmp_path / "r.json", read=12345,
+                           empty=12345, calls=12345, other=12345)
+    audits = [sa.ModelAudit("Salesforce_Llama-xLAM-2-8b-fc-r", sa.ModelScores("m"), full,
+                            [credited], 0, 0, [])]
+    folder = Path("/work/shared/runs/" + "x" * 60)
+    tables = [show.overall_terminal(audits, folder / "score"),
+              show.credited_terminal(audits, folder / "result")]
+    problems = [f"{t.title}: {p}" for t in tables for p in cut_at_80(t)]
+    assert not problems, "\n".join(problems)
+
+
+def test_careful_score_files_are_called_careful_s(tmp_path: Path) -> None:
+    """The score files `careful score` writes (score/ beside conversations.jsonl) are named
+    careful's own in the table and the files, not "bfcl's score files ... as bfcl wrote
+    them"; bfcl's beside them still are bfcl's."""
+    ours = tmp_path / "careful-score"
+    write_score(ours, "m", "multi_turn_base", 150, 200)
+    (ours / "conversations.jsonl").write_text("")
+    write_score(tmp_path, "m", "multi_turn_base", 140, 200)
+    for given, source, whose in ((ours, ours / "score", "careful's"),
+                                 (ours / "score" / "m", ours / "score" / "m", "careful's"),
+                                 (tmp_path, tmp_path / "score", "bfcl's")):
+        out = tmp_path / f"out-{len(given.parts)}"
+        res = runner.invoke(app, ["audit", "scores", str(given), "--out", str(out)],
+                            env={"COLUMNS": "200"}, catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        flat = "".join(res.output.split())  # wrapped, a long path folded
+        caption = "".join(json.loads((out / "score_audit_overall.json").read_text())[
+            "caption"].split())
+        assert f"from{whose}scorefiles" in flat
+        if whose == "careful's":
+            assert f"source:careful'sownscorefilesin{source},as`carefulscore`wrotethem" \
+                in flat and f"careful'sownscorefilesin{source}" in caption
+            assert "bfcl'sscorefiles" not in flat + caption
+            assert "asbfclwrotethem" not in flat + caption
+        else:
+            assert f"source:bfcl'sscorefilesin{source},asbfclwrotethem" in flat
+            assert "careful's" not in flat + caption

@@ -242,6 +242,35 @@ def test_terminal_width_of_sensitivity_tables() -> None:
     assert max(len(x.rstrip()) for x in console.export_text().splitlines()) <= 80
 
 
+def test_every_sensitivity_table_is_whole_at_80_columns() -> None:
+    """Four categories at 100.0, four-digit counts and changes, every setting and script: an
+    80-column terminal shows every column and the whole caption of each table (the entry's
+    table lost its ask column and its caption's ends: "nothing to repla", "coll/col")."""
+    from careful_engine.analysis.reexamine import Reexamination, ScriptSummary
+    from careful_engine.protocol.user import SCRIPTS
+    from careful_engine.scoring.rules import NOT_REPLAYED, REPLAYED
+
+    from .terminal_fit import cut_at_80
+
+    settings = sens.settings_for()
+    full, none = dict.fromkeys(bfcl.CATEGORIES, 1.0), dict.fromkeys(bfcl.CATEGORIES, 0.0)
+    many = Counter({k: 9999 for _, k in show.COUNTS} | {REPLAYED: 799, NOT_REPLAYED: 1})
+    rows = {s: [sens.Rescored(s, "m", full, full if i else none, dict.fromkeys(full),
+                              many if i else Counter({REPLAYED: 800}))] * 2
+            for i, s in enumerate(settings)}
+    labels = ["a-rather-long-run-folder-name-v0.11.0", "xlam-2-8b-fc-r"]
+    script = [ScriptSummary(name, 9999, 9999, 9999, ["x"] * 800,
+                            Counter(bfcl=800, safe=800, strict=800)) for name in SCRIPTS]
+    result = sens.Sensitivity(settings, labels, rows, dict.fromkeys(
+        [s.boundary for s in settings], 24), [Reexamination("m", "paper-final", [], script)] * 2)
+    tables = [show.entry_terminal(result, 0), show.rho_terminal(result),
+              show.moves_terminal(result), show.reexamination_terminal(result)]
+    assert all(tables)
+    assert {str(c.header) for c in tables[0].columns} >= {"lc", "ask"}
+    problems = [f"{t.title}: {p}" for t in tables for p in cut_at_80(t)]
+    assert not problems, "\n".join(problems)
+
+
 def test_entry_table_fits_and_variants_move_only_safe(xlam: scoring.RunScore) -> None:
     """One table per entry: every setting, including the safe-rule variants, which read the
     same counts and can only raise the safe score."""

@@ -177,3 +177,24 @@ def test_a_safe_rule_not_offered_is_a_usage_error(failed_collateral: Path, tmp_p
     assert res.exit_code == 2, res.output
     assert "must be one of" in _flat(res.output)
     assert not (tmp_path / "out").exists()  # refused before any work
+
+
+def test_compare_files_say_which_run_is_a_and_which_b(runs, tmp_path: Path) -> None:
+    """A CSV has no title, where the Markdown and JSON say ``A = …, B = …``: every row of
+    compare's CSVs names runs A and B (columns ``run A``, ``run B`` before the settings), the
+    JSON as ``context``; swapping the runs swaps them."""
+    for order in (runs, runs[::-1]):
+        out = tmp_path / order[0].name
+        _invoke("compare", *order, "--out", out, "-j1")
+        names = ["compare_bfcl", "compare_safe", "compare_pairs"]
+        for name in names:
+            doc = json.loads((out / f"{name}.json").read_text())
+            a, b = doc["context"]["run A"], doc["context"]["run B"]
+            assert f"A = {a}, B = {b}" in doc["title"], name
+            assert order[0].name in a and order[1].name in b, (name, a, b)
+            lines = (out / f"{name}.csv").read_text().splitlines()
+            header = next(csv.reader(lines[:1]))
+            assert header.index("run B") == header.index("run A") + 1, name
+            assert not set(SETTINGS_COLUMNS) & set(header[:header.index("run A")]), name
+            rows = list(csv.DictReader(lines))
+            assert rows and all((r["run A"], r["run B"]) == (a, b) for r in rows), name

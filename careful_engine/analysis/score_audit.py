@@ -40,6 +40,7 @@ from careful_engine.core.runs import (
     search_files,
 )
 from careful_engine.core.safe_read import read_regular
+from careful_engine.scoring.result import SCORES_NAME
 
 SCORE_FILE = re.compile(r"^BFCL_v(\d+)_(\w+?)_score\.json$")
 RESULT_FILE = re.compile(r"^BFCL_v(\d+)_(\w+?)_result\.json$")
@@ -415,6 +416,16 @@ def locate(root: Path, results: Path | None = None) -> tuple[Path, Path | None]:
         if folder.name == "score" and (folder.parent / "result").is_dir():
             return score, folder.parent / "result"
     return score, None
+
+
+def written_by_careful(score: Path) -> bool:
+    """Whether the score files under ``score`` (a score folder, or a folder or file inside
+    one) are careful's own: ``careful score`` writes its ``score/`` folder beside
+    ``conversations.jsonl``, which bfcl never writes."""
+    for folder in [score, *score.parents]:
+        if folder.name == "score":
+            return (folder.parent / SCORES_NAME).is_file()
+    return False
 
 
 def audit(root: Path, results: Path | None = None,

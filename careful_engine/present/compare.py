@@ -30,6 +30,12 @@ def gained_lost(p: Paired) -> list[str]:
     return [str(len(p.gained)), str(len(p.lost))]
 
 
+def runs(label_a: str, label_b: str) -> dict[str, str]:
+    """Which run is A and which B, as a paired table's files state it besides its title
+    (:attr:`~careful_engine.present.report.Report.context`)."""
+    return {"run A": label_a, "run B": label_b}
+
+
 COMPARE_COLUMNS = ["category", "n paired", "passes A", "passes B", "A %", "B %", "gained",
                    "lost", "p"]
 
@@ -46,7 +52,7 @@ def compare_report(cmp: Comparison, label_a: str, label_b: str,
                    if cmp.only_a else "")
                 + (f"; not paired (only in B): {', '.join(map(short, cmp.only_b))}"
                    if cmp.only_b else ""),
-        settings=None if cmp.kind == "bfcl" else settings,
+        settings=None if cmp.kind == "bfcl" else settings, context=runs(label_a, label_b),
     )
     rows = [*cmp.categories.items(), (None, cmp.overall)]
     for c, p in rows:
@@ -63,7 +69,8 @@ def pairs_report(comparisons: list[Comparison], label_a: str, label_b: str,
     rep = Report(f"Conversations that changed verdict: A = {label_a}, B = {label_b}",
                  ["score", "category", "id", "A", "B", "change"], name="compare_pairs",
                  caption=GAINED_LOST_NOTE,
-                 settings=settings if any(c.kind != "bfcl" for c in comparisons) else None)
+                 settings=settings if any(c.kind != "bfcl" for c in comparisons) else None,
+                 context=runs(label_a, label_b))
     for cmp in comparisons:
         for c, p in cmp.categories.items():
             for i in p.gained:

@@ -6,6 +6,8 @@ depend on how the rules were evaluated (safe and strict accuracy, rule counts) c
 settings it was made with (:func:`~careful_engine.scoring.settings.table_settings`), and every
 file states them: the CSV as the columns ``boundary``, ``detector`` and ``safe rule`` after the
 table's own, the Markdown as a line under the table, the JSON as a ``scored_with`` object.
+What a title names that no row does (compare's runs A and B: :attr:`Report.context`) the CSV
+states likewise, as columns before the settings, and the JSON as a ``context`` object.
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ class Report:
     # what the figures were made with (table_settings), stated in every file; None: figures
     # that no boundary, detector or safe rule changes (BFCL's verdict alone)
     settings: dict[str, Any] | None = None
+    # what the title names that no row does (compare's {"run A": ..., "run B": ...}): a CSV
+    # has no title, so every row ends with these, before the settings; JSON: ``context``
+    context: dict[str, Cell] = field(default_factory=dict)
 
     def add(self, *cells: Cell) -> None:
         self.rows.append(list(cells))
@@ -104,19 +109,22 @@ class Report:
         """The table as CSV; text cells with control characters escaped, as every table
         shows them, and never read as a formula by a spreadsheet (a folder named ``=cmd|..``
         is written ``'=cmd|..``): :func:`~careful_engine.core.safe_text.csv_cell`. The JSON
-        keeps the exact text. With :attr:`settings`, every row ends with them
-        (:data:`SETTINGS_COLUMNS`)."""
-        extra = [] if self.settings is None else settings_cells(self.settings)
+        keeps the exact text. Every row ends with the :attr:`context` and, with
+        :attr:`settings`, with them (:data:`SETTINGS_COLUMNS`)."""
+        settings = [] if self.settings is None else settings_cells(self.settings)
+        extra = [*self.context.values(), *settings]
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow([csv_cell(c) for c in
-                         self.columns + (SETTINGS_COLUMNS if extra else [])])
+        writer.writerow([csv_cell(c) for c in [*self.columns, *self.context,
+                                               *(SETTINGS_COLUMNS if settings else [])]])
         writer.writerows([["" if c is None else csv_cell(c) if isinstance(c, str) else c
                            for c in [*row, *extra]] for row in self.rows])
         return buf.getvalue()
 
     def json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"title": self.title, "caption": self.caption}
+        if self.context:
+            out["context"] = self.context
         if self.settings is not None:
             out["scored_with"] = self.settings
         out["rows"] = [dict(zip(self.columns, row, strict=False)) for row in self.rows]

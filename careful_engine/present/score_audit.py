@@ -55,9 +55,20 @@ def score_audit_reports(audits: list[sa.ModelAudit], result_dir: Path | None,
     return [overall, credited, flags]
 
 
+def writer(source: Path | None) -> str:
+    """Whose score files ``source`` holds: ``careful's`` (written by ``careful score``) or
+    ``bfcl's``."""
+    return "careful's" if source is not None and sa.written_by_careful(source) else "bfcl's"
+
+
 def source_note(source: Path | None) -> str:
-    """Where the audit's figures come from: bfcl's score files as written, not a replay."""
+    """Where the audit's figures come from: bfcl's score files as written, not a replay, or
+    careful's own, as ``careful score`` wrote them from its replay."""
     where = f" in {source}" if source is not None else ""
+    if writer(source) == "careful's":
+        return (f"source: careful's own score files{where}, as `careful score` wrote them "
+                "from its replay (bfcl's format, not bfcl's files; `careful provenance` "
+                "compares a run's two)")
     return (f"source: bfcl's score files{where}, as bfcl wrote them (not re-scored; "
             "`careful score` replays the result files, `careful provenance` compares the two)")
 
@@ -69,12 +80,12 @@ def overall_terminal(audits: list[sa.ModelAudit], source: Path | None = None) ->
              one_decimal(pct(a.overall.overall)), one_decimal(pct(a.overall.unweighted)),
              one_decimal(pct(a.overall.relevance))] for a in audits]
     return terminal_table(
-        "Overall as bfcl weights it (%), from bfcl's score files",
+        f"Overall as bfcl weights it (%), from {writer(source)} score files",
         ["model", "n-live", "live", "irrel", "m-turn", "agent", "overall", "unwtd", "relev"],
         rows, "weights 10/10/10/30/40 (non-live/live/irrelevance/multi-turn/agentic); unwtd: "
               "plain mean of the 5 blocks; relev: live_relevance (in no block); absent = 0; "
               + source_note(source),
-        first_width=14)
+        first_width=20, tight=True)  # eight cells of 100.0 fit 80 columns
 
 
 def credited_terminal(audits: list[sa.ModelAudit], result_dir: Path | None) -> Table:
@@ -91,4 +102,4 @@ def credited_terminal(audits: list[sa.ModelAudit], result_dir: Path | None) -> T
         "Credited irrelevance entries", ["model", "category", "credited", "read", "call",
                                          "empty", "other", "call %"], rows,
         f"read: credited entries found in the result files ({where}); call: raw output "
-        "holds an attempted call (heuristic)", first_width=16)
+        "holds an attempted call (heuristic)", first_width=16, tight=True)

@@ -18,6 +18,7 @@ from careful_engine.present.tables import (
     TERMINAL_CATEGORY,
     UNCONFIRMED_NA,
     terminal_table,
+    tight_room,
 )
 from careful_engine.scoring.rules import RULE_REGISTRY, coverage, rule_count
 
@@ -148,18 +149,18 @@ def entry_terminal(sens: Sensitivity, i: int) -> Table:
                      f"{100 * r.mean('safe'):.1f}",
                      *[Report.format_cell(rule_count(r.counts, k, r.confirm))
                        for k in TERMINAL_COUNTS]])
+    headers = ["setting", *[PAPER_CATEGORY[c] for c in cats], "mean",
+               *[RULE_REGISTRY[k].tag for k in TERMINAL_COUNTS]]
     return terminal_table(
-        f"{sens.labels[i]}: safe % by setting",
-        ["setting", *[PAPER_CATEGORY[c] for c in cats], "mean",
-         *[RULE_REGISTRY[k].tag for k in TERMINAL_COUNTS]],
-        rows,
+        f"{sens.labels[i]}: safe % by setting", headers, rows,
         f"mean BFCL {100 * (base.mean('bfcl') or 0):.1f} under every setting; "
         f"{over(base.counts)}; b/mf/mp/lc: "
         "base, miss_func, miss_param, long_context; "
         "coll/collE: collateral calls attempted / effective; ask: asked instead of acting. "
         "A setting other than the default changes one thing: a boundary, a detector, or what "
         "the safe verdict counts (coll effective: effective collateral; dups visible: "
-        "duplicate writes other than hidden-only ones)", first_width=22)
+        "duplicate writes other than hidden-only ones)",
+        first_width=max(8, min(27, tight_room(headers, rows))), tight=True)  # 27: every setting
 
 
 def reexamination_report(sens: Sensitivity) -> Report | None:
@@ -205,36 +206,50 @@ def rho_terminal(sens: Sensitivity) -> Table:
 
 def moves_terminal(sens: Sensitivity) -> Table:
     """Per entry and setting: the counts that move and the safe mean, with the change against
-    the default in brackets."""
+    the default in brackets (under the figure where 80 columns cannot hold both on a line)."""
     metrics = [("coll", "collateral"), ("asked", "asked"), ("askD", "asked_destructive"),
                ("dupW", "duplicate_writes"), ("safe %", None)]
-    table = terminal_table(
-        "How the counts (summed over categories) and the safe mean move with the setting",
-        ["entry / setting", *[h for h, _ in metrics]], [],
-        "coll: collateral destructive calls; askD: asked where the reference acts "
-        "destructively; dupW: duplicate writes; (±n): change against the default; n/m replayed: "
-        "the counts are over the n conversations replayed of the m scored (inference errors, "
-        "missing and unscorable entries have nothing to replay), – where none was",
-        first_width=26)
+    headers = ["entry / setting", *[h for h, _ in metrics]]
+    entries = []  # (label, [(setting, [(figure, change)])])
     for i, label in enumerate(sens.labels):
         base = sens.rows[sens.default][i]
         done, n = coverage(base.counts)
-        table.add_row(Text(visible(f"{label} ({done}/{n} replayed)")), *[""] * len(metrics),
-                      style="bold")
-        for j, s in enumerate(sens.settings):
+        rows = []
+        for s in sens.settings:
             r = sens.rows[s][i]
             cells = []
             for _, key in metrics:
                 if key is None:
                     v, d = pct(r.mean("safe")), pct_change(r.mean("safe"), base.mean("safe"))
-                    cells.append(f"{v:.1f}" + (f" ({d:+.1f})" if d else ""))
+                    cells.append((Report.format_cell(v), f"({d:+.1f})" if d else ""))
                 else:
                     v = rule_count(r.counts, key, r.confirm)
                     then = rule_count(base.counts, key, base.confirm)
                     d = None if v is None or then is None else v - then
-                    cells.append(Report.format_cell(v) + (f" ({d:+d})" if d else ""))
-            table.add_row("  " + s.label(sens.default), *cells,
-                          end_section=j == len(sens.settings) - 1)
+                    cells.append((Report.format_cell(v), f"({d:+d})" if d else ""))
+            rows.append(("  " + s.label(sens.default), cells))
+        entries.append((f"{label} ({done}/{n} replayed)", rows))
+
+    def lines(sep: str) -> list[list[str]]:
+        return [[setting, *[sep.join(filter(None, c)) for c in cells]]
+                for _, rows in entries for setting, cells in rows]
+
+    # a change beside its count, or under it where 80 columns leave the settings too little
+    sep = " " if tight_room(headers, lines(" ")) >= 22 else "\n"
+    table = terminal_table(
+        "How the counts (summed over categories) and the safe mean move with the setting",
+        headers, [],
+        "coll: collateral destructive calls; askD: asked where the reference acts "
+        "destructively; dupW: duplicate writes; (±n): change against the default; n/m replayed: "
+        "the counts are over the n conversations replayed of the m scored (inference errors, "
+        "missing and unscorable entries have nothing to replay), – where none was",
+        first_width=max(8, min(29, tight_room(headers, lines(sep)))),  # 29: every setting
+        tight=True)
+    for label, rows in entries:
+        table.add_row(Text(visible(label)), *[""] * len(metrics), style="bold")
+        for j, (setting, cells) in enumerate(rows):
+            table.add_row(setting, *[sep.join(filter(None, c)) for c in cells],
+                          end_section=j == len(rows) - 1)
     return table
 
 
@@ -254,4 +269,4 @@ def reexamination_terminal(sens: Sensitivity) -> Table | None:
         "script (a check: it should change nothing); w/h: logged "
         "yes answers the script withholds; convs: conversations with a changed answer, whose "
         "verdicts depend on the script; B/S/St: of those, passing BFCL / safe / strict "
-        "(ids in sensitivity_script.*)", first_width=12)
+        "(ids in sensitivity_script.*)", first_width=12, tight=True)

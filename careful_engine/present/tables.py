@@ -225,6 +225,15 @@ def terminal_table(title: str, headers: list[str], rows: list[list[str]],
     return table
 
 
+def tight_room(headers: list[str], rows: list[list[str]], width: int = 80) -> int:
+    """The columns a tight :func:`terminal_table` leaves its first column on a ``width``-column
+    screen: every other column takes its widest line (of its header and cells) and two
+    spaces."""
+    return width - sum(2 + max(len(line) for cell in [h, *(r[i] for r in rows)]
+                               for line in str(cell).splitlines() or [""])
+                       for i, h in enumerate(headers) if i)
+
+
 def _plain(text: str | Text) -> Text:
     """Titles and captions hold names from files: never markup, control codes visible."""
     return text if isinstance(text, Text) else Text(visible(text))
