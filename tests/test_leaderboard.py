@@ -435,3 +435,23 @@ def test_entry_tables_get_distinct_file_names():
 
     names = entry_names(["T/m a", "T/m_a", "T/other"])
     assert len(set(names)) == 3 and names[2] == "sensitivity_T_other"
+
+
+def test_a_parent_of_runs_of_one_model_name_is_ranked_as_its_runs(tmp_path: Path) -> None:
+    """``leaderboard PARENT`` over runs whose model folders share a name ranks every run (one
+    of them was lost: a model's files are taken once per category), with one warning."""
+    from careful_engine.demo import reference as demo
+    from tests.workbench_support import careless_entry, write_run
+
+    ids = ["multi_turn_base_0", "multi_turn_base_1"]
+    write_run(tmp_path / "runs" / "one", "m",
+              [demo.reference_entry(bfcl.conversation(i)) for i in ids])
+    write_run(tmp_path / "runs" / "two", "m", [careless_entry(i) for i in ids])
+    res = runner.invoke(app, ["leaderboard", str(tmp_path / "runs"), "-j1", "-o",
+                              str(tmp_path / "out")])
+    assert res.exit_code in (0, 1), res.output
+    rows = json.loads((tmp_path / "out" / "leaderboard.json").read_text())["rows"]
+    assert sorted(r["entry"] for r in rows) == ["one", "two"]
+    warning = " ".join(res.stderr.split())
+    assert "holds 2 runs, some with a model folder of the same name (m)" in warning
+    assert [r.name for r in lb.split_runs(tmp_path / "runs" / "one", [])] == ["one"]

@@ -20,7 +20,10 @@ from careful_engine.core.parallel import Cancel, MpContext
 from careful_engine.core.runs import (  # (the mark: re-exported, as the tables use it)
     SYNTHETIC_MARK,  # noqa: F401
     Problem,
+    find_result_files,
     owning_run,
+    result_model_folder,
+    shared_names,
     synthetic_label,
 )
 from careful_engine.scoring.batch import RunPlan, counting, plan_run, score_plans
@@ -108,10 +111,11 @@ class Scored:
 def distinct_runs(runs: list[Path], notes: list[str]) -> list[Path]:
     """``runs`` with each folder once (``d/R``, ``d/R/`` and a link to it are one folder); a
     repeat is left out and noted in ``notes`` as ``R: given more than once (as F first);
-    scored once``."""
+    scored once``. A parent folder of runs whose model folders share a name is taken as those
+    runs (:func:`split_runs`), so that none of them is lost."""
     seen: dict[str, Path] = {}
     out: list[Path] = []
-    for run_dir in runs:
+    for run_dir in [r for given in runs for r in split_runs(given, notes)]:
         real = os.path.realpath(run_dir)
         if real in seen:  # (by path: the same Path object given twice is a repeat too)
             notes.append(f"{run_dir}: given more than once (as {seen[real]} first); "
@@ -120,6 +124,22 @@ def distinct_runs(runs: list[Path], notes: list[str]) -> list[Path]:
             seen[real] = run_dir
             out.append(run_dir)
     return out
+
+
+def split_runs(path: Path, notes: list[str]) -> list[Path]:
+    """``path``, or the run folders under it where several of them hold a model folder of
+    the same name (one run of a model per run folder, side by side: as one folder, one of
+    them would be lost, a model's files being taken once per category), noted in ``notes``."""
+    files = find_result_files(path)[0] if path.is_dir() else []
+    clash = shared_names(files)
+    if not clash or any(len({owning_run(f) for f in folders}) < len(folders)
+                        for folders in clash.values()):
+        return [path]  # (model folders of one name in one run: nothing to split them by)
+    runs = sorted({owning_run(result_model_folder(rf.path)) for rf in files})
+    notes.append(f"{path}: holds {len(runs)} runs, some with a model folder of the same name "
+                 f"({', '.join(clash)}); ranked as those runs: "
+                 f"{', '.join(r.name for r in runs)}")
+    return runs
 
 
 def label_entries(pairs: list[tuple[Path, str]],
