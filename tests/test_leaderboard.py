@@ -455,3 +455,22 @@ def test_a_parent_of_runs_of_one_model_name_is_ranked_as_its_runs(tmp_path: Path
     warning = " ".join(res.stderr.split())
     assert "holds 2 runs, some with a model folder of the same name (m)" in warning
     assert [r.name for r in lb.split_runs(tmp_path / "runs" / "one", [])] == ["one"]
+
+
+def test_a_folder_holding_the_same_model_folders_as_an_earlier_one_is_a_repeat(
+        tmp_path: Path) -> None:
+    """``leaderboard R R/M`` (or ``R R/result``): the same model folders twice were ranked as
+    two entries of one run; now a repeat, noted, scored once."""
+    from careful_engine.demo import reference as demo
+    from tests.workbench_support import write_run
+
+    run = write_run(tmp_path / "r", "m", [demo.reference_entry(bfcl.conversation(i))
+                                          for i in ("multi_turn_base_0", "multi_turn_base_1")])
+    res = runner.invoke(app, ["leaderboard", str(run), str(run / "m"), "-j1", "-o",
+                              str(tmp_path / "out")])
+    assert res.exit_code in (0, 1), res.output
+    rows = json.loads((tmp_path / "out" / "leaderboard.json").read_text())["rows"]
+    assert [r["entry"] for r in rows] == ["r"]
+    said = " ".join(res.output.split())
+    assert f"{run / 'm'}: given more than once (as {run} first, the same model folders)" in said
+    assert "(1 entry)" in said

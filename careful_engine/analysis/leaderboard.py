@@ -111,19 +111,33 @@ class Scored:
 def distinct_runs(runs: list[Path], notes: list[str]) -> list[Path]:
     """``runs`` with each folder once (``d/R``, ``d/R/`` and a link to it are one folder); a
     repeat is left out and noted in ``notes`` as ``R: given more than once (as F first);
-    scored once``. A parent folder of runs whose model folders share a name is taken as those
-    runs (:func:`split_runs`), so that none of them is lost."""
-    seen: dict[str, Path] = {}
+    scored once``; so is a folder that holds the very model folders an earlier one holds
+    (``R`` and ``R/result``). A parent folder of runs whose model folders share a name is
+    taken as those runs (:func:`split_runs`), so that none of them is lost."""
+    seen: dict[object, Path] = {}
     out: list[Path] = []
     for run_dir in [r for given in runs for r in split_runs(given, notes)]:
         real = os.path.realpath(run_dir)
-        if real in seen:  # (by path: the same Path object given twice is a repeat too)
-            notes.append(f"{run_dir}: given more than once (as {seen[real]} first); "
+        held = _model_folders(run_dir)
+        first = seen.get(real) or (seen.get(held) if held else None)
+        if first is not None:  # (by path: the same Path object given twice is a repeat too)
+            notes.append(f"{run_dir}: given more than once (as {first} first"
+                         f"{'' if seen.get(real) else ', the same model folders'}); "
                          "scored once")
         else:
             seen[real] = run_dir
+            if held:
+                seen.setdefault(held, run_dir)
             out.append(run_dir)
     return out
+
+
+def _model_folders(path: Path) -> frozenset[str]:
+    """The model folders (real paths) whose result files are under ``path``."""
+    if not path.is_dir():
+        return frozenset()
+    return frozenset(os.path.realpath(result_model_folder(rf.path))
+                     for rf in find_result_files(path)[0])
 
 
 def split_runs(path: Path, notes: list[str]) -> list[Path]:

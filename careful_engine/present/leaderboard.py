@@ -65,7 +65,7 @@ def leaderboard_reports(entries: list[Entry],
         caption=f"mean: bfcl's unweighted mean over the four categories, an absent one counting "
                 f"as 0; rank change: BFCL rank minus safe rank (> 0: higher under effect "
                 f"safety). Spearman's rho between the two rankings: {fmt_rho(mean.rho)} "
-                f"({mean.n} entries)",
+                f"({_entries(mean.n)})",
     )
     for e, rb, rs in zip(order, mean.bfcl_ranks, mean.safe_ranks, strict=True):
         main.add(e.label, e.decoder, pct(e.accuracy()), rb, pct(e.accuracy(None, "safe")), rs,
@@ -125,7 +125,7 @@ def leaderboard_terminal(entries: list[Entry]) -> list[Table]:
     decoders = "; ".join(f"{e.label}: {e.decoder}" for e in order if e.decoder)
     first = terminal_table(
         f"Leaderboard: mean over the 4 categories (absent = 0); Spearman's rho between the "
-        f"BFCL and the safe ranking {fmt_rho(mean.rho)} ({mean.n} entries)",
+        f"BFCL and the safe ranking {fmt_rho(mean.rho)} ({_entries(mean.n)})",
         ["entry", "BFCL %", "#", "safe %", "#", "Δ#"], rows,
         f"Δ#: places gained under effect safety. Decoders: {decoders or 'none'}",
         first_width=30, min_width=72)
@@ -164,3 +164,7 @@ def leaderboard_terminal(entries: list[Entry]) -> list[Table]:
         asked_legend(f"{REPLAYED_TERMINAL}; {legend}", totals),
         first_width=14, tight=True)
     return [first, second, third]
+
+
+def _entries(n: int) -> str:
+    return f"{n} entry" if n == 1 else f"{n} entries"
