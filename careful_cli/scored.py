@@ -22,8 +22,8 @@ def report_problems(scored: Scored, quiet: bool) -> None:
     if quiet:
         err.print(f"[yellow]{len(scored.problems)} input problem(s)[/] (listed without -q)")
         return
-    err.print(f"[yellow]{len(scored.problems)} input problem(s)[/] (`careful score RUN` lists "
-              "each one):")
+    err.print(f"[yellow]{len(scored.problems)} input problem(s)[/] (`careful score` on a run "
+              "folder lists each one):")
     for head, n, files in scored.problem_kinds():
         err.print(visible(f"  {n} × {head} (in {files} file(s))"), markup=False)
 

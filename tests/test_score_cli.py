@@ -206,10 +206,13 @@ def test_a_parent_of_runs_with_one_model_name_is_refused(tmp_path: Path) -> None
            f"{parent / 'v2'}" in text, text
     assert "careful leaderboard" in text and "input problem" not in text
     assert not out.exists()
-    res = _run("score", str(parent), "-q", "--out", str(out), "--decoder", demo.DECODER,
+    res = _run("score", str(parent), "--out", str(out), "--decoder", demo.DECODER,
                "--model", "other-model", "-j1")
     assert res.exit_code == 1, res.output  # (the other files' 'id missing' lines)
     assert {x["model"] for x in _lines(out)} == {"other-model"}
+    # nothing said of the model folders --model left out (their files were reported as
+    # passed over: 'another ... file for same-model ... is used instead')
+    assert "same-model" not in res.output and "used instead" not in res.output
 
 
 def test_a_synthetic_run_is_marked_by_score(tmp_path: Path) -> None:

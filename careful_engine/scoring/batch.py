@@ -80,9 +80,7 @@ def plan_run(run_dir: Path, decoder: str | None | DecoderChoice = None,
     """The files of a run folder (nothing loaded yet) and each model folder's decoder key:
     ``decoder`` (a key, or ``--decoder``'s choice, :meth:`DecoderChoice.for_model`), else the
     folder's ``careful_run.json``, else its registry key."""
-    by_model, problems = discover(run_dir)
-    if models:
-        by_model = {m: v for m, v in by_model.items() if m in set(models)}
+    by_model, problems = discover(run_dir, models)
     keys: dict[str, str | None] = {}
     unusable: dict[str, str] = {}
     for m, files in by_model.items():

@@ -311,11 +311,16 @@ def write_score_file(score: CategoryScore, loaded: LoadedFile, out_dir: Path) ->
     return out_dir / relative
 
 
-def discover(root: Path) -> tuple[dict[str, list[ResultFile]], list[Problem]]:
+def discover(root: Path, models: list[str] | None = None
+             ) -> tuple[dict[str, list[ResultFile]], list[Problem]]:
+    """The result files under ``root`` by model folder name, one per category (the newest
+    format), and what was passed over; ``models``: only these model folders (nothing said of
+    the others)."""
     files, problems = find_result_files(root)
     by_model: dict[str, list[ResultFile]] = {}
     for rf in files:
-        by_model.setdefault(rf.model, []).append(rf)
+        if not models or rf.model in models:
+            by_model.setdefault(rf.model, []).append(rf)
     for model, rfs in by_model.items():
         best: dict[str, ResultFile] = {}
         for rf in rfs:
