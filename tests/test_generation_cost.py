@@ -156,12 +156,17 @@ def test_cost_command_prices_logged_and_simulated_runs(tmp_path):
     assert "Claude Fable 5.1 (paper) *" in table.output and "placeholder" in table.output
 
 
-def test_cost_reads_the_spend_ledger(tmp_path):
+def _haiku_run(tmp_path):
+    """A one-conversation haiku run and the spend guard whose ledger it keeps."""
     run = tmp_path / "run"
     _write_run(run, "claude-haiku-4-5-20251001-FC", [_entry("multi_turn_base_0", [[10]], [[1]])],
                {"model": "claude-haiku-4-5-20251001-FC"})
-    guard = SpendGuard(1.0, TABLE.get("claude-haiku-4-5"),
-                       run / "claude-haiku-4-5-20251001-FC" / "careful_spend.jsonl")
+    return run, SpendGuard(1.0, TABLE.get("claude-haiku-4-5"),
+                           run / "claude-haiku-4-5-20251001-FC" / "careful_spend.jsonl")
+
+
+def test_cost_reads_the_spend_ledger(tmp_path):
+    run, guard = _haiku_run(tmp_path)
     guard.release(guard.reserve(0.1), "http 429")
     guard.settle(guard.reserve(0.1), {"input_tokens": 10, "output_tokens": 1})
     ticket = guard.reserve(0.1)
@@ -179,11 +184,7 @@ def test_cost_reads_the_spend_ledger(tmp_path):
 
 def test_one_request_is_one_request(tmp_path):
     """cost said '1 requests' (and 'over 1 requests sent'): counts are pluralised."""
-    run = tmp_path / "run"
-    _write_run(run, "claude-haiku-4-5-20251001-FC", [_entry("multi_turn_base_0", [[10]], [[1]])],
-               {"model": "claude-haiku-4-5-20251001-FC"})
-    guard = SpendGuard(1.0, TABLE.get("claude-haiku-4-5"),
-                       run / "claude-haiku-4-5-20251001-FC" / "careful_spend.jsonl")
+    run, guard = _haiku_run(tmp_path)
     guard.settle(guard.reserve(0.1), {"input_tokens": 10, "output_tokens": 1})
     res = cli.invoke(app, ["cost", str(run)], catch_exceptions=False)
     text = " ".join(res.output.split())
