@@ -153,4 +153,4 @@ def compare(
 
 def _strict_warning(entries: list[str]) -> None:
     if entries:
-        err.print(f"[yellow]warning:[/] {literal(cmp.strict_not_applicable(entries))}")
+        warn(cmp.strict_not_applicable(entries))

@@ -20,11 +20,11 @@ from careful_cli.common import (
     EXIT_PROBLEMS,
     console,
     decoder_choice,
-    err,
     fail,
     literal,
     progress_bar,
     refuse_out,
+    warn,
 )
 from careful_engine.core import bfcl
 from careful_engine.core.safe_write import UnsafeWrite
@@ -142,7 +142,7 @@ def declare(
     rows = decl_mod.table2(doc["functions"], bnd)
     if not quiet:
         for w in generated.warnings:
-            err.print(f"[yellow]warning:[/] {literal(w)}")
+            warn(w)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if json_out:
         print(json.dumps({

@@ -38,6 +38,7 @@ from careful_cli.common import (
     scored_under,
     unmatched_decoders,
     visible,
+    warn,
 )
 from careful_engine.analysis import ci_report, gates
 from careful_engine.analysis.decode_audit import flags
@@ -170,8 +171,7 @@ def score(
 
     for ms in run.scores:  # a decoder that (almost) never decodes is not model behaviour
         for flag in flags(ms):
-            err.print(f"warning: {visible(flag.labelled(ms.label))}", markup=False,
-                      style="yellow")
+            warn(flag.labelled(ms.label))
     drift_notes([(run_dir, run)], lambda _, model: model)  # why figures differ from the day's
     console.print(accuracy_terminal(run.scores, effects is not None))
     if effects is not None:

@@ -27,7 +27,6 @@ from careful_engine.analysis.leaderboard import (
     synthetic_label,
     without_protocol,
 )
-from careful_engine.core.runs import is_synthetic
 
 
 class NotComparable(ValueError):
@@ -76,8 +75,8 @@ def side_labels(a: Entry, b: Entry) -> tuple[str, str]:
     if a.label != b.label or _same(a.folder, b.folder):
         return a.label, b.label
     label_a, label_b = label_entries([(a.run, a.model), (b.run, b.model)], [a.folder, b.folder])
-    return (synthetic_label(label_a, a.folder is not None and is_synthetic(a.folder)),
-            synthetic_label(label_b, b.folder is not None and is_synthetic(b.folder)))
+    return (synthetic_label(label_a, a.score.synthetic),
+            synthetic_label(label_b, b.score.synthetic))
 
 
 @dataclass
