@@ -116,9 +116,8 @@ def distinct_runs(runs: list[Path], notes: list[str]) -> list[Path]:
     taken as those runs (:func:`split_runs`), so that none of them is lost."""
     seen: dict[object, Path] = {}
     out: list[Path] = []
-    for run_dir in [r for given in runs for r in split_runs(given, notes)]:
+    for run_dir, held in [r for given in runs for r in _runs_of(given, notes)]:
         real = os.path.realpath(run_dir)
-        held = _model_folders(run_dir)
         first = seen.get(real) or (seen.get(held) if held else None)
         if first is not None:  # (by path: the same Path object given twice is a repeat too)
             notes.append(f"{run_dir}: given more than once (as {first} first"
@@ -132,28 +131,30 @@ def distinct_runs(runs: list[Path], notes: list[str]) -> list[Path]:
     return out
 
 
-def _model_folders(path: Path) -> frozenset[str]:
-    """The model folders (real paths) whose result files are under ``path``."""
-    if not path.is_dir():
-        return frozenset()
-    return frozenset(os.path.realpath(result_model_folder(rf.path))
-                     for rf in find_result_files(path)[0])
-
-
 def split_runs(path: Path, notes: list[str]) -> list[Path]:
     """``path``, or the run folders under it where several of them hold a model folder of
     the same name (one run of a model per run folder, side by side: as one folder, one of
     them would be lost, a model's files being taken once per category), noted in ``notes``."""
+    return [run for run, _ in _runs_of(path, notes)]
+
+
+def _runs_of(path: Path, notes: list[str]) -> list[tuple[Path, frozenset[str]]]:
+    """:func:`split_runs`, each run with the model folders (real paths) its result files are
+    in (the folder tree walked once)."""
     files = find_result_files(path)[0] if path.is_dir() else []
+    folders = [result_model_folder(rf.path) for rf in files]
     clash = shared_names(files)
-    if not clash or any(len({owning_run(f) for f in folders}) < len(folders)
-                        for folders in clash.values()):
-        return [path]  # (model folders of one name in one run: nothing to split them by)
-    runs = sorted({owning_run(result_model_folder(rf.path)) for rf in files})
+    if not clash or any(len({owning_run(f) for f in fs}) < len(fs) for fs in clash.values()):
+        # (model folders of one name in one run: nothing to split them by)
+        return [(path, frozenset(os.path.realpath(f) for f in folders))]
+    by_run: dict[Path, set[str]] = {}
+    for folder in folders:
+        by_run.setdefault(owning_run(folder), set()).add(os.path.realpath(folder))
+    runs = sorted(by_run)
     notes.append(f"{path}: holds {len(runs)} runs, some with a model folder of the same name "
                  f"({', '.join(clash)}); ranked as those runs: "
                  f"{', '.join(r.name for r in runs)}")
-    return runs
+    return [(run, frozenset(by_run[run])) for run in runs]
 
 
 def label_entries(pairs: list[tuple[Path, str]],
