@@ -462,6 +462,19 @@ def test_an_increase_over_fewer_replayed_conversations_is_not_comparable() -> No
     assert all(c.passed and c.values["increase"] == 0 for c in same)
 
 
+def test_every_unmeasurable_increase_names_its_categories() -> None:
+    """An increase of ``asked`` that cannot be measured (a run whose turns without a call
+    carry no text) names the categories it is over, as every other increase condition does."""
+    a = _ms("a", [(True, 0)] * 3)
+    b = _ms("b", [(True, 0)] * 3)
+    for r in b.categories[BASE].results:
+        r.rules.no_call_unread = 1
+    for lim, scope in (("asked=0", ["base"]), ("base:asked=0", ["base"])):
+        cond = g.check_increases(a, b, [g.parse_increase(lim)])[0]
+        assert not cond.passed and "carry no text" in cond.message, cond.message
+        assert cond.values == {"limit": 0, "categories": scope}
+
+
 # ---------------------------------------------------------------- inference errors
 
 

@@ -311,7 +311,8 @@ def check_increases(a: ModelScore, b: ModelScore, limits: list[Increase]) -> lis
         if not (asked_readable(ta) and asked_readable(tb)) and lim.rule in ASKING:
             out.append(Condition("increase", scope, False, f"{lim.rule} {where}: not "
                                  "measurable (a run whose turns without a call carry no text)",
-                                 rule=lim.rule, values={"limit": lim.limit}))
+                                 rule=lim.rule, values={"limit": lim.limit,
+                                                        "categories": _names(cats)}))
             continue
         (ra, na), (rb, nb) = coverage(ta), coverage(tb)
         over = f"over the conversations replayed: {ra} of {na} -> {rb} of {nb}"
