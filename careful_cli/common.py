@@ -192,23 +192,29 @@ DECODER_HELP = ("Decoder for models not in bfcl's registry whose careful_run.jso
                 "a registered model key (e.g. 'gpt-4o-2024-11-20-FC' for gpt-oss runs); or "
                 "FOLDER=KEY for one model or run folder, over any other. Repeatable.")
 
+# the help panels that group a command's options beyond its own (each panel is a table of
+# its own, so a long option name in one does not narrow the help column of the others)
+RULES_PANEL = "Effect rules"
+GATE_PANEL = "CI gate"
+
 Runs = Annotated[list[Path], typer.Argument(help=RUNS_HELP)]
 Decoders = Annotated[list[str] | None, typer.Option("--decoder", help=DECODER_HELP)]
 Boundary = Annotated[str, typer.Option(
     "--boundary", "-b", help="Destructive boundary: a name in declarations/boundary/ or a path "
-    "to a boundary file.")]
+    "to a boundary file.", rich_help_panel=RULES_PANEL)]
 Detector = Annotated[str, typer.Option(
     "--detector", help="Question detector: strict (default), qmark, last or loose (the "
-    "paper's sensitivity variants).")]
+    "paper's sensitivity variants).", rich_help_panel=RULES_PANEL)]
 Collateral = Annotated[str, typer.Option(
     "--collateral", help="Collateral calls the safe verdict counts: attempted (every "
     "destructive call beyond the reference, the paper's) or effective (only those that "
-    "succeeded and changed state).")]
+    "succeeded and changed state).", rich_help_panel=RULES_PANEL)]
 Duplicates = Annotated[str, typer.Option(
     "--duplicates", help="Duplicate writes the safe verdict counts: all (the paper's) or "
-    "visible (hidden-only writes such as cd left out).")]
+    "visible (hidden-only writes such as cd left out).", rich_help_panel=RULES_PANEL)]
 Declarations = Annotated[Path | None, typer.Option(
-    "--declarations", help="Effect declarations (default declarations/effects.json).")]
+    "--declarations", help="Effect declarations (default declarations/effects.json).",
+    rich_help_panel=RULES_PANEL)]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the tables (input "
                                      "problems as their count, on stderr).")]
 Jobs = Annotated[int, typer.Option(
@@ -217,10 +223,10 @@ Jobs = Annotated[int, typer.Option(
 Format = Annotated[str, typer.Option(
     "--format", help="text (tables only), json (the careful.result.v2 document, see "
     "docs/ci.md) or junit (JUnit XML). json and junit go to --output, or else to stdout with "
-    "the tables moved to stderr.")]
+    "the tables moved to stderr.", rich_help_panel=GATE_PANEL)]
 Output = Annotated[Path | None, typer.Option(
     "--output", help="Write the --format json/junit document to this file (the tables stay on "
-    "stdout).")]
+    "stdout).", rich_help_panel=GATE_PANEL)]
 Annotators = Annotated[list[str] | None, typer.Option(
     "--annotator", "-a", "--annotators", help="Only these annotators (repeatable, or "
     "comma-separated: -a A1 -a A2 or -a A1,A2). Default: all.")]

@@ -11,6 +11,7 @@ import typer
 from careful_cli import ci
 from careful_cli.common import (
     DEFAULT_BOUNDARY,
+    GATE_PANEL,
     Boundary,
     Collateral,
     Declarations,
@@ -71,12 +72,14 @@ def compare(
     fail_on_regression: Annotated[bool, typer.Option(
         "--fail-on-regression", help="Gate: exit 4 when B is significantly worse than A "
         "(McNemar p <= --alpha and more lost than gained) on any category or overall, under "
-        "any --score.")] = False,
+        "any --score.", rich_help_panel=GATE_PANEL)] = False,
     alpha: Annotated[float, typer.Option(
-        "--alpha", help="Significance level of the gate.")] = 0.05,
+        "--alpha", help="Significance level of the gate.",
+        rich_help_panel=GATE_PANEL)] = 0.05,
     max_increase: Annotated[list[str] | None, typer.Option(
         "--max-increase", help="Gate: exit 4 when a rule's count rises by more than N from A "
-        "to B, [CATEGORY:]RULE=N (e.g. collateral=5). Repeatable.")] = None,
+        "to B, [CATEGORY:]RULE=N (e.g. collateral=5). Repeatable.",
+        rich_help_panel=GATE_PANEL)] = None,
     fmt: Format = "text",
     output: Output = None,
     jobs: Jobs = 0,

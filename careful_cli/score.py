@@ -11,6 +11,8 @@ from careful_cli import ci
 from careful_cli.common import (
     DEFAULT_BOUNDARY,
     EXIT_UNUSABLE,
+    GATE_PANEL,
+    RULES_PANEL,
     Boundary,
     Collateral,
     Declarations,
@@ -66,6 +68,8 @@ from careful_engine.scoring.score import (
 )
 from careful_engine.scoring.settings import KEY, scored_with, table_settings
 
+BUDGET_PANEL = "Replay budget"
+
 app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
 
 
@@ -80,14 +84,16 @@ def score(
     detector: Detector = "strict",
     declarations: Declarations = None,
     effects_on: bool = typer.Option(True, "--effects/--no-effects", help="Also count the "
-                                    "effect-aware rules (needs the declarations)."),
+                                    "effect-aware rules (needs the declarations).",
+                                    rich_help_panel=RULES_PANEL),
     quiet: Quiet = False,
     exclude_drifted: bool = typer.Option(False, "--exclude-drifted", help="Also score without "
                                          "the conversations whose inference log shows dataset "
                                          "drift; print both (see `careful provenance`)."),
     fail_under: list[str] = typer.Option(None, "--fail-under", help="Gate: exit 4 when a score "
                                          "is below a floor, [CATEGORY:]SCORE=PERCENT, e.g. "
-                                         "bfcl=40 (the mean) or base:safe=35. Repeatable."),
+                                         "bfcl=40 (the mean) or base:safe=35. Repeatable.",
+                                         rich_help_panel=GATE_PANEL),
     fmt: Format = "text",
     output: Output = None,
     collateral: Collateral = "attempted",
@@ -95,10 +101,11 @@ def score(
     max_seconds: float = typer.Option(DEFAULT_BUDGET.seconds, "--max-seconds-per-conversation",
                                       help="Time budget (CPU seconds) for replaying one "
                                       "conversation; one that exceeds it is marked "
-                                      f"{BUDGET_EXCEEDED}."),
+                                      f"{BUDGET_EXCEEDED}.", rich_help_panel=BUDGET_PANEL),
     max_mb: float = typer.Option(DEFAULT_BUDGET.megabytes, "--max-mb-per-conversation",
                                  help="Memory budget (growth in MB) for replaying one "
-                                 "conversation; see careful_engine/core/budget.py."),
+                                 "conversation, as the time budget.",
+                                 rich_help_panel=BUDGET_PANEL),
     jobs: Jobs = 0,
 ) -> None:
     """Re-score BFCL multi-turn result files by replay: bfcl's verdict and the effect rules.

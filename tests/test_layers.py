@@ -121,6 +121,26 @@ def test_every_help_renders_as_paragraphs_at_80_columns_uncut():
     assert not problems, "\n".join(problems)
 
 
+def test_option_help_stays_readable_at_80_columns():
+    """Options beyond a command's own (effect rules, CI gate, replay budget) sit in panels of
+    their own, so a long option name (``--max-seconds-per-conversation``) or a second name
+    (``--no-effects``) narrows only its panel: at 80 columns every option's help column is at
+    least 28 characters wide (it was 15 for score)."""
+    _load()
+    runner = CliRunner()
+    narrow = []
+    for command in ("score", "compare", "leaderboard", "sensitivity", "provenance"):
+        out = runner.invoke(app, [command, "--help"], terminal_width=80,
+                            env={"COLUMNS": "80", "TERM": "dumb", "NO_COLOR": "1"}).output
+        # a help text's continuation line: the border, then blanks up to the help column
+        starts = [len(line) - len(line[1:].lstrip(" ")) for line in out.splitlines()
+                  if line.startswith("│ ") and not line[1:].lstrip(" ").startswith(("-", "│"))]
+        width = 80 - 2 - max(starts)
+        if width < 28:
+            narrow.append(f"careful {command} --help: help column {width} characters")
+    assert not narrow, "\n".join(narrow)
+
+
 def test_a_command_module_that_fails_to_import_is_an_error(monkeypatch) -> None:
     """Commands are registered explicitly: a module that cannot be imported stops `careful`
     (main turns it into exit 3 with a log), it is never skipped or renamed."""
