@@ -215,8 +215,9 @@ def _prompting_run(root: Path, entries: list[dict]) -> Path:
 def test_a_step_too_long_to_decode_stops_the_conversation(tmp_path: Path) -> None:
     """A step longer than the decoding budget is not handed to bfcl's decoder (whose time and
     memory grow with the text): the conversation gets the budget verdict, naming the step; a
-    force-terminated conversation keeps bfcl's verdict (and a blame) with the same step in
-    its only turn; the other entries of the file are scored."""
+    force-terminated conversation keeps bfcl's verdict with the same step in its only turn
+    (and, its replay stopped there, no blame, as no rule counts); the other entries of the
+    file are scored."""
     assert len(HUGE) > decode.MAX_STEP_CHARS
     conv = bfcl.conversation(MATH)
     n = len(conv.ground_truth)
@@ -235,7 +236,7 @@ def test_a_step_too_long_to_decode_stops_the_conversation(tmp_path: Path) -> Non
     assert "turn 0 step 0 is 1,000,002 characters long" in got["official_error_message"]
     assert got["model_calls"] == 0 and got["steps"]["decode_error"] == n + 1
     assert lines[FS]["official_error_type"] == "multi_turn:force_terminated"
-    assert lines[FS]["blame"] is not None
+    assert lines[FS]["blame"] is None and lines[FS]["rules"] is None
     assert lines[other.id]["official_error_type"] == "multi_turn:empty_turn_model_response"
 
 
@@ -363,3 +364,68 @@ def test_a_replay_the_budget_stopped_has_no_rule_counts(tmp_path: Path) -> None:
     assert all(r["rules"] is not None for i, r in lines.items() if i not in (MATH, other))
     row = next(csv.DictReader((out / "rules.csv").open()))
     assert (row["conversations"], row["replayed"], row["failed"]) == ("200", "198", "0")
+
+
+def test_a_stopped_replay_has_no_blame_and_a_line_like_every_other(tmp_path: Path) -> None:
+    """A conversation the budget stopped carried a blame computed on the part that ran, and
+    its conversations.jsonl line lacked keys a replayed line has (hits, surplus, tokens). It
+    has no blame now (null, as its rules), in the line and in the workbench's stepper, and
+    every line under the rules has the same keys, null where nothing was measured (an
+    inference error, which keeps its blame of the calls not made, and a missing entry too);
+    the workbench reads every line back, and its totals are score's."""
+    import csv
+    from dataclasses import replace
+
+    from careful_engine import browse
+    from careful_engine.scoring.result import ConversationResult
+    from careful_engine.scoring.rules import coverage
+    from careful_engine.scoring.score import CategoryScore, load_effects
+
+    power = [("power", {"base": 9, "exponent": 999_999_999})]
+    other = "multi_turn_base_28"  # GorillaFileSystem and MathAPI, as MATH
+    stopped = _entry(other, [("cat", {"file_name": "nope"})] + power)  # a failed call first
+    after = demo.reference_entry(bfcl.conversation(MATH))  # turn 0 fails before the stop
+    after["result"][0] = [["Nothing to do."]]
+    after["result"][-1] = [_step(power)] + after["result"][-1]
+    errored, missing = "multi_turn_base_2", "multi_turn_base_3"
+    run = _write_run(tmp_path, [stopped, after, {"id": errored, "result": "Error: boom"}])
+    path = run / "hostile-model" / "multi_turn" / f"BFCL_v4_{CATEGORY}_result.json"
+    path.write_text("".join(x + "\n" for x in path.read_text().splitlines()
+                            if json.loads(x)["id"] != missing))
+    out = run / browse.SCORE_DIR
+    res = runner.invoke(app, ["score", str(run), "--decoder", demo.DECODER, "--out", str(out),
+                              "--jobs", "1"])
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert "no rule counts or blame" in " ".join(res.output.split())
+    lines = {r["id"]: r for r in map(json.loads, (out / "conversations.jsonl")
+                                     .read_text().splitlines())}
+    assert lines[other]["official_error_type"] == BUDGET_EXCEEDED
+    assert lines[MATH]["official_error_type"] == "multi_turn:empty_turn_model_response"
+    assert len({tuple(line) for line in lines.values()}) == 1  # one key set, in one order
+    for i in (other, MATH, errored, missing):
+        got = lines[i]
+        assert got["rules"] is None and got["safe_valid"] is False, i
+        assert all(got[k] is None for k in ("hits", "model_steps", "surplus_steps",
+                                            "surplus_calls", "output_tokens", "input_tokens",
+                                            "no_call_turns", "user_answers", "safe_rule")), i
+        assert type(got["reference_destructive_calls"]) is int, i
+    assert lines[other]["blame"] is None and lines[MATH]["blame"] is None
+    assert lines[missing]["blame"] is None and lines[errored]["blame"] is not None
+    assert all(r["blame"] is None for r in lines.values() if r["official_valid"])
+    assert all(r["hits"] is not None for i, r in lines.items()
+               if i not in (other, MATH, errored, missing))
+
+    # the workbench: every line read back, the score rebuilt with score's totals, and the
+    # stepper blames as score does (nothing for a stopped replay)
+    problems: list = []
+    rows = browse.read_scores(out / "conversations.jsonl", "hostile-model", problems)
+    assert not problems and set(rows) == set(lines)
+    results = [ConversationResult.from_json(rows[c.id]) for c in bfcl.conversations(CATEGORY)]
+    totals = CategoryScore("hostile-model", CATEGORY, results).rule_totals()
+    row = next(csv.DictReader((out / "rules.csv").open()))
+    assert coverage(totals) == (int(row["replayed"]), int(row["conversations"])) == (196, 200)
+    assert str(totals["failed"]) == row["failed"]
+    (ref,) = browse.find_runs([run])
+    stepper = browse.RunBrowser(replace(ref, decoder=demo.DECODER), load_effects())
+    assert stepper.open(other).blame is None and stepper.open(MATH).blame is None
+    assert stepper.open(errored).blame is not None

@@ -450,7 +450,7 @@ class RunBrowser:
         with REPLAY_LOCK:
             trace = replay(conv, trajectory, model_name=self.ref.model)
         rules = evaluate(trace, self.effects, self.detector) if self.effects else None
-        culprit = None if trace.verdict.valid else blame(trace)
+        culprit = blame(trace, self.effects)  # as careful score blames it
         view = build_view(trace, rules, culprit, entry, self._scores.get(entry_id))
         self._views[entry_id] = view
         while len(self._views) > self._keep:

@@ -23,8 +23,8 @@ whose unfolded size doubles with every call. The engine therefore gives each con
 
 When any of them is exceeded the conversation stops (nothing more of it runs) and gets the
 verdict ``careful:budget_exceeded``, with the reason as its message (a verdict bfcl had
-already reached stands); it has no rule counts (not replayed in full) and is reported as an
-input problem; the rest of the file is scored as usual. Defaults are in :data:`DEFAULT_BUDGET`; ``careful score
+already reached stands); it has no rule counts and no blame (not replayed in full; its
+``conversations.jsonl`` line has them null) and is reported as an input problem; the rest of the file is scored as usual. Defaults are in :data:`DEFAULT_BUDGET`; ``careful score
 --max-seconds-per-conversation / --max-mb-per-conversation`` override the first two.
 """
 

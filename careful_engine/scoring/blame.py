@@ -11,7 +11,9 @@ the closest model call to each. A turn with no decoded call, a conversation cut 
 limit) and an inference error name the reference calls of the turn that were not made (those
 no model call matches by call or function, else all of them; with none, the last model call
 made). Every failed conversation gets a blame that names a call or a missing reference call,
-as long as its reference makes a call.
+as long as its reference makes a call, except one whose replay the budget stopped
+(careful_engine.core.budget): not replayed in full, it has no blame (None; null in JSON), as it
+has no rule counts, whatever verdict it carries.
 """
 
 from __future__ import annotations
@@ -187,7 +189,8 @@ def _last_call(trace: ConversationTrace) -> tuple[int, CallRecord] | None:
 
 
 def blame(trace: ConversationTrace, effects: Effects | None = None) -> Blame | None:
-    """Where a failed conversation first went wrong (None for a passing one).
+    """Where a failed conversation first went wrong (None for a passing one, and for one
+    whose replay the budget stopped: its last turn ran in part, so no blame is computed).
 
     The first turn whose public end state differs from the reference's: the first model call
     whose change lies inside a differing attribute is blamed, else the first that created,
@@ -195,11 +198,12 @@ def blame(trace: ConversationTrace, effects: Effects | None = None) -> Blame | N
     are missing (with the closest model call to each). A response mismatch names every
     reference call whose result is missing and the closest model call to each. A turn with
     no decoded call, a conversation cut short (step limit) and an inference error name the
-    reference calls of the turn that were not made. Every failed conversation gets a blame
-    that names a call or a missing reference call, as long as its reference makes a call.
+    reference calls of the turn that were not made. Every other failed conversation gets a
+    blame that names a call or a missing reference call, as long as its reference makes a
+    call.
     """
     v = trace.verdict
-    if v.valid:
+    if v.valid or trace.budget_exceeded is not None:
         return None
     ref_turns = trace.reference.turns
     if trace.model is None:  # inference error: nothing was executed

@@ -5,6 +5,10 @@
 back into results (:meth:`ConversationResult.from_json`) to rank runs without replaying
 them. A line is data from a file: :meth:`~ConversationResult.from_json` checks every field
 it reads and raises :class:`ValueError` with the reason for a line of another shape.
+
+Every line scored under the effect rules has the same keys: one with nothing replayed, or not
+in full (an inference error, a replay the budget stopped, a missing or unscorable entry), has
+null where nothing was measured (its rules, hits, steps, surplus and tokens).
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ SCORES_NAME = "conversations.jsonl"  # one line per conversation, written by `ca
 # the outcomes with no rule counts: nothing replayed, or not in full (a line of an earlier
 # version gave them zeros, or the counts of the part replayed)
 NOT_REPLAYED_TYPES = (INFERENCE_ERROR, BUDGET_EXCEEDED)
+# the keys a line has of its rules (ConversationRules.to_json): every line under the rules has
+# them all, null in a line with nothing replayed
+RULE_KEYS = tuple(ConversationRules(Counter(), [], []).to_json())
 
 # What an analysis reads of a replayed conversation where it was replayed (a worker, perhaps):
 # ``digest(trace, result, result_file, entry)``, kept as ``ConversationResult.digest`` (plain
@@ -96,10 +103,13 @@ class ConversationResult:
                       **self.rules.to_json(self.confirm),
                       "blame": self.blame.to_json() if self.blame else None}
         elif self.reference_destructive is not None:
-            # under the rules, nothing replayed (an inference error, a missing or unscorable
-            # entry): no rule counts (null, not zeros); it fails, as bfcl counts it
+            # under the rules, nothing replayed or not in full (an inference error, a replay
+            # the budget stopped, a missing or unscorable entry): the keys of a replayed
+            # line, null where nothing was measured (no counts, not zeros; no safe rule
+            # applied: the run's is in scored_with); it fails, as bfcl counts it
             effect = {"safe_valid": self.safe_valid, "strict_valid": self.strict_valid,
-                      "confirm_protocol": self.confirm, "rules": None,
+                      "safe_rule": None, "confirm_protocol": self.confirm,
+                      **dict.fromkeys(RULE_KEYS),
                       "reference_destructive_calls": self.reference_destructive,
                       "blame": self.blame.to_json() if self.blame else None}
         return {

@@ -251,11 +251,12 @@ def reference_destructive(conv: Any, effects: Effects | None) -> int | None:
 def stopped_reason(stopped: str, result: ConversationResult, effects: Effects | None) -> str:
     """The problem line's reason for a conversation whose replay its budget stopped
     (``stopped``: why): counted as failed (bfcl's verdict, where it had reached one before the
-    stop), and with ``effects`` no rule counts (not replayed in full)."""
+    stop), and with ``effects`` no rule counts or blame (not replayed in full)."""
     v = result.verdict
     failed = "counted as failed" if v.error_type == BUDGET_EXCEEDED else \
         f"bfcl's verdict reached before it ({error_word(v.error_type)}) stands"
-    return f"replay stopped: {stopped}; {failed}" + ("; no rule counts" if effects else "")
+    return f"replay stopped: {stopped}; {failed}" + ("; no rule counts or blame" if effects
+                                                      else "")
 
 
 def _score_entry(rf: ResultFile, conv: Any, entry: dict, handler: Any | None,
@@ -276,9 +277,9 @@ def _score_entry(rf: ResultFile, conv: Any, entry: dict, handler: Any | None,
         rules = evaluate(trace, effects, detector)
         result.reference_destructive = rules.reference_destructive
         # an inference error replays nothing, a replay the budget stopped is not whole: no
-        # rule counts (null), as a missing entry's
+        # rule counts (null), as a missing entry's; nor has the latter a blame (blame's)
         result.rules = rules if replayed(trace) else None
-        result.blame = None if trace.verdict.valid else blame(trace, effects)
+        result.blame = blame(trace, effects)
     if digest is not None:
         result.digest = digest(trace, result, rf, entry)
     return result, trace.budget_exceeded
