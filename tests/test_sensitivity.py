@@ -349,3 +349,41 @@ def test_inference_errors_add_no_counts(tmp_path: Path) -> None:
     console = Console(width=80, record=True)
     console.print(show.moves_terminal(result))
     assert f"every (0/{n} replayed)" in console.export_text()
+
+
+def test_counts_moved_are_those_the_setting_counts() -> None:
+    """The moves table's dupW column showed every duplicate write under ``dups visible`` too
+    (and coll every attempted collateral call under ``coll effective``), where the setting's
+    safe verdict counts only the visible (effective) ones. Its columns now show, per setting,
+    the count its safe verdict reads, with the change against the default's; the counts
+    table's files give the same figures (collateral / duplicates counted)."""
+    from careful_engine.scoring.rules import REPLAYED
+
+    default = sens.Setting("paper-final", "strict")
+    settings = [default, sens.Setting("paper-final", "strict", "effective", "all"),
+                sens.Setting("paper-final", "strict", "attempted", "visible")]
+    counts = Counter({"collateral": 5, "collateral_effective": 2, "duplicate_writes": 7,
+                      "duplicate_writes_visible": 3, "asked": 1, REPLAYED: 10})
+    base = {"multi_turn_base": 0.5}
+    rows = {s: [sens.Rescored(s, "m", base, base, {"multi_turn_base": None}, Counter(counts))]
+            for s in settings}
+    result = sens.Sensitivity(settings, ["m"], rows, {"paper-final": 24})
+    table = show.moves_terminal(result)
+    cells = {str(c.header): [str(x) for x in c._cells] for c in table.columns}
+    shown = {label.strip(): (coll, dup) for label, coll, dup in
+             zip(cells["entry / setting"], cells["coll*"], cells["dup*"], strict=True)}
+    flat = {k: tuple(" ".join(x.split()) for x in v) for k, v in shown.items()
+            if k != "m (10/10 replayed)"}  # (the entry's own row)
+    assert flat["default"] == ("5", "7")
+    assert flat["coll effective"] == ("2 (-3)", "7")
+    assert flat["dups visible"] == ("5", "3 (-4)")
+    rep = show.counts_report(result)
+    written = {r["setting"]: r for r in rep.json()["rows"]}
+    for label, (coll, dup) in flat.items():
+        r = written[label]
+        for head, cell in (("collateral counted", coll), ("duplicates counted", dup)):
+            change = r[f"Δ {head}"]
+            assert cell == f"{r[head]}" + (f" ({change:+d})" if change else ""), (label, head)
+    # the plain counts stay what their columns say, under every setting
+    assert all((r["dup. writes"], r["dup. visible"]) == (7, 3) for r in written.values())
+    assert "duplicates counted" in rep.csv().splitlines()[0]

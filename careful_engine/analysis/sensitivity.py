@@ -41,6 +41,7 @@ from careful_engine.scoring.rules import (
     applicable,
     evaluate,
     replayed,
+    rule_count,
     safe_valid,
     strict_valid,
 )
@@ -150,6 +151,14 @@ class Rescored:
 
     def value(self, category: str | None, kind: str) -> float | None:
         return self.mean(kind) if category is None else getattr(self, kind).get(category)
+
+    def counted(self, kind: str) -> int | None:
+        """The count this setting's safe verdict reads (:attr:`SafeRule.keys`): ``kind``
+        "collateral": attempted collateral calls, or effective ones under ``coll effective``;
+        "duplicates": all duplicate writes, or visible ones under ``dups visible``; None where
+        a table shows – (:func:`~careful_engine.scoring.rules.rule_count`)."""
+        coll, dup = self.setting.rule.keys
+        return rule_count(self.counts, coll if kind == "collateral" else dup, self.confirm)
 
 
 Group = tuple[str, str]  # (boundary, detector): what the rules are evaluated under

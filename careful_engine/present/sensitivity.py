@@ -5,11 +5,12 @@ entry, and the scripted-user answers re-judged per script."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 from rich.table import Table
 from rich.text import Text
 
-from careful_engine.analysis.sensitivity import Sensitivity
+from careful_engine.analysis.sensitivity import Rescored, Sensitivity
 from careful_engine.core.safe_text import visible
 from careful_engine.present.leaderboard import fmt_rho
 from careful_engine.present.report import Report, fixed, pct, pct_change, short
@@ -30,6 +31,14 @@ COUNTS = [("destructive calls" if k == "destructive_calls" else RULE_REGISTRY[k]
                     "unconfirmed")]
 # the counts an entry's terminal table shows, headed by the registry's tags
 TERMINAL_COUNTS = ("collateral", "collateral_effective", "asked")
+# (column, kind of Rescored.counted): the counts each setting's safe verdict reads, which
+# differ by setting (coll effective: the effective collateral calls; dups visible: the visible
+# duplicate writes), as the counts table's files and the moves terminal table show them
+COUNTED = [("collateral counted", "collateral"), ("duplicates counted", "duplicates")]
+COUNTED_NOTE = ("collateral / duplicates counted: what the setting's safe verdict counts "
+                "(attempted collateral calls and all duplicate writes; under coll effective "
+                "the effective ones, under dups visible the visible ones), its change against "
+                "what the default counts")
 
 
 def over(counts: Counter) -> str:
@@ -67,14 +76,14 @@ def rho_report(sens: Sensitivity) -> Report:
 
 def counts_report(sens: Sensitivity) -> Report:
     cols = ["entry", "setting", "boundary", "detector", "conversations", "replayed"]
-    for head, _ in COUNTS:
+    for head, _ in [*COUNTS, *COUNTED]:
         cols += [head, f"Δ {head}"]
     cols += ["mean safe %", "Δ mean safe", "mean strict %", "Δ mean strict"]
     rep = Report("Counts (summed over the categories) and accuracies under each setting, "
                  "with the change against the default", cols, name="sensitivity_counts",
                  caption=f"default: boundary {sens.default.boundary_name}, detector "
                          f"{sens.default.detector}; BFCL accuracy does not depend on the "
-                         f"setting; {REPLAYED_NOTE}; {UNCONFIRMED_NA}")
+                         f"setting; {COUNTED_NOTE}; {REPLAYED_NOTE}; {UNCONFIRMED_NA}")
     for i, label in enumerate(sens.labels):
         base = sens.rows[sens.default][i]
         for s in sens.settings:
@@ -84,12 +93,20 @@ def counts_report(sens: Sensitivity) -> Report:
             for _, key in COUNTS:
                 now = rule_count(r.counts, key, r.confirm)
                 then = rule_count(base.counts, key, base.confirm)
-                row += [now, None if now is None or then is None else now - then]
+                row += [now, _change(now, then)]
+            for _, kind in COUNTED:
+                now, then = r.counted(kind), base.counted(kind)
+                row += [now, _change(now, then)]
             for kind in ("safe", "strict"):
                 v, b = r.mean(kind), base.mean(kind)
                 row += [pct(v), pct_change(v, b)]
             rep.add(*row)
     return rep
+
+
+def _change(now: int | None, then: int | None) -> int | None:
+    """A count's change against the default's (None where either is not applicable)."""
+    return None if now is None or then is None else now - then
 
 
 def _slug(label: str) -> str:
@@ -207,8 +224,11 @@ def rho_terminal(sens: Sensitivity) -> Table:
 def moves_terminal(sens: Sensitivity) -> Table:
     """Per entry and setting: the counts that move and the safe mean, with the change against
     the default in brackets (under the figure where 80 columns cannot hold both on a line)."""
-    metrics = [("coll", "collateral"), ("asked", "asked"), ("askD", "asked_destructive"),
-               ("dupW", "duplicate_writes"), ("safe %", None)]
+    metrics: list[tuple[str, Callable[[Rescored], int | None] | None]] = [
+        ("coll*", lambda r: r.counted("collateral")),
+        ("asked", lambda r: rule_count(r.counts, "asked", r.confirm)),
+        ("askD", lambda r: rule_count(r.counts, "asked_destructive", r.confirm)),
+        ("dup*", lambda r: r.counted("duplicates")), ("safe %", None)]
     headers = ["entry / setting", *[h for h, _ in metrics]]
     entries = []  # (label, [(setting, [(figure, change)])])
     for i, label in enumerate(sens.labels):
@@ -218,14 +238,13 @@ def moves_terminal(sens: Sensitivity) -> Table:
         for s in sens.settings:
             r = sens.rows[s][i]
             cells = []
-            for _, key in metrics:
-                if key is None:
+            for _, count in metrics:
+                if count is None:
                     v, d = pct(r.mean("safe")), pct_change(r.mean("safe"), base.mean("safe"))
                     cells.append((Report.format_cell(v), f"({d:+.1f})" if d else ""))
                 else:
-                    v = rule_count(r.counts, key, r.confirm)
-                    then = rule_count(base.counts, key, base.confirm)
-                    d = None if v is None or then is None else v - then
+                    v = count(r)
+                    d = _change(v, count(base))
                     cells.append((Report.format_cell(v), f"({d:+d})" if d else ""))
             rows.append(("  " + s.label(sens.default), cells))
         entries.append((f"{label} ({done}/{n} replayed)", rows))
@@ -239,8 +258,11 @@ def moves_terminal(sens: Sensitivity) -> Table:
     table = terminal_table(
         "How the counts (summed over categories) and the safe mean move with the setting",
         headers, [],
-        "coll: collateral destructive calls; askD: asked where the reference acts "
-        "destructively; dupW: duplicate writes; (±n): change against the default; n/m replayed: "
+        "coll*, dup*: the collateral destructive calls and duplicate writes the setting's safe "
+        "verdict counts (attempted and all; coll effective: the effective ones; dups visible: "
+        "the visible ones; as collateral / duplicates counted in sensitivity_counts.*); askD: "
+        "asked where the reference acts destructively; (±n): change against the default's "
+        "count; n/m replayed: "
         "the counts are over the n conversations replayed of the m scored (inference errors, "
         "missing and unscorable entries have nothing to replay), – where none was",
         first_width=max(8, min(29, tight_room(headers, lines(sep)))),  # 29: every setting
