@@ -55,7 +55,8 @@ def leaderboard(
     jobs: Jobs = 0,
     plot: Annotated[Path | None, typer.Option(
         "--plot", help="Also write BFCL against effect-safe accuracy per run as a scatter "
-        "plot to this SVG file.")] = None,
+        "plot to this SVG file (it states the boundary, detector and safe rule, as the "
+        "tables do).")] = None,
 ) -> None:
     """Rank runs under BFCL's accuracy and under success with effect safety
     (Table 3).
@@ -86,7 +87,8 @@ def leaderboard(
     decode_warnings(scored)
     labels = {(e.run, e.model): e.label for e in scored.entries}
     drift_notes(scored.runs, lambda run, model: labels.get((run, model), model))
-    reports = leaderboard_reports(scored.entries, table_settings(effects, detector))
+    settings = table_settings(effects, detector)  # stated by every table file and the plot
+    reports = leaderboard_reports(scored.entries, settings)
     write_reports(reports, out)
     for table in leaderboard_terminal(scored.entries):
         console.print(table)
@@ -97,8 +99,7 @@ def leaderboard(
         from careful_engine.present import plot as plots  # deferred: xml/urllib, ~10 ms
 
         try:
-            plots.write_svg(plots.points(scored.entries), plot,
-                            f"BFCL vs effect-safe accuracy (boundary {boundary})")
+            plots.write_svg(plots.points(scored.entries), plot, settings=settings)
         except (OSError, ValueError) as e:
             raise fail(f"cannot write the plot: {e}") from None
         if not quiet:

@@ -198,3 +198,26 @@ def test_compare_files_say_which_run_is_a_and_which_b(runs, tmp_path: Path) -> N
             assert not set(SETTINGS_COLUMNS) & set(header[:header.index("run A")]), name
             rows = list(csv.DictReader(lines))
             assert rows and all((r["run A"], r["run B"]) == (a, b) for r in rows), name
+
+
+def test_leaderboard_plot_states_the_settings_its_tables_state(runs, tmp_path: Path) -> None:
+    """``leaderboard --plot``: the SVG's title named the boundary as given and neither the
+    detector nor the safe rule, where every table file states all three. It now states the
+    settings in the words of the Markdown, from the same ``scored_with`` as the JSON."""
+    import re
+    from html import unescape
+
+    from careful_engine.present.report import settings_line
+
+    plot = tmp_path / "plot.svg"
+    _invoke("leaderboard", *runs, "--out", tmp_path / "lb", "--plot", plot, "-q",
+            "--boundary", "paper-A3", "--detector", "last", "--collateral", "effective",
+            "--duplicates", "visible")
+    wanted = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())[KEY]
+    assert wanted["safe_rule"] == {"collateral": "effective", "duplicates": "visible"}
+    line = settings_line(wanted)
+    assert line in (tmp_path / "lb" / "leaderboard.md").read_text()
+    svg = plot.read_text()
+    stated = " ".join(unescape(t) for t in re.findall(r"<tspan [^>]*>([^<]*)</tspan>", svg))
+    assert stated == line
+    assert "detector last" in stated and "duplicates visible" in stated
