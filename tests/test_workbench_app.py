@@ -344,6 +344,39 @@ def test_leaderboard_ranks_and_compares(workdir) -> None:
     run(go())
 
 
+def test_leaderboard_plot_states_its_settings(workdir, monkeypatch) -> None:
+    """The Plot tab states the boundary, detector and safe rule as `careful leaderboard
+    --plot`'s SVG does (settings_line), from the settings the tables' Reports carry, shown
+    literally (a boundary name with markup and a control character)."""
+    from careful_engine.core.safe_text import visible
+    from careful_engine.present import leaderboard as present
+    from careful_engine.present.report import settings_line
+    from careful_engine.scoring import settings as scoring_settings
+
+    real = scoring_settings.table_settings
+    monkeypatch.setattr(scoring_settings, "table_settings",
+                        lambda *a: {**real(*a), "boundary": "[b]odd[/b]\x1b"})
+    made: list = []
+    real_reports = present.leaderboard_reports
+    monkeypatch.setattr(present, "leaderboard_reports",
+                        lambda *a: made.append(real_reports(*a)) or made[-1])
+
+    async def go():
+        app = app_for(workdir)
+        async with app.run_test(size=(140, 30)) as pilot:
+            await settle(pilot, "5", "t")
+            screen = app.screen
+            assert str(screen.query_one("#lb-tabs").active) == "plot"
+            wanted = real(app.context.effects, app.context.settings.detector)
+            assert all(r.settings == {**wanted, "boundary": "[b]odd[/b]\x1b"} for r in made[0])
+            shown = str(screen.query_one("#lb-plot-settings").render())
+            assert shown == visible(settings_line(made[0][0].settings))
+            assert shown.startswith("scored with boundary [b]odd[/b]\\x1b, detector "
+                                    f"{app.context.settings.detector}, safe rule: ")
+            assert shown in screen_text(app)
+    run(go())
+
+
 def test_strict_is_not_compared_without_the_protocol(workdir) -> None:
     """As careful compare: strict success of runs generated without the confirmation
     protocol is not applicable, so the Compare tab pairs nothing (it showed 0.0 % for both)."""

@@ -19,7 +19,7 @@ from textual.widgets import (
 from careful_engine.browse import model_score
 from careful_engine.core.safe_text import visible
 from careful_engine.present.compare import OVERALL
-from careful_engine.present.report import Report
+from careful_engine.present.report import Report, settings_line
 
 from ..messages import ScoreState
 from ..widgets import KeyFooter, NavBar, Picker
@@ -86,6 +86,7 @@ class LeaderboardScreen(WorkbenchScreen):
                 yield DataTable(id="lb-ranking", cursor_type="row")
                 yield Static(id="lb-ranking-note", classes="note")
             with TabPane("Plot", id="plot"):
+                yield Static(id="lb-plot-settings", classes="note")
                 yield scatter_widget()
                 yield Static(id="lb-plot-note", classes="note")
             with TabPane("Categories", id="categories"):
@@ -117,8 +118,13 @@ class LeaderboardScreen(WorkbenchScreen):
     def _load(self) -> None:
         from careful_engine.analysis.leaderboard import Entry, synthetic_label
         from careful_engine.present.leaderboard import leaderboard_reports
+        from careful_engine.scoring.settings import table_settings
 
         wb = self.app.context
+        # what the shown score lines were made with (the browsers' settings): the tables'
+        # Reports carry it and the plot states it, as `careful leaderboard` does
+        settings = (table_settings(wb.effects, wb.settings.detector)
+                    if wb.effects is not None else None)
         entries, unscored = [], []
         for ref in wb.refs:
             browser = wb.browser(ref)
@@ -128,7 +134,7 @@ class LeaderboardScreen(WorkbenchScreen):
             else:
                 entries.append(Entry(synthetic_label(ref.label, wb.synthetic(ref)), ref.run,
                                      score))
-        reports = leaderboard_reports(entries) if entries else []
+        reports = leaderboard_reports(entries, settings) if entries else []
         self.app.call_from_thread(self._show, entries, unscored, reports)
 
     def _show(self, entries: list, unscored: list, reports: list[Report]) -> None:
@@ -147,7 +153,7 @@ class LeaderboardScreen(WorkbenchScreen):
             decoders = "; ".join(f"{e.label}: {e.decoder}" for e in entries if e.decoder)
             self.query_one("#lb-ranking-note", Static).update(
                 plain(f"{main.caption}. Decoders: {decoders or 'none'}"))
-            self._plot(entries)
+            self._plot(entries, main.settings)
             fill(self.query_one("#lb-categories", DataTable), per_category)
             self.query_one("#lb-categories-note", Static).update(
                 plain("Spearman's rho: " + ", ".join(
@@ -162,10 +168,13 @@ class LeaderboardScreen(WorkbenchScreen):
             a.value, b.value = entries[0].label, entries[1].label
         self.compare()
 
-    def _plot(self, entries: list) -> None:
-        """BFCL against effect-safe accuracy per run, with the diagonal (safe <= BFCL)."""
+    def _plot(self, entries: list, settings: dict | None) -> None:
+        """BFCL against effect-safe accuracy per run, with the diagonal (safe <= BFCL), and
+        above it ``settings`` (the tables' ``scored_with``) in :func:`settings_line`'s words."""
         from careful_engine.present.plot import axis_max, points
 
+        self.query_one("#lb-plot-settings", Static).update(
+            plain(settings_line(settings)) if settings is not None else "")
         pts = points(entries)
         note = self.query_one("#lb-plot-note", Static)
         note.update(plain("one point per run: x BFCL, y effect-safe accuracy (%, mean of the "
