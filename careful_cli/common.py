@@ -26,7 +26,15 @@ from typing import Annotated, Any, NamedTuple
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TimeElapsedColumn,
+)
+from rich.text import Text
 
 from careful_engine.core import bfcl, parallel
 from careful_engine.core.safe_text import literal, visible
@@ -48,10 +56,19 @@ console = Console(emoji=False)  # ":name:" in text from files stays as it is
 err = Console(stderr=True, soft_wrap=True, highlight=False, emoji=False)
 
 
-def progress_bar() -> Progress:
+class LiteralDescription(ProgressColumn):
+    """A task's description in bold, shown literally: it names folders and entries from
+    files (no markup acted on, control characters shown as escapes)."""
+
+    def render(self, task: Task) -> Text:
+        return Text(visible(task.description), style="bold")
+
+
+def progress_bar(elapsed: bool = True) -> Progress:
     """The progress bar every command shows on stderr (gone when done)."""
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=err, transient=True)
+    columns = [LiteralDescription(), BarColumn(), MofNCompleteColumn()]
+    return Progress(*columns, *([TimeElapsedColumn()] if elapsed else []), console=err,
+                    transient=True)
 
 
 def fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from careful_cli.common import (
     EXIT_PROBLEMS,
@@ -13,6 +12,7 @@ from careful_cli.common import (
     console,
     err,
     literal,
+    progress_bar,
     refuse_out,
     visible,
 )
@@ -78,8 +78,7 @@ def demo_cmd(
         return
 
     effects = load_effects()
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  console=err, transient=True) as progress:
+    with progress_bar(elapsed=False) as progress:
         task = progress.add_task("scoring", total=None)
         scored = lb.score_runs(
             [out, flawed_out], effects=effects,

@@ -115,3 +115,24 @@ def test_every_reader_words_a_line_over_the_cap_alike(tmp_path: Path, monkeypatc
     read_scores(path, "m", problems)  # (lines 1 and 3 are no score lines: problems of their own)
     assert [(p.line, p.message) for p in problems if p.line == 2] == [(2, f"{reason}; skipped")]
     assert repair(path) == ({ids[0], ids[2]}, [f"{path.name}:2: {reason}; dropped"])
+
+
+def test_the_progress_bar_shows_folder_names_literally() -> None:
+    """The bar's description names model folders and entries from files: on a terminal,
+    markup in it is not acted on and its control characters reach it as escapes."""
+    import io
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    out = io.StringIO()
+    term = Console(file=out, force_terminal=True, color_system="truecolor", width=200)
+    bar = common.progress_bar()
+    progress = Progress(*bar.columns, console=term)
+    name = "m\x1b]0;PWNED\x07\x1b[31mRED[link=http://x]L[/link][bold red]R\u202e"
+    progress.add_task(f"{name} base", total=3)
+    term.print(progress.make_tasks_table(progress.tasks))
+    text = out.getvalue()
+    assert "\x1b]0;PWNED" not in text and "\x1b]8;" not in text  # no title, no hyperlink
+    assert "\\x1b]0;PWNED\\x07\\x1b[31mRED[link=http://x]L[/link][bold red]R" in text
+    assert "\u202e" not in text
