@@ -206,3 +206,25 @@ def test_wrong_decoder_on_a_real_run(shared_runs: Path) -> None:
         pytest.skip("gpt-oss run missing")
     audit = da.audit_run(run, decoder=XLAM_KEY)
     assert [f.kind for f in audit.flags()] == ["decoder_mismatch"]
+
+
+@pytest.mark.parametrize("key", ["\u00b2", "\u0663", "1" * 5000, "-1", "", " 1"],
+                         ids=["superscript", "arabic-indic", "5000-digits", "negative", "empty",
+                              "space"])
+def test_an_answers_key_that_is_no_turn_number_is_left_out(key: str, tmp_path: Path) -> None:
+    """``"²"`` is a digit to ``str.isdigit`` that ``int`` refuses, and ``int`` refuses 5000
+    digits too: such a key of careful_user_answers is named and left out, the entry decoded
+    (audit decode crashed with an internal error; score dropped the conversation)."""
+    from careful_engine.core.decode import ANSWERS, answers_problem, decode_entry
+
+    entry = {"id": "multi_turn_base_0", "result": [[]], ANSWERS: {key: [], "0": []}}
+    assert decode_entry(entry, None).user_answers == {0: []}
+    assert "is not a turn number; it is left out" in answers_problem(entry)
+    run = tmp_path / "run" / "m" / "multi_turn"
+    run.mkdir(parents=True)
+    (run / "BFCL_v4_multi_turn_base_result.json").write_text(json.dumps(entry) + "\n")
+    _load()
+    res = CliRunner().invoke(app, ["audit", "decode", str(tmp_path / "run"), "--decoder",
+                                   "gpt-4o-2024-11-20-FC", "-o", str(tmp_path / "out")])
+    assert res.exit_code in (0, 1), res.output
+    assert "not a turn number" in res.output and "internal error" not in res.output

@@ -310,6 +310,14 @@ def _answer_ok(a: Any) -> bool:
             and isinstance(a.get("answer"), str))
 
 
+def _turn_number(key: Any) -> int | None:
+    """A key of the recorded answers as a turn number: ASCII digits, at most six of them
+    (``"²"`` is a digit to ``str.isdigit`` that ``int`` refuses); else None."""
+    if type(key) is str and 0 < len(key) <= 6 and key.isascii() and key.isdigit():
+        return int(key)
+    return None
+
+
 def _user_answers(entry: dict) -> dict[int, list[dict]]:
     """Scripted-user answers recorded by the confirmation-aware protocol, if any: per turn,
     the answers that are well formed (:func:`answers_problem` names the others)."""
@@ -317,8 +325,9 @@ def _user_answers(entry: dict) -> dict[int, list[dict]]:
     out: dict[int, list[dict]] = {}
     if isinstance(answers, dict):
         for k, v in answers.items():
-            if str(k).isdigit() and isinstance(v, list):
-                out[int(k)] = [a for a in v if _answer_ok(a)]
+            turn = _turn_number(k)
+            if turn is not None and isinstance(v, list):
+                out[turn] = [a for a in v if _answer_ok(a)]
     return out
 
 
@@ -331,7 +340,7 @@ def answers_problem(entry: dict) -> str | None:
         return (f"{ANSWERS} is a {type(answers).__name__}, not an object of turns; the entry "
                 "is scored without answers, as a standard run")
     for k, v in answers.items():
-        if not str(k).isdigit():
+        if _turn_number(k) is None:
             return f"{ANSWERS} has a key {k!r:.40} that is not a turn number; it is left out"
         if not isinstance(v, list):
             return f"{ANSWERS}[{k!r:.20}] is a {type(v).__name__}, not a list; it is left out"
