@@ -563,3 +563,28 @@ def test_rule_totals_over_inference_errors_elsewhere(errored: dict[str, Path],
     cond = json.loads(out.read_text())["gate"]["conditions"][0]
     assert gate.exit_code in (EXIT_OK, EXIT_PROBLEMS) and cond["passed"]  # (not the gate's 4)
     assert f"(over the conversations replayed: 10 of {N} -> {N} of {N})" in cond["message"]
+
+
+def test_every_problem_line_is_in_the_document_and_problems_txt(tmp_path: Path) -> None:
+    """40 lines not JSON: the terminal folds them (five, then a count), the document lists
+    every ``file:line [id]: reason`` line (``problems`` stays their count) and so does
+    problems.txt in --out, which the folded list names."""
+    run = write_run(tmp_path / "bad", {})
+    path = run / "reference" / "multi_turn" / f"BFCL_v4_{BASE}_result.json"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([f"not json {i}" for i in range(40)] + lines[40:]) + "\n")
+    out = tmp_path / "out"
+    res = _invoke("score", run, "--out", out, "--format", "json", "--output", tmp_path / "ci.json")
+    assert res.exit_code == EXIT_PROBLEMS
+    doc = json.loads((tmp_path / "ci.json").read_text())
+    jsonschema.validate(doc, ci_report.schema())
+    listed = doc["problem_lines"]
+    assert doc["problems"] == len(listed) >= 40 and doc["problem_lines_omitted"] == 0
+    for i in range(1, 41):  # every bad line, by its file and line number
+        assert sum(x.startswith(f"{path}:{i} ") or x.startswith(f"{path}:{i}:")
+                   for x in listed) == 1, i
+    assert (out / "problems.txt").read_text().splitlines() == listed
+    assert "... and" in _flat(res.stderr) and "problems.txt" in _flat(res.stderr)
+    assert "(listed without -q; all" in _flat(_invoke(
+        "score", run, "--out", out, "-q", "--format", "json", "--output", tmp_path / "q.json"
+    ).stderr)

@@ -15,6 +15,7 @@ import re
 import stat
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from importlib.resources import files
 from typing import Any
@@ -30,6 +31,9 @@ from careful_engine.scoring.stats import Paired
 SCHEMA = "careful.result.v2"
 FORMATS = ("text", "json", "junit")
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+# problem lines the document lists at most (the rest counted in problem_lines_omitted; score
+# writes every one to problems.txt in its --out folder)
+PROBLEM_LINES = 10_000
 
 
 def schema() -> dict[str, Any]:
@@ -110,9 +114,12 @@ def comparison_json(cmp: Comparison) -> dict[str, Any]:
 
 
 def document(command: str, *, settings: dict[str, Any], runs: list[dict[str, Any]],
-             gate: Gate, exit_code: int, problems: int = 0, unusable: list[str] | None = None,
+             gate: Gate, exit_code: int, problems: Sequence[object] = (),
+             unusable: list[str] | None = None,
              comparisons: list[Comparison] | None = None) -> dict[str, Any]:
-    """The result document of one command (schema ``careful.result.v2``)."""
+    """The result document of one command (schema ``careful.result.v2``): ``problems`` is
+    their count, ``problem_lines`` each one's ``file:line [id]: reason`` line (the first
+    :data:`PROBLEM_LINES`; ``problem_lines_omitted`` counts the rest)."""
     try:
         careful_version = version("careful-workbench")
     except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
@@ -126,7 +133,9 @@ def document(command: str, *, settings: dict[str, Any], runs: list[dict[str, Any
         "runs": runs,
         "comparisons": [comparison_json(c) for c in comparisons or []],
         "gate": gate.to_json(),
-        "problems": problems,
+        "problems": len(problems),
+        "problem_lines": [str(p) for p in problems[:PROBLEM_LINES]],
+        "problem_lines_omitted": max(0, len(problems) - PROBLEM_LINES),
         "unusable": list(unusable or []),
         "exit_code": exit_code,
     }
