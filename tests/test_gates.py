@@ -588,3 +588,27 @@ def test_every_problem_line_is_in_the_document_and_problems_txt(tmp_path: Path) 
     assert "(listed without -q; all" in _flat(_invoke(
         "score", run, "--out", out, "-q", "--format", "json", "--output", tmp_path / "q.json"
     ).stderr)
+
+
+def test_the_document_carries_the_figure_the_tables_round() -> None:
+    """base 8 of 200, miss_func 70 of 200: the mean is 9.749999999999998 in floats (table:
+    9.7). The document stored it rounded to 4 places (9.75), which the step summary showed as
+    9.8; now it stores the unrounded value and every display rounds it one way."""
+    from careful_engine.present.tables import accuracy_table
+
+    ms = ModelScore("m", "dec")
+    for cat, ok in ((BASE, 8), ("multi_turn_miss_func", 70)):
+        ms.categories[cat] = CategoryScore("m", cat, [
+            ConversationResult("m", cat, f"{cat}_{i}", Verdict(i < ok),
+                               rules=ConversationRules(Counter(), [], [])) for i in range(200)])
+    run = ci_report.model_json(ms, True, path="x", role="run")
+    table = accuracy_table([ms], True).json()["rows"][0]
+    mean = run["overall"]["mean_percent"]
+    assert table["mean BFCL"] == round(mean["bfcl"], 1) == 9.7
+    assert mean["bfcl"] == 100 * ms.mean_accuracy()  # unrounded
+    doc = ci_report.document("score", settings={"boundary": None, "detector": "strict",
+                                                "effects": True},
+                             gate=g.Gate([], False), exit_code=0, runs=[run])
+    jsonschema.validate(doc, ci_report.schema())
+    row = next(x for x in ci_report.markdown(doc).splitlines() if "| mean |" in x)
+    assert "| 9.7 |" in row and "9.8" not in row
