@@ -151,7 +151,7 @@ def compare(
                              "safe_rule": effects.rule.to_json(), "scores": pairing.kinds},
         runs=ci_report.entry_runs([("baseline", a), ("candidate", b)], True),
         comparisons=pairing.comparisons, gate=gate, exit_code=code,
-        problems=len(scored.problems), unusable=scored.unusable)))
+        problems=scored.problems, unusable=scored.unusable)))
 
 
 def _strict_warning(entries: list[str]) -> None:

@@ -47,7 +47,7 @@ from careful_engine.analysis.decode_audit import flags
 from careful_engine.core import bfcl
 from careful_engine.core import doctor as doc
 from careful_engine.core.budget import BUDGET_EXCEEDED, DEFAULT_BUDGET
-from careful_engine.core.safe_write import UnsafeWrite
+from careful_engine.core.safe_write import UnsafeWrite, writer
 from careful_engine.present.tables import (
     accuracy_table,
     accuracy_terminal,
@@ -68,6 +68,7 @@ from careful_engine.scoring.score import (
 )
 from careful_engine.scoring.settings import KEY, scored_with, table_settings
 
+PROBLEMS_FILE = "problems.txt"  # every input problem's line, in --out
 BUDGET_PANEL = "Replay budget"
 
 app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
@@ -174,7 +175,7 @@ def score(
         raise typer.Exit(EXIT_UNUSABLE) from None
     confirmation = confirm_table(run.scores) if effects is not None else None
 
-    print_input_problems(run.problems, run_dir, quiet=quiet)
+    print_input_problems(run.problems, run_dir, quiet=quiet, full=out / PROBLEMS_FILE)
 
     for ms in run.scores:  # a decoder that (almost) never decodes is not model behaviour
         for flag in flags(ms):
@@ -204,7 +205,7 @@ def score(
                            "safe_rule": rule.to_json() if effects else None},
         runs=[ci_report.model_json(ms, effects is not None, path=str(run_dir), role="run")
               for ms in run.scores],
-        gate=gate, exit_code=code, problems=len(run.problems), unusable=run.unusable)))
+        gate=gate, exit_code=code, problems=run.problems, unusable=run.unusable)))
 
 
 def write_outputs(run: RunScore, out: Path, effects: Effects | None,
@@ -214,7 +215,9 @@ def write_outputs(run: RunScore, out: Path, effects: Effects | None,
     accuracy_drift table). The tables of effect-aware figures state the settings
     (:func:`~careful_engine.scoring.settings.table_settings`). Raises
     :class:`~careful_engine.core.safe_write.UnsafeWrite` rather than follow a planted link.
-    Every line records what it was scored with (:mod:`careful_engine.scoring.settings`)."""
+    Every line records what it was scored with (:mod:`careful_engine.scoring.settings`).
+    Every input problem's ``file:line [id]: reason`` line goes to ``problems.txt`` (empty
+    when there were none), where the terminal shows at most a few of each kind."""
     effect = effects is not None
     used = {ms.model: scored_with(effects, detector, ms.decoder) for ms in run.scores}
     splits: list = []  # --exclude-drifted: accuracy with and without drifted conversations
@@ -247,6 +250,8 @@ def write_outputs(run: RunScore, out: Path, effects: Effects | None,
         reports.append(drift_report(splits))
     for rep in reports:
         rep.write(out)
+    with writer(out, PROBLEMS_FILE, errors="backslashreplace") as f:  # empty: none
+        f.writelines(f"{p}\n" for p in run.problems)
     return splits
 
 

@@ -563,3 +563,52 @@ def test_rule_totals_over_inference_errors_elsewhere(errored: dict[str, Path],
     cond = json.loads(out.read_text())["gate"]["conditions"][0]
     assert gate.exit_code in (EXIT_OK, EXIT_PROBLEMS) and cond["passed"]  # (not the gate's 4)
     assert f"(over the conversations replayed: 10 of {N} -> {N} of {N})" in cond["message"]
+
+
+def test_every_problem_line_is_in_the_document_and_problems_txt(tmp_path: Path) -> None:
+    """40 lines not JSON: the terminal folds them (five, then a count), the document lists
+    every ``file:line [id]: reason`` line (``problems`` stays their count) and so does
+    problems.txt in --out, which the folded list names."""
+    run = write_run(tmp_path / "bad", {})
+    path = run / "reference" / "multi_turn" / f"BFCL_v4_{BASE}_result.json"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([f"not json {i}" for i in range(40)] + lines[40:]) + "\n")
+    out = tmp_path / "out"
+    res = _invoke("score", run, "--out", out, "--format", "json", "--output", tmp_path / "ci.json")
+    assert res.exit_code == EXIT_PROBLEMS
+    doc = json.loads((tmp_path / "ci.json").read_text())
+    jsonschema.validate(doc, ci_report.schema())
+    listed = doc["problem_lines"]
+    assert doc["problems"] == len(listed) >= 40 and doc["problem_lines_omitted"] == 0
+    for i in range(1, 41):  # every bad line, by its file and line number
+        assert sum(x.startswith(f"{path}:{i} ") or x.startswith(f"{path}:{i}:")
+                   for x in listed) == 1, i
+    assert (out / "problems.txt").read_text().splitlines() == listed
+    assert "... and" in _flat(res.stderr) and "problems.txt" in _flat(res.stderr)
+    assert "(listed without -q; all" in _flat(_invoke(
+        "score", run, "--out", out, "-q", "--format", "json", "--output", tmp_path / "q.json"
+    ).stderr)
+
+
+def test_the_document_carries_the_figure_the_tables_round() -> None:
+    """base 8 of 200, miss_func 70 of 200: the mean is 9.749999999999998 in floats (table:
+    9.7). The document stored it rounded to 4 places (9.75), which the step summary showed as
+    9.8; now it stores the unrounded value and every display rounds it one way."""
+    from careful_engine.present.tables import accuracy_table
+
+    ms = ModelScore("m", "dec")
+    for cat, ok in ((BASE, 8), ("multi_turn_miss_func", 70)):
+        ms.categories[cat] = CategoryScore("m", cat, [
+            ConversationResult("m", cat, f"{cat}_{i}", Verdict(i < ok),
+                               rules=ConversationRules(Counter(), [], [])) for i in range(200)])
+    run = ci_report.model_json(ms, True, path="x", role="run")
+    table = accuracy_table([ms], True).json()["rows"][0]
+    mean = run["overall"]["mean_percent"]
+    assert table["mean BFCL"] == round(mean["bfcl"], 1) == 9.7
+    assert mean["bfcl"] == 100 * ms.mean_accuracy()  # unrounded
+    doc = ci_report.document("score", settings={"boundary": None, "detector": "strict",
+                                                "effects": True},
+                             gate=g.Gate([], False), exit_code=0, runs=[run])
+    jsonschema.validate(doc, ci_report.schema())
+    row = next(x for x in ci_report.markdown(doc).splitlines() if "| mean |" in x)
+    assert "| 9.7 |" in row and "9.8" not in row

@@ -15,6 +15,7 @@ import re
 import stat
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from importlib.resources import files
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 from careful_engine.analysis.gates import Gate, rule_counts, shared_categories
 from careful_engine.analysis.leaderboard import Comparison, Entry
 from careful_engine.core import bfcl
+from careful_engine.core.figures import percent, shown
 from careful_engine.core.safe_text import markdown_literal, visible
 from careful_engine.scoring.rules import COVERAGE, RULES, coverage, rule_count
 from careful_engine.scoring.score import CategoryScore, ModelScore
@@ -30,6 +32,9 @@ from careful_engine.scoring.stats import Paired
 SCHEMA = "careful.result.v2"
 FORMATS = ("text", "json", "junit")
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+# problem lines the document lists at most (the rest counted in problem_lines_omitted; score
+# writes every one to problems.txt in its --out folder)
+PROBLEM_LINES = 10_000
 
 
 def schema() -> dict[str, Any]:
@@ -41,7 +46,8 @@ def schema() -> dict[str, Any]:
 
 
 def _percent(ok: int, n: int) -> float | None:
-    return round(100 * ok / n, 4) if n else None
+    """Unrounded, computed as the tables' figure is (``pct(ok / n)`` rounds this value)."""
+    return percent(ok / n) if n else None
 
 
 def all_rules(counts: Counter, confirm: bool) -> dict[str, int | None]:
@@ -76,10 +82,9 @@ def model_json(ms: ModelScore, effects: bool, *, path: str, role: str) -> dict[s
     rules summed, and the conversations of its categories (not the mean's denominator: the
     mean averages the categories' percentages) and of them those replayed (what the rules
     are summed over)."""
-    mean = {"bfcl": round(100 * ms.mean_accuracy(), 4)}
+    mean = {"bfcl": percent(ms.mean_accuracy())}  # unrounded: the tables round these
     for k, attr in (("safe", "safe_accuracy"), ("strict", "strict_accuracy")):
-        value = ms.mean_accuracy(attr) if effects else None
-        mean[k] = round(100 * value, 4) if value is not None else None
+        mean[k] = percent(ms.mean_accuracy(attr) if effects else None)
     cats = [_category(ms.categories[c], effects) for c in bfcl.CATEGORIES if c in ms.categories]
     totals = rule_counts(ms) if effects else None
     return {
@@ -110,9 +115,12 @@ def comparison_json(cmp: Comparison) -> dict[str, Any]:
 
 
 def document(command: str, *, settings: dict[str, Any], runs: list[dict[str, Any]],
-             gate: Gate, exit_code: int, problems: int = 0, unusable: list[str] | None = None,
+             gate: Gate, exit_code: int, problems: Sequence[object] = (),
+             unusable: list[str] | None = None,
              comparisons: list[Comparison] | None = None) -> dict[str, Any]:
-    """The result document of one command (schema ``careful.result.v2``)."""
+    """The result document of one command (schema ``careful.result.v2``): ``problems`` is
+    their count, ``problem_lines`` each one's ``file:line [id]: reason`` line (the first
+    :data:`PROBLEM_LINES`; ``problem_lines_omitted`` counts the rest)."""
     try:
         careful_version = version("careful-workbench")
     except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
@@ -126,7 +134,9 @@ def document(command: str, *, settings: dict[str, Any], runs: list[dict[str, Any
         "runs": runs,
         "comparisons": [comparison_json(c) for c in comparisons or []],
         "gate": gate.to_json(),
-        "problems": problems,
+        "problems": len(problems),
+        "problem_lines": [str(p) for p in problems[:PROBLEM_LINES]],
+        "problem_lines_omitted": max(0, len(problems) - PROBLEM_LINES),
         "unusable": list(unusable or []),
         "exit_code": exit_code,
     }
@@ -195,10 +205,11 @@ def md(text: object) -> str:
 
 
 def _cell(value: Any, digits: int = 1) -> str:
+    """A figure as the tables show it (:func:`~careful_engine.core.figures.shown`)."""
     if value is None:
         return "–"
     if isinstance(value, float):
-        return f"{value:.{digits}f}"
+        return f"{shown(value, digits):.{digits}f}"
     return str(value)
 
 

@@ -24,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from careful_engine.core import bfcl
+from careful_engine.core.figures import percent, shown
 from careful_engine.core.safe_text import csv_cell, markdown_literal, markdown_text, visible
 from careful_engine.core.safe_write import writer
 from careful_engine.scoring.rules import SafeRule
@@ -143,7 +144,8 @@ class Report:
 
 
 def pct(x: float | None) -> float | None:
-    return None if x is None else round(100 * x, 1)
+    """A share (0-1) as the tables show it: :func:`shown` of :func:`percent`."""
+    return shown(percent(x))
 
 
 def pct_change(x: float | None, base: float | None) -> float | None:
