@@ -59,9 +59,9 @@ def good_run(tmp_path: Path) -> Path:
     (lambda i: hc.deep_line(i, 1000), "nests too deeply to read"),
     (lambda i: hc.deep_line(i, 150), "nests deeper than 100 levels"),
     (lambda i: f'{{"id": "{i}", "result": [[1e999999]]}}', None),  # inf: still scored
-    (lambda i: f'{{"id": "{i}", "result": NaN, "x": -Infinity}}', "result is an error string"),
+    (lambda i: f'{{"id": "{i}", "result": NaN, "x": -Infinity}}', "result is a float, not a list of turns"),
     (lambda i: f'{{"id": ["{i}"], "result": []}}', "no string 'id'"),
-    (lambda i: '"just a string"', "entry is a str"),
+    (lambda i: '"just a string"', "entry is a string, not an object"),
     (lambda i: f'{{"id": "{i}", "result": [[{{"bad": 1}}]]}}', None),
     (lambda i: "\x00\xff garbage \u202e", "truncated last line"),
 ])

@@ -136,3 +136,37 @@ def test_the_progress_bar_shows_folder_names_literally() -> None:
     assert "\x1b]0;PWNED" not in text and "\x1b]8;" not in text  # no title, no hyperlink
     assert "\\x1b]0;PWNED\\x07\\x1b[31mRED[link=http://x]L[/link][bold red]R" in text
     assert "\u202e" not in text
+
+
+def test_type_names_an_object_result_and_the_file_used_are_worded_right(tmp_path: Path) -> None:
+    """"entry is a int" / "inference_log is a int" read "an int"; a result that is an object
+    was "an error string: {'a': 1}"; with flat V3, multi_turn/ V3 and V4 files for one
+    category, the flat V3 file was said to be used instead of the multi_turn/ V3 one although
+    the V4 file is used."""
+    import json
+
+    from careful_engine.analysis.provenance.log import parse_log
+    from careful_engine.core import runs
+    from careful_engine.scoring.score import discover
+
+    model = tmp_path / "m"
+    (model / "multi_turn").mkdir(parents=True)
+    ids = [f"multi_turn_base_{i}" for i in range(2)]
+    path = model / "multi_turn" / "BFCL_v4_multi_turn_base_result.json"
+    path.write_text("\n".join(["7", json.dumps({"id": ids[0], "result": {"a": 1}}),
+                               json.dumps({"id": ids[1], "result": "boom"})]) + "\n")
+    loaded = runs.load_result_file(runs.ResultFile(path, "m", "multi_turn_base", 4))
+    said = {(p.line, p.id): p.message for p in loaded.problems if p.line}
+    assert said == {(1, None): "entry is an int, not an object",
+                    (2, ids[0]): "result is an object, not a list of turns: {'a': 1}",
+                    (3, ids[1]): "result is an error string: boom"}
+    log = parse_log(5)
+    assert log is not None and "inference_log is an int, not a list" in log.problems
+    for v3 in (model / "BFCL_v3_multi_turn_base_result.json",
+               model / "multi_turn" / "BFCL_v3_multi_turn_base_result.json"):
+        v3.write_text(json.dumps({"id": ids[0], "result": []}) + "\n")
+    by_model, problems = discover(tmp_path)
+    assert [rf.path for rf in by_model["m"]] == [path]
+    passed_over = [p for p in problems if "is used instead" in p.message]
+    assert len(passed_over) == 2
+    assert all(f"({path})" in p.message for p in passed_over), passed_over

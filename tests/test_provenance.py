@@ -379,10 +379,12 @@ def test_a_score_file_whose_header_disagrees_with_its_failures_is_not_trusted(tm
     assert sum("not in multi_turn_base; left out" in m for m in messages) == 47
     assert any("header counts 47 failed" in m and "0 are listed" in m for m in messages)
     lines = ['{"accuracy": 0.99, "correct_count": 198, "total_count": 200}']
-    lines += [json.dumps({"id": f"{base}_{i}", "error": {"error_type": "x"}}) for i in (3, 3, 7)]
-    path.write_text("\n".join(lines) + "\n")  # bfcl repeats failure lines (deepseek's file)
-    off = read_official(path, base)
+    lines += [json.dumps({"id": f"{base}_{i}", "error": {"error_type": f"multi_turn:{kind}"}})
+              for i, kind in ((3, "inference_error"), (3, "force_terminated"), (7, "x"))]
+    path.write_text("\n".join(lines) + "\n")  # older bfcl repeats an inference error's line
+    off = read_official(path, base)  # (deepseek's file): the repeat is no problem, the first kept
     assert off.consistent and not off.problems and off.valid(f"{base}_0") is True
+    assert off.failed == {f"{base}_3": "multi_turn:inference_error", f"{base}_7": "multi_turn:x"}
 
 
 def test_every_shared_score_file_reads_consistent(shared_runs):

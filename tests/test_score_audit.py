@@ -365,6 +365,45 @@ def test_audit_and_provenance_read_a_score_file_alike(tmp_path: Path) -> None:
                      ":7: score line is not JSON (Expecting value: line 1 column 1 (char 0))"]
 
 
+def test_bad_score_lines_are_problems_and_left_out(tmp_path: Path) -> None:
+    """A header without a share and a count, a second line for an id (other than bfcl's own
+    repeat of an inference error, tested in test_provenance), ``valid: true`` and a ``valid``
+    that is not a boolean: each one ``file:line [id]: reason`` line, left out (they were
+    dropped, overwrote the first line, counted as a failure, accepted); the rest read."""
+    from careful_engine.analysis import bfcl_scores
+    from careful_engine.analysis.provenance.official import read_official
+
+    ids = [f"multi_turn_base_{i}" for i in range(4)]
+    lines = ['{"accuracy": NaN, "correct_count": "84", "total_count": -1}',
+             json.dumps({"id": ids[0], "valid": False, "error": {"error_type": "first"}}),
+             json.dumps({"id": ids[0], "valid": False, "error": {"error_type": "second"}}),
+             json.dumps({"id": ids[1], "valid": True}),
+             json.dumps({"id": ids[2], "valid": "maybe"}),
+             json.dumps({"id": ids[3], "error_type": "no:valid"})]
+    path = tmp_path / "BFCL_v4_multi_turn_base_score.json"
+    path.write_text("\n".join(lines) + "\n")
+    read = bfcl_scores.read_score_lines(path)
+    assert {i: f.error_type for i, f in read.failed.items()} == {ids[0]: "first",
+                                                                 ids[3]: "no:valid"}
+    assert (read.accuracy, read.correct, read.total) == (None, None, None)
+    expected = [":1: first line is not a score header with an accuracy from 0 to 1 and a "
+                "total_count; left out",
+                f":3 [{ids[0]}]: a second score line for this id (first on line 2); left out",
+                f":4 [{ids[1]}]: valid is true, but a score file lists failed entries only; "
+                "left out",
+                f":5 [{ids[2]}]: valid is 'maybe', not true or false; left out"]
+    assert [str(p).split(path.name, 1)[1] for p in read.problems] == expected
+    official = read_official(path, "multi_turn_base")
+    assert official.failed == {ids[0]: "first", ids[3]: "no:valid"}
+    assert official.accuracy is None and official.valid(ids[1]) is None
+    assert [str(p).split(path.name, 1)[1] for p in official.problems] == expected
+    path.write_text('{"accuracy": 0.5, "correct_count": "1", "total_count": 2}\n')
+    read = bfcl_scores.read_score_lines(path)
+    assert (read.accuracy, read.correct, read.total) == (0.5, None, 2)
+    assert [str(p).split(path.name, 1)[1] for p in read.problems] == [
+        ":1: correct_count is '1', not a whole number from 0; the header is read without it"]
+
+
 @pytest.mark.parametrize("header", ['{"accuracy": 0.5, "total_count": "4"}',
                                     '{"accuracy": 0.5, "total_count": -4}',
                                     '{"accuracy": true, "total_count": 4}',

@@ -3,8 +3,12 @@ way for every command that compares with them (``careful audit scores``, ``prove
 
 Line 1 is the header (``accuracy``, ``correct_count``, ``total_count``); every later line is
 one failed entry: its id, its error type (in the ``error`` object for multi-turn entries, at
-the top for single-turn ones) and its error message. A line that cannot be read is one problem
-(``file:line [id]: reason``) and the rest of the file is read.
+the top for single-turn ones) and its error message. A line that cannot be read, a header
+without an accuracy from 0 to 1 and a total count, a second line for an id (but bfcl's own
+force_terminated line after an inference error's, :data:`BFCL_REPEAT`), and a line whose
+``valid`` is true or not a boolean are each one problem (``file:line [id]: reason``), left
+out (a header's correct_count that is not a count: one problem, the rest of the header kept);
+the rest of the file is read.
 """
 
 from __future__ import annotations
@@ -34,12 +38,16 @@ class ScoreLines:
     correct: int | None = None
     total: int | None = None  # a whole number from 0, else None
     failed: dict[str, FailedEntry] = field(default_factory=dict)
+    lines: dict[str, int] = field(default_factory=dict)  # id -> its failure line
     problems: list[Problem] = field(default_factory=list)
 
     @property
     def has_header(self) -> bool:
         """Whether line 1 gives an accuracy from 0 to 1 and a total count."""
         return self.accuracy is not None and self.total is not None
+
+
+NOT_A_HEADER = "first line is not a score header with an accuracy from 0 to 1 and a total_count"
 
 
 def _share(x: object) -> float | None:
@@ -61,6 +69,42 @@ def _first_error(entry: dict) -> str:
     if isinstance(err, list):
         err = err[0] if err else ""
     return str(err or "")[:200]
+
+
+def _read_header(out: ScoreLines, obj: dict) -> None:
+    """Line 1's counts into ``out``. A header without an accuracy from 0 to 1 and a total count
+    (:attr:`ScoreLines.has_header`) is a problem and none of it is kept; a correct_count given
+    but not a count is a problem and the rest is kept."""
+    out.accuracy = _share(obj.get("accuracy"))
+    out.correct = _count(obj.get("correct_count"))
+    out.total = _count(obj.get("total_count"))
+    if not out.has_header:
+        out.accuracy = out.correct = out.total = None
+        out.problems.append(Problem(str(out.path), f"{NOT_A_HEADER}; left out", 1))
+    elif out.correct is None and "correct_count" in obj:
+        out.problems.append(Problem(str(out.path), f"correct_count is "
+                                    f"{obj['correct_count']!r:.40}, not a whole number from 0; "
+                                    "the header is read without it", 1))
+
+
+# older bfcl (V3) writes an inference error's entry twice: this line, then a force_terminated one
+BFCL_REPEAT = ("multi_turn:inference_error", "multi_turn:force_terminated")
+
+
+def _not_a_failure(obj: dict, kind: object, first: tuple[int, FailedEntry] | None
+                   ) -> str | None:
+    """Why a line with an id (its error type ``kind``) is not read as a failure: "" for bfcl's
+    own repeat (:data:`BFCL_REPEAT`, left out without a word), None where it is a failure."""
+    if first is not None:
+        if (first[1].error_type, kind) == BFCL_REPEAT:
+            return ""
+        return f"a second score line for this id (first on line {first[0]})"
+    valid = obj.get("valid", False)
+    if valid is True:
+        return "valid is true, but a score file lists failed entries only"
+    if valid is not False:
+        return f"valid is {valid!r:.40}, not true or false"
+    return None
 
 
 def read_score_lines(path: Path) -> ScoreLines:
@@ -85,17 +129,22 @@ def read_score_lines(path: Path) -> ScoreLines:
         if not isinstance(obj, dict):
             out.problems.append(Problem(str(path), "score line is not an object", n))
         elif n == 1 and "accuracy" in obj:
-            out.accuracy = _share(obj.get("accuracy"))
-            out.correct = _count(obj.get("correct_count"))
-            out.total = _count(obj.get("total_count"))
+            _read_header(out, obj)
         elif isinstance(obj.get("id"), str):
             err = obj.get("error")
             kind = err.get("error_type") if isinstance(err, dict) else obj.get("error_type")
+            i = obj["id"]
+            first = (out.lines[i], out.failed[i]) if i in out.failed else None
+            if (why := _not_a_failure(obj, kind, first)) is not None:
+                if why:
+                    out.problems.append(Problem(str(path), f"{why}; left out", n, obj["id"]))
+                continue
             if kind is not None and not isinstance(kind, str):  # (NaN, a list, a number)
                 out.problems.append(Problem(str(path), "error_type is not text; the failure "
                                             "is kept without it", n, obj["id"]))
                 kind = None
             out.failed[obj["id"]] = FailedEntry(kind, _first_error(obj))
+            out.lines[obj["id"]] = n
         else:
             out.problems.append(Problem(str(path), "score line has no id", n))
     return out

@@ -30,7 +30,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from careful_engine.analysis.bfcl_scores import read_score_lines
+from careful_engine.analysis.bfcl_scores import NOT_A_HEADER, read_score_lines
 from careful_engine.core import bfcl
 from careful_engine.core.runs import (
     Problem,
@@ -116,8 +116,7 @@ def read_score_file(path: Path, model: str) -> tuple[ScoreFile | None, list[Prob
     if not lines.readable:
         return None, [replace(p, message=f"{p.message}; skipped") for p in lines.problems]
     if not lines.has_header:
-        return None, [Problem(str(path), "first line is not a score header with an accuracy "
-                              "from 0 to 1 and a total_count; file skipped", 1)]
+        return None, [Problem(str(path), f"{NOT_A_HEADER}; file skipped", 1)]
     out = ScoreFile(model, category, version, path, lines.accuracy, lines.correct, lines.total,
                     {i: {"error_type": f.error_type or "", "error": f.error}
                      for i, f in lines.failed.items()})

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from keyword import iskeyword
 from typing import Any
 
+from careful_engine.core.json_values import a_kind
+
 # bfcl_eval/eval_checker/multi_turn_eval/multi_turn_utils.py:138
 _CALL_NAME = re.compile(r"\b([a-zA-Z_]\w*)\s*(?=\()")
 # multi_turn_utils.py:80: names refused before eval
@@ -215,7 +217,7 @@ def parse_call(
     resolve to nothing. ``methods`` restricts accepted names when no mapping is given.
     """
     if not isinstance(text, str):
-        return ParseFailure(repr(text), f"call is a {type(text).__name__}, not a string")
+        return ParseFailure(repr(text), f"call is {a_kind(text)}, not a string")
     if len(text) > MAX_CALL_LENGTH:
         return ParseFailure(text[:200], "call string too long")
     if mapping:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from careful_engine.core.json_values import a_kind
 from careful_engine.core.literal_expr import Refused
 from careful_engine.core.trajectory import Outcome, Step, Trajectory
 
@@ -337,13 +338,13 @@ def answers_problem(entry: dict) -> str | None:
         return None
     answers = entry[ANSWERS]
     if not isinstance(answers, dict):
-        return (f"{ANSWERS} is a {type(answers).__name__}, not an object of turns; the entry "
+        return (f"{ANSWERS} is {a_kind(answers)}, not an object of turns; the entry "
                 "is scored without answers, as a standard run")
     for k, v in answers.items():
         if _turn_number(k) is None:
             return f"{ANSWERS} has a key {k!r:.40} that is not a turn number; it is left out"
         if not isinstance(v, list):
-            return f"{ANSWERS}[{k!r:.20}] is a {type(v).__name__}, not a list; it is left out"
+            return f"{ANSWERS}[{k!r:.20}] is {a_kind(v)}, not a list; it is left out"
         bad = next((a for a in v if not _answer_ok(a)), None)
         if bad is not None:
             return (f"{ANSWERS}[{k!r:.20}] holds {bad!r:.60}, not an answer with a whole-number "

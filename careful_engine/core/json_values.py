@@ -216,5 +216,20 @@ def line_at(doc: Any, *keys: str | int) -> int | None:
     return line
 
 
-__all__ = ["BOM", "JSONTextError", "Located", "LocatedList", "finite_number", "json_problem",
-           "line_at", "loads", "loads_located", "refuse_constant"]
+_TYPE_NAMES = {dict: "object", str: "string", list: "list", type(None): "null"}
+
+
+def a_type(kind: type) -> str:
+    """A JSON value's type named for a message, with its article: ``an int``, ``an object``,
+    ``a string``, ``null`` (never "a int")."""
+    name = _TYPE_NAMES.get(kind, kind.__name__)
+    return name if name == "null" else f"{'an' if name[0] in 'aeiouAEIOU' else 'a'} {name}"
+
+
+def a_kind(value: object) -> str:
+    """:func:`a_type` of ``value``'s type: ``entry is {a_kind(entry)}`` reads "entry is an int"."""
+    return a_type(type(value))
+
+
+__all__ = ["BOM", "JSONTextError", "Located", "LocatedList", "a_kind", "a_type", "finite_number",
+           "json_problem", "line_at", "loads", "loads_located", "refuse_constant"]

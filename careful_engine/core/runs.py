@@ -21,6 +21,7 @@ from pathlib import Path
 
 from careful_engine.core import bfcl
 from careful_engine.core.decode import answers_problem, bad_token_count, has_steps
+from careful_engine.core.json_values import a_kind
 from careful_engine.core.perf import collector_paused
 from careful_engine.core.safe_read import (
     MAX_SMALL_BYTES,
@@ -245,7 +246,7 @@ def _load_result_file(rf: ResultFile) -> LoadedFile:
                                         "skipped", lineno, _guess_id(line)))
             continue
         if not isinstance(entry, dict):
-            out.problems.append(Problem(name, f"entry is a {type(entry).__name__}, not an "
+            out.problems.append(Problem(name, f"entry is {a_kind(entry)}, not an "
                                         "object", lineno))
             continue
         entry_id = entry.get("id")
@@ -265,7 +266,9 @@ def _load_result_file(rf: ResultFile) -> LoadedFile:
                                         "error", lineno, entry_id))
         elif type(entry["result"]) is not list:
             tb = " (with a traceback)" if "traceback" in entry else ""
-            out.problems.append(Problem(name, f"result is an error string{tb}: "
+            what = ("an error string" if isinstance(entry["result"], str)
+                    else f"{a_kind(entry['result'])}, not a list of turns")
+            out.problems.append(Problem(name, f"result is {what}{tb}: "
                                         f"{str(entry['result'])[:120]}", lineno, entry_id))
         wrong = answers_problem(entry)
         if wrong is not None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from careful_engine.core import bfcl
-from careful_engine.core.json_values import JSONTextError, loads
+from careful_engine.core.json_values import JSONTextError, a_kind, loads
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
 from careful_engine.core.safe_text import visible
 from careful_engine.core.safe_write import write_text
@@ -99,7 +99,7 @@ def from_json(data: Any, source: str = "<data>") -> Boundary:
     destructive: dict[str, str] = {}
     for k, item in enumerate(items):
         if not isinstance(item, dict):
-            raise BoundaryError(f"{source}: destructive[{k}] is a {type(item).__name__}, not an "
+            raise BoundaryError(f"{source}: destructive[{k}] is {a_kind(item)}, not an "
                                 "object with a name and a reason")
         name, reason = item.get("name"), item.get("reason")
         if not isinstance(name, str) or name not in known:

@@ -17,6 +17,7 @@ from typing import Any
 from careful_engine.core import bfcl
 from careful_engine.core.json_values import (
     JSONTextError,
+    a_kind,
     json_problem,
     line_at,
     loads,
@@ -301,7 +302,7 @@ def _example_problem(ex: Any, key: str) -> str | None:
         return problem
     for k, change in enumerate(ex["changes"]):
         if not isinstance(change, dict):
-            return f"{key}.changes[{k}] is a {type(change).__name__}, not an object"
+            return f"{key}.changes[{k}] is {a_kind(change)}, not an object"
         problem = _field_problem(change, _CHANGE, f"{key}.changes[{k}].")
         if problem is not None:
             return problem
@@ -332,7 +333,7 @@ def entry_problem(entry: Any, cls: str | None = None) -> str | None:
     problems = (_field_problem(entry["evidence"], _EVIDENCE, "evidence."),
                 *(_example_problem(entry[key], key)
                   for key in ("example", "example_2", "idempotence_counterexample")),
-                *(f"idempotence_evidence[{k}] is a {type(check).__name__}, not an object"
+                *(f"idempotence_evidence[{k}] is {a_kind(check)}, not an object"
                   if not isinstance(check, dict)
                   else _field_problem(check, _REPEAT, f"idempotence_evidence[{k}].")
                   for k, check in enumerate(entry["idempotence_evidence"])))

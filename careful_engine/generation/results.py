@@ -23,7 +23,7 @@ from typing import Any
 
 from careful_engine.core import bfcl
 from careful_engine.core.decode import token_count
-from careful_engine.core.json_values import refuse_constant
+from careful_engine.core.json_values import a_kind, a_type, refuse_constant
 from careful_engine.core.runs import MAX_DEPTH, TOKEN_FIELDS, depth_over, line_over_cap
 from careful_engine.core.safe_read import MAX_RESULT_BYTES
 from careful_engine.core.safe_text import visible
@@ -293,8 +293,8 @@ def load_manifest(folder: Path, untrusted: str | None = None) -> dict[str, Any] 
                               f"{untrusted}")
     for key, kind in (("sessions", list), ("categories", list), ("started", str)):
         if data.get(key) is not None and not isinstance(data[key], kind):
-            raise GenerationError(f"{where}: {key!r} is a {type(data[key]).__name__}, not a "
-                                  f"{kind.__name__}; {untrusted}")
+            raise GenerationError(f"{where}: {key!r} is {a_kind(data[key])}, not "
+                                  f"{a_type(kind)}; {untrusted}")
     if any(c not in bfcl.CATEGORIES for c in data.get("categories") or []):
         raise GenerationError(f"{where}: 'categories' holds something other than the four "
                               f"multi-turn categories; {untrusted}")

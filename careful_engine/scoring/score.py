@@ -324,14 +324,14 @@ def discover(root: Path, models: list[str] | None = None
             by_model.setdefault(rf.model, []).append(rf)
     for model, rfs in by_model.items():
         best: dict[str, ResultFile] = {}
-        for rf in rfs:
+        for rf in rfs:  # the newest version; of equal versions, the first found
             other = best.get(rf.category)
-            if other is not None:
-                keep, drop = (rf, other) if rf.version > other.version else (other, rf)
-                problems.append(Problem(str(drop.path), f"another {rf.category} file for "
-                                        f"{model} ({keep.path}) is used instead"))
-                rf = keep
-            best[rf.category] = rf
+            if other is None or rf.version > other.version:
+                best[rf.category] = rf
+        for rf in rfs:  # each file passed over names the one used in the end
+            if rf is not best[rf.category]:
+                problems.append(Problem(str(rf.path), f"another {rf.category} file for "
+                                        f"{model} ({best[rf.category].path}) is used instead"))
         by_model[model] = sorted(best.values(), key=lambda r: bfcl.CATEGORIES.index(r.category))
     return by_model, problems
 

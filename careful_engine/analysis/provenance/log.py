@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from careful_engine.core.json_values import a_kind
+
 FORCED_QUIT = "forced to quit"  # base_handler.py:325-331, "Model has been forced to quit ..."
 
 
@@ -90,7 +92,7 @@ def _step(turn: int, index: int, messages: Any, problems: list[str]) -> LoggedSt
     step = LoggedStep(index)
     where = f"inference_log turn {turn} step_{index}"
     if not isinstance(messages, list):
-        problems.append(f"{where} is a {type(messages).__name__}, not a list of messages")
+        problems.append(f"{where} is {a_kind(messages)}, not a list of messages")
         return step
     tools = step.tools
     for k, msg in enumerate(messages):
@@ -100,7 +102,7 @@ def _step(turn: int, index: int, messages: Any, problems: list[str]) -> LoggedSt
             if type(content) is str:
                 tools.append(content)
                 continue
-            problems.append(f"{where}[{k}] tool result is a {type(content).__name__}, "
+            problems.append(f"{where}[{k}] tool result is {a_kind(content)}, "
                             "not a string")
             tools.append(str(content))
         elif role == "handler_log":
@@ -156,7 +158,7 @@ def parse_log(raw: Any) -> InferenceLog | None:
         return None
     log = InferenceLog()
     if not isinstance(raw, list):
-        log.problems.append(f"inference_log is a {type(raw).__name__}, not a list")
+        log.problems.append(f"inference_log is {a_kind(raw)}, not a list")
         return log
     for k, item in enumerate(raw):
         if isinstance(item, list):
@@ -171,6 +173,6 @@ def parse_log(raw: Any) -> InferenceLog | None:
         elif isinstance(item, dict):
             log.turns.append(_turn(len(log.turns), item, log.problems))
         else:
-            log.problems.append(f"inference_log[{k}] is a {type(item).__name__}, "
+            log.problems.append(f"inference_log[{k}] is {a_kind(item)}, "
                                 "neither a turn nor a state list")
     return log
