@@ -30,7 +30,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from careful_engine.core import bfcl, parallel
 from careful_engine.core.safe_text import literal, visible
-from careful_engine.core.safe_write import UnsafeWrite, check_out_dir, check_out_file
+from careful_engine.core.safe_write import (
+    UnsafeWrite,
+    check_out_dir,
+    check_out_file,
+    check_targets,
+)
 from careful_engine.core.user_cache import cache_dir
 from careful_engine.effects.boundary import DEFAULT_BOUNDARY
 from careful_engine.scoring.decoders import DecoderChoice, parse_decoders
@@ -368,8 +373,10 @@ def drift_notes(runs: Iterable[tuple[Path, Any]], label: Callable[[Path, str], s
 
 def write_reports(reports: list[Any], out: Path) -> None:
     """Write report files before anything is printed (a closed pipe must not lose them);
-    exit 2 rather than follow a planted link."""
+    exit 2 rather than follow a planted link, with nothing written when any of them would
+    be refused (:func:`~careful_engine.core.safe_write.check_targets`)."""
     try:
+        check_targets(out, [name for rep in reports for name in rep.files()])
         for rep in reports:
             rep.write(out)
     except UnsafeWrite as e:
