@@ -38,7 +38,12 @@ from rich.text import Text
 
 from careful_engine.core import bfcl, parallel
 from careful_engine.core.safe_text import literal, visible
-from careful_engine.core.safe_write import UnsafeWrite, check_out_dir, check_out_file
+from careful_engine.core.safe_write import (
+    UnsafeWrite,
+    check_out_dir,
+    check_out_file,
+    check_targets,
+)
 from careful_engine.core.user_cache import cache_dir
 from careful_engine.effects.boundary import DEFAULT_BOUNDARY
 from careful_engine.scoring.decoders import DecoderChoice, parse_decoders
@@ -391,8 +396,10 @@ def drift_notes(runs: Iterable[tuple[Path, Any]], label: Callable[[Path, str], s
 
 def write_reports(reports: list[Any], out: Path) -> None:
     """Write report files before anything is printed (a closed pipe must not lose them);
-    exit 2 rather than follow a planted link."""
+    exit 2 rather than follow a planted link, with nothing written when any of them would
+    be refused (:func:`~careful_engine.core.safe_write.check_targets`)."""
     try:
+        check_targets(out, [name for rep in reports for name in rep.files()])
         for rep in reports:
             rep.write(out)
     except UnsafeWrite as e:

@@ -47,7 +47,7 @@ from careful_engine.analysis.decode_audit import flags
 from careful_engine.core import bfcl
 from careful_engine.core import doctor as doc
 from careful_engine.core.budget import BUDGET_EXCEEDED, DEFAULT_BUDGET
-from careful_engine.core.safe_write import UnsafeWrite, writer
+from careful_engine.core.safe_write import UnsafeWrite, check_targets, writer
 from careful_engine.present.tables import (
     accuracy_table,
     accuracy_terminal,
@@ -58,10 +58,11 @@ from careful_engine.present.tables import (
     rules_table,
     rules_terminal,
 )
-from careful_engine.scoring.result import ConversationResult, write_conversations
+from careful_engine.scoring.result import SCORES_NAME, ConversationResult, write_conversations
 from careful_engine.scoring.rules import Effects
 from careful_engine.scoring.score import (
     RunScore,
+    score_file_name,
     score_run,
     shared_model_folders,
     write_score_file,
@@ -214,7 +215,8 @@ def write_outputs(run: RunScore, out: Path, effects: Effects | None,
     ``exclude_drifted``, the drift split of each file (returned, and written as the
     accuracy_drift table). The tables of effect-aware figures state the settings
     (:func:`~careful_engine.scoring.settings.table_settings`). Raises
-    :class:`~careful_engine.core.safe_write.UnsafeWrite` rather than follow a planted link.
+    :class:`~careful_engine.core.safe_write.UnsafeWrite` rather than follow a planted link,
+    before anything is written (every target is checked first).
     Every line records what it was scored with (:mod:`careful_engine.scoring.settings`).
     Every input problem's ``file:line [id]: reason`` line goes to ``problems.txt`` (empty
     when there were none), where the terminal shows at most a few of each kind."""
@@ -225,7 +227,6 @@ def write_outputs(run: RunScore, out: Path, effects: Effects | None,
     if exclude_drifted:  # deferred: the provenance stack costs ~25 ms to import, rarely used
         from careful_engine.analysis.provenance import drift_split
     for lf, cs in run.files:
-        write_score_file(cs, lf, out)
         split = drift_split(lf, cs) if exclude_drifted else None
         if split is not None:
             splits.append(split)
@@ -238,7 +239,6 @@ def write_outputs(run: RunScore, out: Path, effects: Effects | None,
             line["dataset_drift"] = drift[(r.model, r.category, r.id)]
         return line
 
-    write_conversations(out, (r for _, cs in run.files for r in cs.results), extra)
     settings = table_settings(effects, detector) if effects is not None else None
     reports = [accuracy_table(run.scores, effect, settings)]
     if effect:
@@ -248,6 +248,11 @@ def write_outputs(run: RunScore, out: Path, effects: Effects | None,
             reports.append(confirmation)
     if exclude_drifted:
         reports.append(drift_report(splits))
+    check_targets(out, [*(score_file_name(cs) for _, cs in run.files), SCORES_NAME,
+                        PROBLEMS_FILE, *(name for rep in reports for name in rep.files())])
+    for lf, cs in run.files:
+        write_score_file(cs, lf, out)
+    write_conversations(out, (r for _, cs in run.files for r in cs.results), extra)
     for rep in reports:
         rep.write(out)
     with writer(out, PROBLEMS_FILE, errors="backslashreplace") as f:  # empty: none

@@ -434,7 +434,7 @@ def test_entry_tables_get_distinct_file_names():
     from careful_engine.present.sensitivity import entry_names
 
     names = entry_names(["T/m a", "T/m_a", "T/other"])
-    assert len(set(names)) == 3 and names[2] == "sensitivity_T_other"
+    assert len(set(names)) == 3 and names[2] == "sensitivity_entry3_T_other"
 
 
 def test_a_parent_of_runs_of_one_model_name_is_ranked_as_its_runs(tmp_path: Path) -> None:

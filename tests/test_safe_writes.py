@@ -109,6 +109,53 @@ def test_planted_report_link_is_refused_by_leaderboard(run, tmp_path, victim) ->
     assert victim.read_text() == "precious\n"
 
 
+def _stale(out: Path) -> dict[str, str]:
+    """Every file under ``out`` (links as where they point) with its text."""
+    return {str(p.relative_to(out)): os.readlink(p) if p.is_symlink() else p.read_text()
+            for p in sorted(out.rglob("*")) if p.is_symlink() or p.is_file()}
+
+
+@pytest.mark.parametrize(("command", "planted"), [
+    ("score", "rules.json"), ("score", "conversations.jsonl"), ("score", "accuracy.csv"),
+    ("leaderboard", "leaderboard_rho.md"), ("leaderboard", "leaderboard_rules.json")])
+def test_a_refused_output_means_nothing_was_written(run, tmp_path, victim, command,
+                                                    planted) -> None:
+    """A link at one output name was refused only after the outputs before it were written
+    (score -o DIR with DIR/rules.json a link wrote the accuracy tables, conversations.jsonl
+    and the score files, then exited 2 beside a stale accuracy.json): every target is now
+    checked first, so a refusal leaves the folder as it was."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "accuracy.json").write_text("stale\n")  # an earlier run's
+    (out / "leaderboard.md").write_text("stale\n")
+    (out / planted).unlink(missing_ok=True)
+    (out / planted).symlink_to(victim)
+    before = _stale(out)
+    res = careful(command, run, "--out", out)
+    assert res.exit_code == EXIT_UNUSABLE, res.output
+    assert REFUSED in res.output and planted in res.output
+    assert _stale(out) == before and victim.read_text() == "precious\n"
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
+
+
+def test_check_targets_refuses_what_the_writer_would(tmp_path, victim) -> None:
+    """Links and non-folders below the root and at a target are refused; names not there
+    yet (in folders not there yet) are fine."""
+    root = tmp_path / "root"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "f").symlink_to(victim)
+    (root / "dir").mkdir()
+    (root / "b").symlink_to(tmp_path, target_is_directory=True)
+    (root / "plain").write_text("x")
+    safe_write.check_targets(root, ["new.md", "a/new/deeper.json", "plain", "a/g"])
+    for bad, reason in [("a/f", REFUSED), ("b/x.json", REFUSED), ("dir", "not a regular file"),
+                        ("plain/x", "not a folder")]:
+        with pytest.raises(UnsafeWrite, match=reason):
+            safe_write.check_targets(root, ["new.md", bad])
+    with pytest.raises(UnsafeWrite, match=REFUSED):
+        safe_write.check_targets(root / "b", ["x"])
+
+
 def test_declare_and_provenance_outputs_never_follow_links(run, tmp_path, victim,
                                                            monkeypatch) -> None:
     link = tmp_path / "effects.json"

@@ -387,3 +387,29 @@ def test_counts_moved_are_those_the_setting_counts() -> None:
     # the plain counts stay what their columns say, under every setting
     assert all((r["dup. writes"], r["dup. visible"]) == (7, 3) for r in written.values())
     assert "duplicates counted" in rep.csv().splitlines()[0]
+
+
+def test_entry_tables_never_overwrite_the_summary_tables(tmp_path: Path) -> None:
+    """Runs named ``rho`` and ``counts`` wrote their tables as sensitivity_rho and
+    sensitivity_counts, over the summary tables (the terminal listed sensitivity_rho twice);
+    entries whose labels slug alike, or alike but for a number, overwrote one another."""
+    from careful_engine.demo import reference as demo
+    from tests.workbench_support import write_run
+
+    names = show.entry_names(["a b", "a_b", "a_b_2", "A_b", "rho", "counts", "script"])
+    assert len({n.lower() for n in names}) == len(names)
+    assert not {"sensitivity_rho", "sensitivity_counts", "sensitivity_script"} & set(names)
+
+    entry = [demo.reference_entry(bfcl.conversation("multi_turn_base_0"))]
+    runs = [write_run(tmp_path / "coll" / name, "m", entry) for name in ("rho", "counts")]
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["sensitivity", *map(str, runs), "--detector", "strict",
+                              "-o", str(out), "-j1"], catch_exceptions=False)
+    assert res.exit_code in (0, 1), res.output
+    rho = json.loads((out / "sensitivity_rho.json").read_text())["rows"]
+    assert rho and all("rho mean" in r for r in rho)
+    counts = json.loads((out / "sensitivity_counts.json").read_text())["rows"]
+    assert {r["entry"] for r in counts} == {"rho", "counts"}
+    assert (out / "sensitivity_rho.csv").read_text().startswith("setting,boundary,")
+    written = " ".join(res.output.split()).split("written to")[1]
+    assert written.count("sensitivity_rho") == 1 and "sensitivity_entry1_rho" in written

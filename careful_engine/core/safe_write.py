@@ -21,7 +21,7 @@ import os
 import secrets
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -197,6 +197,29 @@ def check_out_file(path: Path) -> None:
     check_out_dir(path.parent)
 
 
+def check_targets(root: Path, relatives: Iterable[str | Path]) -> None:
+    """Refuse, before anything of a set of outputs is written, what :func:`writer` would
+    refuse part-way through it: ``root`` or a folder below it that is a link or not a folder,
+    a target that is a link or not a regular file (raises :class:`UnsafeWrite` with the
+    writer's message). Folders not there yet are fine: the writer creates them."""
+    root = Path(os.path.abspath(root))
+    for relative in relatives:
+        *folders, name = Path(relative).parts
+        folder = root
+        try:
+            for part in folders:
+                _require_folder(folder, os.lstat(folder))
+                folder = folder / part
+            _require_folder(folder, os.lstat(folder))
+            _check_target(folder / name)
+        except FileNotFoundError:
+            continue  # a folder the writer creates: nothing in it to refuse
+        except UnsafeWrite:
+            raise
+        except OSError as e:
+            raise UnsafeWrite(f"{folder}: {e.strerror}") from None
+
+
 def _probe(folder: Path, out: Path) -> None:
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".careful-probe-", dir=folder))
@@ -204,5 +227,5 @@ def _probe(folder: Path, out: Path) -> None:
         raise UnsafeWrite(f"{out}: not writable ({e.strerror or e})") from None
 
 
-__all__ = ["UnsafeWrite", "check_out_dir", "check_out_file", "write_bytes", "write_text",
-           "writer"]
+__all__ = ["UnsafeWrite", "check_out_dir", "check_out_file", "check_targets", "write_bytes",
+           "write_text", "writer"]

@@ -131,15 +131,19 @@ class Report:
         out["rows"] = [dict(zip(self.columns, row, strict=False)) for row in self.rows]
         return out
 
+    def files(self) -> list[str]:
+        """The names :meth:`write` writes: ``<name>.md``, ``.csv`` and ``.json``."""
+        return [f"{self.name}.{ext}" for ext in ("md", "csv", "json")]
+
     def write(self, out_dir: Path) -> list[Path]:
         """``<name>.md``, ``.csv`` and ``.json`` in ``out_dir``, each replaced whole and never
         through a link (:mod:`careful_engine.core.safe_write`)."""
         paths = []
-        for ext, text in (("md", self.markdown()), ("csv", self.csv()),
-                          ("json", json.dumps(self.json(), indent=2) + "\n")):
-            with writer(out_dir, f"{self.name}.{ext}", errors="backslashreplace") as f:
+        texts = (self.markdown(), self.csv(), json.dumps(self.json(), indent=2) + "\n")
+        for name, text in zip(self.files(), texts, strict=True):
+            with writer(out_dir, name, errors="backslashreplace") as f:
                 f.write(text)
-            paths.append(out_dir / f"{self.name}.{ext}")
+            paths.append(out_dir / name)
         return paths
 
 

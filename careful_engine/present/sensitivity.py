@@ -114,12 +114,11 @@ def _slug(label: str) -> str:
 
 
 def entry_names(labels: list[str]) -> list[str]:
-    """A file name for each entry's table, distinct even where labels slug alike (``m a`` and
-    ``m_a``: one overwrote the other): colliding ones get the entry's number."""
-    slugs = [_slug(label) for label in labels]
-    seen = Counter(slugs)
-    return [f"sensitivity_{s}" + (f"_{i + 1}" if seen[s] > 1 else "")
-            for i, s in enumerate(slugs)]
+    """A file name for each entry's table: ``sensitivity_entry<N>_<label>``, N the entry's
+    number, so no two are alike (labels that slug alike, ``m a`` and ``m_a``, or differ only
+    in case) and none is a summary table's (a run named ``rho`` wrote sensitivity_rho over the
+    rho table)."""
+    return [f"sensitivity_entry{i + 1}_{_slug(label)}" for i, label in enumerate(labels)]
 
 
 def entry_report(sens: Sensitivity, i: int) -> Report:

@@ -285,9 +285,14 @@ def _score_entry(rf: ResultFile, conv: Any, entry: dict, handler: Any | None,
     return result, trace.budget_exceeded
 
 
+def score_file_name(score: CategoryScore) -> Path:
+    """Where :func:`write_score_file` writes a category's score file, below the output folder."""
+    return Path("score", score.model, "multi_turn", f"BFCL_v4_{score.category}_score.json")
+
+
 def write_score_file(score: CategoryScore, loaded: LoadedFile, out_dir: Path) -> Path:
     """A bfcl-compatible score file: a header line, then one line per failed entry."""
-    relative = Path("score", score.model, "multi_turn", f"BFCL_v4_{score.category}_score.json")
+    relative = score_file_name(score)
     gt = {c.id: c for c in bfcl.conversations(score.category)}
     with writer(out_dir, relative) as f:  # no planted link followed; never half a file
         header = {"accuracy": score.accuracy, "correct_count": score.correct,
