@@ -18,6 +18,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import AnyStr
 
 from careful_engine.core import bfcl
 from careful_engine.core.decode import answers_problem, bad_token_count, has_steps
@@ -37,17 +38,70 @@ MAX_DEPTH = 100  # nesting of one entry; bfcl's own entries stay under 12
 # characters of one entry's line: the shared runs' longest is 34,000; parsed, a line of small
 # objects takes about twenty times its length in memory, so a longer one is not read
 MAX_ENTRY_CHARS = 16 * 2**20
+# bytes one file's kept entries may take parsed, as :func:`parsed_bound` estimates them from
+# above before parsing: the shared runs' largest file is estimated at 43 MB (parsed: 10 MB);
+# what is past this is not read. With the file's bytes (MAX_RESULT_BYTES) and one line being
+# read, reading one result file takes at most about 850 MB whatever the file holds
+MAX_KEPT_BYTES = 512 * 2**20
+VALUE_BYTES = 128  # a parsed JSON value or key at most, besides its characters: measured 90
 TOKEN_FIELDS = ("input_token_count", "output_token_count")  # per turn, per step
 
 
-def line_over_cap(line: str, then: str = "skipped") -> str | None:
+def line_over_cap(line: str | bytes, then: str = "skipped") -> str | None:
     """Why ``line`` is too long to parse (longer than :data:`MAX_ENTRY_CHARS`), or None: the
-    one wording of every reader of JSON lines, ending ``; <then>`` (none when ``then`` is "")."""
+    one wording of every reader of JSON lines, ending ``; <then>`` (none when ``then`` is "").
+    Undecoded UTF-8 is too long only where it is over four bytes a character (decode the
+    rest, and ask again)."""
+    tail = f"; {then}" if then else ""
+    if isinstance(line, bytes):
+        if len(line) <= 4 * MAX_ENTRY_CHARS:
+            return None
+        return (f"line is {len(line):,} bytes long, more than the {MAX_ENTRY_CHARS:,} "
+                f"characters a line is read with{tail}")
     if len(line) <= MAX_ENTRY_CHARS:
         return None
-    tail = f"; {then}" if then else ""
     return (f"line is {len(line):,} characters long, more than the {MAX_ENTRY_CHARS:,} a line "
             f"is read with{tail}")
+
+
+def values_bound(line: str) -> int:
+    """An upper bound on the JSON values and object keys ``line`` parses into, counted
+    without parsing it: every value but the first follows a ``[``, ``{``, ``,`` or ``:``
+    (the same characters inside strings only raise the count)."""
+    return 1 + line.count("[") + line.count("{") + line.count(",") + line.count(":")
+
+
+def parsed_bound(line: str) -> int:
+    """An upper bound on the bytes ``line`` takes parsed: :data:`VALUE_BYTES` a value
+    (:func:`values_bound`) and four a character (a string's character takes at most four)."""
+    return VALUE_BYTES * values_bound(line) + 4 * len(line)
+
+
+class ParseBudget:
+    """The bytes one file's kept entries may take parsed (:data:`MAX_KEPT_BYTES`): a line is
+    parsed only where its :func:`parsed_bound` fits in what is left; from the first line that
+    does not, no line of the file is read."""
+
+    def __init__(self, limit: int = MAX_KEPT_BYTES) -> None:
+        self.limit = limit
+        self.used = 0
+        self.stopped_at: int | None = None  # the first line refused
+
+    def refuse(self, lineno: int, line: str, then: str = "not read") -> str | None:
+        """Why line ``lineno`` is not read (the budget ran out before it, or it does not fit
+        in what is left), or None: it may be parsed; :meth:`keep` it once kept. The one
+        wording of every reader that keeps a file's lines, ending ``; <then>``."""
+        if self.stopped_at is None:
+            if self.used + parsed_bound(line) <= self.limit:
+                return None
+            self.stopped_at = lineno
+        tail = f"; {then}" if then else ""
+        return (f"line {self.stopped_at} and the lines after it would take the file's parsed "
+                f"entries past the {self.limit:,} bytes a file is read into{tail}")
+
+    def keep(self, line: str) -> None:
+        """Count a kept line against the budget."""
+        self.used += parsed_bound(line)
 
 
 def depth_over(value: object, limit: int = MAX_DEPTH) -> bool:
@@ -217,15 +271,33 @@ def _load_result_file(rf: ResultFile) -> LoadedFile:
         out.problems.append(Problem(name, f"cannot read ({e.strerror or e}); not scored",
                                     fatal=True))
         return out
-    text = raw.decode("utf-8", errors="surrogateescape")
-    del raw
     unparsed: Problem | None = None  # a line that is not JSON: "truncated" if it is the last
-    for lineno, line in content_lines(text):
+    budget = ParseBudget()
+    refused: set[str] = set()  # ids of lines the budget refused, each reported once
+    others = 0  # lines the budget refused without a new id of the category: counted
+    for lineno, raw_line in content_lines(raw):
+        # decoded line by line: one character beyond Latin-1 would make the whole file's text
+        # take two or four bytes a character; of a line not read, only where its id would be
+        stopped = budget.stopped_at is not None
+        too_long = None if stopped else line_over_cap(raw_line)
+        line = (raw_line[:100_000] if stopped or too_long else raw_line).decode(
+            "utf-8", errors="surrogateescape")
+        del raw_line
+        if not _CONTENT.search(line):
+            continue  # blank but for Unicode spaces: blank as the file's text reads
         if unparsed is not None:
             out.problems.append(unparsed)
             unparsed = None
-        if too_long := line_over_cap(line):
+        if too_long or (not stopped and (too_long := line_over_cap(line))):
             out.problems.append(Problem(name, too_long, lineno, _guess_id(line)))
+            continue
+        if over := budget.refuse(lineno, line, "not read, counted as failed"):
+            guess = _guess_id(line)
+            if guess in valid_ids and guess not in out.entries and guess not in refused:
+                refused.add(guess)
+                out.problems.append(Problem(name, over, lineno, guess))
+            else:
+                others += 1
             continue
         try:
             entry = json.loads(line)
@@ -281,10 +353,18 @@ def _load_result_file(rf: ResultFile) -> LoadedFile:
                                             "unknown", lineno, entry_id))
         out.entries[entry_id] = entry
         out.lines[entry_id] = lineno
+        budget.keep(line)
+    if others:
+        out.problems.append(Problem(name, f"{others:,} more lines from line {budget.stopped_at} "
+                                    "on (no new id of the category) not read: they would take "
+                                    f"the file's parsed entries past the {budget.limit:,} bytes "
+                                    "a file is read into"))
     if unparsed is not None:
         unparsed.message = unparsed.message.replace("line is not JSON", "truncated last line", 1)
         out.problems.append(unparsed)
     for missing in out.missing:
+        if missing in refused:
+            continue
         out.problems.append(Problem(name, "id missing from the file; counted as failed",
                                     None, missing))
     order = sorted(out.entries, key=bfcl.sort_key)
@@ -293,21 +373,24 @@ def _load_result_file(rf: ResultFile) -> LoadedFile:
 
 
 _CONTENT = re.compile(r"\S")
+_CONTENT_BYTES = re.compile(rb"\S")  # ASCII whitespace only: more lines than _CONTENT's
 
 
-def content_lines(text: str) -> Iterator[tuple[int, str]]:
+def content_lines(text: AnyStr) -> Iterator[tuple[int, AnyStr]]:
     """(line number, line) of every line of ``text`` that is not blank, without splitting the
     whole text into a list (a file of millions of empty lines costs no memory and little
-    time: blank stretches are skipped at C speed)."""
+    time: blank stretches are skipped at C speed). In bytes, blank is ASCII whitespace only."""
+    content: re.Pattern = _CONTENT if isinstance(text, str) else _CONTENT_BYTES
+    nl = "\n" if isinstance(text, str) else b"\n"
     pos, lineno, n = 0, 1, len(text)
     while True:
-        m = _CONTENT.search(text, pos)
+        m = content.search(text, pos)
         if m is None:
             return
         first = m.start()
-        start = text.rfind("\n", pos, first) + 1 or pos
-        lineno += text.count("\n", pos, start)
-        end = text.find("\n", first)
+        start = text.rfind(nl, pos, first) + 1 or pos
+        lineno += text.count(nl, pos, start)
+        end = text.find(nl, first)
         if end < 0:
             end = n
         yield lineno, text[start:end]
