@@ -82,8 +82,8 @@ class ParseBudget:
     parsed only where its :func:`parsed_bound` fits in what is left; from the first line that
     does not, no line of the file is read."""
 
-    def __init__(self, limit: int = MAX_KEPT_BYTES) -> None:
-        self.limit = limit
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = MAX_KEPT_BYTES if limit is None else limit
         self.used = 0
         self.stopped_at: int | None = None  # the first line refused
 
