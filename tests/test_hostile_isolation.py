@@ -526,6 +526,8 @@ def test_deep_lines_in_score_files_and_ledgers_are_one_line_each(tmp_path) -> No
     got = read_official(score, "multi_turn_base")
     assert got.accuracy is None and got.failed == {"multi_turn_base_3": "x"}
     assert [(p.line, p.message) for p in got.problems] == [
+        (1, "first line is not a score header with an accuracy from 0 to 1 and a total_count; "
+            "left out"),
         (2, "score line is not JSON (nested too deeply)")]
     score.write_text('{"accuracy": -5, "total_count": 200}\n')
     assert read_official(score, "multi_turn_base").accuracy is None
