@@ -90,7 +90,7 @@ CONTENT_CASES = {
                           "[rm]: example.source is missing"),
     "change a string": (_set("rm", "example", {"call": "rm()", "source": "s", "where": "w",
                                                "changes": ["x"]}),
-                        "[rm]: example.changes[0] is a str, not an object"),
+                        "[rm]: example.changes[0] is a string, not an object"),
     "change path number": (_set("rm", "example", {"call": "rm()", "source": "s", "where": "w",
                                                   "changes": [{"kind": "added", "path": 1}]}),
                            "[rm]: example.changes[0].path is int"),

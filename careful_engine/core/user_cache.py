@@ -34,7 +34,8 @@ def cache_dir(name: str) -> Path:
     """``<cache root>/<name>``, made if missing (mode 0700); :class:`UnsafeCache` where it or
     the cache root is a link, not a folder, or another user's."""
     root = cache_root()
-    root.parent.mkdir(parents=True, exist_ok=True)
+    if not root.parent.is_dir():  # (made only where missing: no needless mkdir)
+        root.parent.mkdir(parents=True, exist_ok=True)
     _own_folder(root)
     return _own_folder(root / name)
 
