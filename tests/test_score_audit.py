@@ -248,6 +248,24 @@ def test_v3_names_bad_headers_and_model_folders(tmp_path: Path) -> None:
     assert set(models) == {"new_model"}
 
 
+def test_every_score_file_passed_over_names_the_one_used(tmp_path: Path) -> None:
+    """With a flat V3, a grouped V3 and a V4 score file for one category, the grouped V3 one
+    was said to lose to the flat V3 one, which the V4 file replaced in turn: every line now
+    names the file used in the end."""
+    v4 = write_score(tmp_path, "m", "simple_python", 3, 4)
+    v3s = [tmp_path / "score" / "m" / "BFCL_v3_simple_score.json",
+           v4.parent / "BFCL_v3_simple_python_score.json"]
+    for path in v3s:
+        path.write_text(json.dumps({"accuracy": 0.5, "correct_count": 1, "total_count": 2})
+                        + "\n")
+    models, problems = sa.find_score_files(tmp_path / "score")
+    assert models["m"].files["simple_python"].path == v4
+    assert sorted(p.file for p in problems) == sorted(map(str, v3s))
+    assert all(p.message == f"another simple_python score file for m ({v4}) is used instead"
+               for p in problems), problems
+
+
+
 # ---------------------------------------------------------------- the command
 
 
