@@ -422,6 +422,27 @@ def test_bad_score_lines_are_problems_and_left_out(tmp_path: Path) -> None:
         ":1: correct_count is '1', not a whole number from 0; the header is read without it"]
 
 
+def test_a_correct_count_over_the_total_is_a_problem(tmp_path: Path) -> None:
+    """A header whose correct_count exceeds its total_count was read as it stood (5 correct
+    of 4); it is one problem line like a correct_count that is not a count, the rest of the
+    header kept."""
+    from careful_engine.analysis import bfcl_scores
+
+    path = tmp_path / "BFCL_v4_multi_turn_base_score.json"
+    path.write_text('{"accuracy": 0.5, "correct_count": 5, "total_count": 4}\n')
+    expected = [":1: correct_count is 5, more than total_count 4; the header is read "
+                "without it"]
+    read = bfcl_scores.read_score_lines(path)
+    assert (read.accuracy, read.correct, read.total) == (0.5, None, 4)
+    assert [str(p).split(path.name, 1)[1] for p in read.problems] == expected
+    audit, problems = sa.read_score_file(path, "m")
+    assert audit is not None and (audit.correct, audit.total) == (None, 4)
+    assert [str(p).split(path.name, 1)[1] for p in problems] == expected
+    path.write_text('{"accuracy": 1.0, "correct_count": 4, "total_count": 4}\n')
+    read = bfcl_scores.read_score_lines(path)
+    assert (read.correct, read.total, read.problems) == (4, 4, [])
+
+
 @pytest.mark.parametrize("header", ['{"accuracy": 0.5, "total_count": "4"}',
                                     '{"accuracy": 0.5, "total_count": -4}',
                                     '{"accuracy": true, "total_count": 4}',
