@@ -170,3 +170,28 @@ def test_type_names_an_object_result_and_the_file_used_are_worded_right(tmp_path
     passed_over = [p for p in problems if "is used instead" in p.message]
     assert len(passed_over) == 2
     assert all(f"({path})" in p.message for p in passed_over), passed_over
+
+
+def test_compare_of_a_run_with_itself_reports_each_problem_once(tmp_path: Path) -> None:
+    """``careful compare X X`` read X's files for both sides and reported each of their
+    problems twice (2 N "× id missing from the file (in 1 file(s))" for N missing ids)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from careful_cli import _load, app
+    from tests import hostile_corpus as hc
+
+    _load()
+    run = tmp_path / "run"
+    hc.write_model(run, "m", ["not json", hc.reference_lines(hc.N_GOOD + 1)[-1]])
+    missing = 200 - hc.N_GOOD - 1
+    res = CliRunner().invoke(app, ["compare", str(run), str(run), "-j1", "--out",
+                                   str(tmp_path / "cmp"), "--format", "json", "--output",
+                                   str(tmp_path / "ci.json")])
+    assert res.exit_code == 1, res.output
+    assert f"  {missing} × id missing from the file (in 1 file(s))" in res.output
+    assert "  1 × line is not JSON" in res.output, res.output
+    assert f"{missing + 1} input problem(s)" in res.output
+    doc = json.loads((tmp_path / "ci.json").read_text())
+    assert len(doc["problem_lines"]) == missing + 1, doc["problems"]
