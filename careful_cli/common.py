@@ -94,14 +94,22 @@ def unmatched_decoders(choice: DecoderChoice) -> None:
         warn(note)
 
 
-def refuse_out(out: Path, *, file: bool = False) -> None:
-    """Exit 2 with a message, before any work, when ``--out`` (a folder, or with ``file`` a
-    file) is the wrong kind of thing, a link, or not writable."""
+def refuse_out(out: Path, *, file: bool = False, option: str = "--out") -> None:
+    """Exit 2 with a message, before any work, when ``--out`` (or ``option``; a folder, or
+    with ``file`` a file) is the wrong kind of thing, a link, or not writable."""
     try:
         (check_out_file if file else check_out_dir)(out)
     except UnsafeWrite as e:
-        err.print(f"[red]error:[/] --out {literal(e)}")
+        err.print(f"[red]error:[/] {option} {literal(e)}")
         raise typer.Exit(EXIT_UNUSABLE) from None
+
+
+def refuse_files(files: dict[str, Path | None]) -> None:
+    """:func:`refuse_out` for each output file given beside the output folder, by option
+    (``{"--plot": path}``; None: not given)."""
+    for option, path in files.items():
+        if path is not None:
+            refuse_out(path, file=True, option=option)
 
 
 def log_dir() -> Path:
@@ -206,7 +214,8 @@ __all__ = [
     "Quiet", "Runs", "ScoringInputs", "check_detector", "check_runs", "console", "decoder_choice",
     "effects_or_fail", "err", "fail", "internal_error", "literal", "log_dir", "no_result_files",
     "out_folder",
-    "print_input_problems", "print_written", "progress_bar", "refuse_out", "resolve_jobs",
+    "print_input_problems", "print_written", "progress_bar", "refuse_files", "refuse_out",
+    "resolve_jobs",
     "safe_rule", "scored_under", "scoring_inputs", "scoring_progress", "tables_out",
     "unmatched_decoders", "visible", "warn", "write_reports",
 ]
@@ -394,10 +403,13 @@ def drift_notes(runs: Iterable[tuple[Path, Any]], label: Callable[[Path, str], s
                           f"{literal(drift_note(drifted, total, run_dir))}")
 
 
-def write_reports(reports: list[Any], out: Path) -> None:
+def write_reports(reports: list[Any], out: Path,
+                  files: dict[str, Path | None] | None = None) -> None:
     """Write report files before anything is printed (a closed pipe must not lose them);
     exit 2 rather than follow a planted link, with nothing written when any of them would
-    be refused (:func:`~careful_engine.core.safe_write.check_targets`)."""
+    be refused (:func:`~careful_engine.core.safe_write.check_targets`), nor when one of the
+    output ``files`` the command writes later (:func:`refuse_files`) would be."""
+    refuse_files(files or {})
     try:
         check_targets(out, [name for rep in reports for name in rep.files()])
         for rep in reports:

@@ -28,6 +28,7 @@ from careful_cli.common import (
     literal,
     out_folder,
     print_written,
+    refuse_files,
     scored_under,
     scoring_inputs,
     scoring_progress,
@@ -106,6 +107,7 @@ def compare(
     limits = ci.parse_all(max_increase, gates.parse_increase, "--max-increase")
     ci.route_tables(console, fmt, output)
     out = out_folder([run_a, run_b], out, "compare")
+    refuse_files(ci.document_file(fmt, output))
     try:
         kinds = cmp.parse_scores(score)
     except ValueError as e:
@@ -137,7 +139,7 @@ def compare(
                for c in pairing.comparisons]
     files = [*reports, pairs_report(pairing.comparisons, pairing.label_a, pairing.label_b,
                                     settings)]
-    write_reports(files, out)
+    write_reports(files, out, ci.document_file(fmt, output))
     for rep in reports:
         console.print(compare_terminal(rep))
     if not quiet:

@@ -25,6 +25,7 @@ from careful_cli.common import (
     literal,
     out_folder,
     print_written,
+    refuse_files,
     scored_under,
     scoring_inputs,
     scoring_progress,
@@ -73,6 +74,7 @@ def leaderboard(
     if plot is not None and plot.suffix.lower() != ".svg":
         raise typer.BadParameter(f"{plot}: only SVG is written (name it *.svg)",
                                  param_hint="--plot")
+    refuse_files({"--plot": plot})
     detector, choice, effects, jobs = scoring_inputs(detector, decoder, boundary, declarations,
                                                      jobs, collateral, duplicates)
     with scoring_progress() as cb:
@@ -89,7 +91,7 @@ def leaderboard(
     drift_notes(scored.runs, lambda run, model: labels.get((run, model), model))
     settings = table_settings(effects, detector)  # stated by every table file and the plot
     reports = leaderboard_reports(scored.entries, settings)
-    write_reports(reports, out)
+    write_reports(reports, out, {"--plot": plot})
     for table in leaderboard_terminal(scored.entries):
         console.print(table)
     if not quiet:
