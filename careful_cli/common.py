@@ -43,6 +43,7 @@ from careful_engine.core.safe_write import (
     check_out_dir,
     check_out_file,
     check_targets,
+    writer,
 )
 from careful_engine.core.user_cache import cache_dir
 from careful_engine.effects.boundary import DEFAULT_BOUNDARY
@@ -56,6 +57,8 @@ EXIT_PROBLEMS = 1
 EXIT_UNUSABLE = 2
 EXIT_INTERNAL = 3
 EXIT_GATE = 4
+
+PROBLEMS_FILE = "problems.txt"  # every input problem's line, in the output folder
 
 console = Console(emoji=False)  # ":name:" in text from files stays as it is
 err = Console(stderr=True, soft_wrap=True, highlight=False, emoji=False)
@@ -209,6 +212,7 @@ def problem_kind(message: str) -> str:
 
 __all__ = [
     "DEFAULT_BOUNDARY", "EXIT_GATE", "EXIT_INTERNAL", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_UNUSABLE",
+    "PROBLEMS_FILE",
     "Annotators", "Boundary", "Collateral", "Declarations", "Decoders", "Detector", "Duplicates",
     "Format", "Jobs", "Output",
     "Quiet", "Runs", "ScoringInputs", "check_detector", "check_runs", "console", "decoder_choice",
@@ -217,7 +221,7 @@ __all__ = [
     "print_input_problems", "print_written", "progress_bar", "refuse_files", "refuse_out",
     "resolve_jobs",
     "safe_rule", "scored_under", "scoring_inputs", "scoring_progress", "tables_out",
-    "unmatched_decoders", "visible", "warn", "write_reports",
+    "unmatched_decoders", "visible", "warn", "write_problems", "write_reports",
 ]
 
 # ---------------------------------------------------------------- options shared by commands
@@ -404,18 +408,30 @@ def drift_notes(runs: Iterable[tuple[Path, Any]], label: Callable[[Path, str], s
 
 
 def write_reports(reports: list[Any], out: Path,
-                  files: dict[str, Path | None] | None = None) -> None:
-    """Write report files before anything is printed (a closed pipe must not lose them);
-    exit 2 rather than follow a planted link, with nothing written when any of them would
-    be refused (:func:`~careful_engine.core.safe_write.check_targets`), nor when one of the
+                  files: dict[str, Path | None] | None = None,
+                  problems: list | None = None) -> None:
+    """Write report files before anything is printed (a closed pipe must not lose them),
+    with ``problems`` (given: every input problem's line) in :data:`PROBLEMS_FILE`; exit 2
+    rather than follow a planted link, with nothing written when any of them would be
+    refused (:func:`~careful_engine.core.safe_write.check_targets`), nor when one of the
     output ``files`` the command writes later (:func:`refuse_files`) would be."""
     refuse_files(files or {})
+    names = [name for rep in reports for name in rep.files()]
     try:
-        check_targets(out, [name for rep in reports for name in rep.files()])
+        check_targets(out, names + ([PROBLEMS_FILE] if problems is not None else []))
         for rep in reports:
             rep.write(out)
+        if problems is not None:
+            write_problems(out, problems)
     except UnsafeWrite as e:
         raise fail(str(e)) from None
+
+
+def write_problems(out: Path, problems: list) -> None:
+    """Every input problem's ``file:line [id]: reason`` line in ``out``/:data:`PROBLEMS_FILE`
+    (empty when there were none), where the terminal folds them."""
+    with writer(out, PROBLEMS_FILE, errors="backslashreplace") as f:
+        f.writelines(f"{p}\n" for p in problems)
 
 
 def print_written(reports: list[Any], out: Path, quiet: bool) -> None:

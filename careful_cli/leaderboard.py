@@ -9,6 +9,7 @@ import typer
 
 from careful_cli.common import (
     DEFAULT_BOUNDARY,
+    PROBLEMS_FILE,
     Boundary,
     Collateral,
     Declarations,
@@ -82,16 +83,17 @@ def leaderboard(
                             jobs=jobs, keep_entries=False, detail=False,
                             digest=drift_digest(),  # (the drift notes: read in the workers)
                             **cb)  # ranks need no entries, nor a conversation's detail
-    report_problems(scored, quiet)
     unmatched_decoders(choice)
     if not scored.entries:
+        report_problems(scored, quiet)
         raise fail("nothing to rank")
+    settings = table_settings(effects, detector)  # stated by every table file and the plot
+    reports = leaderboard_reports(scored.entries, settings)
+    write_reports(reports, out, {"--plot": plot}, problems=scored.problems)
+    report_problems(scored, quiet, out / PROBLEMS_FILE)
     decode_warnings(scored)
     labels = {(e.run, e.model): e.label for e in scored.entries}
     drift_notes(scored.runs, lambda run, model: labels.get((run, model), model))
-    settings = table_settings(effects, detector)  # stated by every table file and the plot
-    reports = leaderboard_reports(scored.entries, settings)
-    write_reports(reports, out, {"--plot": plot})
     for table in leaderboard_terminal(scored.entries):
         console.print(table)
     if not quiet:

@@ -12,6 +12,7 @@ from careful_cli.common import (
     DEFAULT_BOUNDARY,
     EXIT_UNUSABLE,
     GATE_PANEL,
+    PROBLEMS_FILE,
     RULES_PANEL,
     Boundary,
     Collateral,
@@ -70,7 +71,6 @@ from careful_engine.scoring.score import (
 )
 from careful_engine.scoring.settings import KEY, scored_with, table_settings
 
-PROBLEMS_FILE = "problems.txt"  # every input problem's line, in --out
 BUDGET_PANEL = "Replay budget"
 
 app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`

@@ -117,7 +117,9 @@ def _stale(out: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize(("command", "planted"), [
     ("score", "rules.json"), ("score", "conversations.jsonl"), ("score", "accuracy.csv"),
-    ("leaderboard", "leaderboard_rho.md"), ("leaderboard", "leaderboard_rules.json")])
+    ("leaderboard", "leaderboard_rho.md"), ("leaderboard", "leaderboard_rules.json"),
+    ("leaderboard", "problems.txt"), ("compare", "problems.txt"),
+    ("sensitivity", "problems.txt")])
 def test_a_refused_output_means_nothing_was_written(run, tmp_path, victim, command,
                                                     planted) -> None:
     """A link at one output name was refused only after the outputs before it were written
@@ -131,7 +133,7 @@ def test_a_refused_output_means_nothing_was_written(run, tmp_path, victim, comma
     (out / planted).unlink(missing_ok=True)
     (out / planted).symlink_to(victim)
     before = _stale(out)
-    res = careful(command, run, "--out", out)
+    res = careful(command, run, *([run] if command == "compare" else []), "--out", out)
     assert res.exit_code == EXIT_UNUSABLE, res.output
     assert REFUSED in res.output and planted in res.output
     assert _stale(out) == before and victim.read_text() == "precious\n"
