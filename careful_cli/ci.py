@@ -55,6 +55,12 @@ def _context() -> Any:
     return None
 
 
+def document_file(fmt: str, output: Path | None) -> dict[str, Path | None]:
+    """The ``--output`` file :func:`finish` writes (none with ``--format text``), for
+    :func:`careful_cli.common.refuse_files` to check before anything is written."""
+    return {"--output": output if fmt != "text" else None}
+
+
 def parse_all(values: list[str] | None, parse: Callable[[str], Any], hint: str) -> list[Any]:
     """Parse repeated gate options; a bad one is a usage error (exit 2) naming it."""
     out = []

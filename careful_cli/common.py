@@ -43,6 +43,7 @@ from careful_engine.core.safe_write import (
     check_out_dir,
     check_out_file,
     check_targets,
+    writer,
 )
 from careful_engine.core.user_cache import cache_dir
 from careful_engine.effects.boundary import DEFAULT_BOUNDARY
@@ -56,6 +57,8 @@ EXIT_PROBLEMS = 1
 EXIT_UNUSABLE = 2
 EXIT_INTERNAL = 3
 EXIT_GATE = 4
+
+PROBLEMS_FILE = "problems.txt"  # every input problem's line, in the output folder
 
 console = Console(emoji=False)  # ":name:" in text from files stays as it is
 err = Console(stderr=True, soft_wrap=True, highlight=False, emoji=False)
@@ -94,14 +97,22 @@ def unmatched_decoders(choice: DecoderChoice) -> None:
         warn(note)
 
 
-def refuse_out(out: Path, *, file: bool = False) -> None:
-    """Exit 2 with a message, before any work, when ``--out`` (a folder, or with ``file`` a
-    file) is the wrong kind of thing, a link, or not writable."""
+def refuse_out(out: Path, *, file: bool = False, option: str = "--out") -> None:
+    """Exit 2 with a message, before any work, when ``--out`` (or ``option``; a folder, or
+    with ``file`` a file) is the wrong kind of thing, a link, or not writable."""
     try:
         (check_out_file if file else check_out_dir)(out)
     except UnsafeWrite as e:
-        err.print(f"[red]error:[/] --out {literal(e)}")
+        err.print(f"[red]error:[/] {option} {literal(e)}")
         raise typer.Exit(EXIT_UNUSABLE) from None
+
+
+def refuse_files(files: dict[str, Path | None]) -> None:
+    """:func:`refuse_out` for each output file given beside the output folder, by option
+    (``{"--plot": path}``; None: not given)."""
+    for option, path in files.items():
+        if path is not None:
+            refuse_out(path, file=True, option=option)
 
 
 def log_dir() -> Path:
@@ -201,14 +212,16 @@ def problem_kind(message: str) -> str:
 
 __all__ = [
     "DEFAULT_BOUNDARY", "EXIT_GATE", "EXIT_INTERNAL", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_UNUSABLE",
+    "PROBLEMS_FILE",
     "Annotators", "Boundary", "Collateral", "Declarations", "Decoders", "Detector", "Duplicates",
     "Format", "Jobs", "Output",
     "Quiet", "Runs", "ScoringInputs", "check_detector", "check_runs", "console", "decoder_choice",
     "effects_or_fail", "err", "fail", "internal_error", "literal", "log_dir", "no_result_files",
     "out_folder",
-    "print_input_problems", "print_written", "progress_bar", "refuse_out", "resolve_jobs",
+    "print_input_problems", "print_written", "progress_bar", "refuse_files", "refuse_out",
+    "resolve_jobs",
     "safe_rule", "scored_under", "scoring_inputs", "scoring_progress", "tables_out",
-    "unmatched_decoders", "visible", "warn", "write_reports",
+    "unmatched_decoders", "visible", "warn", "write_problems", "write_reports",
 ]
 
 # ---------------------------------------------------------------- options shared by commands
@@ -394,16 +407,31 @@ def drift_notes(runs: Iterable[tuple[Path, Any]], label: Callable[[Path, str], s
                           f"{literal(drift_note(drifted, total, run_dir))}")
 
 
-def write_reports(reports: list[Any], out: Path) -> None:
-    """Write report files before anything is printed (a closed pipe must not lose them);
-    exit 2 rather than follow a planted link, with nothing written when any of them would
-    be refused (:func:`~careful_engine.core.safe_write.check_targets`)."""
+def write_reports(reports: list[Any], out: Path,
+                  files: dict[str, Path | None] | None = None,
+                  problems: list | None = None) -> None:
+    """Write report files before anything is printed (a closed pipe must not lose them),
+    with ``problems`` (given: every input problem's line) in :data:`PROBLEMS_FILE`; exit 2
+    rather than follow a planted link, with nothing written when any of them would be
+    refused (:func:`~careful_engine.core.safe_write.check_targets`), nor when one of the
+    output ``files`` the command writes later (:func:`refuse_files`) would be."""
+    refuse_files(files or {})
+    names = [name for rep in reports for name in rep.files()]
     try:
-        check_targets(out, [name for rep in reports for name in rep.files()])
+        check_targets(out, names + ([PROBLEMS_FILE] if problems is not None else []))
         for rep in reports:
             rep.write(out)
+        if problems is not None:
+            write_problems(out, problems)
     except UnsafeWrite as e:
         raise fail(str(e)) from None
+
+
+def write_problems(out: Path, problems: list) -> None:
+    """Every input problem's ``file:line [id]: reason`` line in ``out``/:data:`PROBLEMS_FILE`
+    (empty when there were none), where the terminal folds them."""
+    with writer(out, PROBLEMS_FILE, errors="backslashreplace") as f:
+        f.writelines(f"{p}\n" for p in problems)
 
 
 def print_written(reports: list[Any], out: Path, quiet: bool) -> None:

@@ -12,6 +12,7 @@ from careful_cli import ci
 from careful_cli.common import (
     DEFAULT_BOUNDARY,
     GATE_PANEL,
+    PROBLEMS_FILE,
     Boundary,
     Collateral,
     Declarations,
@@ -28,6 +29,7 @@ from careful_cli.common import (
     literal,
     out_folder,
     print_written,
+    refuse_files,
     scored_under,
     scoring_inputs,
     scoring_progress,
@@ -106,12 +108,14 @@ def compare(
     limits = ci.parse_all(max_increase, gates.parse_increase, "--max-increase")
     ci.route_tables(console, fmt, output)
     out = out_folder([run_a, run_b], out, "compare")
+    refuse_files(ci.document_file(fmt, output))
     try:
         kinds = cmp.parse_scores(score)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--score") from None
     detector, choice, effects, jobs = scoring_inputs(detector, decoder, boundary, declarations,
                                                      jobs, collateral, duplicates)
+    scored = None
     try:
         try:
             with scoring_progress() as cb:
@@ -120,24 +124,27 @@ def compare(
                                         jobs=jobs, keep_entries=False, **cb)  # no entries
         finally:
             unmatched_decoders(choice)
-        report_problems(scored, quiet)
-        decode_warnings(scored)
         pairing = cmp.pair(scored, kinds)
     except cmp.NotComparable as e:
+        if scored is not None:  # scored, but nothing to pair: no file lists the problems
+            report_problems(scored, quiet)
+            decode_warnings(scored)
         for msg in e.notes:
             warn(msg)
         for msg in e.unusable:
             err.print("error: " + visible(msg), markup=False, style="red")
         _strict_warning(e.not_strict)
         raise fail(str(e)) from None
-    _strict_warning(pairing.not_strict)
     a, b = pairing.a, pairing.b
     settings = table_settings(effects, detector)
     reports = [compare_report(c, pairing.label_a, pairing.label_b, settings)
                for c in pairing.comparisons]
     files = [*reports, pairs_report(pairing.comparisons, pairing.label_a, pairing.label_b,
                                     settings)]
-    write_reports(files, out)
+    write_reports(files, out, ci.document_file(fmt, output), problems=scored.problems)
+    report_problems(scored, quiet, out / PROBLEMS_FILE)
+    decode_warnings(scored)
+    _strict_warning(pairing.not_strict)
     for rep in reports:
         console.print(compare_terminal(rep))
     if not quiet:

@@ -9,6 +9,7 @@ import typer
 
 from careful_cli.common import (
     DEFAULT_BOUNDARY,
+    PROBLEMS_FILE,
     Boundary,
     Collateral,
     Declarations,
@@ -25,6 +26,7 @@ from careful_cli.common import (
     literal,
     out_folder,
     print_written,
+    refuse_files,
     scored_under,
     scoring_inputs,
     scoring_progress,
@@ -73,6 +75,7 @@ def leaderboard(
     if plot is not None and plot.suffix.lower() != ".svg":
         raise typer.BadParameter(f"{plot}: only SVG is written (name it *.svg)",
                                  param_hint="--plot")
+    refuse_files({"--plot": plot})
     detector, choice, effects, jobs = scoring_inputs(detector, decoder, boundary, declarations,
                                                      jobs, collateral, duplicates)
     with scoring_progress() as cb:
@@ -80,16 +83,17 @@ def leaderboard(
                             jobs=jobs, keep_entries=False, detail=False,
                             digest=drift_digest(),  # (the drift notes: read in the workers)
                             **cb)  # ranks need no entries, nor a conversation's detail
-    report_problems(scored, quiet)
     unmatched_decoders(choice)
     if not scored.entries:
+        report_problems(scored, quiet)
         raise fail("nothing to rank")
+    settings = table_settings(effects, detector)  # stated by every table file and the plot
+    reports = leaderboard_reports(scored.entries, settings)
+    write_reports(reports, out, {"--plot": plot}, problems=scored.problems)
+    report_problems(scored, quiet, out / PROBLEMS_FILE)
     decode_warnings(scored)
     labels = {(e.run, e.model): e.label for e in scored.entries}
     drift_notes(scored.runs, lambda run, model: labels.get((run, model), model))
-    settings = table_settings(effects, detector)  # stated by every table file and the plot
-    reports = leaderboard_reports(scored.entries, settings)
-    write_reports(reports, out)
     for table in leaderboard_terminal(scored.entries):
         console.print(table)
     if not quiet:

@@ -12,6 +12,7 @@ from careful_cli.common import (
     DEFAULT_BOUNDARY,
     EXIT_UNUSABLE,
     GATE_PANEL,
+    PROBLEMS_FILE,
     RULES_PANEL,
     Boundary,
     Collateral,
@@ -34,6 +35,7 @@ from careful_cli.common import (
     no_result_files,
     print_input_problems,
     progress_bar,
+    refuse_files,
     refuse_out,
     resolve_jobs,
     safe_rule,
@@ -69,7 +71,6 @@ from careful_engine.scoring.score import (
 )
 from careful_engine.scoring.settings import KEY, scored_with, table_settings
 
-PROBLEMS_FILE = "problems.txt"  # every input problem's line, in --out
 BUDGET_PANEL = "Replay budget"
 
 app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
@@ -148,6 +149,7 @@ def score(
         raise typer.Exit(EXIT_UNUSABLE)
     out = out or (run_dir if run_dir.is_dir() else run_dir.parent) / "careful-score"
     refuse_out(out)
+    refuse_files(ci.document_file(fmt, output))
     effects = effects_or_fail(boundary, declarations, rule) if effects_on else None
     with progress_bar() as progress:
         task = progress.add_task("scoring", total=None)
@@ -169,6 +171,7 @@ def score(
             err.print(f"[red]error:[/] {literal(no_result_files(run_dir, model))}")
         raise typer.Exit(EXIT_UNUSABLE)
 
+    refuse_files(ci.document_file(fmt, output))  # as write_outputs checks its own files
     try:
         splits = write_outputs(run, out, effects, exclude_drifted, detector=detector)
     except UnsafeWrite as e:

@@ -3,29 +3,37 @@ their input: unusable folders, input problems grouped by kind, decoder warnings.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
-from careful_cli.common import EXIT_PROBLEMS, err, visible, warn
+from careful_cli.common import EXIT_PROBLEMS, err, literal, visible, warn
 from careful_engine.analysis.decode_audit import flags
 from careful_engine.analysis.leaderboard import Scored
 
 
-def report_problems(scored: Scored, quiet: bool) -> None:
+def report_problems(scored: Scored, quiet: bool, full: Path | None = None) -> None:
     """Notes on what was given (a folder given twice) and unusable folders in full; input
-    problems grouped by kind (unless ``quiet``)."""
+    problems grouped by kind (unless ``quiet``: their count); ``full``: the file that lists
+    every one (:func:`~careful_cli.common.write_problems`), named after them."""
     for msg in scored.notes:
         warn(msg)
     for msg in scored.unusable:
         err.print("error: " + visible(msg), markup=False, style="red")
     if not scored.problems:
         return
+    n = len(scored.problems)
+    everything = f"all {n} listed in {literal(full)}" if full is not None else ""
     if quiet:
-        err.print(f"[yellow]{len(scored.problems)} input problem(s)[/] (listed without -q)")
+        err.print(f"[yellow]{n} input problem(s)[/] (listed without -q"
+                  + (f"; {everything})" if everything else ")"))
         return
-    err.print(f"[yellow]{len(scored.problems)} input problem(s)[/] (`careful score` on a run "
-              "folder lists each one):")
-    for head, n, files in scored.problem_kinds():
-        err.print(visible(f"  {n} × {head} (in {files} file(s))"), markup=False)
+    err.print(f"[yellow]{n} input problem(s)[/]"
+              + (":" if everything else " (`careful score` on a run folder lists each one):"))
+    for head, count, files in scored.problem_kinds():
+        err.print(visible(f"  {count} × {head} (in {files} file(s))"), markup=False)
+    if everything:
+        err.print(f"  ({everything})")
 
 
 def decode_warnings(scored: Scored) -> None:

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from careful_cli.common import (
+    PROBLEMS_FILE,
     Declarations,
     Decoders,
     Jobs,
@@ -86,16 +87,17 @@ def sensitivity(
     with scoring_progress() as cb:
         scored, result = sens.sensitivity(runs, settings, effects, sizes, warn=warn,
                                           decoders=choice, jobs=resolve_jobs(jobs), **cb)
-    report_problems(scored, quiet)
     unmatched_decoders(choice)
     if result is None:
+        report_problems(scored, quiet)
         raise fail("nothing to re-score")
-    decode_warnings(scored)
     script = show.reexamination_report(result)
     reports = [show.rho_report(result), show.counts_report(result),
                *[show.entry_report(result, i) for i in range(len(result.labels))],
                *([script] if script else [])]
-    write_reports(reports, out)
+    write_reports(reports, out, problems=scored.problems)
+    report_problems(scored, quiet, out / PROBLEMS_FILE)
+    decode_warnings(scored)
     for i in range(len(result.labels)):
         console.print(show.entry_terminal(result, i))
     script_table = show.reexamination_terminal(result)

@@ -170,3 +170,63 @@ def test_type_names_an_object_result_and_the_file_used_are_worded_right(tmp_path
     passed_over = [p for p in problems if "is used instead" in p.message]
     assert len(passed_over) == 2
     assert all(f"({path})" in p.message for p in passed_over), passed_over
+
+
+def test_compare_of_a_run_with_itself_reports_each_problem_once(tmp_path: Path) -> None:
+    """``careful compare X X`` read X's files for both sides and reported each of their
+    problems twice (2 N "× id missing from the file (in 1 file(s))" for N missing ids)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from careful_cli import _load, app
+    from tests import hostile_corpus as hc
+
+    _load()
+    run = tmp_path / "run"
+    hc.write_model(run, "m", ["not json", hc.reference_lines(hc.N_GOOD + 1)[-1]])
+    missing = 200 - hc.N_GOOD - 1
+    res = CliRunner().invoke(app, ["compare", str(run), str(run), "-j1", "--out",
+                                   str(tmp_path / "cmp"), "--format", "json", "--output",
+                                   str(tmp_path / "ci.json")])
+    assert res.exit_code == 1, res.output
+    assert f"  {missing} × id missing from the file (in 1 file(s))" in res.output
+    assert "  1 × line is not JSON" in res.output, res.output
+    assert f"{missing + 1} input problem(s)" in res.output
+    doc = json.loads((tmp_path / "ci.json").read_text())
+    assert len(doc["problem_lines"]) == missing + 1, doc["problems"]
+
+
+@pytest.mark.parametrize("command", ["compare", "leaderboard", "sensitivity"])
+def test_every_problem_line_is_in_problems_txt_of_every_output_folder(tmp_path: Path,
+                                                                     command: str) -> None:
+    """compare put every input problem's line in its CI JSON document but wrote no
+    problems.txt (nor did leaderboard and sensitivity), while score writes one in its output
+    folder and names it under the folded list: they now write it the same way, and name it."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from careful_cli import _load, app
+    from careful_engine.scoring.score import score_run
+    from tests import hostile_corpus as hc
+
+    _load()
+    run = tmp_path / "run"
+    hc.write_model(run, "m", ["not json", "[1]"])
+    expected = [str(p) for p in score_run(run, effects=None).problems]
+    out = tmp_path / "out"
+    args = [command, str(run), *([str(run)] if command == "compare" else []), "-j1",
+            "--out", str(out)]
+    if command == "compare":
+        args += ["--format", "json", "--output", str(tmp_path / "ci.json")]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 1, res.output
+    assert (out / "problems.txt").read_text().splitlines() == expected
+    flat = res.output.replace("\n", "")
+    assert f"(all {len(expected)} listed in {out / 'problems.txt'})" in flat
+    if command == "compare":
+        assert json.loads((tmp_path / "ci.json").read_text())["problem_lines"] == expected
+    res = CliRunner().invoke(app, [*args, "-q"])
+    assert f"(listed without -q; all {len(expected)} listed in {out / 'problems.txt'})" \
+        in res.output.replace("\n", "")

@@ -117,7 +117,9 @@ def _stale(out: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize(("command", "planted"), [
     ("score", "rules.json"), ("score", "conversations.jsonl"), ("score", "accuracy.csv"),
-    ("leaderboard", "leaderboard_rho.md"), ("leaderboard", "leaderboard_rules.json")])
+    ("leaderboard", "leaderboard_rho.md"), ("leaderboard", "leaderboard_rules.json"),
+    ("leaderboard", "problems.txt"), ("compare", "problems.txt"),
+    ("sensitivity", "problems.txt")])
 def test_a_refused_output_means_nothing_was_written(run, tmp_path, victim, command,
                                                     planted) -> None:
     """A link at one output name was refused only after the outputs before it were written
@@ -131,11 +133,65 @@ def test_a_refused_output_means_nothing_was_written(run, tmp_path, victim, comma
     (out / planted).unlink(missing_ok=True)
     (out / planted).symlink_to(victim)
     before = _stale(out)
-    res = careful(command, run, "--out", out)
+    res = careful(command, run, *([run] if command == "compare" else []), "--out", out)
     assert res.exit_code == EXIT_UNUSABLE, res.output
     assert REFUSED in res.output and planted in res.output
     assert _stale(out) == before and victim.read_text() == "precious\n"
     assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
+
+
+# the output files written beside the output folder: (command, its option, more arguments)
+SIDE_FILES = [("leaderboard", "--plot", "plot.svg", []),
+              ("compare", "--output", "ci.json", ["--format", "json"]),
+              ("score", "--output", "ci.xml", ["--format", "junit"])]
+
+
+def _side_file_args(command: str, run: Path, out: Path) -> list[object]:
+    return [command, run, *([run] if command == "compare" else []), "--out", out, "-j1"]
+
+
+@pytest.mark.parametrize(("command", "option", "name", "extra"), SIDE_FILES)
+def test_a_planted_side_file_link_is_refused_before_any_work(run, tmp_path, victim, monkeypatch,
+                                                             command, option, name,
+                                                             extra) -> None:
+    """A link at --plot (leaderboard) or at --output (the --format json/junit document of
+    compare and score) was refused only once the tables were written; it is refused as --out
+    is, before any work: one line, exit 2, nothing written."""
+    (tmp_path / name).symlink_to(victim)
+    out = tmp_path / "out"
+    no_work(monkeypatch)
+    res = careful(*_side_file_args(command, run, out), option, tmp_path / name, *extra)
+    assert res.exit_code == EXIT_UNUSABLE, res.output
+    assert res.output.strip().splitlines() == [
+        f"error: {option} {tmp_path / name} is a symbolic link; refusing to write through it"]
+    assert not out.exists() and victim.read_text() == "precious\n"
+
+
+@pytest.mark.parametrize(("command", "option", "name", "extra"), SIDE_FILES)
+def test_a_side_file_link_planted_while_scoring_is_refused_before_any_write(
+        run, tmp_path, victim, monkeypatch, command, option, name, extra) -> None:
+    """A link planted at --plot or --output while the runs were scored is refused with the
+    output folder's files, before any of them is written."""
+    import careful_cli.leaderboard as cl
+    import careful_cli.score as cs
+    from careful_engine.analysis import compare
+
+    module, function = {"leaderboard": (cl, "score_runs"), "compare": (compare, "score_pair"),
+                        "score": (cs, "score_run")}[command]
+    original = getattr(module, function)
+
+    def plant_then_score(*a, **k):
+        (tmp_path / name).symlink_to(victim)
+        return original(*a, **k)
+
+    monkeypatch.setattr(module, function, plant_then_score)
+    out = tmp_path / "out"
+    res = careful(*_side_file_args(command, run, out), option, tmp_path / name, *extra)
+    assert res.exit_code == EXIT_UNUSABLE, res.output
+    assert (tmp_path / name).is_symlink(), "scoring did not run"
+    assert [line for line in res.output.splitlines() if line.startswith("error")] == [
+        f"error: {option} {tmp_path / name} is a symbolic link; refusing to write through it"]
+    assert not [p for p in out.rglob("*") if p.is_file()] and victim.read_text() == "precious\n"
 
 
 def test_check_targets_refuses_what_the_writer_would(tmp_path, victim) -> None:

@@ -248,6 +248,24 @@ def test_v3_names_bad_headers_and_model_folders(tmp_path: Path) -> None:
     assert set(models) == {"new_model"}
 
 
+def test_every_score_file_passed_over_names_the_one_used(tmp_path: Path) -> None:
+    """With a flat V3, a grouped V3 and a V4 score file for one category, the grouped V3 one
+    was said to lose to the flat V3 one, which the V4 file replaced in turn: every line now
+    names the file used in the end."""
+    v4 = write_score(tmp_path, "m", "simple_python", 3, 4)
+    v3s = [tmp_path / "score" / "m" / "BFCL_v3_simple_score.json",
+           v4.parent / "BFCL_v3_simple_python_score.json"]
+    for path in v3s:
+        path.write_text(json.dumps({"accuracy": 0.5, "correct_count": 1, "total_count": 2})
+                        + "\n")
+    models, problems = sa.find_score_files(tmp_path / "score")
+    assert models["m"].files["simple_python"].path == v4
+    assert sorted(p.file for p in problems) == sorted(map(str, v3s))
+    assert all(p.message == f"another simple_python score file for m ({v4}) is used instead"
+               for p in problems), problems
+
+
+
 # ---------------------------------------------------------------- the command
 
 
@@ -402,6 +420,27 @@ def test_bad_score_lines_are_problems_and_left_out(tmp_path: Path) -> None:
     assert (read.accuracy, read.correct, read.total) == (0.5, None, 2)
     assert [str(p).split(path.name, 1)[1] for p in read.problems] == [
         ":1: correct_count is '1', not a whole number from 0; the header is read without it"]
+
+
+def test_a_correct_count_over_the_total_is_a_problem(tmp_path: Path) -> None:
+    """A header whose correct_count exceeds its total_count was read as it stood (5 correct
+    of 4); it is one problem line like a correct_count that is not a count, the rest of the
+    header kept."""
+    from careful_engine.analysis import bfcl_scores
+
+    path = tmp_path / "BFCL_v4_multi_turn_base_score.json"
+    path.write_text('{"accuracy": 0.5, "correct_count": 5, "total_count": 4}\n')
+    expected = [":1: correct_count is 5, more than total_count 4; the header is read "
+                "without it"]
+    read = bfcl_scores.read_score_lines(path)
+    assert (read.accuracy, read.correct, read.total) == (0.5, None, 4)
+    assert [str(p).split(path.name, 1)[1] for p in read.problems] == expected
+    audit, problems = sa.read_score_file(path, "m")
+    assert audit is not None and (audit.correct, audit.total) == (None, 4)
+    assert [str(p).split(path.name, 1)[1] for p in problems] == expected
+    path.write_text('{"accuracy": 1.0, "correct_count": 4, "total_count": 4}\n')
+    read = bfcl_scores.read_score_lines(path)
+    assert (read.correct, read.total, read.problems) == (4, 4, [])
 
 
 @pytest.mark.parametrize("header", ['{"accuracy": 0.5, "total_count": "4"}',

@@ -7,7 +7,8 @@ the top for single-turn ones) and its error message. A line that cannot be read,
 without an accuracy from 0 to 1 and a total count, a second line for an id (but bfcl's own
 force_terminated line after an inference error's, :data:`BFCL_REPEAT`), and a line whose
 ``valid`` is true or not a boolean are each one problem (``file:line [id]: reason``), left
-out (a header's correct_count that is not a count: one problem, the rest of the header kept);
+out (a header's correct_count that is not a count, or is more than its total_count: one
+problem, the rest of the header kept);
 the rest of the file is read.
 """
 
@@ -74,7 +75,7 @@ def _first_error(entry: dict) -> str:
 def _read_header(out: ScoreLines, obj: dict) -> None:
     """Line 1's counts into ``out``. A header without an accuracy from 0 to 1 and a total count
     (:attr:`ScoreLines.has_header`) is a problem and none of it is kept; a correct_count given
-    but not a count is a problem and the rest is kept."""
+    but not a count, or more than the total count, is a problem and the rest is kept."""
     out.accuracy = _share(obj.get("accuracy"))
     out.correct = _count(obj.get("correct_count"))
     out.total = _count(obj.get("total_count"))
@@ -85,6 +86,11 @@ def _read_header(out: ScoreLines, obj: dict) -> None:
         out.problems.append(Problem(str(out.path), f"correct_count is "
                                     f"{obj['correct_count']!r:.40}, not a whole number from 0; "
                                     "the header is read without it", 1))
+    elif out.correct is not None and out.total is not None and out.correct > out.total:
+        out.problems.append(Problem(str(out.path), f"correct_count is {out.correct!r:.40}, more "
+                                    f"than total_count {out.total!r:.40}; the header is read "
+                                    "without it", 1))
+        out.correct = None
 
 
 # older bfcl (V3) writes an inference error's entry twice: this line, then a force_terminated one

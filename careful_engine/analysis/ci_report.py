@@ -33,7 +33,7 @@ SCHEMA = "careful.result.v2"
 FORMATS = ("text", "json", "junit")
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 # problem lines the document lists at most (the rest counted in problem_lines_omitted; score
-# writes every one to problems.txt in its --out folder)
+# and compare write every one to problems.txt in their --out folder)
 PROBLEM_LINES = 10_000
 
 

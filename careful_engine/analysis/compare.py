@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +129,8 @@ def pair(scored: Scored, kinds: list[str]) -> Pairing:
 def score_pair(run_a: Path, run_b: Path, *, model_a: str | None = None,
                model_b: str | None = None, **score: Any) -> Scored:
     """Score one model folder of each run, both runs' files in one pool of workers: entries
-    ``[A, B]`` with both runs' problems; raises :class:`NotComparable` (see
+    ``[A, B]`` with both runs' problems, each once (a file read for both sides, as in
+    ``compare X X``, gives its problems once); raises :class:`NotComparable` (see
     :func:`one_entry`). ``score``: the keywords of
     :func:`~careful_engine.analysis.leaderboard.score_run_groups`."""
     sa, sb = score_run_groups([([run_a], [model_a] if model_a else None),
@@ -139,8 +140,10 @@ def score_pair(run_a: Path, run_b: Path, *, model_a: str | None = None,
     except NotComparable as e:
         e.notes = sa.notes + sb.notes
         raise
-    return Scored([a, b], sa.runs + sb.runs, sa.problems + sb.problems,
-                  sa.unusable + sb.unusable, sa.notes + sb.notes)
+    seen = {astuple(p) for p in sa.problems}
+    return Scored([a, b], sa.runs + sb.runs,
+                  sa.problems + [p for p in sb.problems if astuple(p) not in seen],
+                  list(dict.fromkeys(sa.unusable + sb.unusable)), sa.notes + sb.notes)
 
 
 def gate(pairing: Pairing, *, fail_on_regression: bool, alpha: float,

@@ -37,6 +37,7 @@ from careful_engine.core.runs import (
     content_lines,
     depth_over,
     line_over_cap,
+    newest_per_category,
     search_files,
 )
 from careful_engine.core.safe_read import read_regular
@@ -124,8 +125,10 @@ def read_score_file(path: Path, model: str) -> tuple[ScoreFile | None, list[Prob
 
 
 def find_score_files(root: Path) -> tuple[dict[str, ModelScores], list[Problem]]:
-    """Every score file under ``root``, per model folder (a later version replaces an earlier)."""
-    models: dict[str, ModelScores] = {}
+    """Every score file under ``root``, per model folder: of one category's, the newest
+    version (:func:`~careful_engine.core.runs.newest_per_category`; each other one a problem
+    naming it)."""
+    read: dict[str, list[ScoreFile]] = {}
     problems: list[Problem] = []
     paths = [root] if root.is_file() else sorted(search_files(root, "_score.json", problems))
     for path in paths:
@@ -134,17 +137,13 @@ def find_score_files(root: Path) -> tuple[dict[str, ModelScores], list[Problem]]
         model = _model_of(path)
         sf, probs = read_score_file(path, model)
         problems.extend(probs)
-        if sf is None:
-            continue
-        ms = models.setdefault(model, ModelScores(model))
-        old = ms.files.get(sf.category)
-        if old is not None:
-            keep = sf if sf.version > old.version else old
-            drop = old if keep is sf else sf
-            problems.append(Problem(str(drop.path), f"another {sf.category} score file for "
-                                    f"{model} ({keep.path}) is used instead"))
-            sf = keep
-        ms.files[sf.category] = sf
+        if sf is not None:
+            read.setdefault(model, []).append(sf)
+    models: dict[str, ModelScores] = {}
+    for model, files in read.items():
+        best, passed_over = newest_per_category(files, model, "score file")
+        problems.extend(passed_over)
+        models[model] = ModelScores(model, best)
     return models, problems
 
 

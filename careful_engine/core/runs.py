@@ -15,10 +15,10 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AnyStr
+from typing import AnyStr, Protocol, TypeVar
 
 from careful_engine.core import bfcl
 from careful_engine.core.decode import answers_problem, bad_token_count, has_steps
@@ -165,6 +165,35 @@ class LoadedFile:
     @property
     def missing(self) -> list[str]:
         return [c.id for c in bfcl.conversations(self.file.category) if c.id not in self.entries]
+
+
+class Versioned(Protocol):
+    """A bfcl file of one category in one format version (a result or a score file)."""
+
+    path: Path
+    category: str
+    version: int
+
+
+V = TypeVar("V", bound=Versioned)
+
+
+def newest_per_category(files: Iterable[V], model: str, what: str = "file"
+                        ) -> tuple[dict[str, V], list[Problem]]:
+    """One file per category: the newest version (of equal versions, the first given), in
+    the order their categories first come; and a problem for every other file, naming the
+    one used in the end (``another <category> <what> for <model> (<path>) is used
+    instead``)."""
+    files = list(files)
+    best: dict[str, V] = {}
+    for f in files:
+        other = best.get(f.category)
+        if other is None or f.version > other.version:
+            best[f.category] = f
+    passed_over = [Problem(str(f.path), f"another {f.category} {what} for {model} "
+                           f"({best[f.category].path}) is used instead")
+                   for f in files if f is not best[f.category]]
+    return best, passed_over
 
 
 def find_result_files(root: Path) -> tuple[list[ResultFile], list[Problem]]:

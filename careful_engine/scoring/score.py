@@ -34,6 +34,7 @@ from careful_engine.core.runs import (
     is_synthetic,
     load_result_file,
     needs_decoder,
+    newest_per_category,
     owning_run,
     result_model_folder,
     shared_names,
@@ -328,15 +329,8 @@ def discover(root: Path, models: list[str] | None = None
         if not models or rf.model in models:
             by_model.setdefault(rf.model, []).append(rf)
     for model, rfs in by_model.items():
-        best: dict[str, ResultFile] = {}
-        for rf in rfs:  # the newest version; of equal versions, the first found
-            other = best.get(rf.category)
-            if other is None or rf.version > other.version:
-                best[rf.category] = rf
-        for rf in rfs:  # each file passed over names the one used in the end
-            if rf is not best[rf.category]:
-                problems.append(Problem(str(rf.path), f"another {rf.category} file for "
-                                        f"{model} ({best[rf.category].path}) is used instead"))
+        best, passed_over = newest_per_category(rfs, model)
+        problems.extend(passed_over)
         by_model[model] = sorted(best.values(), key=lambda r: bfcl.CATEGORIES.index(r.category))
     return by_model, problems
 
