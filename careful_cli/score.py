@@ -67,6 +67,7 @@ from careful_engine.scoring.score import (
     write_score_file,
 )
 from careful_engine.scoring.settings import KEY, scored_with, table_settings
+from careful_engine.scoring.signature import sign
 
 BUDGET_PANEL = "Replay budget"
 
@@ -235,7 +236,8 @@ def write_outputs(run: RunScore, out: Path, effects: Effects | None,
             line["dataset_drift"] = drift[(r.model, r.category, r.id)]
         return line
 
-    write_conversations(out, (r for _, cs in run.files for r in cs.results), extra)
+    scores = write_conversations(out, (r for _, cs in run.files for r in cs.results), extra)
+    sign(scores, [lf.file for lf, _ in run.files])  # the workbench reuses only signed lines
     settings = table_settings(effects, detector) if effects is not None else None
     reports = [accuracy_table(run.scores, effect, settings)]
     if effect:
