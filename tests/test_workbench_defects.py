@@ -624,6 +624,33 @@ def test_markup_in_a_run_name_or_a_score_line_is_shown_as_text(workdir, name, er
     assert error.split(":", 1)[1] in text  # the list's error column, as it is
 
 
+def test_score_lines_not_used_are_noted_on_replay_and_leaderboard(workdir) -> None:
+    """A run folder whose conversations.jsonl this install did not sign (here: edited) reads
+    as not scored, and Replay's and the Leaderboard's status say why, the file's path shown
+    literally (before: Replay said only "not scored yet", the Leaderboard only the name)."""
+    name = '[a="]x[reverse]'
+    beta = workdir / "runs" / "beta"
+    with open(beta / browse.SCORE_DIR / browse.SCORES_NAME, "a", encoding="utf-8") as f:
+        f.write("\n")
+    beta.rename(workdir / "runs" / name)
+    app = WorkbenchApp(settings(workdir, runs=[Path("runs/alpha"), Path("runs") / name]))
+    seen: list[str] = []
+
+    async def go():
+        async with app.run_test(size=(140, 40)) as pilot:
+            screen = await open_replay(pilot, name)
+            seen.append(str(screen.query_one("#replay-status").render()))
+            await settle(pilot, "5")
+            seen.append(str(app.screen.query_one("#lb-status").render()))
+            assert app._exception is None
+    asyncio.run(go())
+    path = Path(name) / browse.SCORE_DIR / browse.SCORES_NAME
+    replay, board = seen
+    assert "not scored yet" in replay
+    assert f"{path}: changed since this install wrote it; not used" in replay, replay
+    assert f"{name} (its scores not used: not this install's)" in board, board
+
+
 @pytest.mark.parametrize("name", ['[B="]x', "a[$accent]b[B]c", "[ b]y[_x]", "ends\\"])
 def test_the_palette_shows_any_run_name_literally(workdir, name) -> None:
     """The palette's help ("open run NAME in Replay") is Textual markup: textual.markup.escape
