@@ -328,3 +328,24 @@ def test_careful_score_lines_are_reused_by_the_workbench(workdir) -> None:
     result_file.write_bytes(result_file.read_bytes() + b"\n")
     changed = _browser(beta)
     assert not changed.summaries() and "other result files" in changed.untrusted
+
+
+def test_a_run_from_another_install_is_scored_again(workdir, monkeypatch, tmp_path) -> None:
+    """A run folder with its score lines, copied from another install: the workbench scores it
+    itself (as `s` on Replay does, into its cache) and shows those lines, even with the copied
+    file newer; the copied file stays noted as not used."""
+    import os
+
+    from careful_engine.scoring.score import score_to_file
+
+    beta = workdir / "runs" / "beta"
+    monkeypatch.setenv("CAREFUL_CACHE_DIR", str(tmp_path / "this-install"))
+    received = _browser(beta)
+    assert not received.summaries() and "not signed by this install" in received.untrusted
+    cached = browse.cache_scores_path(received.ref, beta.parent / "wb-cache")
+    score_to_file(beta, received.ref.model, cached, decoder=received.ref.decoder)
+    os.utime(beta / browse.SCORE_DIR / browse.SCORES_NAME)  # the newer of the two
+    rescored = _browser(beta)
+    assert rescored.scored and rescored.scores_path == cached
+    assert browse.model_score(rescored.ref, rescored.summaries()) is not None
+    assert "not signed by this install" in rescored.untrusted
