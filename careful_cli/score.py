@@ -43,13 +43,14 @@ from careful_cli.common import (
     unmatched_decoders,
     visible,
     warn,
+    write_problems,
 )
 from careful_engine.analysis import ci_report, gates
 from careful_engine.analysis.decode_audit import flags
 from careful_engine.core import bfcl
 from careful_engine.core import doctor as doc
 from careful_engine.core.budget import BUDGET_EXCEEDED, DEFAULT_BUDGET
-from careful_engine.core.safe_write import UnsafeWrite, check_targets, writer
+from careful_engine.core.safe_write import UnsafeWrite, check_targets
 from careful_engine.present.tables import (
     accuracy_table,
     accuracy_terminal,
@@ -70,6 +71,7 @@ from careful_engine.scoring.score import (
     write_score_file,
 )
 from careful_engine.scoring.settings import KEY, scored_with, table_settings
+from careful_engine.scoring.signature import sig_path, sign
 
 BUDGET_PANEL = "Replay budget"
 
@@ -252,14 +254,15 @@ def write_outputs(run: RunScore, out: Path, effects: Effects | None,
     if exclude_drifted:
         reports.append(drift_report(splits))
     check_targets(out, [*(score_file_name(cs) for _, cs in run.files), SCORES_NAME,
-                        PROBLEMS_FILE, *(name for rep in reports for name in rep.files())])
+                        sig_path(Path(SCORES_NAME)), PROBLEMS_FILE,
+                        *(name for rep in reports for name in rep.files())])
     for lf, cs in run.files:
         write_score_file(cs, lf, out)
-    write_conversations(out, (r for _, cs in run.files for r in cs.results), extra)
+    scores = write_conversations(out, (r for _, cs in run.files for r in cs.results), extra)
+    sign(scores, [lf.file for lf, _ in run.files])  # the workbench reuses only signed lines
     for rep in reports:
         rep.write(out)
-    with writer(out, PROBLEMS_FILE, errors="backslashreplace") as f:  # empty: none
-        f.writelines(f"{p}\n" for p in run.problems)
+    write_problems(out, run.problems)  # (empty: none)
     return splits
 
 

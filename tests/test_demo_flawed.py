@@ -243,6 +243,30 @@ def test_two_runs_write_the_same_bytes(demo_root, tmp_path: Path) -> None:
     assert [k for k in a if a[k] != b[k]] == []
 
 
+def test_the_workbench_reuses_the_demos_score_lines(demo_root, tmp_path, monkeypatch) -> None:
+    """`careful demo` signs the score lines it writes: the workbench shows them as they are
+    (no rescoring); the same folders under another install's key are not used."""
+    from careful_engine import browse
+    from careful_engine.scoring.score import load_effects
+
+    root, _ = demo_root
+    runs = [root / "runs" / "reference", root / FLAWED]
+
+    def browsers() -> list[browse.RunBrowser]:
+        return [browse.RunBrowser(ref, load_effects(), cache_dir=tmp_path / "wb-cache")
+                for ref in browse.find_runs(runs)]
+
+    here = browsers()
+    assert len(here) == 2
+    for b in here:
+        assert b.scored and b.untrusted is None and b.mismatch is None
+        assert b.scores_path == b.ref.run / browse.SCORE_DIR / browse.SCORES_NAME
+    monkeypatch.setenv("CAREFUL_CACHE_DIR", str(tmp_path / "another-install"))
+    for b in browsers():
+        assert not b.scored and b.summaries() == {}
+        assert "not signed by this install; not used" in b.untrusted
+
+
 def test_the_manifest_is_read_defensively(tmp_path: Path) -> None:
     folder = tmp_path / "m"
     folder.mkdir()

@@ -249,3 +249,103 @@ def test_hit_navigation_skips_hits_the_run_does_not_show(beta) -> None:
                     assert i in stops, (row.id, view.calls[ln.call].record.text)
             assert view.any_hit() == bool(stops)
     assert skipped > 0  # the run has such calls: the test can fail
+
+
+# ---------------------------------------------------------------- score lines this install wrote
+
+
+def _forge(path: Path) -> None:
+    """Every line passing under BFCL and safe, its rules zeroed; then made newer than the
+    results (the figures a received run folder could carry)."""
+    import os
+
+    lines = []
+    for text in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(text)
+        row.update(official_valid=True, official_error_type=None,
+                   official_error_message=None, official_failed_turn=None, safe_valid=True)
+        if isinstance(row.get("rules"), dict):
+            row["rules"] = {k: 0 if type(v) is int else v for k, v in row["rules"].items()}
+        lines.append(json.dumps(row))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.utime(path)
+
+
+def _browser(run: Path) -> browse.RunBrowser:
+    from careful_engine.scoring.score import load_effects
+
+    (ref,) = browse.find_runs([run])
+    return browse.RunBrowser(ref, load_effects(), cache_dir=run.parent / "wb-cache")
+
+
+def test_forged_score_lines_are_not_shown(workdir) -> None:
+    """A run folder's conversations.jsonl edited to pass everything (and touched) is not
+    shown: no valid signature of this install's, so its lines are not used and the run reads
+    as not scored (before: the Leaderboard showed the forged figures)."""
+    beta = workdir / "runs" / "beta"
+    genuine = _browser(beta)
+    assert genuine.scored and genuine.untrusted is None  # the fixture's, made here: reused
+    assert browse.model_score(genuine.ref, genuine.summaries()) is not None
+    _forge(beta / browse.SCORE_DIR / browse.SCORES_NAME)
+    forged = _browser(beta)
+    assert not forged.summaries() and not forged.scored
+    assert browse.model_score(forged.ref, forged.summaries()) is None
+    assert "changed since this install wrote it; not used" in forged.untrusted
+
+
+def test_score_lines_of_another_install_are_not_shown(workdir, monkeypatch, tmp_path) -> None:
+    """A genuine conversations.jsonl with its signature, copied from another install (another
+    key), is not used either; a run folder with no signature neither."""
+    beta = workdir / "runs" / "beta"
+    monkeypatch.setenv("CAREFUL_CACHE_DIR", str(tmp_path / "other-install"))
+    other = _browser(beta)
+    assert not other.summaries() and "not signed by this install" in other.untrusted
+    monkeypatch.undo()
+    (beta / browse.SCORE_DIR / (browse.SCORES_NAME + ".mac")).unlink()
+    unsigned = _browser(beta)
+    assert not unsigned.summaries() and "no signature" in unsigned.untrusted
+
+
+def test_careful_score_lines_are_reused_by_the_workbench(workdir) -> None:
+    """`careful score` on this install signs what it writes: the workbench reuses the lines
+    (no re-scoring), and not once a result file changes under them."""
+    from typer.testing import CliRunner
+
+    from careful_cli import _load, app
+
+    beta = workdir / "runs" / "beta"
+    scores = beta / browse.SCORE_DIR / browse.SCORES_NAME
+    scores.unlink()
+    (scores.parent / (scores.name + ".mac")).unlink()
+    _load()
+    result = CliRunner().invoke(app, ["score", str(beta), "--quiet"])
+    assert result.exit_code in (0, 1) and scores.is_file(), result.output  # 1: ids missing
+    browser = _browser(beta)
+    assert browser.scored and browser.untrusted is None
+    assert browser.scores_path == scores
+    assert browse.model_score(browser.ref, browser.summaries()) is not None
+    result_file = next(beta.rglob("BFCL_v4_multi_turn_base_result.json"))
+    result_file.write_bytes(result_file.read_bytes() + b"\n")
+    changed = _browser(beta)
+    assert not changed.summaries() and "other result files" in changed.untrusted
+
+
+def test_a_run_from_another_install_is_scored_again(workdir, monkeypatch, tmp_path) -> None:
+    """A run folder with its score lines, copied from another install: the workbench scores it
+    itself (as `s` on Replay does, into its cache) and shows those lines, even with the copied
+    file newer; the copied file stays noted as not used."""
+    import os
+
+    from careful_engine.scoring.score import score_to_file
+
+    beta = workdir / "runs" / "beta"
+    monkeypatch.setenv("CAREFUL_CACHE_DIR", str(tmp_path / "this-install"))
+    received = _browser(beta)
+    assert not received.summaries() and "not signed by this install" in received.untrusted
+    cached = browse.cache_scores_path(received.ref, beta.parent / "wb-cache")
+    score_to_file(beta, received.ref.model, cached, decoder=received.ref.decoder)
+    os.utime(beta / browse.SCORE_DIR / browse.SCORES_NAME)  # the newer of the two
+    rescored = _browser(beta)
+    assert rescored.scored and rescored.scores_path == cached
+    assert browse.model_score(rescored.ref, rescored.summaries()) is not None
+    assert "not signed by this install" in rescored.untrusted

@@ -19,6 +19,7 @@ from tests.workbench_support import (
     IDS,
     open_agreement,
     open_replay,
+    resign,
     screen_text,
     settings,
     settle,
@@ -232,8 +233,13 @@ def test_stale_lines_are_named_and_not_used(workdir) -> None:
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     path.write_text("".join(json.dumps({k: v for k, v in x.items() if k != KEY}) + "\n"
                             for x in lines))
+    edited = browse.RunBrowser(ref, load_effects(), cache_dir=workdir / "c")
+    assert not edited.scored and edited.summaries() == {}  # edited here: not this install's
+    assert "changed since this install wrote it" in edited.untrusted
+    resign(workdir / "runs" / "beta")  # as this install would have written them
     legacy = browse.RunBrowser(ref, load_effects(), cache_dir=workdir / "c")
     assert not legacy.scored and "settings not recorded" in legacy.mismatch
+    assert legacy.untrusted is None
 
 
 @pytest.mark.slow
@@ -420,6 +426,7 @@ def test_decode_audit_warnings_are_shown(workdir) -> None:
     for line in lines:
         line["steps"] = {"calls": 0, "no_call": 1, "decode_error": 9}
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    resign(workdir / "runs" / "beta")  # lines this install wrote
     app = WorkbenchApp(settings(workdir))
 
     async def go():
@@ -494,6 +501,7 @@ def test_home_shows_each_runs_problems(workdir) -> None:
         f.write('{"id": "multi_turn_base_9", "result": [[\x1b[31m\n')
     with open(beta / browse.SCORE_DIR / browse.SCORES_NAME, "a", encoding="utf-8") as f:
         f.write("not json\n")
+    resign(beta)  # this install's score file, with a broken line: the rest is used
     app = WorkbenchApp(settings(workdir))
 
     async def go():
@@ -504,6 +512,7 @@ def test_home_shows_each_runs_problems(workdir) -> None:
             assert any("BFCL_v4_multi_turn_base_result.json:5" in p for p in problems), problems
             assert any(p.endswith("conversations.jsonl:201: not a JSON line") for p in problems)
             assert not problems[0].endswith("counted as failed")  # what is wrong comes first
+            assert not any(p.startswith("scores not used") for p in problems)
             table = home.query_one("#runs")
             assert str(table.get_row_at(1)[4]) == str(len(problems))
             table.focus()
@@ -514,14 +523,15 @@ def test_home_shows_each_runs_problems(workdir) -> None:
 
 
 def _edit_first_score_line(path: Path, field: str, value: object) -> dict:
-    """Set ``field`` of the first line of a conversations.jsonl to ``value``; the line as it
-    was."""
+    """Set ``field`` of the first line of a run's careful-score/conversations.jsonl to
+    ``value``, signed again (a file this install wrote, its lines used); the line as it was."""
     lines = path.read_text(encoding="utf-8").splitlines()
     row = json.loads(lines[0])
     was = dict(row)
     row[field] = value
     lines[0] = json.dumps(row)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    resign(path.parent.parent)
     return was
 
 
@@ -534,8 +544,9 @@ def test_a_score_line_of_another_shape_is_one_problem(workdir, field, value) -> 
     score writes is one problem (file:line [id]: reason) and left out; the app reads the rest
     and sorts, filters and opens as usual (it died: a list for rules, a list or a number for
     the error type, a string count when sorting by hits)."""
-    row = _edit_first_score_line(
-        workdir / "runs" / "beta" / browse.SCORE_DIR / browse.SCORES_NAME, field, value)
+    path = workdir / "runs" / "beta" / browse.SCORE_DIR / browse.SCORES_NAME
+    row = _edit_first_score_line(path, field, value)
+    n_lines = len(path.read_text(encoding="utf-8").splitlines())
     app = WorkbenchApp(settings(workdir))
 
     async def go():
@@ -544,6 +555,9 @@ def test_a_score_line_of_another_shape_is_one_problem(workdir, field, value) -> 
             found = app.screen.problems["beta"]
             assert any(f"conversations.jsonl:1 [{row['id']}]: not a score line (" in p
                        for p in found), found
+            (ref,) = [r for r in app.context.refs if r.label == "beta"]
+            used = app.context.browser(ref).summaries()
+            assert row["id"] not in used and len(used) == n_lines - 1  # the rest is read
             await settle(pilot, "4", "o", "o", "o", "x", "enter", "escape", "5")
             assert app._exception is None
     asyncio.run(go())
@@ -608,6 +622,33 @@ def test_markup_in_a_run_name_or_a_score_line_is_shown_as_text(workdir, name, er
     text = "\n".join(seen)
     assert f"Problems of {name}" in text and f"replay: {name}" in text
     assert error.split(":", 1)[1] in text  # the list's error column, as it is
+
+
+def test_score_lines_not_used_are_noted_on_replay_and_leaderboard(workdir) -> None:
+    """A run folder whose conversations.jsonl this install did not sign (here: edited) reads
+    as not scored, and Replay's and the Leaderboard's status say why, the file's path shown
+    literally (before: Replay said only "not scored yet", the Leaderboard only the name)."""
+    name = '[a="]x[reverse]'
+    beta = workdir / "runs" / "beta"
+    with open(beta / browse.SCORE_DIR / browse.SCORES_NAME, "a", encoding="utf-8") as f:
+        f.write("\n")
+    beta.rename(workdir / "runs" / name)
+    app = WorkbenchApp(settings(workdir, runs=[Path("runs/alpha"), Path("runs") / name]))
+    seen: list[str] = []
+
+    async def go():
+        async with app.run_test(size=(140, 40)) as pilot:
+            screen = await open_replay(pilot, name)
+            seen.append(str(screen.query_one("#replay-status").render()))
+            await settle(pilot, "5")
+            seen.append(str(app.screen.query_one("#lb-status").render()))
+            assert app._exception is None
+    asyncio.run(go())
+    path = Path(name) / browse.SCORE_DIR / browse.SCORES_NAME
+    replay, board = seen
+    assert "not scored yet" in replay
+    assert f"{path}: changed since this install wrote it; not used" in replay, replay
+    assert f"{name} (its scores not used: not this install's)" in board, board
 
 
 @pytest.mark.parametrize("name", ['[B="]x', "a[$accent]b[B]c", "[ b]y[_x]", "ends\\"])
@@ -680,6 +721,7 @@ def test_a_safe_valid_of_another_shape_or_verdict_is_a_problem(workdir, value) -
             screen = await open_replay(pilot, "beta")
             rows = {r.id: r for r in screen.rows}
             assert rows[IDS[0]].safe_valid is None  # left out: not shown safe
+            assert all(r.score is not None for r in screen.rows[1:])  # the rest is read
             for r in screen.rows[1:]:
                 if r.score is not None and "rules" in r.score:
                     assert r.safe_valid is ConversationResult.from_json(r.score).safe_valid

@@ -349,6 +349,9 @@ def test_home_shows_the_problems_of_a_corrupted_real_run(shared_runs, tmp_path) 
             assert any(p.endswith("conversations.jsonl:1 [multi_turn_base_0]: not a score line "
                                   "(category: not a string); left out")
                        for p in found["xlam"]), [p for p in found["xlam"] if "jsonl" in p]
+            # planted beside the run (no signature of this install's): its lines never used
+            assert f"scores not used: {broken / 'careful-score' / 'conversations.jsonl'}: not " \
+                "signed by this install (no signature); not used" in found["xlam"]
             assert found["xlam-folder"] == [
                 f"{folder / 'careful-score' / 'conversations.jsonl'}: cannot read: not a "
                 "regular file (a folder)"]

@@ -80,6 +80,15 @@ def build_runs(base: Path) -> Path:
     return runs
 
 
+def resign(run: Path) -> None:
+    """Sign ``run``'s careful-score/conversations.jsonl again, after a test edited it to stand
+    for a file this install wrote (the workbench reuses only the lines it signed)."""
+    from careful_engine.scoring.signature import sign
+
+    (ref,) = browse.find_runs([run])
+    sign(run / browse.SCORE_DIR / browse.SCORES_NAME, ref.files)
+
+
 def build_db(path: Path) -> Store:
     """Round r1 (blind, open, roster A1 and A2: A2 has labelled with a secret reason) and r2
     (closed)."""

@@ -9,7 +9,7 @@ import os
 import stat
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from careful_engine.scoring.decoders import DecoderChoice
 from careful_engine.scoring.result import SCORES_NAME, ConversationResult
 from careful_engine.scoring.rules import RULE_REGISTRY, RULES, Effects
 from careful_engine.scoring.score import discover
+from careful_engine.scoring.signature import untrusted
 
 SCORE_DIR = "careful-score"  # where `careful score RUN` writes by default
 TALLIES = tuple(n for n, r in RULE_REGISTRY.items() if r.tally)  # counts, not violations
@@ -125,9 +126,13 @@ def score_paths(ref: RunRef, cache_dir: Path | None = None) -> list[Path]:
 
 
 def read_scores(path: Path, model: str, problems: list[Problem] | None = None,
-                max_bytes: int = 256 << 20) -> dict[str, dict]:
+                max_bytes: int = 256 << 20,
+                check: Callable[[bytes], str | None] | None = None) -> dict[str, dict]:
     """``conversations.jsonl`` lines of one model folder, by conversation id; a line that is
-    not a score line goes to ``problems`` (``file:line [id]: reason``), the rest is read."""
+    not a score line goes to ``problems`` (``file:line [id]: reason``), the rest is read.
+    ``check``: why the file's bytes, as read, are not to be used (None: they are); when it
+    gives a reason, its lines are still checked (for ``problems``) and :class:`Untrusted`
+    is raised with that reason instead of returning them."""
     out: dict[str, dict] = {}
     bad = problems if problems is not None else []
     st = path.stat()  # a dangling link: FileNotFoundError, an OSError as the others
@@ -138,7 +143,9 @@ def read_scores(path: Path, model: str, problems: list[Problem] | None = None,
         bad.append(Problem(str(path), f"larger than {max_bytes >> 20} MiB; not read"))
         return out
     # (read whole, regular and bounded: a file swapped for a FIFO after the check is refused)
-    text = read_regular(path, max_bytes).decode("utf-8", errors="replace")
+    data = read_regular(path, max_bytes)
+    why = check(data) if check is not None else None
+    text = data.decode("utf-8", errors="replace")
     for n, line in content_lines(text):
         if too_long := line_over_cap(line):  # parsed, it could take gigabytes
             bad.append(Problem(str(path), too_long, line=n))
@@ -161,7 +168,14 @@ def read_scores(path: Path, model: str, problems: list[Problem] | None = None,
             if result.rules is not None:  # the list shows what Leaderboard reads
                 row["safe_valid"] = result.safe_valid
             out[row["id"]] = row
+    if why is not None:
+        raise Untrusted(why)
     return out
+
+
+class Untrusted(Exception):
+    """A score file whose lines this install did not write (see
+    :mod:`careful_engine.scoring.signature`): not shown, the run is scored again."""
 
 
 def _check_safe(row: dict, result: ConversationResult) -> None:
@@ -283,6 +297,7 @@ class RunBrowser:
         self._scores: dict[str, dict] = {}
         self._scores_path: Path | None = None
         self.mismatch: str | None = None  # why the score lines found were not used
+        self.untrusted: str | None = None  # a score file this install did not write (unused)
         self._flags: list[str] | None = None  # the decode audit's warnings, once computed
         self.score_problems: list[Problem] = []
         self._views: OrderedDict[str, ConversationView] = OrderedDict()
@@ -330,11 +345,17 @@ class RunBrowser:
         self._scores, self._scores_path, self.mismatch = {}, None, None
         self.score_problems, self._flags = [], None
         wanted = None
+        self.untrusted = None
         for path in score_paths(self.ref, self.cache_dir):
             try:
-                scores = read_scores(path, self.ref.model, self.score_problems)
+                scores = read_scores(path, self.ref.model, self.score_problems,
+                                     check=lambda data, p=path: untrusted(p, data,
+                                                                          self.ref.files))
             except OSError as e:
                 self.score_problems.append(Problem(str(path), f"cannot read: {e}"))
+                continue
+            except Untrusted as e:  # planted, edited, or another install's: never shown
+                self.untrusted = self.untrusted or f"{path}: {e}; not used"
                 continue
             if not scores:
                 continue

@@ -6,6 +6,7 @@ scoring, analysis, presentation or a front end."""
 
 __all__ = [
     "bfcl", "bounded_http", "budget", "calls", "checker", "decode", "doctor", "environment", "executor",
-    "figures", "fs_capture", "json_values", "literal_expr", "parallel", "perf", "process", "purity", "refcache", "replay",
-    "runs", "safe_read", "safe_text", "safe_write", "state", "trajectory", "user_cache",
+    "figures", "fs_capture", "install_key", "json_values", "literal_expr", "parallel", "perf",
+    "process", "purity", "refcache", "replay", "runs", "safe_read", "safe_text", "safe_write",
+    "state", "trajectory", "user_cache",
 ]

@@ -3,4 +3,4 @@ failed conversations, the question detector, destructive boundaries, per-run sco
 score was made with, and the paired statistics."""
 
 __all__ = ["batch", "blame", "decoders", "detector", "result", "rules", "score", "settings",
-           "stats"]
+           "signature", "stats"]

@@ -128,6 +128,8 @@ class HomeScreen(WorkbenchScreen):
                                             key=lambda p: p.message.startswith("id missing"))]
             if browser.mismatch is not None:
                 found.append(f"scores not used: {browser.mismatch}")
+            if browser.untrusted is not None:  # a run folder's own scores: not this install's
+                found.append(f"scores not used: {browser.untrusted}")
             n_input = len(found)  # the input problems, as careful score counts them
             found += [f"decode audit ({ref.decoder}): {m}" for m in browser.decode_flags()]
             problems[ref.label] = found

@@ -143,7 +143,9 @@ class LeaderboardScreen(WorkbenchScreen):
         if unscored:
             browsers = [self.app.context.browser(r) for r in unscored]
             status.append(" · not scored with these settings: " + ", ".join(
-                visible(r.label) + (" (stale)" if b.mismatch else "")
+                visible(r.label) + (" (stale)" if b.mismatch else
+                                    " (its scores not used: not this install's)"
+                                    if b.untrusted else "")
                 for r, b in zip(unscored, browsers, strict=True)) + " (s scores them)",
                 style="yellow")
         self.query_one("#lb-status", Static).update(status)

@@ -302,6 +302,8 @@ class ReplayScreen(WorkbenchScreen):
         else:
             text.append(" · not scored yet: s scores the run in the background",
                         style="yellow")
+            if browser.untrusted is not None:  # the run folder's own lines: not this install's
+                text.append(f" · {visible(browser.untrusted)}", style="yellow")
         if browser.score_problems:  # unreadable files, broken lines: never a silent "–"
             first = browser.score_problems[0]
             text.append(f" · score file problems: {len(browser.score_problems)} ("

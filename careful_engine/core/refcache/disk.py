@@ -2,7 +2,8 @@
 ``<cache root>/refcache``, read and written whole, and the counts of what this process did.
 
 Safety: an entry file is ``MAGIC + HMAC-SHA256(key, MAGIC + payload) + payload``, the key being
-32 random bytes made once per install (``refcache/key``, mode 0600, owned by this user). The
+32 random bytes made once per install (``refcache/key``, mode 0600, owned by this user;
+:mod:`careful_engine.core.install_key`). The
 MAC is checked before anything is decoded, then the payload's version fields (format, bfcl-eval,
 engine, category, dataset); anything else (corrupted, truncated, foreign, planted, another
 version) is ignored and rebuilt. The payload is ``marshal`` data, never pickle: marshal builds
@@ -18,7 +19,6 @@ import hmac
 import marshal
 import os
 import re
-import secrets
 import stat
 import time
 from collections.abc import Iterator
@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from careful_engine.core import bfcl, safe_write
+from careful_engine.core.install_key import key_file as _key_file
 from careful_engine.core.refcache.scope import FORMAT, dataset_version, engine_version
 from careful_engine.core.user_cache import cache_dir
 
@@ -34,35 +35,6 @@ MAX_FILE_BYTES = 512 * 2**20
 # recorded: references recorded from a live replay; loaded/rejected/written: entry files;
 # diverged: guarded references given up on (see sides.CachedSide.run)
 STATS = {"recorded": 0, "loaded": 0, "rejected": 0, "written": 0, "diverged": 0}
-
-
-def _key_file(folder: Path) -> bytes | None:
-    """This install's MAC key (made on first use); None if it cannot be had safely."""
-    path = folder / "key"
-    for _ in range(2):
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO: no wait
-        except FileNotFoundError:
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            except FileExistsError:
-                continue
-            except OSError:
-                return None
-            key = secrets.token_bytes(32)
-            with os.fdopen(fd, "wb") as f:
-                f.write(key)
-            return key
-        except OSError:
-            return None
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            key = f.read(33)
-        if (stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
-                and not st.st_mode & 0o077 and len(key) == 32):
-            return key
-        return None  # someone else's or tampered: no disk cache (memory only)
-    return None
 
 
 def _folder() -> Path | None:
