@@ -329,6 +329,19 @@ def test_an_fc_run_with_thousands_of_calls_in_a_step_gets_the_budget_verdict(tmp
     assert lines[long_id]["official_error_type"] == "careful:missing_entry"
 
 
+def _stopped_entries() -> tuple[str, dict, dict]:
+    """Two entries whose replay the budget stops (an unbounded power): ``other``'s after a
+    failed call, MATH's after bfcl's verdict (an empty turn 0) was reached; (other, its entry,
+    MATH's entry)."""
+    power = [("power", {"base": 9, "exponent": 999_999_999})]
+    other = "multi_turn_base_28"  # GorillaFileSystem and MathAPI, as MATH
+    stopped = _entry(other, [("cat", {"file_name": "nope"})] + power)  # a failed call first
+    after = demo.reference_entry(bfcl.conversation(MATH))  # turn 0 fails before the stop
+    after["result"][0] = [["Nothing to do."]]
+    after["result"][-1] = [_step(power)] + after["result"][-1]
+    return other, stopped, after
+
+
 def test_a_replay_the_budget_stopped_has_no_rule_counts(tmp_path: Path) -> None:
     """A conversation the budget stopped was not replayed in full: its rules are null (not the
     counts of the part that ran, nor zeros), it is not among the conversations the rule counts
@@ -336,12 +349,7 @@ def test_a_replay_the_budget_stopped_has_no_rule_counts(tmp_path: Path) -> None:
     ``file:line [id]: replay stopped: ...`` problem line; the other entries are scored."""
     import csv
 
-    power = [("power", {"base": 9, "exponent": 999_999_999})]
-    other = "multi_turn_base_28"  # GorillaFileSystem and MathAPI, as MATH
-    stopped = _entry(other, [("cat", {"file_name": "nope"})] + power)  # a failed call first
-    after = demo.reference_entry(bfcl.conversation(MATH))  # turn 0 fails before the stop
-    after["result"][0] = [["Nothing to do."]]
-    after["result"][-1] = [_step(power)] + after["result"][-1]
+    other, stopped, after = _stopped_entries()
     run = _write_run(tmp_path, [stopped, after])
     out = run / "out"
     res = runner.invoke(app, ["score", str(run), "--decoder", demo.DECODER, "--out", str(out),
@@ -381,12 +389,7 @@ def test_a_stopped_replay_has_no_blame_and_a_line_like_every_other(tmp_path: Pat
     from careful_engine.scoring.rules import coverage
     from careful_engine.scoring.score import CategoryScore, load_effects
 
-    power = [("power", {"base": 9, "exponent": 999_999_999})]
-    other = "multi_turn_base_28"  # GorillaFileSystem and MathAPI, as MATH
-    stopped = _entry(other, [("cat", {"file_name": "nope"})] + power)  # a failed call first
-    after = demo.reference_entry(bfcl.conversation(MATH))  # turn 0 fails before the stop
-    after["result"][0] = [["Nothing to do."]]
-    after["result"][-1] = [_step(power)] + after["result"][-1]
+    other, stopped, after = _stopped_entries()
     errored, missing = "multi_turn_base_2", "multi_turn_base_3"
     run = _write_run(tmp_path, [stopped, after, {"id": errored, "result": "Error: boom"}])
     path = run / "hostile-model" / "multi_turn" / f"BFCL_v4_{CATEGORY}_result.json"
