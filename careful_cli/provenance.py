@@ -29,6 +29,7 @@ from careful_cli.common import (
 from careful_engine.analysis.provenance import check_file, summarise
 from careful_engine.analysis.provenance.check import dumps
 from careful_engine.core import bfcl, parallel, refcache
+from careful_engine.core.figures import percent_text
 from careful_engine.core.runs import DecoderUnavailable, Problem
 from careful_engine.core.safe_text import escape_markup
 from careful_engine.core.safe_write import UnsafeWrite, write_text
@@ -45,7 +46,7 @@ def safe(text: Any, limit: int | None = 110) -> str:
 
 
 def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:.1f}"
+    return percent_text(x)
 
 
 def _counts(counter: dict[str, int]) -> str:

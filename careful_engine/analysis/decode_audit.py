@@ -21,6 +21,7 @@ from careful_engine.analysis.leaderboard import label_entries
 from careful_engine.core import bfcl
 from careful_engine.core.checker import INFERENCE_ERROR
 from careful_engine.core.decode import decode_entry
+from careful_engine.core.figures import percent_text
 from careful_engine.core.runs import Problem, result_model_folder
 from careful_engine.core.trajectory import Outcome, Trajectory
 from careful_engine.scoring.decoders import DecoderChoice
@@ -147,11 +148,11 @@ class DecodeStats:
             out.append(DecodeFlag(
                 self.model, self.category, "decoder_mismatch",
                 f"decoder mismatch? {100 * failed:.0f}% of {n} steps failed to decode{dec}, "
-                f"{100 * calls:.1f}% decoded to calls: its silence is not behaviour"))
+                f"{percent_text(calls)}% decoded to calls: its silence is not behaviour"))
         elif n >= MIN_STEPS and calls < MISMATCH_MAX_CALLS:
             out.append(DecodeFlag(
                 self.model, self.category, "no_calls",
-                f"decoder found no calls? {100 * calls:.1f}% of {n} steps decoded to calls"
+                f"decoder found no calls? {percent_text(calls)}% of {n} steps decoded to calls"
                 f"{dec}; check the decoder before reading this as behaviour"))
         for shape, turns in self.shapes.most_common(3):
             out.append(DecodeFlag(self.model, self.category, "odd_shape",

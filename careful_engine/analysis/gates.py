@@ -30,6 +30,7 @@ from typing import Any
 
 from careful_engine.analysis.leaderboard import KINDS, Comparison
 from careful_engine.core import bfcl
+from careful_engine.core.figures import percent_text
 from careful_engine.scoring.rules import (
     ASKING,
     RULES,
@@ -243,7 +244,7 @@ def check_regressions(comparisons: list[Comparison], alpha: float) -> list[Condi
         for c, p in [*cmp.categories.items(), (None, cmp.overall)]:
             scope = OVERALL if c is None else bfcl.short_name(c)
             bad = regression(p, alpha)
-            acc = (f"{100 * p.passes_a / p.n:.1f}% -> {100 * p.passes_b / p.n:.1f}%"
+            acc = (f"{percent_text(p.passes_a / p.n)}% -> {percent_text(p.passes_b / p.n)}%"
                    if p.n else "nothing paired")
             rel = "<=" if p.p <= alpha else ">"
             out.append(Condition(

@@ -32,6 +32,7 @@ from typing import Any
 
 from careful_engine.analysis.bfcl_scores import NOT_A_HEADER, read_score_lines
 from careful_engine.core import bfcl
+from careful_engine.core.figures import percent_text
 from careful_engine.core.runs import (
     Problem,
     content_lines,
@@ -381,7 +382,7 @@ def audit_model(ms: ModelScores, results: Path | None, near: float = NEAR_ONE) -
     irr = {c: ms.accuracy(c) for c in IRRELEVANCE if c in ms.files}
     near_one = {c: a for c, a in irr.items() if a >= near}
     flags: list[Flag] = []
-    irr_text = ", ".join(f"{c} {100 * a:.1f}" for c, a in irr.items())
+    irr_text = ", ".join(f"{c} {percent_text(a)}" for c, a in irr.items())
     if ov.relevance is not None and ov.relevance == 0 and near_one:
         flags.append(Flag(ms.model, "irrelevance_signature",
                           f"relevance 0.0 with {irr_text}: a decoder that never succeeds, not "

@@ -1,18 +1,39 @@
-"""The one rule for figures: documents carry the full value, every display rounds it here.
+"""The one rule for figures: documents carry the value, every display rounds it here.
 
-A percentage is ``100 * share`` (:func:`percent`), computed once, the same way everywhere; a
-table, the terminal and the step summary show :func:`shown` of it, and a JSON document stores
-the unrounded value, so a reader who rounds the document's figure gets the table's.
+A percentage is ``100 * share`` (:func:`percent`), computed once, the same way everywhere,
+with the float noise of its arithmetic past :data:`SNAP` decimals taken off (the mean of 4%
+and 35% is 9.75, not the float sum's 9.749999999999998). A table, the terminal and the step
+summary show :func:`shown` of it: rounded half up, as people round (9.75 -> 9.8, 26.25 ->
+26.3; Python's ``round`` gives 9.7 and 26.2, by binary noise and by rounding half to even).
+A JSON document stores :func:`percent`'s value, so a reader who rounds it half up (jq, a
+spreadsheet, JavaScript's ``toFixed``) gets the table's figure.
 """
 
 from __future__ import annotations
 
+import math
+from decimal import ROUND_HALF_UP, Decimal
+
+SNAP = 9  # decimals a computed figure keeps: what lies past them is float noise
+
 
 def percent(share: float | None) -> float | None:
-    """``share`` (0-1) as a percentage, unrounded: the value every shown figure rounds."""
-    return None if share is None else 100 * share
+    """``share`` (0-1) as a percentage, to :data:`SNAP` decimals: the value every shown
+    figure rounds."""
+    return None if share is None else round(100 * share, SNAP)
 
 
 def shown(value: float | None, digits: int = 1) -> float | None:
-    """A figure as every table shows it: Python's round to ``digits`` places."""
-    return None if value is None else round(value, digits)
+    """A figure as every table shows it: to ``digits`` places, half up (after the float noise
+    past :data:`SNAP` decimals is taken off)."""
+    if value is None or not math.isfinite(value):
+        return value
+    exact = Decimal(repr(round(value, SNAP)))
+    return float(exact.quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+
+
+def percent_text(share: float | None) -> str:
+    """``share`` (0-1) as a shown percentage with one decimal (``9.8``), or ``–`` for none:
+    for lines of text, as the tables show it."""
+    value = shown(percent(share))
+    return "–" if value is None else f"{value:.1f}"

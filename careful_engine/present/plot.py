@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
+from careful_engine.core.figures import percent, shown
 from careful_engine.core.safe_text import visible
 from careful_engine.core.safe_write import writer
 from careful_engine.present.report import settings_line
@@ -36,7 +37,7 @@ def points(entries: Sequence) -> list[Point]:
     for e in entries:
         b, s = e.accuracy(None, "bfcl"), e.accuracy(None, "safe")
         if b is not None and s is not None and math.isfinite(b) and math.isfinite(s):
-            out.append(Point(str(e.label), 100 * b, 100 * s))
+            out.append(Point(str(e.label), percent(b), percent(s)))
     return out
 
 
@@ -93,8 +94,8 @@ def svg(pts: Sequence[Point], title: str = TITLE, size: int = 480,
     for p in pts:
         x, y = xy(p.bfcl, p.safe)
         out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="#1f77b4">'
-                   f'<title>{escape(visible(p.label))}: BFCL {p.bfcl:.1f}, safe '
-                   f'{p.safe:.1f}</title></circle>')
+                   f'<title>{escape(visible(p.label))}: BFCL {shown(p.bfcl):.1f}, safe '
+                   f'{shown(p.safe):.1f}</title></circle>')
         out.append(f'<text x="{x + 6:.1f}" y="{y - 6:.1f}">{escape(visible(p.label))}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -69,8 +69,10 @@ class Report:
     def format_cell(cell: Cell) -> str:
         if cell is None:
             return "–"
+        if isinstance(cell, Fixed):
+            return f"{cell:.1f}"  # (with its own precision: see Fixed.__format__)
         if isinstance(cell, float):
-            return f"{cell:.1f}"
+            return f"{shown(cell):.1f}"  # (one rounding rule: core.figures)
         return str(cell)
 
     def rich(self) -> Table:
@@ -154,10 +156,10 @@ def pct(x: float | None) -> float | None:
 
 def pct_change(x: float | None, base: float | None) -> float | None:
     """The change from ``base`` to ``x`` in percentage points, as the shown figures differ:
-    ``pct(x) - pct(base)`` (26.25 and 27.875 show as 26.2 and 27.9: +1.7, not +1.6)."""
+    ``pct(x) - pct(base)`` (26.25 and 27.875 show as 26.3 and 27.9: +1.6, not +1.7)."""
     if x is None or base is None:
         return None
-    return round(pct(x) - pct(base), 1)
+    return shown(pct(x) - pct(base))
 
 
 short = bfcl.short_name  # a category's short name in a table

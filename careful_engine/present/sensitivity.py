@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from careful_engine.analysis.sensitivity import Rescored, Sensitivity
+from careful_engine.core.figures import percent_text
 from careful_engine.core.safe_text import visible
 from careful_engine.present.leaderboard import fmt_rho
 from careful_engine.present.report import Report, fixed, pct, pct_change, short
@@ -161,15 +162,15 @@ def entry_terminal(sens: Sensitivity, i: int) -> Table:
     rows = []
     for s in sens.settings:
         r = sens.rows[s][i]
-        rows.append([s.label(sens.default), *[f"{100 * r.safe[c]:.1f}" for c in cats],
-                     f"{100 * r.mean('safe'):.1f}",
+        rows.append([s.label(sens.default), *[percent_text(r.safe[c]) for c in cats],
+                     percent_text(r.mean('safe')),
                      *[Report.format_cell(rule_count(r.counts, k, r.confirm))
                        for k in TERMINAL_COUNTS]])
     headers = ["setting", *[PAPER_CATEGORY[c] for c in cats], "mean",
                *[RULE_REGISTRY[k].tag for k in TERMINAL_COUNTS]]
     return terminal_table(
         f"{sens.labels[i]}: safe % by setting", headers, rows,
-        f"mean BFCL {100 * (base.mean('bfcl') or 0):.1f} under every setting; "
+        f"mean BFCL {percent_text(base.mean('bfcl') or 0)} under every setting; "
         f"{over(base.counts)}; b/mf/mp/lc: "
         "base, miss_func, miss_param, long_context; "
         "coll/collE: collateral calls attempted / effective; ask: asked instead of acting. "

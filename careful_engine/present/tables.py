@@ -15,6 +15,7 @@ from rich.text import Text
 
 from careful_engine.core import bfcl
 from careful_engine.core.checker import INFERENCE_ERROR
+from careful_engine.core.figures import shown
 from careful_engine.core.safe_text import visible
 from careful_engine.present.report import Report, pct, short
 from careful_engine.scoring.result import ConversationResult
@@ -254,7 +255,7 @@ def confirm_columns(keys: list[str], confirm: bool) -> tuple[list[str], str]:
 
 def one_decimal(x: float | None) -> str:
     """A number with one decimal, or – for none."""
-    return "–" if x is None else f"{x:.1f}"
+    return "–" if x is None else f"{shown(x):.1f}"
 
 
 def accuracy_terminal(scores: list[ModelScore], effect: bool,

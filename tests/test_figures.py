@@ -1,0 +1,30 @@
+"""One rounding rule for every figure shown (careful_engine.core.figures)."""
+
+from __future__ import annotations
+
+import pytest
+
+from careful_engine.core.figures import percent, percent_text, shown
+from careful_engine.present.report import Report, pct, pct_change
+
+
+@pytest.mark.parametrize("value, want", [
+    (28.749999999999996, 28.8),  # (41.5 + 38.5 + 35 + 0) / 4 in floats: 28.75
+    (9.749999999999998, 9.8),  # (4 + 35 + 0 + 0) / 4
+    (26.25, 26.3),  # exact: Python's round gives 26.2 (half to even)
+    (0.05, 0.1), (0.04999, 0.0), (-0.25, -0.3), (100.0, 100.0), (None, None),
+])
+def test_shown_rounds_half_up_after_float_noise(value, want) -> None:
+    assert shown(value) == want
+
+
+def test_every_display_of_a_share_agrees() -> None:
+    """A mean that is exactly x.x5 shows the same, rounded up, in a table cell, a line of
+    text, the percentage pct gives and the document's value rounded half up; its change
+    against another is the difference of the shown figures."""
+    share = (0.415 + 0.385 + 0.35 + 0) / 4  # 0.28749999999999998
+    assert percent(share) == 28.75
+    assert pct(share) == 28.8 and percent_text(share) == "28.8"
+    assert Report.format_cell(100 * share) == "28.8"
+    assert pct_change(share, 0.2625) == 2.5  # 28.8 - 26.3
+    assert percent_text(None) == "–"
