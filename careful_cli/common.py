@@ -409,9 +409,10 @@ def drift_notes(runs: Iterable[tuple[Path, Any]], label: Callable[[Path, str], s
 
 def write_reports(reports: list[Any], out: Path,
                   files: dict[str, Path | None] | None = None,
-                  problems: list | None = None) -> None:
+                  problems: list | None = None, unusable: list[str] = ()) -> None:
     """Write report files before anything is printed (a closed pipe must not lose them),
-    with ``problems`` (given: every input problem's line) in :data:`PROBLEMS_FILE`; exit 2
+    with ``problems`` (given: every input problem's line) and the ``unusable`` folders' lines
+    in :data:`PROBLEMS_FILE`; exit 2
     rather than follow a planted link, with nothing written when any of them would be
     refused (:func:`~careful_engine.core.safe_write.check_targets`), nor when one of the
     output ``files`` the command writes later (:func:`refuse_files`) would be."""
@@ -422,16 +423,17 @@ def write_reports(reports: list[Any], out: Path,
         for rep in reports:
             rep.write(out)
         if problems is not None:
-            write_problems(out, problems)
+            write_problems(out, problems, unusable)
     except UnsafeWrite as e:
         raise fail(str(e)) from None
 
 
-def write_problems(out: Path, problems: list) -> None:
-    """Every input problem's ``file:line [id]: reason`` line in ``out``/:data:`PROBLEMS_FILE`
-    (empty when there were none), where the terminal folds them."""
+def write_problems(out: Path, problems: list, unusable: list[str] = ()) -> None:
+    """Every input problem's ``file:line [id]: reason`` line in ``out``/:data:`PROBLEMS_FILE`,
+    after the line of each folder that could not be used at all (``unusable``; the terminal
+    prints those as errors); empty when there were none. The terminal folds the problems."""
     with writer(out, PROBLEMS_FILE, errors="backslashreplace") as f:
-        f.writelines(f"{p}\n" for p in problems)
+        f.writelines(f"{p}\n" for p in [*unusable, *problems])
 
 
 def print_written(reports: list[Any], out: Path, quiet: bool) -> None:

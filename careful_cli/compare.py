@@ -96,7 +96,7 @@ def compare(
     conditions that change nothing differ in some conversations too (batched
     inference is not deterministic), so read a difference off p, not off
     accuracy. Writes the tables and every changed conversation (compare_pairs)
-    as Markdown, CSV, JSON.
+    as Markdown, CSV, JSON, and every input problem's line to problems.txt.
 
     Exit code: 0 all input usable; 1 compared, but some input had problems; 2
     nothing usable or bad arguments; 4 a gate failed (--fail-on-regression,
@@ -141,7 +141,8 @@ def compare(
                for c in pairing.comparisons]
     files = [*reports, pairs_report(pairing.comparisons, pairing.label_a, pairing.label_b,
                                     settings)]
-    write_reports(files, out, ci.document_file(fmt, output), problems=scored.problems)
+    write_reports(files, out, ci.document_file(fmt, output), problems=scored.problems,
+                  unusable=scored.unusable)
     report_problems(scored, quiet, out / PROBLEMS_FILE)
     decode_warnings(scored)
     _strict_warning(pairing.not_strict)

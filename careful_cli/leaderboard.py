@@ -66,7 +66,7 @@ def leaderboard(
     Every model folder of every RUN is one entry. Prints each entry's rank
     under both scores on bfcl's four-category mean (an absent category counts
     as 0) and per category, Spearman's rho between the two rankings, and the
-    rule totals; writes them as Markdown, CSV and JSON.
+    rule totals; writes them as Markdown, CSV and JSON (input problems: problems.txt).
 
     Exit code: 0 all input usable; 1 ranked, but some input had problems; 2
     nothing usable.
@@ -89,7 +89,8 @@ def leaderboard(
         raise fail("nothing to rank")
     settings = table_settings(effects, detector)  # stated by every table file and the plot
     reports = leaderboard_reports(scored.entries, settings)
-    write_reports(reports, out, {"--plot": plot}, problems=scored.problems)
+    write_reports(reports, out, {"--plot": plot}, problems=scored.problems,
+                  unusable=scored.unusable)
     report_problems(scored, quiet, out / PROBLEMS_FILE)
     decode_warnings(scored)
     labels = {(e.run, e.model): e.label for e in scored.entries}

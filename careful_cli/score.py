@@ -262,7 +262,7 @@ def write_outputs(run: RunScore, out: Path, effects: Effects | None,
     sign(scores, [lf.file for lf, _ in run.files])  # the workbench reuses only signed lines
     for rep in reports:
         rep.write(out)
-    write_problems(out, run.problems)  # (empty: none)
+    write_problems(out, run.problems, run.unusable)  # (empty: none)
     return splits
 
 

@@ -95,7 +95,7 @@ def sensitivity(
     reports = [show.rho_report(result), show.counts_report(result),
                *[show.entry_report(result, i) for i in range(len(result.labels))],
                *([script] if script else [])]
-    write_reports(reports, out, problems=scored.problems)
+    write_reports(reports, out, problems=scored.problems, unusable=scored.unusable)
     report_problems(scored, quiet, out / PROBLEMS_FILE)
     decode_warnings(scored)
     for i in range(len(result.labels)):

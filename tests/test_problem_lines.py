@@ -230,3 +230,25 @@ def test_every_problem_line_is_in_problems_txt_of_every_output_folder(tmp_path: 
     res = CliRunner().invoke(app, [*args, "-q"])
     assert f"(listed without -q; all {len(expected)} listed in {out / 'problems.txt'})" \
         in res.output.replace("\n", "")
+
+
+@pytest.mark.parametrize("command", ["score", "leaderboard"])
+def test_a_folder_that_cannot_be_used_is_in_problems_txt(tmp_path: Path, command: str) -> None:
+    """A model folder that cannot be scored at all (no decoder for it) made the command exit 1
+    with an error line, while problems.txt stayed empty: its line is there now, before the
+    input problems'."""
+    from typer.testing import CliRunner
+
+    from careful_cli import _load, app
+    from tests import hostile_corpus as hc
+
+    _load()
+    run = tmp_path / "run"
+    hc.write_model(run, "m", ["not json"], good=2)
+    hc.write_model(run, "nodecoder", decoder=None, good=2)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, [command, str(run), "-j1", "--out", str(out)])
+    assert res.exit_code == 1, res.output
+    lines = (out / "problems.txt").read_text().splitlines()
+    assert "nodecoder" in lines[0] and "is not in bfcl-eval" in lines[0]
+    assert any("result.json:3: truncated last line" in line for line in lines[1:])
