@@ -281,16 +281,20 @@ def _browser(run: Path) -> browse.RunBrowser:
 def test_forged_score_lines_are_not_shown(workdir) -> None:
     """A run folder's conversations.jsonl edited to pass everything (and touched) is not
     shown: no valid signature of this install's, so its lines are not used and the run reads
-    as not scored (before: the Leaderboard showed the forged figures)."""
+    as not scored (before: the Leaderboard showed the forged figures); nor are its lines
+    parsed for problems (they were listed among the run's problems)."""
     beta = workdir / "runs" / "beta"
     genuine = _browser(beta)
     assert genuine.scored and genuine.untrusted is None  # the fixture's, made here: reused
     assert browse.model_score(genuine.ref, genuine.summaries()) is not None
     _forge(beta / browse.SCORE_DIR / browse.SCORES_NAME)
+    with (beta / browse.SCORE_DIR / browse.SCORES_NAME).open("a") as f:
+        f.write("not a score line\n")
     forged = _browser(beta)
     assert not forged.summaries() and not forged.scored
     assert browse.model_score(forged.ref, forged.summaries()) is None
     assert "changed since this install wrote it; not used" in forged.untrusted
+    assert forged.score_problems == []  # a file not used has no line problems to report
 
 
 def test_score_lines_of_another_install_are_not_shown(workdir, monkeypatch, tmp_path) -> None:

@@ -11,7 +11,7 @@ import pytest
 from textual.widgets import Checkbox, DataTable, Input, Select
 
 from careful_engine.annotation.store import Store
-from tests.workbench_support import open_agreement, settings, settle
+from tests.workbench_support import open_agreement, resign, settings, settle
 from workbench.app import WorkbenchApp
 from workbench.screens import (
     AgreementScreen,
@@ -329,6 +329,7 @@ def test_home_shows_the_problems_of_a_corrupted_real_run(shared_runs, tmp_path) 
     (broken / "careful-score").mkdir()
     (broken / "careful-score" / "conversations.jsonl").write_bytes(
         b'{"id": "multi_turn_base_0", "model": "Salesforce_Llama-xLAM-2-8b-fc-r"}\n\xff{\n')
+    resign(broken)  # broken as this install wrote it (an unsigned one is not read at all)
     (folder / "careful-score" / "conversations.jsonl").mkdir(parents=True)
     app = WorkbenchApp(Settings(runs=[broken, folder], db=tmp_path / "c.db",
                                 cache_dir=tmp_path / "cache", user="tester",
@@ -349,9 +350,6 @@ def test_home_shows_the_problems_of_a_corrupted_real_run(shared_runs, tmp_path) 
             assert any(p.endswith("conversations.jsonl:1 [multi_turn_base_0]: not a score line "
                                   "(category: not a string); left out")
                        for p in found["xlam"]), [p for p in found["xlam"] if "jsonl" in p]
-            # planted beside the run (no signature of this install's): its lines never used
-            assert f"scores not used: {broken / 'careful-score' / 'conversations.jsonl'}: not " \
-                "signed by this install (no signature); not used" in found["xlam"]
             assert found["xlam-folder"] == [
                 f"{folder / 'careful-score' / 'conversations.jsonl'}: cannot read: not a "
                 "regular file (a folder)"]

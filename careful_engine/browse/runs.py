@@ -131,8 +131,8 @@ def read_scores(path: Path, model: str, problems: list[Problem] | None = None,
     """``conversations.jsonl`` lines of one model folder, by conversation id; a line that is
     not a score line goes to ``problems`` (``file:line [id]: reason``), the rest is read.
     ``check``: why the file's bytes, as read, are not to be used (None: they are); when it
-    gives a reason, its lines are still checked (for ``problems``) and :class:`Untrusted`
-    is raised with that reason instead of returning them."""
+    gives a reason, :class:`Untrusted` is raised with it before any line is parsed (a file
+    that is not used has no line problems to report)."""
     out: dict[str, dict] = {}
     bad = problems if problems is not None else []
     st = path.stat()  # a dangling link: FileNotFoundError, an OSError as the others
@@ -145,6 +145,8 @@ def read_scores(path: Path, model: str, problems: list[Problem] | None = None,
     # (read whole, regular and bounded: a file swapped for a FIFO after the check is refused)
     data = read_regular(path, max_bytes)
     why = check(data) if check is not None else None
+    if why is not None:
+        raise Untrusted(why)
     text = data.decode("utf-8", errors="replace")
     for n, line in content_lines(text):
         if too_long := line_over_cap(line):  # parsed, it could take gigabytes
@@ -168,8 +170,6 @@ def read_scores(path: Path, model: str, problems: list[Problem] | None = None,
             if result.rules is not None:  # the list shows what Leaderboard reads
                 row["safe_valid"] = result.safe_valid
             out[row["id"]] = row
-    if why is not None:
-        raise Untrusted(why)
     return out
 
 
