@@ -238,7 +238,7 @@ DECODER_HELP = ("Decoder for models not in bfcl's registry whose careful_run.jso
 RULES_PANEL = "Effect rules"
 GATE_PANEL = "CI gate"
 
-Runs = Annotated[list[Path], typer.Argument(help=RUNS_HELP)]
+Runs = Annotated[list[Path], typer.Argument(metavar="RUNS...", help=RUNS_HELP)]
 Decoders = Annotated[list[str] | None, typer.Option("--decoder", help=DECODER_HELP)]
 Boundary = Annotated[str, typer.Option(
     "--boundary", "-b", help="Destructive boundary: a name in declarations/boundary/ or a path "

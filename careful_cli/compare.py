@@ -51,8 +51,8 @@ Out = tables_out("compare")
 
 @app.command()
 def compare(
-    run_a: Annotated[Path, typer.Argument(help="The baseline run folder (A).")],
-    run_b: Annotated[Path, typer.Argument(help="The run compared with it (B).")],
+    run_a: Annotated[Path, typer.Argument(metavar="RUN_A", help="The baseline run folder (A).")],
+    run_b: Annotated[Path, typer.Argument(metavar="RUN_B", help="The run compared with it (B).")],
     model_a: Annotated[str | None, typer.Option(
         "--model-a", help="Model folder of RUN_A to use (needed when RUN_A holds "
         "several).")] = None,

@@ -374,7 +374,8 @@ def _usd(x: float) -> str:
 
 @app.command()
 def cost(
-    run_dir: Path = typer.Argument(..., help="A run folder (or any folder of result files)."),
+    run_dir: Path = typer.Argument(..., metavar="RUN_DIR",
+                                   help="A run folder (or any folder of result files)."),
     prices: Path = typer.Option(None, "--prices", help="Price table (default "
                                 "careful_engine/data/prices.json)."),
     as_models: list[str] = typer.Option(None, "--as", help="Estimate the same volume on these "

@@ -174,7 +174,8 @@ app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them
 
 @app.command("provenance")
 def provenance_cmd(
-    run_dir: Path = typer.Argument(..., help="A bfcl result folder (any depth), or one file."),
+    run_dir: Path = typer.Argument(..., metavar="RUN_DIR",
+                                   help="A bfcl result folder (any depth), or one file."),
     decoder: Decoders = None,
     model: list[str] = typer.Option(None, "--model", "-m", help="Only these result folders."),
     official: Path = typer.Option(None, "--official", help="Folder of the official score files "

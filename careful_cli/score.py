@@ -80,7 +80,8 @@ app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them
 
 @app.command()
 def score(
-    run_dir: Path = typer.Argument(..., help="A bfcl result folder (any depth), or one result file."),
+    run_dir: Path = typer.Argument(..., metavar="RUN_DIR",
+                                   help="A bfcl result folder (any depth), or one result file."),
     out: Path = typer.Option(None, "--out", "-o", help="Where to write score files, tables and "
                              "conversations.jsonl. Default: <RUN_DIR>/careful-score."),
     decoder: Decoders = None,
