@@ -28,3 +28,22 @@ def test_every_display_of_a_share_agrees() -> None:
     assert Report.format_cell(100 * share) == "28.8"
     assert pct_change(share, 0.2625) == 2.5  # 28.8 - 26.3
     assert percent_text(None) == "–"
+
+
+def test_the_rule_holds_whatever_decimal_context_bfcl_left() -> None:
+    """bfcl's MathAPI.square_root sets the process's decimal precision to its argument
+    (``getcontext().prec = precision``): after a replay called it with 1, every shown figure
+    raised InvalidOperation (the whole suite in one process: 89 failures)."""
+    import decimal
+
+    from careful_engine.core import bfcl
+    from careful_engine.core.environment import Environment
+
+    with decimal.localcontext() as ctx:
+        conv = next(c for c in bfcl.conversations("multi_turn_base")
+                    if "MathAPI" in c.involved_classes)
+        env = Environment.for_conversation(conv, "reference")
+        env.execute("square_root(number=2, precision=1)")
+        assert decimal.getcontext().prec == 1 and ctx.prec == 1
+        assert shown(28.749999999999996) == 28.8 and percent_text(0.2625) == "26.3"
+        assert shown(1e70) == 1e70

@@ -12,9 +12,12 @@ spreadsheet, JavaScript's ``toFixed``) gets the table's figure.
 from __future__ import annotations
 
 import math
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 
 SNAP = 9  # decimals a computed figure keeps: what lies past them is float noise
+# its own decimal context: the process's is bfcl's to change (MathAPI.square_root sets its
+# precision to the call's argument, for every Decimal after it)
+_CONTEXT = Context(prec=60, rounding=ROUND_HALF_UP)
 
 
 def percent(share: float | None) -> float | None:
@@ -28,8 +31,11 @@ def shown(value: float | None, digits: int = 1) -> float | None:
     past :data:`SNAP` decimals is taken off)."""
     if value is None or not math.isfinite(value):
         return value
-    exact = Decimal(repr(round(value, SNAP)))
-    return float(exact.quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+    exact = Decimal(repr(round(value, SNAP)))  # (exact: no context involved)
+    try:
+        return float(exact.quantize(Decimal(1).scaleb(-digits, _CONTEXT), context=_CONTEXT))
+    except InvalidOperation:  # beyond 60 digits: no figure careful shows
+        return round(value, digits)
 
 
 def percent_text(share: float | None) -> str:
