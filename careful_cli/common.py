@@ -412,10 +412,10 @@ def write_reports(reports: list[Any], out: Path,
                   problems: list | None = None, unusable: list[str] = ()) -> None:
     """Write report files before anything is printed (a closed pipe must not lose them),
     with ``problems`` (given: every input problem's line) and the ``unusable`` folders' lines
-    in :data:`PROBLEMS_FILE`; exit 2
-    rather than follow a planted link, with nothing written when any of them would be
-    refused (:func:`~careful_engine.core.safe_write.check_targets`), nor when one of the
-    output ``files`` the command writes later (:func:`refuse_files`) would be."""
+    in :data:`PROBLEMS_FILE`; exit 2 rather than follow a planted link, with nothing written
+    when any of them would be refused (:func:`~careful_engine.core.safe_write.check_targets`),
+    nor when one of the output ``files`` the command writes later (:func:`refuse_files`)
+    would be."""
     refuse_files(files or {})
     names = [name for rep in reports for name in rep.files()]
     try:

@@ -37,9 +37,13 @@ def _digest(path: Path) -> str | None:
         return None
 
 
+def _results(files: Iterable[ResultFile]) -> list[list]:
+    """Each result file as the signature lists it: [model folder, category, SHA-256]."""
+    return sorted([rf.model, rf.category, _digest(rf.path)] for rf in files)
+
+
 def _body(data: bytes, files: Iterable[ResultFile]) -> dict:
-    return {"conversations_sha256": hashlib.sha256(data).hexdigest(),
-            "results": sorted([rf.model, rf.category, _digest(rf.path)] for rf in files)}
+    return {"conversations_sha256": hashlib.sha256(data).hexdigest(), "results": _results(files)}
 
 
 def _mac(key: bytes, body: dict) -> str:
@@ -82,7 +86,7 @@ def untrusted(scores: Path, data: bytes, files: Iterable[ResultFile]) -> str | N
     if body.get("conversations_sha256") != hashlib.sha256(data).hexdigest():
         return "changed since this install wrote it"
     listed = body.get("results")
-    now = _body(b"", files)["results"]
+    now = _results(files)
     if not isinstance(listed, list) or any(r not in listed for r in now):
         return "made from other result files than the run's"
     return None
