@@ -11,6 +11,7 @@ import typer
 from careful_cli import declare
 from careful_cli.common import (
     EXIT_PROBLEMS,
+    PROBLEMS_FILE,
     Decoders,
     Quiet,
     Runs,
@@ -84,7 +85,8 @@ def decode_cmd(
         raise fail("; ".join(f"{a.run}: nothing could be decoded" if a.unusable else
                              no_result_files(a.run, None) for a in audits))
     reports = [show_decode.shares_report(table), show_decode.messages_report(table)]
-    write_reports(reports, out)
+    write_reports(reports, out, problems=[p for a in audits for p in a.problems],
+                  unusable=unusable)
     console.print(show_decode.shares_terminal(table))
     if any(st.messages for _, sts in table for st in sts):
         console.print(show_decode.messages_terminal(table, top))
@@ -93,7 +95,7 @@ def decode_cmd(
         console.print(f"[yellow]⚑ {literal(where)}{cat}:[/] {literal(f.message)}")
     print_written(reports, out, quiet)
     for a in audits:  # lines that could not be read, as score lists them
-        print_input_problems(a.problems, a.run, quiet=quiet)
+        print_input_problems(a.problems, a.run, quiet=quiet, full=out / PROBLEMS_FILE)
     if flags or unusable or any(a.problems for a in audits):
         raise typer.Exit(EXIT_PROBLEMS)
 
@@ -145,10 +147,10 @@ def scores_cmd(
     audits, result_dir, problems = sa.audit(directory, results, near)
     if not audits:
         raise fail(f"no BFCL_v*_<category>_score.json files under {directory}")
-    print_input_problems(problems, directory, quiet=quiet)
     source = sa.locate(directory, results)[0]  # the score folder the figures come from
     reports = show_scores.score_audit_reports(audits, result_dir, source)
-    write_reports(reports, out)
+    write_reports(reports, out, problems=problems)
+    print_input_problems(problems, directory, quiet=quiet, full=out / PROBLEMS_FILE)
     console.print(show_scores.overall_terminal(audits, source))
     if any(cr for a in audits for cr in a.credited):
         console.print(show_scores.credited_terminal(audits, result_dir))

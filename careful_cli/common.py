@@ -147,18 +147,21 @@ def internal_error() -> int:
 
 def print_input_problems(problems: list, root: Path | None = None, *, per_kind: int = 5,
                          missing: str = "counted as failed", limit: int = 25,
-                         quiet: bool = False, full: Path | None = None) -> None:
+                         quiet: bool = False, full: Path | None = None,
+                         listing: str = "") -> None:
     """Input problems on stderr, one ``file:line [id]: reason`` line each (file paths relative
     to the run folder ``root``), grouped by kind: the first ``per_kind`` of each kind, then a
     count, at most ``limit`` lines in all; ids missing from a file are one line per file,
     ending with ``missing`` (what was done with them); ``quiet``: their count alone; ``full``:
-    the file that lists every one, named where any was left out. The problems are not
+    the file that lists every one, named where any was left out (without one, ``listing``:
+    the options that would list them, e.g. ``"--out FILE or --json"``). The problems are not
     changed."""
     if not problems:
         return
     base = "" if root is None else str(root if root.is_dir() else root.parent).rstrip("/") + "/"
     where = f" under {literal(root)}" if root is not None else ""
-    everything = f"all {len(problems)} listed in {literal(full)}" if full is not None else ""
+    everything = (f"all {len(problems)} listed in {literal(full)}" if full is not None else
+                  f"{listing} lists all {len(problems)}" if listing else "")
     if quiet:
         err.print(f"[yellow]{len(problems)} input problem(s){where}[/] (listed without -q"
                   + (f"; {everything})" if everything else ")"))

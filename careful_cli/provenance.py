@@ -263,7 +263,8 @@ def provenance_cmd(
     if json_out:
         print(dumps(report))
     else:
-        print_input_problems(problems, run_dir, missing="counted as failed, unverifiable")
+        print_input_problems(problems, run_dir, missing="counted as failed, unverifiable",
+                             full=out, listing="--out FILE or --json")
         _print_tables(runs)
         if explain:
             _explain(checked)

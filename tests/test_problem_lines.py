@@ -252,3 +252,51 @@ def test_a_folder_that_cannot_be_used_is_in_problems_txt(tmp_path: Path, command
     lines = (out / "problems.txt").read_text().splitlines()
     assert "nodecoder" in lines[0] and "is not in bfcl-eval" in lines[0]
     assert any("result.json:3: truncated last line" in line for line in lines[1:])
+
+
+def test_the_audits_write_every_problem_line_to_problems_txt(tmp_path: Path) -> None:
+    """``audit decode`` and ``audit scores`` folded their problems in the terminal and wrote
+    them nowhere (their output folders had no problems.txt): they now write it as score
+    does, and name it under the folded list."""
+    from typer.testing import CliRunner
+
+    from careful_cli import _load, app
+    from careful_engine.analysis import bfcl_scores
+    from careful_engine.analysis.decode_audit import audit_run
+    from tests import hostile_corpus as hc
+    from tests.test_score_audit import write_score
+
+    _load()
+    run = tmp_path / "run"
+    hc.write_model(run, "m", ["not json"] * 7 + ["[1]"])
+    expected = audit_run(run).problems
+    assert len(expected) > 5  # more than the terminal shows of one kind
+    out = tmp_path / "decode"
+    res = CliRunner().invoke(app, ["audit", "decode", str(run), "--out", str(out)])
+    assert res.exit_code == 1, res.output
+    assert (out / "problems.txt").read_text().splitlines() == [str(p) for p in expected]
+    assert f"(all {len(expected)} listed in {out / 'problems.txt'})" \
+        in res.output.replace("\n", "")
+
+    path = write_score(tmp_path, "m", "multi_turn_base", 2, 10,
+                       [{"id": f"multi_turn_base_{i}", "valid": True} for i in range(8)])
+    expected = [str(p) for p in bfcl_scores.read_score_lines(path).problems]
+    assert len(expected) == 8
+    out = tmp_path / "scores"
+    res = CliRunner().invoke(app, ["audit", "scores", str(tmp_path / "score"), "--out",
+                                   str(out)])
+    assert res.exit_code == 1, res.output
+    assert (out / "problems.txt").read_text().splitlines() == expected
+    assert f"(all {len(expected)} listed in {out / 'problems.txt'})" \
+        in res.output.replace("\n", "")
+
+
+def test_provenance_names_where_every_problem_is_listed(tmp_path: Path, stderr) -> None:
+    """provenance folded its problems and, without --out, named no way to see the rest: it
+    names its JSON report where one is written, else the options that list them all."""
+    problems = [Problem("f.json", "line is not JSON", i + 1) for i in range(8)]
+    common.print_input_problems(problems, None, listing="--out FILE or --json")
+    assert "(--out FILE or --json lists all 8)" in stderr.export_text()
+    common.print_input_problems(problems, None, full=tmp_path / "r.json",
+                                listing="--out FILE or --json")
+    assert f"(all 8 listed in {tmp_path / 'r.json'})" in stderr.export_text()
