@@ -380,7 +380,7 @@ def test_round_inputs_of_the_wrong_shape_are_refused(runner, db, tmp_path, field
      ' {"name": "rm", "kind": "read", "proposed": false}]}',
      ":2: functions[1]: rm is listed twice (first at functions[0])"),
     ('{"functions": {"rm": {"kind": "write"},\n "cd": null}}', ":1: cd: expected an object, got null"),
-    ('{"functions": {"rm": {"kind": "write"},\n "cd": 0}}', ":1: cd: expected an object, got int"),
+    ('{"functions": {"rm": {"kind": "write"},\n "cd": 0}}', ":1: cd: expected an object, got an int"),
     ('{"functions": {\n "rm": {"kind": "write"},\n "rm": {"kind": "read"}}}',
      ":3: invalid JSON: 'rm' is given twice in one object"),
     ('{"functions": {\n "rm": {"kind": "write",\n "kind": "read"}}}',

@@ -342,7 +342,7 @@ def test_a_verdict_may_name_its_function_in_the_usual_ways():
         answer = json.dumps({"function": named, "destructive": False, "reason": "moves"})
         assert llm.parse_answer(answer, "cd") == (False, "moves")
     assert llm.message_problem(type("M", (), {"content": [1, 2], "usage": None})()) \
-        == "a content block is int, without a type"
+        == "a content block is an int, without a type"
 
 
 def test_a_base_url_that_is_not_a_url_is_one_error(monkeypatch):

@@ -30,11 +30,11 @@ def _doc(**change) -> dict:
 
 
 @pytest.mark.parametrize("doc, reason", [
-    ([], "a JSON list, not an object"),
+    ([], "(a list, not an object)"),
     (_doc(destructive=None), "'destructive' must be a list of functions, not missing"),
-    (_doc(destructive="rm"), "'destructive' must be a list of functions, not str"),
+    (_doc(destructive="rm"), "'destructive' must be a list of functions, not a string"),
     ({**STOCK, "destructive": None}, "'destructive' must be a list of functions, not null"),
-    (_doc(destructive=["rm"]), "destructive[0] is a str"),
+    (_doc(destructive=["rm"]), "destructive[0] is a string"),
     (_doc(destructive=[{"name": "rm"}]), "rm has no reason"),
     (_doc(destructive=[{"name": "rm", "reason": "x"}] * 2), "rm is listed twice"),
     (_doc(destructive=[{"name": ["rm"], "reason": "x"}]), "is not one of the 128"),

@@ -40,7 +40,7 @@ CASES = {
     "entry a string": (lambda d: d["functions"].__setitem__("rm", "write"),
                        "[rm]: a JSON str, not an object"),
     "functions a list": (lambda d: d.__setitem__("functions", list(d["functions"].values())),
-                         "'functions' is a JSON list"),
+                         "'functions' is a list"),
     "footprint numbers": (_set("rm", "footprint", [1, 2]), "[rm]: footprint and signals"),
     "hidden_only text": (_set("rm", "hidden_only", "no"), "[rm]: hidden_only is str"),
     "lone surrogate": (_set("rm", "note", "\ud800"), "[rm]: a lone surrogate"),

@@ -69,7 +69,7 @@ def test_resume_refuses_other_settings(tmp_path):
 
 @pytest.mark.parametrize(("manifest", "reason"), [
     ("{", ":1: not JSON"),
-    ("[]", "a JSON list, not a manifest"),
+    ("[]", "a list, not a manifest"),
     ('{"sessions": 5}', "'sessions' is an int, not a list"),
     ('{"categories": ["multi_turn_x"]}', "'categories' holds something other than"),
     ('{"sessions": [NaN]}', "NaN is not a JSON value"),

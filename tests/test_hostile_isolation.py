@@ -250,8 +250,8 @@ def test_an_entry_that_breaks_the_engine_is_one_problem_for_every_scoring_comman
 # ---------------------------------------------------------------- manifests
 
 
-@pytest.mark.parametrize("decoder, kind", [(5, "int"), (["x"], "list"), ({"k": 1}, "dict"),
-                                           (True, "bool"), (1.5, "float")])
+@pytest.mark.parametrize("decoder, kind", [(5, "an int"), (["x"], "a list"), ({"k": 1}, "an object"),
+                                           (True, "a bool"), (1.5, "a float")])
 def test_manifest_decoder_of_the_wrong_type_is_reported(tmp_path, good_run, decoder,
                                                         kind) -> None:
     hc.write_model(good_run, "bad", decoder=decoder)
@@ -418,7 +418,7 @@ def test_declare_with_hostile_runs_skips_what_it_cannot_use(tmp_path, hostile_ru
     assert res.returncode == EXIT_PROBLEMS, res.stderr
     assert_no_traceback(res.stderr)
     assert "a FIFO, not a regular file" in res.stderr
-    assert "'decoder' must be a registry key string, not int" in res.stderr
+    assert "'decoder' must be a registry key string, not an int" in res.stderr
     assert json.loads(out.read_text())["schema"]
 
 

@@ -300,3 +300,51 @@ def test_provenance_names_where_every_problem_is_listed(tmp_path: Path, stderr) 
     common.print_input_problems(problems, None, full=tmp_path / "r.json",
                                 listing="--out FILE or --json")
     assert f"(all 8 listed in {tmp_path / 'r.json'})" in stderr.export_text()
+
+
+def test_every_type_in_a_message_is_named_with_its_article(tmp_path: Path) -> None:
+    """Messages about files named Python types ("not a boundary file (a JSON list", "got
+    NoneType", "is a str", "turns are NoneTypes", "not int"): each now names the JSON type
+    with its article, as core.json_values.a_kind does everywhere else."""
+    import json
+    import types
+
+    from careful_engine.annotation import llm, names, signals
+    from careful_engine.annotation.errors import AnnotationError
+    from careful_engine.core import decode
+    from careful_engine.core.runs import DecoderUnavailable, manifest_decoder
+    from careful_engine.effects import boundary, declarations
+    from careful_engine.scoring.score import discover
+    from tests import hostile_corpus as hc
+
+    def error(fn, *args) -> str:
+        try:
+            fn(*args)
+        except (AnnotationError, ValueError, DecoderUnavailable) as e:
+            return str(e)
+        raise AssertionError("no error")
+
+    assert "(a list, not an object)" in error(boundary.from_json, [])
+    assert "not null" in error(boundary.from_json, {"schema": boundary.SCHEMA,
+                                                    "destructive": None})
+    assert "not an int" in error(boundary.from_json, {"schema": boundary.SCHEMA,
+                                                      "destructive": 5})
+    path = tmp_path / "effects.json"
+    path.write_text(json.dumps({"schema": declarations.SCHEMA, "functions": [1]}))
+    assert "'functions' is a list, not an object" in error(declarations.load, path)
+    assert declarations.entry_problem([]) == "a list, not an object"
+    assert declarations.entry_problem({"class": 5}) == "class is an int"
+    assert decode.odd_shape(None).startswith("a turn is null, not a list of steps")
+    assert decode.odd_shape(3.5).startswith("a turn is a float, not a list of steps")
+    assert error(names.check_reason, 5).endswith("a reason must be text, not an int")
+    assert signals.extra_problem(5) == "its inputs are an int, not an object"
+    assert signals.extra_problem(None) == "its inputs are null, not an object"
+    assert "expected an object, got an int" in error(signals.parse_declarations,
+                                                     {"functions": {"ls": 1}})
+    assert llm.message_problem(5) == "the answer is not a message (an int without content)"
+    block = types.SimpleNamespace(type="text", text=None)
+    assert llm.message_problem(types.SimpleNamespace(content=[block])) == \
+        "a text block holds null, not text"
+    hc.write_model(tmp_path / "run", "m", decoder=7, good=1)
+    (rf,) = discover(tmp_path / "run")[0]["m"]
+    assert "must be a registry key string, not an int;" in error(manifest_decoder, rf)

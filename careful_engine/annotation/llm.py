@@ -35,6 +35,7 @@ from careful_engine.annotation.signals import FunctionInput
 from careful_engine.annotation.store import Store
 from careful_engine.core import bfcl, bounded_http
 from careful_engine.core.decode import MAX_TOKEN_COUNT
+from careful_engine.core.json_values import a_kind
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
 
 DEFINITION = (
@@ -258,21 +259,21 @@ def message_problem(message: Any) -> str | None:
     not token counts."""
     content = getattr(message, "content", None)
     if not isinstance(content, list):
-        return f"the answer is not a message ({type(message).__name__} without content)"
+        return f"the answer is not a message ({a_kind(message)} without content)"
     size = 0
     for block in content:
         kind = getattr(block, "type", None)
         if not isinstance(kind, str):
-            return f"a content block is {type(block).__name__}, without a type"
+            return f"a content block is {a_kind(block)}, without a type"
         if kind == "text":
             text = getattr(block, "text", None)
             if not isinstance(text, str):
-                return f"a text block holds {type(text).__name__}, not text"
+                return f"a text block holds {a_kind(text)}, not text"
             size += len(text)
         elif kind == "tool_use":
             data = getattr(block, "input", None)
             if not isinstance(data, dict):
-                return f"a tool call's input is {type(data).__name__}, not an object"
+                return f"a tool call's input is {a_kind(data)}, not an object"
             try:
                 size += len(json.dumps(data, ensure_ascii=False))
             except (RecursionError, ValueError):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import unicodedata
 
 from careful_engine.annotation.errors import AnnotationError
+from careful_engine.core.json_values import a_kind
 
 NAME_MAX = 64
 REASON_MAX = 4000
@@ -80,7 +81,7 @@ def check_reason(reason: object, where: str = "") -> str:
     if reason is None:
         return ""
     if not isinstance(reason, str):
-        raise AnnotationError(f"{prefix}a reason must be text, not {type(reason).__name__}")
+        raise AnnotationError(f"{prefix}a reason must be text, not {a_kind(reason)}")
     text = reason.replace("\r\n", "\n").strip()
     if len(text) > REASON_MAX:
         raise AnnotationError(

@@ -27,6 +27,7 @@ from careful_engine.annotation.errors import AnnotationError, BlindnessError, La
 from careful_engine.annotation.names import NAME_MAX, check_name, check_reason
 from careful_engine.annotation.records import Annotator, Decision, Label, LabelSet, Round
 from careful_engine.annotation.signals import FunctionInput, RoundInputs
+from careful_engine.core.json_values import a_kind
 
 if TYPE_CHECKING:
     from careful_engine.annotation.adjudication import Adjudication
@@ -51,7 +52,7 @@ def check_person(who: object, what: str = "who") -> str:
     import unicodedata
 
     if not isinstance(who, str):
-        raise AnnotationError(f"{what}: expected a name, got {type(who).__name__}")
+        raise AnnotationError(f"{what}: expected a name, got {a_kind(who)}")
     nfc = unicodedata.normalize("NFC", who)
     if not nfc or nfc != nfc.strip() or len(nfc) > NAME_MAX or any(
         unicodedata.category(c)[0] == "C" for c in nfc

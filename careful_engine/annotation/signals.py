@@ -22,7 +22,7 @@ from pathlib import Path
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.annotation.schema import JSONFileError, loads_with_lines
 from careful_engine.core import bfcl
-from careful_engine.core.json_values import json_problem
+from careful_engine.core.json_values import a_kind, json_problem
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
 from careful_engine.core.safe_text import visible
 from careful_engine.effects.boundary import declarations_dir
@@ -36,8 +36,7 @@ def extra_problem(extra: object) -> str | None:
     lists of text, ``idempotent`` true, false or null, as ``careful declare`` writes them),
     or None."""
     if not isinstance(extra, dict):
-        what = "null" if extra is None else f"a {type(extra).__name__}"
-        return f"its inputs are {what}, not an object"
+        return f"its inputs are {a_kind(extra)}, not an object"
     for key in ("signals", "footprint"):
         value = extra.get(key)
         if value is not None and not (isinstance(value, list)
@@ -138,8 +137,8 @@ def parse_declarations(data: dict, source: str = "<data>") -> dict[str, Function
     for name in sorted(raw, key=lambda n: (bfcl.CLASSES.index(classes[n]), n)):
         entry = raw[name]
         if not isinstance(entry, dict):
-            got = "null" if entry is None else type(entry).__name__
-            raise AnnotationError(f"{_at(source, raw)}: {name}: expected an object, got {got}")
+            raise AnnotationError(f"{_at(source, raw)}: {name}: expected an object, got "
+                                  f"{a_kind(entry)}")
         kind = entry.get("kind", "unknown") or "unknown"
         if kind not in KINDS:
             raise AnnotationError(f"{source}: {name}: kind must be one of {KINDS}, got {kind!r}")

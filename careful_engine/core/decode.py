@@ -150,8 +150,8 @@ def odd_shape(turn: Any, steps: list[Step] | None = None) -> str | None:
         if isinstance(turn, str):
             return f"turns are strings: bfcl iterates their characters {what}"
         return f"turns are objects: bfcl iterates their keys {what}"
-    return (f"turns are {type(turn).__name__}s, not lists of steps: bfcl's evaluator stops "
-            "with an error on them; here they have no steps")
+    return (f"a turn is {a_kind(turn)}, not a list of steps: bfcl's evaluator stops with an "
+            "error on it; here it has no steps")
 
 
 _NO_ROW = object()

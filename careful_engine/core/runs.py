@@ -546,4 +546,4 @@ def manifest_decoder(rf: ResultFile) -> str | None:
     if decoder is None or isinstance(decoder, str):
         return decoder
     raise DecoderUnavailable(f"{visible(path)}: 'decoder' must be a registry key string, not "
-                             f"{type(decoder).__name__}; use --decoder")
+                             f"{a_kind(decoder)}; use --decoder")

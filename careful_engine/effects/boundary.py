@@ -85,15 +85,14 @@ def from_json(data: Any, source: str = "<data>") -> Boundary:
     document that is not one: every field is checked; only the descriptive ones (version,
     decided_by, method, created) may be left out."""
     if not isinstance(data, dict):
-        raise BoundaryError(f"{source}: not a boundary file (a JSON {type(data).__name__}, "
+        raise BoundaryError(f"{source}: not a boundary file ({a_kind(data)}, "
                             "not an object)")
     if data.get("schema") != SCHEMA:
         raise BoundaryError(f"{source}: not a boundary file (schema "
                             f"{visible(repr(data.get('schema')))[:80]})")
     items = data.get("destructive")
     if not isinstance(items, list):
-        given = ("missing" if "destructive" not in data else "null" if items is None
-                 else type(items).__name__)
+        given = "missing" if "destructive" not in data else a_kind(items)
         raise BoundaryError(f"{source}: 'destructive' must be a list of functions, not {given}")
     known = bfcl.function_class()
     destructive: dict[str, str] = {}

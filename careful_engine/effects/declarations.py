@@ -229,7 +229,7 @@ def load(path: str | Path | None = None) -> Declarations:
     functions = doc.get("functions") or {}
     where = visible(str(path))
     if not isinstance(functions, dict):
-        raise DeclarationsError(f"{where}: 'functions' is a JSON {type(functions).__name__}, "
+        raise DeclarationsError(f"{where}: 'functions' is {a_kind(functions)}, "
                                 "not an object of declarations")
     missing = sorted(set(bfcl.function_class()) - set(functions))
     if missing:
@@ -288,7 +288,7 @@ def _field_problem(obj: dict, fields: dict[str, tuple[type | None, ...]],
     for key, types in fields.items():
         value = obj.get(key)
         if not any(value is None if t is None else type(value) is t for t in types):
-            return f"{prefix}{key} is {'missing' if key not in obj else type(value).__name__}"
+            return f"{prefix}{key} is {'missing' if key not in obj else a_kind(value)}"
         if type(value) is int and value < 0:
             return f"{prefix}{key} is {value}, not a count"
     return None
@@ -316,7 +316,7 @@ def entry_problem(entry: Any, cls: str | None = None) -> str | None:
     types their readers use), of class ``cls`` where given, with no lone surrogate or
     non-finite number anywhere in it."""
     if not isinstance(entry, dict):
-        return f"a JSON {type(entry).__name__}, not an object"
+        return f"{a_kind(entry)}, not an object"
     problem = _field_problem(entry, _FIELDS)
     if problem is not None:
         return problem

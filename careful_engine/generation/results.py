@@ -289,7 +289,7 @@ def load_manifest(folder: Path, untrusted: str | None = None) -> dict[str, Any] 
         reason = str(e)[:80] if isinstance(e, ValueError) else "nested too deeply"
         raise GenerationError(f"{where}: not usable JSON ({reason}); {untrusted}") from None
     if not isinstance(data, dict):
-        raise GenerationError(f"{where}: a JSON {type(data).__name__}, not a manifest; "
+        raise GenerationError(f"{where}: {a_kind(data)}, not a manifest; "
                               f"{untrusted}")
     for key, kind in (("sessions", list), ("categories", list), ("started", str)):
         if data.get(key) is not None and not isinstance(data[key], kind):
