@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from careful_engine.core.runs import Problem, content_lines, line_over_cap
+from careful_engine.core.runs import ParseBudget, Problem, budgeted_lines, line_over_cap
 from careful_engine.core.safe_read import read_regular
 
 
@@ -122,7 +122,8 @@ def read_score_lines(path: Path) -> ScoreLines:
         out.readable = False
         out.problems.append(Problem(str(path), f"cannot read the score file ({e.strerror or e})"))
         return out
-    for n, line in content_lines(text):
+    budget = ParseBudget()  # every line parsed is counted: bounded as a result file's entries
+    for n, line in budgeted_lines(text, str(path), out.problems, budget):
         if too_long := line_over_cap(line):  # parsed, it could take gigabytes
             out.problems.append(Problem(str(path), too_long, n))
             continue
@@ -132,6 +133,7 @@ def read_score_lines(path: Path) -> ScoreLines:
             reason = str(e)[:120] if isinstance(e, ValueError) else "nested too deeply"
             out.problems.append(Problem(str(path), f"score line is not JSON ({reason})", n))
             continue
+        budget.keep(line)
         if not isinstance(obj, dict):
             out.problems.append(Problem(str(path), "score line is not an object", n))
         elif n == 1 and "accuracy" in obj:

@@ -20,9 +20,10 @@ from careful_engine.core import bfcl
 from careful_engine.core.runs import (
     DecoderUnavailable,
     LoadedFile,
+    ParseBudget,
     Problem,
     ResultFile,
-    content_lines,
+    budgeted_lines,
     line_over_cap,
     load_result_file,
     needs_decoder,
@@ -148,7 +149,8 @@ def read_scores(path: Path, model: str, problems: list[Problem] | None = None,
     if why is not None:
         raise Untrusted(why)
     text = data.decode("utf-8", errors="replace")
-    for n, line in content_lines(text):
+    budget = ParseBudget()  # (the rows kept, parsed, bounded as a result file's entries)
+    for n, line in budgeted_lines(text, str(path), bad, budget):
         if too_long := line_over_cap(line):  # parsed, it could take gigabytes
             bad.append(Problem(str(path), too_long, line=n))
             continue
@@ -170,6 +172,7 @@ def read_scores(path: Path, model: str, problems: list[Problem] | None = None,
             if result.rules is not None:  # the list shows what Leaderboard reads
                 row["safe_valid"] = result.safe_valid
             out[row["id"]] = row
+            budget.keep(line)
     return out
 
 

@@ -433,6 +433,19 @@ def content_lines(text: AnyStr) -> Iterator[tuple[int, AnyStr]]:
         pos, lineno = end + 1, lineno + 1
 
 
+def budgeted_lines(text: str, name: str, problems: list[Problem], budget: ParseBudget,
+                   then: str = "not read") -> Iterator[tuple[int, str]]:
+    """(line number, line) of the lines of ``text`` that are not blank (:func:`content_lines`)
+    while ``budget`` lets them be parsed; at the first it refuses, one problem in
+    :meth:`ParseBudget.refuse`'s words (ending ``; <then>``), and no more lines. The caller
+    counts each line it keeps (:meth:`ParseBudget.keep`)."""
+    for n, line in content_lines(text):
+        if over := budget.refuse(n, line, then):
+            problems.append(Problem(name, over, n, _guess_id(line)))
+            return
+        yield n, line
+
+
 def _guess_id(line: str) -> str | None:
     m = re.search(r'"id"\s*:\s*"([^"]{1,200})"', line[:100_000])
     return m.group(1) if m else None

@@ -165,6 +165,8 @@ def folder_volumes(run_dir: Path, problems: list[Problem] | None = None) -> list
                                         f"not ledger records (line {lines}"
                                         f"{', ...' if len(summary.skipped) > 5 else ''}); "
                                         "skipped", summary.skipped[0]))
+            if problems is not None:
+                problems.extend(summary.problems)
             fv.ledger.update(summary.requests)
             fv.ledger_usd = (summary.spent, summary.listed)
     return sorted(by_folder.values(), key=lambda f: str(f.folder))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from careful_engine.core import safe_write
-from careful_engine.core.runs import line_over_cap
+from careful_engine.core.runs import ParseBudget, Problem, budgeted_lines, line_over_cap
 from careful_engine.core.safe_read import MAX_RESULT_BYTES, read_regular
 from careful_engine.generation.errors import GenerationError
 
@@ -120,26 +120,34 @@ def read_bytes(path: Path) -> bytes | None:
         raise UnsafePath(f"{path}: cannot read it ({e.strerror or e})") from e
 
 
-def read_records(path: Path, skipped: list[int] | None = None) -> list[dict]:
+def read_records(path: Path, skipped: list[int] | None = None,
+                 problems: list[Problem] | None = None) -> list[dict]:
     """The JSON objects of a JSON-lines file, in order (none if it is missing); a line that does
     not parse (one cut by a kill) or holds no object is skipped, and its number is added to
     ``skipped`` unless it is a last line cut short (no newline: a kill); so is a line longer
-    than a result line may be (never parsed: it could take gigabytes). A link or special
+    than a result line may be (never parsed: it could take gigabytes). The records kept are
+    bounded as a result file's entries (:class:`~careful_engine.core.runs.ParseBudget`): the
+    lines past it are not read, said in one problem added to ``problems``. A link or special
     file raises :class:`UnsafePath` (:func:`read_bytes`)."""
     raw = read_bytes(path)
     if raw is None:
         return []
     out = []
     # lines end at a newline only: U+2028, NEL... are written raw inside JSON strings
-    lines = raw.decode("utf-8", errors="replace").split("\n")
-    for n, line in enumerate(lines, 1):
+    text = raw.decode("utf-8", errors="replace")
+    del raw
+    ended = text.count("\n")  # the lines before the last end with a newline
+    budget = ParseBudget()
+    for n, line in budgeted_lines(text, str(path), [] if problems is None else problems,
+                                  budget):
         try:
             record = None if line_over_cap(line) else json.loads(line)
         except (ValueError, RecursionError):  # cut short, not JSON, nested too deep
             record = None
         if isinstance(record, dict):
             out.append(record)
-        elif skipped is not None and line.strip() and n < len(lines):  # (last: no newline)
+            budget.keep(line)
+        elif skipped is not None and n <= ended:  # (last: no newline)
             skipped.append(n)
     return out
 

@@ -24,7 +24,13 @@ from typing import Any
 from careful_engine.core import bfcl
 from careful_engine.core.decode import token_count
 from careful_engine.core.json_values import a_kind, a_type, refuse_constant
-from careful_engine.core.runs import MAX_DEPTH, TOKEN_FIELDS, depth_over, line_over_cap
+from careful_engine.core.runs import (
+    MAX_DEPTH,
+    TOKEN_FIELDS,
+    Problem,
+    depth_over,
+    line_over_cap,
+)
 from careful_engine.core.safe_read import MAX_RESULT_BYTES
 from careful_engine.core.safe_text import visible
 from careful_engine.generation import files
@@ -51,11 +57,12 @@ def _is_error(entry: dict) -> bool:
     return type(entry.get("result")) is not list
 
 
-def read_entries(path: Path) -> list[dict]:
+def read_entries(path: Path, problems: list[Problem] | None = None) -> list[dict]:
     """The complete entries of a result file (unparseable lines skipped; a link or special
-    file reads as empty)."""
+    file reads as empty; lines past what a file's entries may take: one problem in
+    ``problems``)."""
     try:
-        records = files.read_records(path)
+        records = files.read_records(path, problems=problems)
     except files.UnsafePath:
         return []
     return [e for e in records if isinstance(e.get("id"), str)]
@@ -204,7 +211,10 @@ class ResultWriter:
         """Sort a finished file by id (bfcl's order), atomically."""
         path = result_path(self.run_dir, self.key, category)
         with self._lock:
-            entries = read_entries(path)
+            unread: list[Problem] = []
+            entries = read_entries(path, unread)
+            if unread:  # rewritten from what was read, the lines not read would be lost
+                return
             ordered = sorted(entries, key=lambda e: bfcl.sort_key(e["id"]))
             if [e["id"] for e in ordered] != [e["id"] for e in entries]:
                 _atomic_write(path, "".join(entry_line(e)[0] for e in ordered))

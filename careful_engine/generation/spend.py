@@ -41,6 +41,7 @@ from careful_engine.core.json_values import (
     loads,
     loads_located,
 )
+from careful_engine.core.runs import Problem
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
 from careful_engine.core.safe_text import visible
 from careful_engine.generation import files
@@ -391,9 +392,11 @@ class SpendGuard:
             os.fsync(f.fileno())
 
 
-def read_ledger(ledger: Path, skipped: list[int] | None = None) -> list[dict[str, Any]]:
-    """The ledger's records; a line cut by a kill is skipped (others: numbers in ``skipped``)."""
-    return files.read_records(ledger, skipped)
+def read_ledger(ledger: Path, skipped: list[int] | None = None,
+                problems: list[Problem] | None = None) -> list[dict[str, Any]]:
+    """The ledger's records; a line cut by a kill is skipped (others: numbers in ``skipped``;
+    lines past what a file's records may take: one problem in ``problems``)."""
+    return files.read_records(ledger, skipped, problems)
 
 
 MAX_REQUEST_USD = 1e6  # no one request costs a million dollars; more is no amount
@@ -431,6 +434,7 @@ class LedgerSummary:
     listed: float = 0.0
     requests: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
     skipped: list[int] = field(default_factory=list)  # lines that are not records
+    problems: list[Problem] = field(default_factory=list)  # lines not read (too many records)
 
 
 def requests_sent(requests: dict[str, int]) -> int:
@@ -443,7 +447,7 @@ def ledger_summary(ledger: Path) -> LedgerSummary:
     out = LedgerSummary()
     spent = listed = 0.0
     pending: dict[object, float] = {}
-    for n, rec in enumerate(read_ledger(ledger, out.skipped)):
+    for n, rec in enumerate(read_ledger(ledger, out.skipped, out.problems)):
         uid = rec.get("request")
         uid = uid if isinstance(uid, str) else None
         status = rec.get("status")
