@@ -9,7 +9,8 @@ force_terminated line after an inference error's, :data:`BFCL_REPEAT`), and a li
 ``valid`` is true or not a boolean are each one problem (``file:line [id]: reason``), left
 out (a header's correct_count that is not a count, or is more than its total_count: one
 problem, the rest of the header kept);
-the rest of the file is read.
+the rest of the file is read, as far as a file's parsed lines may take
+(:class:`~careful_engine.core.runs.ParseBudget`: the lines past it are one problem).
 """
 
 from __future__ import annotations

@@ -130,7 +130,8 @@ def read_scores(path: Path, model: str, problems: list[Problem] | None = None,
                 max_bytes: int = 256 << 20,
                 check: Callable[[bytes], str | None] | None = None) -> dict[str, dict]:
     """``conversations.jsonl`` lines of one model folder, by conversation id; a line that is
-    not a score line goes to ``problems`` (``file:line [id]: reason``), the rest is read.
+    not a score line goes to ``problems`` (``file:line [id]: reason``), the rest is read (the
+    rows kept bounded as a result file's entries: the lines past them are one problem).
     ``check``: why the file's bytes, as read, are not to be used (None: they are); when it
     gives a reason, :class:`Untrusted` is raised with it before any line is parsed (a file
     that is not used has no line problems to report)."""
