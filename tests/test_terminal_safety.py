@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -414,3 +415,26 @@ def test_a_terminal_that_cannot_encode_a_character_gets_an_escape(workdir) -> No
     assert done.returncode in (0, 1), text  # (1: this small run's missing ids)
     assert "written to out" in text and "internal error" not in text and "Traceback" not in text
     assert "\\u2013" in text  # the n/a dash, as an escape
+
+
+def test_a_long_label_folds_after_a_separator_not_mid_word() -> None:
+    """At 80 columns the rule-totals table cut ``gpt-oss-120b-vllm-v0.10.2`` into
+    ``gpt-oss-120b-v`` / ``llm-v0.10.2`` (rich folds text without spaces anywhere): a label
+    now folds after a ``-``, ``_``, ``/``, ``:`` or space within reach, and is cut only
+    where a piece alone is wider than its column; what is shown is the label, whole."""
+    from careful_engine.present.tables import fold_label
+
+    labels = ["gpt-oss-120b-vllm-v0.10.2", "deepseek-r1-0528-errors", "x" * 30, "ab[bold]c\x1b"]
+    rows = [[label, "590/600", "149"] for label in labels]
+    console = Console(width=80, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(terminal_table("t", ["entry", "conv", "coll"], rows, first_width=14))
+    text = console.export_text().split("─ \n", 1)[1]  # the rows, under the header's rule
+    lines = [line[:16].strip() for line in text.splitlines()]
+    assert lines[:4] == ["gpt-oss-120b-", "vllm-v0.10.2", "deepseek-r1-", "0528-errors"]
+    assert lines[4:7] == ["x" * 14, "x" * 14, "xx"]
+    assert lines[7] == visible("ab[bold]c\x1b")  # literally, as every cell
+    for label in labels:
+        for width in range(1, 32):
+            folded = fold_label(label, width)
+            assert folded.replace("\n", "") == label
+            assert all(len(line) <= width for line in folded.split("\n"))

@@ -4,6 +4,7 @@ runs under the confirmation protocol, Table 5's confirmation columns."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -222,8 +223,35 @@ def terminal_table(title: str, headers: list[str], rows: list[list[str]],
         else:
             table.add_column(h, justify="right", no_wrap=True)
     for row in rows:  # cells are data: shown literally (a Text passes as it is)
-        table.add_row(*(Text(visible(c)) if isinstance(c, str) else c for c in row))
+        table.add_row(*(Text(fold_label(visible(c), first_width) if k == 0 else visible(c))
+                        if isinstance(c, str) else c for k, c in enumerate(row)))
     return table
+
+
+_BREAKS = re.compile(r"[^-_/:\s]*[-_/:\s]*")  # a piece ending after its separators
+
+
+def fold_label(text: str, width: int) -> str:
+    """``text`` on lines of at most ``width`` characters, each ending after a separator
+    (``-_/:`` or a space) where one is in reach, so that ``gpt-oss-120b-vllm-v0.10.2`` folds
+    as ``gpt-oss-120b-`` / ``vllm-v0.10.2`` (rich folds any other text mid-word); a piece
+    longer than ``width`` alone is cut. Lines already in ``text`` are folded each."""
+    if width < 1 or all(len(line) <= width for line in text.split("\n")):
+        return text
+    out: list[str] = []
+    for line in text.split("\n"):
+        cur = ""
+        for piece in filter(None, _BREAKS.findall(line)):
+            while len(cur) + len(piece) > width:
+                if cur:
+                    out.append(cur)
+                    cur = ""
+                else:
+                    out.append(piece[:width])
+                    piece = piece[width:]
+            cur += piece
+        out.append(cur)
+    return "\n".join(line.rstrip() or line for line in out)
 
 
 def tight_room(headers: list[str], rows: list[list[str]], width: int = 80) -> int:
