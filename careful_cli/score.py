@@ -260,7 +260,7 @@ def write_outputs(run: RunScore, out: Path, effects: Effects | None,
     for lf, cs in run.files:
         write_score_file(cs, lf, out)
     scores = write_conversations(out, (r for _, cs in run.files for r in cs.results), extra)
-    sign(scores, [lf.file for lf, _ in run.files])  # the workbench reuses only signed lines
+    sign(scores, [lf for lf, _ in run.files])  # the workbench reuses only signed lines
     for rep in reports:
         rep.write(out)
     write_problems(out, run.problems, run.unusable)  # (empty: none)

@@ -353,3 +353,29 @@ def test_a_run_from_another_install_is_scored_again(workdir, monkeypatch, tmp_pa
     assert rescored.scored and rescored.scores_path == cached
     assert browse.model_score(rescored.ref, rescored.summaries()) is not None
     assert "not signed by this install" in rescored.untrusted
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_result_file_changed_while_it_is_scored_is_not_reused(workdir, jobs: int) -> None:
+    """The signature hashed the result files after scoring: a file changed while it was
+    scored was listed with its new bytes, so the workbench reused figures made from the old
+    ones. Each file is now listed with the hash of the bytes it was scored from (taken as
+    they were read, in whichever process read them)."""
+    from careful_engine.scoring.score import score_to_file
+
+    beta = workdir / "runs" / "beta"
+    browser = _browser(beta)
+    result_file = next(beta.rglob("BFCL_v4_multi_turn_base_result.json"))
+    changed: list[bool] = []
+
+    def change_it(*_args: object) -> None:
+        if not changed:  # once: the file read, its conversations being scored
+            changed.append(True)
+            result_file.write_bytes(result_file.read_bytes() + b"\n")
+
+    cached = browse.cache_scores_path(browser.ref, beta.parent / "wb-cache")
+    score_to_file(beta, browser.ref.model, cached, decoder=browser.ref.decoder, jobs=jobs,
+                  on_entry=change_it)
+    assert changed
+    again = _browser(beta)
+    assert not again.summaries() and "other result files" in (again.untrusted or "")

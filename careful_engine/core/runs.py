@@ -11,6 +11,7 @@ a registry key by replacing ``_`` with ``/``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -162,6 +163,7 @@ class LoadedFile:
     entries: dict[str, dict] = field(default_factory=dict)
     lines: dict[str, int] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    sha256: str | None = None  # of the bytes read (None: not read)
 
     @property
     def unreadable(self) -> bool:
@@ -306,6 +308,7 @@ def _load_result_file(rf: ResultFile) -> LoadedFile:
         out.problems.append(Problem(name, f"cannot read ({e.strerror or e}); not scored",
                                     fatal=True))
         return out
+    out.sha256 = hashlib.sha256(raw).hexdigest()  # what a signature lists (scoring.signature)
     unparsed: Problem | None = None  # a line that is not JSON: "truncated" if it is the last
     budget = ParseBudget()
     refused: set[str] = set()  # ids of lines the budget refused, each reported once

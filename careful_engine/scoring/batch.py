@@ -121,6 +121,7 @@ class _Own:
     decoder_error: str | None
     part: _Part | None = field(default=None)  # None: not scored (unreadable, no decoder)
     failed: str | None = None  # scoring it raised (as a part's Failed says)
+    sha256: str | None = None  # of the bytes loaded
 
 
 @dataclass
@@ -197,7 +198,7 @@ def _load_and_score(index: int, job: _Job, tick: Callable[[], None]) -> _Own:
     """One whole file loaded, decoded and scored in this process; no entries sent back."""
     rf, key = job.sources[index]
     lf, needed, handler, error = _open(rf, key)
-    own = _Own(list(lf.problems), lf.lines, needed, error)
+    own = _Own(list(lf.problems), lf.lines, needed, error, sha256=lf.sha256)
     if error is None:
         try:
             cs = score_file(lf, handler, keep_traces=job.keep_traces, on_entry=tick,
@@ -452,7 +453,7 @@ def _score_own(named: list, sources: list[tuple[ResultFile, str | None]], jobs: 
             f = _File(lf, 0, failed=own.reason)
             files.append(f)
             continue
-        lf = LoadedFile(rf, lines=own.lines, problems=list(own.problems))
+        lf = LoadedFile(rf, lines=own.lines, problems=list(own.problems), sha256=own.sha256)
         f = _File(lf, len(own.problems), own.needed, None, own.decoder_error, failed=own.failed)
         if own.part is not None:
             _merge_file(f, [((-1, None), own.part)])

@@ -468,5 +468,5 @@ def score_to_file(run: Path, model: str, out: Path, *, decoder: str | None,
     used = scored_with(effects, detector, scored.scores[0].decoder)
     write_conversations(out.parent, (r for _, cs in scored.files for r in cs.results),
                         lambda _: {KEY: used}, name=out.name)
-    sign(out, [lf.file for lf, _ in scored.files])  # what the workbench may reuse
+    sign(out, [lf for lf, _ in scored.files])  # what the workbench may reuse
     return scored

@@ -3,9 +3,9 @@ it, an HMAC-SHA256 keyed with this install's secret (:mod:`careful_engine.core.i
 over the file's exact bytes and, per result file scored, its model folder, category and the
 SHA-256 of its bytes; :func:`untrusted` checks it. A score file received with a run folder
 (planted, edited, or written by another install) has no valid MAC here: the workbench scores
-the run itself rather than show figures this install did not compute. The result files are
-hashed when the signature is written, after scoring (a file changed while it was scored is
-not caught)."""
+the run itself rather than show figures this install did not compute. A result file's hash is
+of the bytes scored, taken as they were read (:attr:`LoadedFile.sha256`): a file changed
+while it was scored is listed as it was read, and does not match it now."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from careful_engine.core import safe_write
 from careful_engine.core.install_key import install_key
-from careful_engine.core.runs import ResultFile
+from careful_engine.core.runs import LoadedFile, ResultFile
 from careful_engine.core.safe_read import read_regular
 
 TAG = b"careful score lines v1\n"
@@ -37,12 +37,14 @@ def _digest(path: Path) -> str | None:
         return None
 
 
-def _results(files: Iterable[ResultFile]) -> list[list]:
-    """Each result file as the signature lists it: [model folder, category, SHA-256]."""
-    return sorted([rf.model, rf.category, _digest(rf.path)] for rf in files)
+def _results(files: Iterable[ResultFile | LoadedFile]) -> list[list]:
+    """Each result file as the signature lists it: [model folder, category, SHA-256] (of a
+    loaded file, the bytes it was loaded from; of a file alone, its bytes now)."""
+    return sorted([rf.file.model, rf.file.category, rf.sha256] if isinstance(rf, LoadedFile)
+                  else [rf.model, rf.category, _digest(rf.path)] for rf in files)
 
 
-def _body(data: bytes, files: Iterable[ResultFile]) -> dict:
+def _body(data: bytes, files: Iterable[LoadedFile]) -> dict:
     return {"conversations_sha256": hashlib.sha256(data).hexdigest(), "results": _results(files)}
 
 
@@ -51,9 +53,9 @@ def _mac(key: bytes, body: dict) -> str:
     return hmac.new(key, TAG + text, hashlib.sha256).hexdigest()
 
 
-def sign(scores: Path, files: Iterable[ResultFile]) -> None:
-    """Write the signature of ``scores`` (just written from ``files``); without this
-    install's key, remove any old one (the file is then never reused)."""
+def sign(scores: Path, files: Iterable[LoadedFile]) -> None:
+    """Write the signature of ``scores`` (just written from the loaded ``files``); without
+    this install's key, remove any old one (the file is then never reused)."""
     key = install_key()
     data = read_regular(scores, MAX_SCORES_BYTES, follow_links=False)
     if key is None:
