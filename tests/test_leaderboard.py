@@ -264,6 +264,27 @@ def test_ranking_and_rho(fake_entries: list[lb.Entry]) -> None:
     assert mean.n == 3
 
 
+def test_equal_means_share_a_rank() -> None:
+    """99, 94, 100 and 100, 93, 100 passes of 200 both average 36.625 % (their float sums
+    differ in the last bit): one rank, no rank change, and the same rho as exact values."""
+    def passes(*ks: int) -> dict[str, list[tuple[bool, int]]]:
+        return {c: [(i < k, 0) for i in range(200)] for c, k in zip(bfcl.CATEGORIES[:len(ks)], ks, strict=True)}
+
+    entries = [_entry("A", passes(99, 94, 100)), _entry("B", passes(100, 93, 100)),
+               _entry("C", passes(10, 10, 10))]
+    a, b, _ = entries
+    assert a.accuracy() == b.accuracy() and a.accuracy(None, "safe") == b.accuracy(None, "safe")
+    mean = lb.ranking(entries)
+    assert mean.bfcl_ranks == mean.safe_ranks == [1, 1, 3]
+    assert mean.rho == pytest.approx(spearman([2, 2, 1], [2, 2, 1]))
+    rows = present_lb.leaderboard_reports(entries)[0].json()["rows"]
+    assert [(r["entry"], r["BFCL rank"], r["rank change"]) for r in rows] == [
+        ("A", 1, 0), ("B", 1, 0), ("C", 3, 0)]
+    ranked = {(r["entry"], r["category"]): r for r in present_lb.leaderboard_reports(
+        entries)[1].json()["rows"]}
+    assert ranked[("A", "base")]["BFCL rank"] == 2 and ranked[("B", "base")]["BFCL rank"] == 1
+
+
 def test_reports(fake_entries: list[lb.Entry], tmp_path: Path) -> None:
     reports = {r.name: r for r in present_lb.leaderboard_reports(fake_entries)}
     assert set(reports) == {"leaderboard", "leaderboard_categories", "leaderboard_rho",

@@ -413,3 +413,18 @@ def test_entry_tables_never_overwrite_the_summary_tables(tmp_path: Path) -> None
     assert (out / "sensitivity_rho.csv").read_text().startswith("setting,boundary,")
     written = " ".join(res.output.split()).split("written to")[1]
     assert written.count("sensitivity_rho") == 1 and "sensitivity_entry1_rho" in written
+
+
+def test_equal_means_are_equal_under_every_setting() -> None:
+    """99, 94, 100 and 100, 93, 100 passes of 200 average 36.625 % both (their float sums
+    differ in the last bit): equal means, so the rankings and rho treat them as a tie."""
+    s = sens.Setting("paper-final", "strict")
+
+    def row(*ks: int) -> sens.Rescored:
+        shares = {c: k / 200 for c, k in zip(bfcl.CATEGORIES[:len(ks)], ks, strict=True)}
+        return sens.Rescored(s, "m", shares, shares, dict.fromkeys(shares))
+
+    a, b = row(99, 94, 100), row(100, 93, 100)
+    assert a.mean("bfcl") == b.mean("bfcl") == a.mean("safe")
+    result = sens.Sensitivity([s], ["a", "b", "c"], {s: [a, b, row(10, 10, 10)]})
+    assert result.rho(s) == pytest.approx(1.0)
