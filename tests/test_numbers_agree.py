@@ -457,3 +457,35 @@ def test_ci_document_does_not_put_a_count_beside_the_mean_as_its_n(tmp_path) -> 
     assert mean_row.split("|")[4].strip() == "–"
     assert str(overall["conversations"]) not in mean_row.split("|")[4]
     assert ci_report.MEAN_NOTE in summary
+
+
+def test_steps_and_output_per_conversation_round_half_up_on_every_screen(tmp_path) -> None:
+    """2.25 steps and 2.5 output tokens per conversation: the files showed 2.2 and 2 (Python's
+    round, half to even), the terminal 2.3 and 2; both now show 2.3 and 3 (core.figures)."""
+    from collections import Counter
+
+    from rich.console import Console
+
+    from careful_engine.core.trajectory import Verdict
+    from careful_engine.present.tables import rules_table, rules_terminal
+    from careful_engine.scoring.rules import ConversationRules
+
+    def result(i: int, steps: int, out: int) -> scoring.ConversationResult:
+        rules = ConversationRules(Counter(), [], [], steps=steps, output_tokens=out,
+                                  input_tokens=10, surplus_output_tokens=0,
+                                  surplus_input_tokens=0)
+        return scoring.ConversationResult("m", CATEGORY, f"{CATEGORY}_{i}", Verdict(True),
+                                          rules=rules)
+
+    cs = scoring.CategoryScore("m", CATEGORY, [result(0, 2, 2), result(1, 2, 3),
+                                               result(2, 2, 2), result(3, 3, 3)])
+    ms = scoring.ModelScore("m", None, {CATEGORY: cs})
+    table = rules_table([ms])
+    table.write(tmp_path)
+    md = (tmp_path / "rules.md").read_text()
+    row = next(r for r in (tmp_path / "rules.csv").read_text().splitlines()[1:])
+    assert "| 2.3 | 3 |" in md and ",2.3,3," in row
+    console = Console(width=200, record=True)
+    console.print(rules_terminal([ms])[1])
+    line = next(x for x in console.export_text().splitlines() if x.lstrip().startswith("m "))
+    assert line.split()[2:4] == ["2.3", "3"]

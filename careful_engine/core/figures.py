@@ -48,8 +48,14 @@ def shown(value: float | None, digits: int = 1) -> float | None:
         return round(value, digits)
 
 
+def figure_text(value: float | None, digits: int = 1) -> str:
+    """A figure as text, as the tables show it: :func:`shown` to ``digits`` places (half up:
+    2.25 -> ``2.3``, 0 places: 2.5 -> ``3``), or ``–`` for none."""
+    value = shown(value, digits)
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
 def percent_text(share: float | None) -> str:
     """``share`` (0-1) as a shown percentage with one decimal (``9.8``), or ``–`` for none:
     for lines of text, as the tables show it."""
-    value = shown(percent(share))
-    return "–" if value is None else f"{value:.1f}"
+    return figure_text(percent(share))

@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from careful_engine.core import bfcl
-from careful_engine.core.figures import percent, shown
+from careful_engine.core.figures import figure_text, percent, shown
 from careful_engine.core.safe_text import csv_cell, markdown_literal, markdown_text, visible
 from careful_engine.core.safe_write import writer
 from careful_engine.scoring.rules import SafeRule
@@ -120,7 +120,8 @@ class Report:
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow([csv_cell(c) for c in [*self.columns, *self.context,
                                                *(SETTINGS_COLUMNS if settings else [])]])
-        writer.writerows([["" if c is None else csv_cell(c) if isinstance(c, str) else c
+        writer.writerows([["" if c is None else csv_cell(c) if isinstance(c, str) else
+                           self.format_cell(c) if type(c) is float else c
                            for c in [*row, *extra]] for row in self.rows])
         return buf.getvalue()
 
@@ -177,10 +178,11 @@ class Fixed(float):
     def __format__(self, spec: str) -> str:
         if self.digits == 3 and 0 < self < 0.001:
             return "<0.001"
-        return float.__format__(self, f".{self.digits}f")
+        return figure_text(self, self.digits)  # (one rounding rule: core.figures)
 
     def __str__(self) -> str:
-        return f"{float(self):.4g}"
+        """The CSV's: four significant digits of a statistic (p, rho), a figure as shown."""
+        return f"{float(self):.4g}" if self.digits >= 2 else format(self, "")
 
 
 def fixed(value: float | None, digits: int = 3) -> Fixed | None:
