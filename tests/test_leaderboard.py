@@ -127,6 +127,20 @@ def test_a_manifest_decoder_wins_over_the_default(tmp_path: Path) -> None:
     assert f"own: {demo.DECODER}" in text and f"bare: {FC}" in text, res.output
 
 
+def test_the_ci_document_records_the_decoders_used(tmp_path: Path) -> None:
+    """``settings.decoder`` listed every ``--decoder`` given, ones warned as not used too:
+    now only those that decoded a model folder (as the run's ``decoder`` says)."""
+    from careful_engine.demo import reference as demo
+
+    run = _tiny_run(tmp_path / "run", decoder=demo.DECODER)
+    res = runner.invoke(app, ["score", str(run), "--decoder", "typo=k", "--decoder",
+                              f"run={demo.DECODER}", "--decoder", FC, "--out",
+                              str(tmp_path / "out"), "--format", "json", "-j1"])
+    doc = json.loads(res.stdout)
+    assert doc["runs"][0]["decoder"] == demo.DECODER
+    assert doc["settings"]["decoder"] == f"run={demo.DECODER}", res.output
+
+
 @pytest.mark.parametrize("command", ["leaderboard", "compare", "sensitivity", "score",
                                      "audit decode", "provenance"])
 def test_a_decoder_for_no_folder_is_warned_about(tmp_path: Path, command: str) -> None:
