@@ -485,7 +485,30 @@ def test_steps_and_output_per_conversation_round_half_up_on_every_screen(tmp_pat
     md = (tmp_path / "rules.md").read_text()
     row = next(r for r in (tmp_path / "rules.csv").read_text().splitlines()[1:])
     assert "| 2.3 | 3 |" in md and ",2.3,3," in row
+    stored = json.loads((tmp_path / "rules.json").read_text())["rows"][0]
+    assert (stored["steps / conv"], stored["output / conv"]) == (2.25, 2.5)  # the values
     console = Console(width=200, record=True)
     console.print(rules_terminal([ms])[1])
     line = next(x for x in console.export_text().splitlines() if x.lstrip().startswith("m "))
     assert line.split()[2:4] == ["2.3", "3"]
+
+
+def test_table_json_stores_the_value_the_ci_document_does(tmp_path) -> None:
+    """A mean of 26.25 %: accuracy.json stored the shown 26.3, so a user checking
+    ``--fail-under bfcl=26.3`` (which fails: 26.25 < 26.3) against it was misled. The table's
+    JSON now stores 26.25, as the CI document does; its Markdown and CSV show 26.3."""
+    from careful_engine.analysis import ci_report
+    from careful_engine.core.trajectory import Verdict
+    from careful_engine.present.tables import accuracy_table
+    from careful_engine.scoring.result import ConversationResult
+
+    ms = scoring.ModelScore("m", None)
+    for cat, ok in ((CATEGORY, 100), ("multi_turn_miss_func", 110)):
+        ms.categories[cat] = scoring.CategoryScore("m", cat, [
+            ConversationResult("m", cat, f"{cat}_{i}", Verdict(i < ok)) for i in range(200)])
+    accuracy_table([ms], False).write(tmp_path)
+    row = json.loads((tmp_path / "accuracy.json").read_text())["rows"][0]
+    mean = ci_report.model_json(ms, False, path="x", role="run")["overall"]["mean_percent"]
+    assert row["mean BFCL"] == mean["bfcl"] == 26.25
+    assert "| 26.3 |" in (tmp_path / "accuracy.md").read_text()
+    assert ",26.3" in (tmp_path / "accuracy.csv").read_text().splitlines()[1]

@@ -5,8 +5,10 @@ with the float noise of its arithmetic past :data:`SNAP` decimals taken off (the
 and 35% is 9.75, not the float sum's 9.749999999999998). A table, the terminal and the step
 summary show :func:`shown` of it: rounded half up, as people round (9.75 -> 9.8, 26.25 ->
 26.3; Python's ``round`` gives 9.7 and 26.2, by binary noise and by rounding half to even).
-A JSON document stores :func:`percent`'s value, so a reader who rounds it half up (jq, a
-spreadsheet, JavaScript's ``toFixed``) gets the table's figure.
+A JSON document (the CI document, every table's ``.json``) stores :func:`percent`'s value
+(any other figure to :data:`SNAP` decimals too), so a reader who rounds it half up (jq, a
+spreadsheet, JavaScript's ``toFixed``) gets the table's figure; a table's ``.md`` and ``.csv``
+hold the figure shown.
 """
 
 from __future__ import annotations
