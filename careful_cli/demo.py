@@ -19,6 +19,7 @@ from careful_cli.common import (
 from careful_cli.score import write_outputs
 from careful_engine.analysis import leaderboard as lb
 from careful_engine.core import bfcl
+from careful_engine.core.figures import figure_text
 from careful_engine.demo import flaws
 from careful_engine.demo import reference as demo
 from careful_engine.present.compare import GAINED_LOST, GAINED_LOST_NOTE, gained_lost
@@ -122,8 +123,9 @@ def summary(ref: lb.Entry, flawed: lb.Entry, flawed_out: Path) -> None:
     console.print(legend)
     share = surplus_share(flawed)
     if share is not None:
-        console.print(f"Surplus steps (all calls beyond the reference) cost {share[0]:.1f} % of "
-                      f"output and {share[1]:.1f} % of input tokens.")
+        console.print(f"Surplus steps (all calls beyond the reference) cost "
+                      f"{figure_text(share[0])} % of output and {figure_text(share[1])} % of "
+                      "input tokens.")
     first = first_look(flawed, placed)
     console.print(f"Next: [bold]careful workbench {literal(str(ref.run))} "
                   f"{literal(str(flawed.run))}[/] (4 Replay, r next run, Ctrl+P find)")

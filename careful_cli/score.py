@@ -208,7 +208,7 @@ def score(
     raise typer.Exit(ci.finish(gate, bool(run.unusable or run.problems), fmt, output, lambda code:
                                ci_report.document(
         "score", settings={"boundary": boundary if effects else None, "detector": detector,
-                           "effects": effects is not None, "decoder": ", ".join(decoder or []) or None,
+                           "effects": effects is not None, "decoder": ", ".join(choice.used(ms.decoder for ms in run.scores)) or None,
                            "safe_rule": rule.to_json() if effects else None},
         runs=[ci_report.model_json(ms, effects is not None, path=str(run_dir), role="run")
               for ms in run.scores],

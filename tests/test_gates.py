@@ -605,7 +605,7 @@ def test_the_document_carries_the_figure_the_tables_round() -> None:
     run = ci_report.model_json(ms, True, path="x", role="run")
     table = accuracy_table([ms], True).json()["rows"][0]
     mean = run["overall"]["mean_percent"]
-    assert table["mean BFCL"] == shown(mean["bfcl"]) == 9.8
+    assert table["mean BFCL"] == mean["bfcl"] and shown(mean["bfcl"]) == 9.8
     assert mean["bfcl"] == 9.75 == round(100 * ms.mean_accuracy(), 9)  # float noise off
     doc = ci_report.document("score", settings={"boundary": None, "detector": "strict",
                                                 "effects": True},
@@ -613,3 +613,18 @@ def test_the_document_carries_the_figure_the_tables_round() -> None:
     jsonschema.validate(doc, ci_report.schema())
     row = next(x for x in ci_report.markdown(doc).splitlines() if "| mean |" in x)
     assert "| 9.8 |" in row and "9.7" not in row
+
+
+def test_every_documented_rule_key_is_always_in_the_document() -> None:
+    """``asked_read`` and ``asked_unread`` (and any rule) appeared only when not 0: a reader
+    could not tell 0 from a key that does not exist. Every one is present, 0 when none."""
+    from careful_engine.scoring.rules import ASKED_READ, ASKED_UNREAD, RULES
+
+    run = ci_report.model_json(_ms("m", [(True, 0), (False, 0)]), True, path="x", role="run")
+    for rules in (run["overall"]["rules"], run["categories"][0]["rules"]):
+        assert list(rules) == [*RULES, ASKED_READ, ASKED_UNREAD]
+        assert rules[ASKED_READ] == rules[ASKED_UNREAD] == rules["collateral"] == 0
+    doc = ci_report.document("score", settings={"boundary": None, "detector": "strict",
+                                                "effects": True},
+                             gate=g.Gate([], False), exit_code=0, runs=[run])
+    jsonschema.validate(doc, ci_report.schema())

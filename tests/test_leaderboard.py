@@ -127,6 +127,20 @@ def test_a_manifest_decoder_wins_over_the_default(tmp_path: Path) -> None:
     assert f"own: {demo.DECODER}" in text and f"bare: {FC}" in text, res.output
 
 
+def test_the_ci_document_records_the_decoders_used(tmp_path: Path) -> None:
+    """``settings.decoder`` listed every ``--decoder`` given, ones warned as not used too:
+    now only those that decoded a model folder (as the run's ``decoder`` says)."""
+    from careful_engine.demo import reference as demo
+
+    run = _tiny_run(tmp_path / "run", decoder=demo.DECODER)
+    res = runner.invoke(app, ["score", str(run), "--decoder", "typo=k", "--decoder",
+                              f"run={demo.DECODER}", "--decoder", FC, "--out",
+                              str(tmp_path / "out"), "--format", "json", "-j1"])
+    doc = json.loads(res.stdout)
+    assert doc["runs"][0]["decoder"] == demo.DECODER
+    assert doc["settings"]["decoder"] == f"run={demo.DECODER}", res.output
+
+
 @pytest.mark.parametrize("command", ["leaderboard", "compare", "sensitivity", "score",
                                      "audit decode", "provenance"])
 def test_a_decoder_for_no_folder_is_warned_about(tmp_path: Path, command: str) -> None:
@@ -262,6 +276,27 @@ def test_ranking_and_rho(fake_entries: list[lb.Entry]) -> None:
     assert miss.labels == ["a", "b"]  # c lacks the category: not ranked there
     mean = lb.ranking(fake_entries)
     assert mean.n == 3
+
+
+def test_equal_means_share_a_rank() -> None:
+    """99, 94, 100 and 100, 93, 100 passes of 200 both average 36.625 % (their float sums
+    differ in the last bit): one rank, no rank change, and the same rho as exact values."""
+    def passes(*ks: int) -> dict[str, list[tuple[bool, int]]]:
+        return {c: [(i < k, 0) for i in range(200)] for c, k in zip(bfcl.CATEGORIES[:len(ks)], ks, strict=True)}
+
+    entries = [_entry("A", passes(99, 94, 100)), _entry("B", passes(100, 93, 100)),
+               _entry("C", passes(10, 10, 10))]
+    a, b, _ = entries
+    assert a.accuracy() == b.accuracy() and a.accuracy(None, "safe") == b.accuracy(None, "safe")
+    mean = lb.ranking(entries)
+    assert mean.bfcl_ranks == mean.safe_ranks == [1, 1, 3]
+    assert mean.rho == pytest.approx(spearman([2, 2, 1], [2, 2, 1]))
+    rows = present_lb.leaderboard_reports(entries)[0].json()["rows"]
+    assert [(r["entry"], r["BFCL rank"], r["rank change"]) for r in rows] == [
+        ("A", 1, 0), ("B", 1, 0), ("C", 3, 0)]
+    ranked = {(r["entry"], r["category"]): r for r in present_lb.leaderboard_reports(
+        entries)[1].json()["rows"]}
+    assert ranked[("A", "base")]["BFCL rank"] == 2 and ranked[("B", "base")]["BFCL rank"] == 1
 
 
 def test_reports(fake_entries: list[lb.Entry], tmp_path: Path) -> None:

@@ -457,3 +457,58 @@ def test_ci_document_does_not_put_a_count_beside_the_mean_as_its_n(tmp_path) -> 
     assert mean_row.split("|")[4].strip() == "–"
     assert str(overall["conversations"]) not in mean_row.split("|")[4]
     assert ci_report.MEAN_NOTE in summary
+
+
+def test_steps_and_output_per_conversation_round_half_up_on_every_screen(tmp_path) -> None:
+    """2.25 steps and 2.5 output tokens per conversation: the files showed 2.2 and 2 (Python's
+    round, half to even), the terminal 2.3 and 2; both now show 2.3 and 3 (core.figures)."""
+    from collections import Counter
+
+    from rich.console import Console
+
+    from careful_engine.core.trajectory import Verdict
+    from careful_engine.present.tables import rules_table, rules_terminal
+    from careful_engine.scoring.rules import ConversationRules
+
+    def result(i: int, steps: int, out: int) -> scoring.ConversationResult:
+        rules = ConversationRules(Counter(), [], [], steps=steps, output_tokens=out,
+                                  input_tokens=10, surplus_output_tokens=0,
+                                  surplus_input_tokens=0)
+        return scoring.ConversationResult("m", CATEGORY, f"{CATEGORY}_{i}", Verdict(True),
+                                          rules=rules)
+
+    cs = scoring.CategoryScore("m", CATEGORY, [result(0, 2, 2), result(1, 2, 3),
+                                               result(2, 2, 2), result(3, 3, 3)])
+    ms = scoring.ModelScore("m", None, {CATEGORY: cs})
+    table = rules_table([ms])
+    table.write(tmp_path)
+    md = (tmp_path / "rules.md").read_text()
+    row = next(r for r in (tmp_path / "rules.csv").read_text().splitlines()[1:])
+    assert "| 2.3 | 3 |" in md and ",2.3,3," in row
+    stored = json.loads((tmp_path / "rules.json").read_text())["rows"][0]
+    assert (stored["steps / conv"], stored["output / conv"]) == (2.25, 2.5)  # the values
+    console = Console(width=200, record=True)
+    console.print(rules_terminal([ms])[1])
+    line = next(x for x in console.export_text().splitlines() if x.lstrip().startswith("m "))
+    assert line.split()[2:4] == ["2.3", "3"]
+
+
+def test_table_json_stores_the_value_the_ci_document_does(tmp_path) -> None:
+    """A mean of 26.25 %: accuracy.json stored the shown 26.3, so a user checking
+    ``--fail-under bfcl=26.3`` (which fails: 26.25 < 26.3) against it was misled. The table's
+    JSON now stores 26.25, as the CI document does; its Markdown and CSV show 26.3."""
+    from careful_engine.analysis import ci_report
+    from careful_engine.core.trajectory import Verdict
+    from careful_engine.present.tables import accuracy_table
+    from careful_engine.scoring.result import ConversationResult
+
+    ms = scoring.ModelScore("m", None)
+    for cat, ok in ((CATEGORY, 100), ("multi_turn_miss_func", 110)):
+        ms.categories[cat] = scoring.CategoryScore("m", cat, [
+            ConversationResult("m", cat, f"{cat}_{i}", Verdict(i < ok)) for i in range(200)])
+    accuracy_table([ms], False).write(tmp_path)
+    row = json.loads((tmp_path / "accuracy.json").read_text())["rows"][0]
+    mean = ci_report.model_json(ms, False, path="x", role="run")["overall"]["mean_percent"]
+    assert row["mean BFCL"] == mean["bfcl"] == 26.25
+    assert "| 26.3 |" in (tmp_path / "accuracy.md").read_text()
+    assert ",26.3" in (tmp_path / "accuracy.csv").read_text().splitlines()[1]

@@ -297,9 +297,10 @@ def test_entry_table_fits_and_variants_move_only_safe(xlam: scoring.RunScore) ->
 def test_changes_are_the_differences_of_the_shown_figures() -> None:
     """26.24 % and 27.875 % are shown as 26.2 and 27.9: the change beside them is +1.7 (the
     unrounded difference, 1.635, showed as +1.6); 26.25 % shows as 26.3 (half up)."""
+    from careful_engine.core.figures import shown
     from careful_engine.present.report import pct, pct_change
 
-    assert (pct(0.2624), pct(0.27875), pct(0.2625)) == (26.2, 27.9, 26.3)
+    assert [shown(pct(x)) for x in (0.2624, 0.27875, 0.2625)] == [26.2, 27.9, 26.3]
     assert pct_change(0.27875, 0.2624) == 1.7
     assert pct_change(0.2624, 0.27875) == -1.7 and pct_change(None, 0.5) is None
 
@@ -413,3 +414,18 @@ def test_entry_tables_never_overwrite_the_summary_tables(tmp_path: Path) -> None
     assert (out / "sensitivity_rho.csv").read_text().startswith("setting,boundary,")
     written = " ".join(res.output.split()).split("written to")[1]
     assert written.count("sensitivity_rho") == 1 and "sensitivity_entry1_rho" in written
+
+
+def test_equal_means_are_equal_under_every_setting() -> None:
+    """99, 94, 100 and 100, 93, 100 passes of 200 average 36.625 % both (their float sums
+    differ in the last bit): equal means, so the rankings and rho treat them as a tie."""
+    s = sens.Setting("paper-final", "strict")
+
+    def row(*ks: int) -> sens.Rescored:
+        shares = {c: k / 200 for c, k in zip(bfcl.CATEGORIES[:len(ks)], ks, strict=True)}
+        return sens.Rescored(s, "m", shares, shares, dict.fromkeys(shares))
+
+    a, b = row(99, 94, 100), row(100, 93, 100)
+    assert a.mean("bfcl") == b.mean("bfcl") == a.mean("safe")
+    result = sens.Sensitivity([s], ["a", "b", "c"], {s: [a, b, row(10, 10, 10)]})
+    assert result.rho(s) == pytest.approx(1.0)

@@ -25,7 +25,15 @@ from careful_engine.analysis.leaderboard import Comparison, Entry
 from careful_engine.core import bfcl
 from careful_engine.core.figures import percent, shown
 from careful_engine.core.safe_text import markdown_literal, visible
-from careful_engine.scoring.rules import COVERAGE, RULES, coverage, rule_count
+from careful_engine.scoring.rules import (
+    ASKED_READ,
+    ASKED_UNREAD,
+    COVERAGE,
+    RULES,
+    coverage,
+    measurable,
+    rule_count,
+)
 from careful_engine.scoring.score import CategoryScore, ModelScore
 from careful_engine.scoring.stats import Paired
 
@@ -53,9 +61,13 @@ def _percent(ok: int, n: int) -> float | None:
 def all_rules(counts: Counter, confirm: bool) -> dict[str, int | None]:
     """Every rule's count (0 included; null for one meaningful only under the confirmation
     protocol, without it; null for every rule where no conversation was replayed), in the
-    rules' order; other counters after them (how many were replayed: ``replayed`` beside
+    rules' order; then ``asked_read`` and ``asked_unread`` (the conversations whose turns
+    without a call had text to read, and had none: 0 included, null with the rules where none
+    was replayed); other counters after them (how many were replayed: ``replayed`` beside
     ``n``)."""
     out = {r: rule_count(counts, r, confirm) for r in RULES}
+    read = measurable(counts)
+    out.update((k, counts.get(k, 0) if read else None) for k in (ASKED_READ, ASKED_UNREAD))
     out.update((k, n) for k, n in sorted(counts.items()) if k not in out and k not in COVERAGE)
     return out
 

@@ -30,6 +30,7 @@ from careful_engine.analysis.reexamine import (
     scripted_users,
 )
 from careful_engine.core import bfcl
+from careful_engine.core.figures import mean_share
 from careful_engine.effects import boundary as boundaries
 from careful_engine.effects.boundary import Boundary
 from careful_engine.scoring.detector import DETECTORS
@@ -142,7 +143,7 @@ class Rescored:
         values = getattr(self, kind)
         if values and all(v is None for v in values.values()):
             return None
-        return sum(values.get(c) or 0.0 for c in bfcl.CATEGORIES) / len(bfcl.CATEGORIES)
+        return mean_share(values.get(c) for c in bfcl.CATEGORIES)
 
     @property
     def confirm(self) -> bool:

@@ -6,6 +6,10 @@ depend on how the rules were evaluated (safe and strict accuracy, rule counts) c
 settings it was made with (:func:`~careful_engine.scoring.settings.table_settings`), and every
 file states them: the CSV as the columns ``boundary``, ``detector`` and ``safe rule`` after the
 table's own, the Markdown as a line under the table, the JSON as a ``scored_with`` object.
+A figure is a float cell: the JSON stores its value to :data:`~careful_engine.core.figures.SNAP`
+decimals (a percentage as :func:`~careful_engine.core.figures.percent` gives it, as the CI
+document does), the terminal, Markdown and CSV show it rounded half up
+(:meth:`Report.format_cell`), so a reader who rounds the JSON's value gets the table's figure.
 What a title names that no row does (compare's runs A and B: :attr:`Report.context`) the CSV
 states likewise, as columns before the settings, and the JSON as a ``context`` object.
 """
@@ -24,7 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from careful_engine.core import bfcl
-from careful_engine.core.figures import percent, shown
+from careful_engine.core.figures import SNAP, figure_text, percent, shown
 from careful_engine.core.safe_text import csv_cell, markdown_literal, markdown_text, visible
 from careful_engine.core.safe_write import writer
 from careful_engine.scoring.rules import SafeRule
@@ -120,7 +124,8 @@ class Report:
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow([csv_cell(c) for c in [*self.columns, *self.context,
                                                *(SETTINGS_COLUMNS if settings else [])]])
-        writer.writerows([["" if c is None else csv_cell(c) if isinstance(c, str) else c
+        writer.writerows([["" if c is None else csv_cell(c) if isinstance(c, str) else
+                           self.format_cell(c) if type(c) is float else c
                            for c in [*row, *extra]] for row in self.rows])
         return buf.getvalue()
 
@@ -130,7 +135,9 @@ class Report:
             out["context"] = self.context
         if self.settings is not None:
             out["scored_with"] = self.settings
-        out["rows"] = [dict(zip(self.columns, row, strict=False)) for row in self.rows]
+        out["rows"] = [dict(zip(self.columns, [round(c, SNAP) if type(c) is float else c
+                                               for c in row], strict=False))
+                       for row in self.rows]
         return out
 
     def files(self) -> list[str]:
@@ -150,8 +157,9 @@ class Report:
 
 
 def pct(x: float | None) -> float | None:
-    """A share (0-1) as the tables show it: :func:`shown` of :func:`percent`."""
-    return shown(percent(x))
+    """A share (0-1) as a table cell: :func:`percent`'s value, which the JSON stores and the
+    terminal, Markdown and CSV show rounded (:meth:`Report.format_cell`)."""
+    return percent(x)
 
 
 def pct_change(x: float | None, base: float | None) -> float | None:
@@ -159,7 +167,7 @@ def pct_change(x: float | None, base: float | None) -> float | None:
     ``pct(x) - pct(base)`` (26.25 and 27.875 show as 26.3 and 27.9: +1.6, not +1.7)."""
     if x is None or base is None:
         return None
-    return shown(pct(x) - pct(base))
+    return shown(shown(pct(x)) - shown(pct(base)))
 
 
 short = bfcl.short_name  # a category's short name in a table
@@ -177,10 +185,11 @@ class Fixed(float):
     def __format__(self, spec: str) -> str:
         if self.digits == 3 and 0 < self < 0.001:
             return "<0.001"
-        return float.__format__(self, f".{self.digits}f")
+        return figure_text(self, self.digits)  # (one rounding rule: core.figures)
 
     def __str__(self) -> str:
-        return f"{float(self):.4g}"
+        """The CSV's: four significant digits of a statistic (p, rho), a figure as shown."""
+        return f"{float(self):.4g}" if self.digits >= 2 else format(self, "")
 
 
 def fixed(value: float | None, digits: int = 3) -> Fixed | None:

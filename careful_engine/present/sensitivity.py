@@ -134,7 +134,7 @@ def entry_report(sens: Sensitivity, i: int) -> Report:
                  "Δ mean safe", "collateral calls", "coll. effective", "dup. writes",
                  "dup. visible", "asked"],
         name=entry_names(sens.labels)[i],
-        caption=f"mean BFCL {pct(base.mean('bfcl'))} (the same under every setting); "
+        caption=f"mean BFCL {percent_text(base.mean('bfcl'))} (the same under every setting); "
                 f"{over(base.counts)}; collateral: attempted (the paper's) or effective "
                 "(succeeded and changed "
                 "state); duplicates: all (the paper's) or visible (hidden-only writes such as "

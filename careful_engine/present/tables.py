@@ -16,9 +16,9 @@ from rich.text import Text
 
 from careful_engine.core import bfcl
 from careful_engine.core.checker import INFERENCE_ERROR
-from careful_engine.core.figures import shown
+from careful_engine.core.figures import figure_text
 from careful_engine.core.safe_text import visible
-from careful_engine.present.report import Report, pct, short
+from careful_engine.present.report import Report, fixed, pct, short
 from careful_engine.scoring.result import ConversationResult
 from careful_engine.scoring.rules import (
     CONFIRM_ONLY,
@@ -179,8 +179,7 @@ def rules_table(scores: list[ModelScore], settings: dict[str, Any] | None = None
             steps, out, sout, sin = token_costs(cs.results)
             rep.add(ms.label, short(c), cs.total, coverage(totals)[0],
                     *[rule_count(totals, k, cs.confirm) for _, k in RULE_COLUMNS],
-                    round(steps, 1) if steps is not None else None,
-                    round(out) if out is not None else None, sout, sin)
+                    steps, fixed(out, 0), sout, sin)
     return rep
 
 
@@ -283,7 +282,7 @@ def confirm_columns(keys: list[str], confirm: bool) -> tuple[list[str], str]:
 
 def one_decimal(x: float | None) -> str:
     """A number with one decimal, or – for none."""
-    return "–" if x is None else f"{shown(x):.1f}"
+    return figure_text(x)
 
 
 def accuracy_terminal(scores: list[ModelScore], effect: bool,
@@ -327,7 +326,7 @@ def rules_terminal(scores: list[ModelScore]) -> list[Table]:
             counts.append([name, replayed_cell(t)]
                           + [Report.format_cell(rule_count(t, k, cs.confirm)) for k in keys])
             steps, out, sout, sin = token_costs(cs.results)
-            tokens.append([name, one_decimal(steps), "–" if out is None else f"{out:.0f}",
+            tokens.append([name, one_decimal(steps), figure_text(out, 0),
                            one_decimal(sout), one_decimal(sin)])
     short_headers = [RULE_REGISTRY[k].tag for k in keys]
     return [

@@ -57,6 +57,15 @@ class DecoderChoice:
         for a manifest that names no usable key (when no ``--decoder`` stands in)."""
         return decoder_key(model, first, self.for_model(run, model, first))
 
+    def used(self, decoded: Iterable[str | None]) -> list[str]:
+        """The ``--decoder`` values (``KEY``, ``FOLDER=KEY``) that decoded something:
+        ``decoded`` holds the keys the scored model folders were decoded with (None: nothing
+        needed decoding); a ``FOLDER=KEY`` that named no folder asked about is not used."""
+        keys = set(decoded) - {None}
+        out = [f"{folder}={key}" for folder, key in self.by_folder.items()
+               if folder in self.matched and key in keys]
+        return ([self.default] if self.default in keys else []) + out
+
     def unmatched(self) -> list[str]:
         """One note per ``FOLDER=KEY`` that named none of the folders asked about so far."""
         return [unmatched_decoder(folder, key, list(self.seen))

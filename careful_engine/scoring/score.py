@@ -20,6 +20,7 @@ from careful_engine.core.checker import (
     STATE_MISMATCH,
 )
 from careful_engine.core.decode import decode_entry
+from careful_engine.core.figures import mean_share
 from careful_engine.core.parallel import Cancelled, cancelled
 from careful_engine.core.perf import collector_paused
 from careful_engine.core.process import BfclProcess
@@ -157,13 +158,14 @@ class ModelScore:
 
     def mean_accuracy(self, attr: str = "accuracy") -> float | None:
         """bfcl's unweighted multi-turn mean: an absent category counts as 0; None when no
-        category has the value (strict accuracy without the confirmation protocol)."""
+        category has the value (strict accuracy without the confirmation protocol); equal means
+        are equal floats (:func:`~careful_engine.core.figures.mean_share`)."""
         values = [getattr(self.categories[c], attr) if c in self.categories else 0.0
                   for c in bfcl.CATEGORIES]
         if self.categories and all(getattr(cs, attr) is None
                                    for cs in self.categories.values()):
             return None
-        return sum(v or 0.0 for v in values) / len(bfcl.CATEGORIES)
+        return mean_share(values)
 
 
 def score_file(
