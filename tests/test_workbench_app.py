@@ -67,6 +67,39 @@ def test_home_counts_input_problems_as_score_does(workdir, monkeypatch) -> None:
     run(go())
 
 
+def test_home_counts_replays_the_budget_stopped(workdir, monkeypatch) -> None:
+    """Score lines made under the default budget whose replay it stopped (counted as failed)
+    are input problems, as careful score lists them: Home counts and lists them (before: 0)."""
+    import dataclasses
+
+    from careful_engine import browse
+    from careful_engine.core import budget
+    from careful_engine.scoring.score import score_to_file
+
+    beta = workdir / "runs" / "beta"
+    (ref,) = browse.find_runs([beta])
+    clean = len(browse.RunBrowser(ref, None).problems())
+    # the default budget, tiny here: the lines record no budget, as under the default one
+    cached = browse.cache_scores_path(ref, workdir / "cache")  # (settings' cache_dir)
+    with monkeypatch.context() as m:
+        m.setattr(budget, "DEFAULT_BUDGET",
+                  dataclasses.replace(budget.DEFAULT_BUDGET, seconds=1e-9))
+        score_to_file(beta, ref.model, cached, decoder=ref.decoder)
+    stopped = [json.loads(t)["id"] for t in cached.read_text().splitlines()
+               if json.loads(t)["official_error_type"] == budget.BUDGET_EXCEEDED]
+    assert stopped
+
+    async def go():
+        app = app_for(workdir)
+        async with app.run_test(size=(120, 24)) as pilot:
+            await settle(pilot)
+            runs = app.screen.query_one("#runs", DataTable)
+            found = app.screen.problems["beta"]
+            assert [f for f in found if "counted as failed" in f and "budget" in f]
+            assert int(str(runs.get_row_at(1)[4]).split()[0]) == clean + len(stopped), found
+    run(go())
+
+
 def test_home_lists_runs_declarations_and_rounds(workdir) -> None:
     async def go():
         app = app_for(workdir)

@@ -42,10 +42,21 @@ def settings_cells(settings: dict[str, Any]) -> list[str | None]:
             SafeRule(**rule).label if isinstance(rule, dict) else None]
 
 
+def budget_words(limits: Any) -> str:
+    """A ``scored_with``'s ``budget`` (the limits that differ from the default) in words:
+    ``; replay budget not the default: seconds 0.002`` ("" for the default budget)."""
+    if not isinstance(limits, dict) or not limits:
+        return ""
+    return "; replay budget not the default: " + ", ".join(f"{k} {v}" for k, v in
+                                                          limits.items())
+
+
 def settings_line(settings: dict[str, Any]) -> str:
-    """The settings in words: ``scored with boundary B, detector D, safe rule: ...``."""
+    """The settings in words: ``scored with boundary B, detector D, safe rule: ...``, and a
+    replay budget other than the default (:func:`budget_words`)."""
     boundary, detector, rule = (Report.format_cell(c) for c in settings_cells(settings))
-    return f"scored with boundary {boundary}, detector {detector}, safe rule: {rule}"
+    return (f"scored with boundary {boundary}, detector {detector}, safe rule: {rule}"
+            + budget_words(settings.get("budget")))
 
 
 @dataclass
