@@ -20,6 +20,7 @@ from tests.workbench_support import (
     screen_text,
     settings,
     settle,
+    split_read_and_write,
     start_labelling,
 )
 from workbench.app import WorkbenchApp
@@ -225,6 +226,21 @@ def test_agreement_decision_and_boundary(workdir) -> None:
             assert sorted(d["name"] for d in data["destructive"]) == [
                 "echo", "mv", "rm", "send_message"]
             assert data["policy"] == "majority" and data["tie"] == "yes"
+    run(go())
+
+
+def test_the_splits_are_those_of_the_subset(workdir) -> None:
+    """The splits listed beside the figures are over the same subset (all functions were
+    listed under 'writes' too: a read's split beside the writes' figures)."""
+    split_read_and_write(workdir / "careful.db")
+
+    async def go():
+        app = app_for(workdir)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await open_agreement(pilot, "r3")
+            assert screen.subset == "writes" and screen.split_names == ["mv"]
+            await settle(pilot, "w")
+            assert screen.subset == "all" and screen.split_names == ["cat", "mv"]
     run(go())
 
 
