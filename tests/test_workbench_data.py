@@ -374,6 +374,8 @@ def test_lines_scored_under_another_budget_are_not_reused(workdir) -> None:
     assert any(row["official_error_type"] == BUDGET_EXCEEDED for row in lines)
     assert {json.dumps(row["scored_with"]["budget"]) for row in lines} == {'{"seconds": 1e-09}'}
     assert "replay budget not the default: seconds 1e-09" in (out / "rules.md").read_text()
+    header, first = (out / "rules.csv").read_text().splitlines()[:2]
+    assert header.endswith(",safe rule,replay budget") and first.endswith(",seconds 1e-09")
     assert "replay budget not the default" in " ".join(result.output.split())
     scores = beta / browse.SCORE_DIR / browse.SCORES_NAME
     for name in (browse.SCORES_NAME, browse.SCORES_NAME + ".mac"):

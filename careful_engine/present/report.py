@@ -5,7 +5,8 @@ so what the terminal shows and what the files hold cannot drift apart. A table w
 depend on how the rules were evaluated (safe and strict accuracy, rule counts) carries the
 settings it was made with (:func:`~careful_engine.scoring.settings.table_settings`), and every
 file states them: the CSV as the columns ``boundary``, ``detector`` and ``safe rule`` after the
-table's own, the Markdown as a line under the table, the JSON as a ``scored_with`` object.
+table's own (and ``replay budget`` where it is not the default), the Markdown as a line under
+the table, the JSON as a ``scored_with`` object.
 What a title names that no row does (compare's runs A and B: :attr:`Report.context`) the CSV
 states likewise, as columns before the settings, and the JSON as a ``context`` object.
 """
@@ -42,13 +43,29 @@ def settings_cells(settings: dict[str, Any]) -> list[str | None]:
             SafeRule(**rule).label if isinstance(rule, dict) else None]
 
 
-def budget_words(limits: Any) -> str:
-    """A ``scored_with``'s ``budget`` (the limits that differ from the default) in words:
-    ``; replay budget not the default: seconds 0.002`` ("" for the default budget)."""
-    if not isinstance(limits, dict) or not limits:
+def settings_columns(settings: dict[str, Any]) -> tuple[list[str], list[str | None]]:
+    """The CSV's settings columns and cells: :data:`SETTINGS_COLUMNS`, and ``replay budget``
+    where it is not the default (:func:`budget_limits_text`)."""
+    cells = settings_cells(settings)
+    text = budget_limits_text(settings.get("budget"))
+    if not text:
+        return SETTINGS_COLUMNS, cells
+    return [*SETTINGS_COLUMNS, "replay budget"], [*cells, text]
+
+
+def budget_limits_text(limits: Any) -> str:
+    """A ``scored_with``'s ``budget`` (the limits that differ from the default) as a cell:
+    ``seconds 0.002`` ("" for the default budget)."""
+    if not isinstance(limits, dict):
         return ""
-    return "; replay budget not the default: " + ", ".join(f"{k} {v}" for k, v in
-                                                          limits.items())
+    return ", ".join(f"{k} {v}" for k, v in limits.items())
+
+
+def budget_words(limits: Any) -> str:
+    """:func:`budget_limits_text` as a settings line ends with it:
+    ``; replay budget not the default: seconds 0.002`` ("" for the default budget)."""
+    text = budget_limits_text(limits)
+    return f"; replay budget not the default: {text}" if text else ""
 
 
 def settings_line(settings: dict[str, Any]) -> str:
@@ -125,12 +142,11 @@ class Report:
         is written ``'=cmd|..``): :func:`~careful_engine.core.safe_text.csv_cell`. The JSON
         keeps the exact text. Every row ends with the :attr:`context` and, with
         :attr:`settings`, with them (:data:`SETTINGS_COLUMNS`)."""
-        settings = [] if self.settings is None else settings_cells(self.settings)
+        names, settings = ([], []) if self.settings is None else settings_columns(self.settings)
         extra = [*self.context.values(), *settings]
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow([csv_cell(c) for c in [*self.columns, *self.context,
-                                               *(SETTINGS_COLUMNS if settings else [])]])
+        writer.writerow([csv_cell(c) for c in [*self.columns, *self.context, *names]])
         writer.writerows([["" if c is None else csv_cell(c) if isinstance(c, str) else c
                            for c in [*row, *extra]] for row in self.rows])
         return buf.getvalue()
