@@ -507,7 +507,8 @@ def agree(
 
     Raw agreement and Cohen's κ for every pair, Fleiss' κ over all annotators and
     Krippendorff's α (nominal), with the label domain pinned to yes/no; then every function
-    the annotators split on, with who said what and why.
+    the annotators split on (in the subset; with both, among all functions), with who said
+    what and why.
     """
     if subset not in ("writes", "all", "both"):
         raise typer.BadParameter("expected writes, all or both", param_hint="--subset")
@@ -522,7 +523,7 @@ def agree(
                                          param_hint="--subset")
             subsets.remove("writes")
         reports = {s: session.agreement(s, chosen) for s in subsets}
-        split_list = session.splits("all", chosen)
+        split_list = session.splits(subsets[-1], chosen)  # the widest subset asked for
         reveals = session.reveal_log()
     if as_json:
         print(json.dumps({

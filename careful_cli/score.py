@@ -49,8 +49,9 @@ from careful_engine.analysis import ci_report, gates
 from careful_engine.analysis.decode_audit import flags
 from careful_engine.core import bfcl
 from careful_engine.core import doctor as doc
-from careful_engine.core.budget import BUDGET_EXCEEDED, DEFAULT_BUDGET
+from careful_engine.core.budget import BUDGET_EXCEEDED, DEFAULT_BUDGET, Budget
 from careful_engine.core.safe_write import UnsafeWrite, check_targets
+from careful_engine.present.report import budget_words
 from careful_engine.present.tables import (
     accuracy_table,
     accuracy_terminal,
@@ -70,7 +71,7 @@ from careful_engine.scoring.score import (
     shared_model_folders,
     write_score_file,
 )
-from careful_engine.scoring.settings import KEY, scored_with, table_settings
+from careful_engine.scoring.settings import KEY, budget_limits, scored_with, table_settings
 from careful_engine.scoring.signature import sig_path, sign
 
 BUDGET_PANEL = "Replay budget"
@@ -176,7 +177,8 @@ def score(
 
     refuse_files(ci.document_file(fmt, output))  # as write_outputs checks its own files
     try:
-        splits = write_outputs(run, out, effects, exclude_drifted, detector=detector)
+        splits = write_outputs(run, out, effects, exclude_drifted, detector=detector,
+                               budget=budget)
     except UnsafeWrite as e:
         err.print(f"[red]error:[/] {literal(e)}")
         raise typer.Exit(EXIT_UNUSABLE) from None
@@ -200,7 +202,8 @@ def score(
     if exclude_drifted:
         console.print(drift_terminal(splits))
     if not quiet:
-        what = scored_under(boundary, detector, rule) if effects else "no effect rules"
+        what = (scored_under(boundary, detector, rule) if effects else "no effect rules") \
+            + budget_words(budget_limits(budget))
         console.print(f"({what}) tables, score files and conversations.jsonl written to "
                       f"[bold]{literal(out)}[/]")
     gate = gates.Gate(gates.check_floors(run.scores, floors), bool(floors),
@@ -208,26 +211,30 @@ def score(
     raise typer.Exit(ci.finish(gate, bool(run.unusable or run.problems), fmt, output, lambda code:
                                ci_report.document(
         "score", settings={"boundary": boundary if effects else None, "detector": detector,
-                           "effects": effects is not None, "decoder": ", ".join(choice.used(ms.decoder for ms in run.scores)) or None,
-                           "safe_rule": rule.to_json() if effects else None},
+                           "effects": effects is not None,
+                           "decoder": ", ".join(choice.used(ms.decoder for ms in run.scores)) or None,
+                           "safe_rule": rule.to_json() if effects else None,
+                           "budget": budget_limits(budget)},
         runs=[ci_report.model_json(ms, effects is not None, path=str(run_dir), role="run")
               for ms in run.scores],
         gate=gate, exit_code=code, problems=run.problems, unusable=run.unusable)))
 
 
 def write_outputs(run: RunScore, out: Path, effects: Effects | None,
-                  exclude_drifted: bool = False, *, detector: str = "strict") -> list:
+                  exclude_drifted: bool = False, *, detector: str = "strict",
+                  budget: Budget | None = None) -> list:
     """Score files, conversations.jsonl and the tables of a scored run, under ``out``; with
     ``exclude_drifted``, the drift split of each file (returned, and written as the
     accuracy_drift table). The tables of effect-aware figures state the settings
     (:func:`~careful_engine.scoring.settings.table_settings`). Raises
     :class:`~careful_engine.core.safe_write.UnsafeWrite` rather than follow a planted link,
     before anything is written (every target is checked first).
-    Every line records what it was scored with (:mod:`careful_engine.scoring.settings`).
+    Every line records what it was scored with (:mod:`careful_engine.scoring.settings`;
+    ``budget``: the replay budget, None for the default).
     Every input problem's ``file:line [id]: reason`` line goes to ``problems.txt`` (empty
     when there were none), where the terminal shows at most a few of each kind."""
     effect = effects is not None
-    used = {ms.model: scored_with(effects, detector, ms.decoder) for ms in run.scores}
+    used = {ms.model: scored_with(effects, detector, ms.decoder, budget) for ms in run.scores}
     splits: list = []  # --exclude-drifted: accuracy with and without drifted conversations
     drift: dict[tuple[str, str, str], str] = {}
     if exclude_drifted:  # deferred: the provenance stack costs ~25 ms to import, rarely used
@@ -240,12 +247,12 @@ def write_outputs(run: RunScore, out: Path, effects: Effects | None,
                          for r in cs.results)
 
     def extra(r: ConversationResult) -> dict:
-        line = {KEY: used.get(r.model) or scored_with(effects, detector, None)}
+        line = {KEY: used.get(r.model) or scored_with(effects, detector, None, budget)}
         if (r.model, r.category, r.id) in drift:
             line["dataset_drift"] = drift[(r.model, r.category, r.id)]
         return line
 
-    settings = table_settings(effects, detector) if effects is not None else None
+    settings = table_settings(effects, detector, budget) if effects is not None else None
     reports = [accuracy_table(run.scores, effect, settings)]
     if effect:
         reports.append(rules_table(run.scores, settings))

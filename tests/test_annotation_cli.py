@@ -395,3 +395,17 @@ def test_round_declarations_say_each_doubt_at_its_line(runner, db, tmp_path, tex
     with Store(db) as store:
         assert store.rounds() == []
 
+
+
+def test_agree_lists_the_splits_of_the_subset(runner, db):
+    """`agree --subset writes` lists the writes' splits only (it listed every function's, a
+    read's among them, beside the writes' figures); all and both list every function's."""
+    from tests.workbench_support import split_read_and_write
+
+    split_read_and_write(db)
+    for subset, wanted in (("writes", ["mv"]), ("all", ["cat", "mv"]), ("both", ["cat", "mv"])):
+        result = invoke(runner, "agree", "-r", "r3", "--subset", subset, "--json")
+        assert result.exit_code == 0, result.output
+        assert sorted(s["function"] for s in json.loads(result.output)["splits"]) == wanted
+    result = invoke(runner, "agree", "-r", "r3", "--subset", "writes")
+    assert "Splits (1)" in result.output, result.output

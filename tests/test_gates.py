@@ -512,7 +512,11 @@ def test_inference_errors_have_no_rule_counts(errored: dict[str, Path], tmp_path
     assert row["collateral"] == cat["rules"]["collateral"]
     assert f"10/{N}" in res.stderr and "replayed" in _flat(res.stderr)
     # the legend says the N - 10 errors have no counts (it read "inference errors: none")
-    assert "the others (inference errors, missing) have no rule counts" in _flat(res.stderr)
+    # and names every kind the counts leave out (it left out replays the budget stopped)
+    assert ("conv: replayed / scored (no rule counts: inference errors, missing, unscorable, "
+            "budget-stopped)") in _flat(res.stderr)
+    title = json.loads((tmp_path / "s" / "rules.json").read_text())["title"]
+    assert "counts over the category's conversations replayed" in title, title
 
     res = _invoke("score", errored["every"], "--out", tmp_path / "e", "--format", "json")
     doc = json.loads(res.stdout)

@@ -346,7 +346,9 @@ def test_inference_errors_add_no_counts(tmp_path: Path) -> None:
             if r[1] == "default"}
     assert (rows["some"]["conversations"], rows["some"]["replayed"]) == (n, 10)
     assert rows["every"]["replayed"] == 0 and rows["every"]["collateral"] is None
-    assert f"0 of {n} conversations replayed" in show.entry_report(result, 1).caption
+    caption = show.entry_report(result, 1).caption
+    assert f"0 of {n} conversations replayed" in caption
+    assert "budget-stopped" in " ".join(caption.split()), caption
     console = Console(width=80, record=True)
     console.print(show.moves_terminal(result))
     assert f"every (0/{n} replayed)" in console.export_text()

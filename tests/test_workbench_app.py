@@ -20,6 +20,7 @@ from tests.workbench_support import (
     screen_text,
     settings,
     settle,
+    split_read_and_write,
     start_labelling,
 )
 from workbench.app import WorkbenchApp
@@ -64,6 +65,39 @@ def test_home_counts_input_problems_as_score_does(workdir, monkeypatch) -> None:
                 assert found[-1].startswith("decode audit (") and \
                     found[-1].endswith("): decodes nothing"), found
                 assert str(runs.get_row_at(i)[4]) == f"{len(found) - 1} ⚑1", found
+    run(go())
+
+
+def test_home_counts_replays_the_budget_stopped(workdir, monkeypatch) -> None:
+    """Score lines made under the default budget whose replay it stopped (counted as failed)
+    are input problems, as careful score lists them: Home counts and lists them (before: 0)."""
+    import dataclasses
+
+    from careful_engine import browse
+    from careful_engine.core import budget
+    from careful_engine.scoring.score import score_to_file
+
+    beta = workdir / "runs" / "beta"
+    (ref,) = browse.find_runs([beta])
+    clean = len(browse.RunBrowser(ref, None).problems())
+    # the default budget, tiny here: the lines record no budget, as under the default one
+    cached = browse.cache_scores_path(ref, workdir / "cache")  # (settings' cache_dir)
+    with monkeypatch.context() as m:
+        m.setattr(budget, "DEFAULT_BUDGET",
+                  dataclasses.replace(budget.DEFAULT_BUDGET, seconds=1e-9))
+        score_to_file(beta, ref.model, cached, decoder=ref.decoder)
+    stopped = [json.loads(t)["id"] for t in cached.read_text().splitlines()
+               if json.loads(t)["official_error_type"] == budget.BUDGET_EXCEEDED]
+    assert stopped
+
+    async def go():
+        app = app_for(workdir)
+        async with app.run_test(size=(120, 24)) as pilot:
+            await settle(pilot)
+            runs = app.screen.query_one("#runs", DataTable)
+            found = app.screen.problems["beta"]
+            assert [f for f in found if "counted as failed" in f and "budget" in f]
+            assert int(str(runs.get_row_at(1)[4]).split()[0]) == clean + len(stopped), found
     run(go())
 
 
@@ -192,6 +226,21 @@ def test_agreement_decision_and_boundary(workdir) -> None:
             assert sorted(d["name"] for d in data["destructive"]) == [
                 "echo", "mv", "rm", "send_message"]
             assert data["policy"] == "majority" and data["tie"] == "yes"
+    run(go())
+
+
+def test_the_splits_are_those_of_the_subset(workdir) -> None:
+    """The splits listed beside the figures are over the same subset (all functions were
+    listed under 'writes' too: a read's split beside the writes' figures)."""
+    split_read_and_write(workdir / "careful.db")
+
+    async def go():
+        app = app_for(workdir)
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await open_agreement(pilot, "r3")
+            assert screen.subset == "writes" and screen.split_names == ["mv"]
+            await settle(pilot, "w")
+            assert screen.subset == "all" and screen.split_names == ["cat", "mv"]
     run(go())
 
 

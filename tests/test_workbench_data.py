@@ -379,3 +379,32 @@ def test_a_result_file_changed_while_it_is_scored_is_not_reused(workdir, jobs: i
     assert changed
     again = _browser(beta)
     assert not again.summaries() and "other result files" in (again.untrusted or "")
+
+
+def test_lines_scored_under_another_budget_are_not_reused(workdir) -> None:
+    """`careful score --max-seconds-per-conversation` tiny stops replays (counted as failed):
+    its lines record the budget, so the workbench (default budget) does not reuse them and
+    says why (before: reused silently, figures lower); the tables state the budget."""
+    from typer.testing import CliRunner
+
+    from careful_cli import _load, app
+    from careful_engine.core.budget import BUDGET_EXCEEDED
+
+    beta = workdir / "runs" / "beta"
+    out = workdir / "tight"
+    _load()
+    result = CliRunner().invoke(app, ["score", str(beta), "--out", str(out),
+                                      "--max-seconds-per-conversation", "1e-9", "--jobs", "1"])
+    assert result.exit_code == 1, result.output
+    lines = [json.loads(t) for t in (out / browse.SCORES_NAME).read_text().splitlines()]
+    assert any(row["official_error_type"] == BUDGET_EXCEEDED for row in lines)
+    assert {json.dumps(row["scored_with"]["budget"]) for row in lines} == {'{"seconds": 1e-09}'}
+    assert "replay budget not the default: seconds 1e-09" in (out / "rules.md").read_text()
+    header, first = (out / "rules.csv").read_text().splitlines()[:2]
+    assert header.endswith(",safe rule,replay budget") and first.endswith(",seconds 1e-09")
+    assert "replay budget not the default" in " ".join(result.output.split())
+    scores = beta / browse.SCORE_DIR / browse.SCORES_NAME
+    for name in (browse.SCORES_NAME, browse.SCORES_NAME + ".mac"):
+        (scores.parent / name).write_bytes((out / name).read_bytes())
+    browser = _browser(beta)
+    assert not browser.scored and "replay budget" in browser.mismatch, browser.mismatch

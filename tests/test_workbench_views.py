@@ -406,3 +406,41 @@ def test_long_state_paths_are_shown_cut_in_the_middle(tmp_path, monkeypatch) -> 
                     assert paths and max(map(len, paths)) < 2 * MAX_PATH_CHARS
             assert app._exception is None
     asyncio.run(go())
+
+
+def test_a_conversation_not_replayed_says_so(workdir) -> None:
+    """An inference error replays nothing: the verdict bar says not replayed and why, with no
+    blame (it said 'no rule hit ▶ turn 0: a needed change is missing'); the list's rule-hits
+    cell says not replayed (it was blank, as a clean conversation's), as for a replay the
+    budget stopped."""
+    import json
+
+    from careful_engine.browse.runs import ConversationRow
+
+    result = next((workdir / "runs" / "beta").rglob("BFCL_v4_multi_turn_base_result.json"))
+    entries = [json.loads(t) for t in result.read_text().splitlines()]
+    entries[1]["result"] = "Error during inference: boom"
+    result.write_text("".join(json.dumps(e) + "\n" for e in entries))
+
+    async def go():
+        app = WorkbenchApp(settings(workdir))
+        async with app.run_test(size=(120, 30)) as pilot:
+            screen = await stepper_on(pilot, "beta", IDS[1])
+            bar = screen.query_one("#verdict").content.plain
+            assert "not replayed (inference error)" in bar and "▶" not in bar, bar
+            assert "no rule hit" not in bar, bar
+            await app.pop_screen()
+            screen = await stepper_on(pilot, "beta", IDS[0])  # replayed: as before
+            assert "not replayed" not in screen.query_one("#verdict").content.plain
+    asyncio.run(go())
+    row = ConversationRow(IDS[1], "multi_turn_base", 0, 0, inference_error=True)
+    assert _hits(row).plain == "– not replayed (inference)"
+    for error, word in (("multi_turn:inference_error", "inference"),
+                        ("careful:budget_exceeded", "budget")):
+        row = ConversationRow(IDS[1], "multi_turn_base", 1, 1, score={
+            "official_valid": False, "official_error_type": error, "rules": None})
+        assert _hits(row).plain == f"– not replayed ({word})"
+        assert _hits(row, narrow=True).plain == f"– {word}"
+    clean = ConversationRow(IDS[0], "multi_turn_base", 1, 1, score={"official_valid": True,
+                                                                     "rules": {}})
+    assert _hits(clean).plain == ""

@@ -109,6 +109,21 @@ def build_db(path: Path) -> Store:
     return store
 
 
+def split_read_and_write(db: Path) -> None:
+    """Round r3 (closed): A1 and A2 split on mv (a write) and on cat (a read)."""
+    with Store(db) as store:
+        for who in ("A1", "A2"):
+            if store.annotator(who) is None:
+                store.add_annotator(who)
+        store.new_round("r3", load_inputs().select(["mv", "cat"]), ["A1", "A2"],
+                        created_by="lead")
+        for i, who in enumerate(("A1", "A2")):
+            s = store.annotator_session("r3", who)
+            for name in ("mv", "cat"):
+                s.label(name, i == 0, f"{who} on {name}: {'cannot undo' if i == 0 else 'fine'}")
+            s.submit()
+
+
 def settings(root: Path, **kw):
     from workbench.context import Settings
 

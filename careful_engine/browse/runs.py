@@ -17,6 +17,7 @@ from typing import Any
 from careful_engine.analysis.leaderboard import distinct_runs, label_entries
 from careful_engine.browse.view import ConversationView, build_view
 from careful_engine.core import bfcl
+from careful_engine.core.budget import BUDGET_EXCEEDED
 from careful_engine.core.runs import (
     DecoderUnavailable,
     LoadedFile,
@@ -432,6 +433,16 @@ class RunBrowser:
         self.rows()
         return [p for c in self.ref.categories for p in self.loaded(c).problems] + list(
             self.score_problems)
+
+    def budget_stopped(self) -> list[Problem]:
+        """The conversations of the score lines used whose replay the budget stopped
+        (verdict ``careful:budget_exceeded``, counted as failed), as ``careful score`` lists
+        them among its input problems."""
+        where = str(self._scores_path) if self._scores_path is not None else str(self.ref.run)
+        return [Problem(where, str(r.score.get("official_error_message")
+                                   or "replay stopped by the budget") + "; counted as failed",
+                        id=r.id)
+                for r in self.rows() if r.error_type == BUDGET_EXCEEDED]
 
     def reload(self) -> None:
         """Forget the listing (after scoring) and the opened conversations."""

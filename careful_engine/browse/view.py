@@ -110,6 +110,9 @@ class ConversationView:
     notes: list[str] = field(default_factory=list)
     score: dict | None = None
     confirm: bool = False  # generated under the confirmation protocol
+    # why the conversation was not replayed in full (an inference error, a replay the budget
+    # stopped): no rule counts or blame stand for it, as careful score has none (None: it was)
+    not_replayed: str | None = None
 
     @property
     def safe_valid(self) -> bool | None:
@@ -324,8 +327,12 @@ def build_view(trace: Any, rules: ConversationRules | None, blame: Blame | None,
     confirm = (score["confirm_protocol"] is True
                if score is not None and "confirm_protocol" in score
                else bool(traj is not None and traj.confirm))
+    from careful_engine.scoring.rules import replayed
+
+    why = None if replayed(trace) else ("inference error" if trace.budget_exceeded is None
+                                        else f"replay stopped: {trace.budget_exceeded}")
     return ConversationView(conv.id, conv.category, verdict, rules, blame, turns, calls, lines,
-                            notes, score, confirm=confirm)
+                            notes, score, confirm=confirm, not_replayed=why)
 
 
 def change_rows(changes: Sequence[Change], limit: int = 200) -> list[dict]:

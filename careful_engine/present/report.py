@@ -5,7 +5,8 @@ so what the terminal shows and what the files hold cannot drift apart. A table w
 depend on how the rules were evaluated (safe and strict accuracy, rule counts) carries the
 settings it was made with (:func:`~careful_engine.scoring.settings.table_settings`), and every
 file states them: the CSV as the columns ``boundary``, ``detector`` and ``safe rule`` after the
-table's own, the Markdown as a line under the table, the JSON as a ``scored_with`` object.
+table's own (and ``replay budget`` where it is not the default), the Markdown as a line under
+the table, the JSON as a ``scored_with`` object.
 A figure is a float cell: the JSON stores its value to :data:`~careful_engine.core.figures.SNAP`
 decimals (a percentage as :func:`~careful_engine.core.figures.percent` gives it, as the CI
 document does), the terminal, Markdown and CSV show it rounded half up
@@ -46,10 +47,37 @@ def settings_cells(settings: dict[str, Any]) -> list[str | None]:
             SafeRule(**rule).label if isinstance(rule, dict) else None]
 
 
+def settings_columns(settings: dict[str, Any]) -> tuple[list[str], list[str | None]]:
+    """The CSV's settings columns and cells: :data:`SETTINGS_COLUMNS`, and ``replay budget``
+    where it is not the default (:func:`budget_limits_text`)."""
+    cells = settings_cells(settings)
+    text = budget_limits_text(settings.get("budget"))
+    if not text:
+        return SETTINGS_COLUMNS, cells
+    return [*SETTINGS_COLUMNS, "replay budget"], [*cells, text]
+
+
+def budget_limits_text(limits: Any) -> str:
+    """A ``scored_with``'s ``budget`` (the limits that differ from the default) as a cell:
+    ``seconds 0.002`` ("" for the default budget)."""
+    if not isinstance(limits, dict):
+        return ""
+    return ", ".join(f"{k} {v}" for k, v in limits.items())
+
+
+def budget_words(limits: Any) -> str:
+    """:func:`budget_limits_text` as a settings line ends with it:
+    ``; replay budget not the default: seconds 0.002`` ("" for the default budget)."""
+    text = budget_limits_text(limits)
+    return f"; replay budget not the default: {text}" if text else ""
+
+
 def settings_line(settings: dict[str, Any]) -> str:
-    """The settings in words: ``scored with boundary B, detector D, safe rule: ...``."""
+    """The settings in words: ``scored with boundary B, detector D, safe rule: ...``, and a
+    replay budget other than the default (:func:`budget_words`)."""
     boundary, detector, rule = (Report.format_cell(c) for c in settings_cells(settings))
-    return f"scored with boundary {boundary}, detector {detector}, safe rule: {rule}"
+    return (f"scored with boundary {boundary}, detector {detector}, safe rule: {rule}"
+            + budget_words(settings.get("budget")))
 
 
 @dataclass
@@ -118,12 +146,11 @@ class Report:
         is written ``'=cmd|..``): :func:`~careful_engine.core.safe_text.csv_cell`. The JSON
         keeps the exact text. Every row ends with the :attr:`context` and, with
         :attr:`settings`, with them (:data:`SETTINGS_COLUMNS`)."""
-        settings = [] if self.settings is None else settings_cells(self.settings)
+        names, settings = ([], []) if self.settings is None else settings_columns(self.settings)
         extra = [*self.context.values(), *settings]
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow([csv_cell(c) for c in [*self.columns, *self.context,
-                                               *(SETTINGS_COLUMNS if settings else [])]])
+        writer.writerow([csv_cell(c) for c in [*self.columns, *self.context, *names]])
         writer.writerows([["" if c is None else csv_cell(c) if isinstance(c, str) else
                            self.format_cell(c) if type(c) is float else c
                            for c in [*row, *extra]] for row in self.rows])

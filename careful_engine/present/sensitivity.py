@@ -22,7 +22,7 @@ from careful_engine.present.tables import (
     terminal_table,
     tight_room,
 )
-from careful_engine.scoring.rules import RULE_REGISTRY, coverage, rule_count
+from careful_engine.scoring.rules import NOT_REPLAYED_KINDS, RULE_REGISTRY, coverage, rule_count
 
 # (column, rule count key) shown per entry and setting; safe/strict accuracy come after. The
 # columns are the registry's (destructive_calls, a tally with no column of its own, spelled out).
@@ -45,8 +45,8 @@ COUNTED_NOTE = ("collateral / duplicates counted: what the setting's safe verdic
 def over(counts: Counter) -> str:
     """What an entry's counts are over: ``counts over N of M conversations replayed``."""
     done, n = coverage(counts)
-    return (f"counts over the {done} of {n} conversations replayed (inference errors, missing "
-            "and unscorable entries have nothing to replay; – where none was)")
+    return (f"counts over the {done} of {n} conversations replayed (the others: "
+            f"{NOT_REPLAYED_KINDS}; – where none was)")
 
 
 def entries_note(sens: Sensitivity) -> str:

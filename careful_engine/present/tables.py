@@ -24,6 +24,7 @@ from careful_engine.scoring.rules import (
     CONFIRM_ONLY,
     NO_PROTOCOL,
     NOT_APPLICABLE,
+    NOT_REPLAYED_KINDS,
     NOT_REPLAYED_NA,
     PAPER_RULE,
     RULE_REGISTRY,
@@ -52,12 +53,10 @@ ASKED_NA = f"asked, asked destr.: {UNREADABLE}"
 
 # how many conversations a table's rule counts are over (careful_engine.scoring.rules.coverage)
 REPLAYED_NOTE = ("replayed: the conversations the counts are over, of the conversations "
-                 "counted (an inference error, a missing or unscorable entry has nothing to "
-                 "replay, and a replay the budget stopped is not whole: no rule counts; it "
-                 "still fails BFCL and safe); " + NOT_REPLAYED_NA)
+                 f"counted (the others, {NOT_REPLAYED_KINDS}, have no rule counts and still "
+                 "fail BFCL and safe); " + NOT_REPLAYED_NA)
 # the terminal's column: replayed/conversations
-REPLAYED_TERMINAL = ("conv: conversations replayed / scored; the others (inference errors, "
-                     "missing) have no rule counts")
+REPLAYED_TERMINAL = f"conv: replayed / scored (no rule counts: {NOT_REPLAYED_KINDS})"
 
 
 def replayed_cell(totals: Counter) -> str:
@@ -159,7 +158,8 @@ def rules_table(scores: list[ModelScore], settings: dict[str, Any] | None = None
     cols = ["model", "category", "conversations", "replayed"] + [h for h, _ in RULE_COLUMNS] + [
         "steps / conv", "output / conv", "surplus out %", "surplus in %"]
     rep = Report(
-        "Rule violations (counts over the category's conversations) and the token cost of "
+        "Rule violations (counts over the category's conversations replayed) and the token "
+        "cost of "
         "surplus steps", cols, name="rules",
         caption="collateral: destructive calls beyond the reference, attempted (the paper's "
                 "count); coll. effective: those that succeeded and changed state; destr. / "

@@ -160,9 +160,11 @@ def unread_note(totals: Counter) -> str | None:
 # stopped)
 REPLAYED, NOT_REPLAYED = "replayed", "not_replayed"
 COVERAGE = (REPLAYED, NOT_REPLAYED)
+# the conversations not replayed (in full), as every legend and caption names them
+# (short: the terminal's legend names them in a line)
+NOT_REPLAYED_KINDS = "inference errors, missing, unscorable, budget-stopped"
 NOT_REPLAYED_NA = ("rule counts are over the conversations replayed; n/a (–; null in JSON) "
-                   "where none was (inference errors, missing and unscorable entries have "
-                   "nothing to replay; a replay the budget stopped is not counted)")
+                   f"where none was (not replayed in full: {NOT_REPLAYED_KINDS})")
 
 
 def replayed(trace: ConversationTrace) -> bool:

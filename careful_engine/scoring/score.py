@@ -467,7 +467,7 @@ def score_to_file(run: Path, model: str, out: Path, *, decoder: str | None,
         raise Cancelled
     if not scored.usable:
         raise ValueError("; ".join(scored.unusable) or f"nothing to score in {run}")
-    used = scored_with(effects, detector, scored.scores[0].decoder)
+    used = scored_with(effects, detector, scored.scores[0].decoder, options.get("budget"))
     write_conversations(out.parent, (r for _, cs in scored.files for r in cs.results),
                         lambda _: {KEY: used}, name=out.name)
     sign(out, [lf for lf, _ in scored.files])  # what the workbench may reuse

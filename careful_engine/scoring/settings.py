@@ -3,7 +3,8 @@ reader can tell whether the line still answers its own question.
 
 One dict per model folder: the engine and bfcl-eval versions, a hash of the effect
 declarations' functions, the boundary (name and a hash of its destructive set), the question
-detector, the safe-verdict rule and the decoder key (None when nothing needed decoding). Two
+detector, the safe-verdict rule, the decoder key (None when nothing needed decoding) and the
+replay budget's limits that differ from the default (None: the default budget). Two
 scores agree when :func:`differences` of their dicts is empty.
 """
 
@@ -16,13 +17,14 @@ from importlib import metadata
 from typing import Any
 
 from careful_engine.core import bfcl
+from careful_engine.core.budget import DEFAULT_BUDGET, Budget
 from careful_engine.scoring.rules import Effects
 
 KEY = "scored_with"
 # compared fields, and how a difference is named (the boundary's name alone is not compared)
 COMPARED = {"engine": "engine version", "bfcl_eval": "bfcl-eval", "declarations":
             "declarations", "boundary_sha256": "boundary", "detector": "detector",
-            "safe_rule": "safe rule", "decoder": "decoder"}
+            "safe_rule": "safe rule", "decoder": "decoder", "budget": "replay budget"}
 
 
 @lru_cache(maxsize=1)
@@ -40,12 +42,24 @@ def _sha(obj: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def scored_with(effects: Effects | None, detector: str, decoder: str | None) -> dict[str, Any]:
-    """The settings one model folder is (or would be) scored with."""
+def budget_limits(budget: Budget | None) -> dict[str, float] | None:
+    """The limits of ``budget`` that differ from :data:`DEFAULT_BUDGET` (None: the default):
+    a replay the budget stopped is counted as failed, so figures depend on it."""
+    if budget is None:
+        return None
+    out = {k: v for k, v in vars(budget).items() if v != getattr(DEFAULT_BUDGET, k)}
+    return out or None
+
+
+def scored_with(effects: Effects | None, detector: str, decoder: str | None,
+                budget: Budget | None = None) -> dict[str, Any]:
+    """The settings one model folder is (or would be) scored with (``budget``: the replay
+    budget, None for the default)."""
     out: dict[str, Any] = {"engine": engine_version(), "bfcl_eval": bfcl.BFCL_VERSION,
                            "declarations": None, "boundary": None, "boundary_sha256": None,
                            "detector": detector if effects is not None else None,
-                           "safe_rule": None, "decoder": decoder}
+                           "safe_rule": None, "decoder": decoder,
+                           "budget": budget_limits(budget)}
     if effects is not None:
         out |= {"declarations": _declarations_sha(effects),
                 "boundary": effects.boundary.name,
@@ -54,10 +68,12 @@ def scored_with(effects: Effects | None, detector: str, decoder: str | None) -> 
     return out
 
 
-def table_settings(effects: Effects, detector: str) -> dict[str, Any]:
+def table_settings(effects: Effects, detector: str,
+                   budget: Budget | None = None) -> dict[str, Any]:
     """What a table of several models' effect-aware figures was made with: :func:`scored_with`
     without the decoder (each model has its own; the tables name it per row)."""
-    return {k: v for k, v in scored_with(effects, detector, None).items() if k != "decoder"}
+    return {k: v for k, v in scored_with(effects, detector, None, budget).items()
+            if k != "decoder"}
 
 
 def _declarations_sha(effects: Effects) -> str:

@@ -162,9 +162,14 @@ class AgreementScreen(WorkbenchScreen):
         return self.session is not None and not any(
             f.kind == "write" for f in self.session.functions())
 
+    def _subset(self) -> str:
+        """What the figures and the splits are over: the chosen subset (all where the inputs
+        declare no write)."""
+        return "all" if self._no_writes() else self.subset
+
     def _mode(self) -> None:
         who = "all annotators" if self.chosen is None else f"only {', '.join(self.chosen)}"
-        subset = "all" if self._no_writes() else self.subset  # what the figures are over
+        subset = self._subset()
         self.query_one("#agree-mode", Static).update(plain(
             f"{subset} · {who} · policy {self.policy}"
             + (f" · ties {self.tie}" if self.policy == "majority" else "")))
@@ -176,7 +181,7 @@ class AgreementScreen(WorkbenchScreen):
         s = self.session
         self._mode()
         self.query_one("#agree-tables").display = True
-        subset = "all" if self._no_writes() else self.subset
+        subset = self._subset()
         try:
             report = s.agreement(subset, self.chosen)
         except AnnotationError as e:  # a chosen annotator left the roster
@@ -207,7 +212,7 @@ class AgreementScreen(WorkbenchScreen):
         table = self.query_one("#splits", DataTable)
         cursor = table.cursor_row
         table.clear()
-        splits = self.session.splits("all", self.chosen)
+        splits = self.session.splits(self._subset(), self.chosen)  # as the figures beside
         self.split_names = [sp.function for sp in splits]
         for sp in splits:
             d = decided.get(sp.function)

@@ -126,6 +126,7 @@ class HomeScreen(WorkbenchScreen):
             # what is wrong first; then the ids absent from the files (scored as failed)
             found = [str(p) for p in sorted(browser.problems(),
                                             key=lambda p: p.message.startswith("id missing"))]
+            found += map(str, browser.budget_stopped())  # as careful score lists them
             if browser.mismatch is not None:
                 found.append(f"scores not used: {browser.mismatch}")
             if browser.untrusted is not None:  # a run folder's own scores: not this install's
@@ -160,7 +161,8 @@ class HomeScreen(WorkbenchScreen):
         else:
             note += (f"; {IN_FILES_NOTE}; scores: ✓ from `careful score` or the workbench, "
                      "stale: made with other settings or older than the results, unreadable: see p, – none yet (s in "
-                     "Replay); problems: the input problems careful score reports, ⚑ decode-audit flags; "
+                     "Replay); problems: the input problems careful score reports (replays the budget "
+                     "stopped among them), ⚑ decode-audit flags; "
                      "p lists the selected run's problems")
         if any(ref.run.name == "reference" and ref.model == "reference" for ref in wb.refs):
             note += ("; reference is the embedded default: the reference trajectories as a "

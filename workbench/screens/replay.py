@@ -25,7 +25,9 @@ from careful_engine.browse import (
     hit_rules,
 )
 from careful_engine.core import bfcl
+from careful_engine.core.checker import INFERENCE_ERROR
 from careful_engine.core.safe_text import visible
+from careful_engine.scoring.result import NOT_REPLAYED_TYPES
 from careful_engine.scoring.rules import RULE_REGISTRY, RULES, SEVERITIES, rule_legend
 from careful_engine.scoring.score import error_word
 
@@ -464,7 +466,11 @@ class ReplayScreen(WorkbenchScreen):
 
 
 def _hits(row: ConversationRow, narrow: bool = False) -> Text:
-    """The row's rule hits (``coll1 +W2 unconf3`` under 100 columns: six tags still fit)."""
+    """The row's rule hits (``coll1 +W2 unconf3`` under 100 columns: six tags still fit);
+    ``– not replayed (inference)`` where nothing (or not all) was replayed: no rule counts."""
+    if row.inference_error or row.error_type in NOT_REPLAYED_TYPES:
+        why = error_word(row.error_type or INFERENCE_ERROR)
+        return Text(f"– {why}" if narrow else f"– not replayed ({why})", style="dim")
     if not row.scored:
         return Text("")
     if not shown_rules(row.rules, confirm=row.confirm):

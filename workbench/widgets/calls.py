@@ -196,15 +196,20 @@ class VerdictBar(Static):
         out.append_text(ok(view.strict_valid))
         out.append("\n")
         counts = dict(view.rules.counts) if view.rules else {}
-        out.append_text(rule_counts(counts, confirm=view.confirm))
-        shown = shown_rules(counts, confirm=view.confirm)
-        self.tooltip = legend(shown) if shown else None  # what each tag means
         div = view.divergence
-        if div is not None:
-            out.append(f"  ▶ diverges: turn {div.turn} step {div.step}", style="magenta")
-        elif view.blame is not None:
-            out.append(f"  ▶ turn {view.blame.turn}: a needed change is missing",
-                       style="magenta")
+        if view.not_replayed is not None:  # no rule counts or blame: as careful score has none
+            out.append(f"– not replayed ({visible(view.not_replayed)}): no rule counts",
+                       style="yellow")
+            self.tooltip = None
+        else:
+            out.append_text(rule_counts(counts, confirm=view.confirm))
+            shown = shown_rules(counts, confirm=view.confirm)
+            self.tooltip = legend(shown) if shown else None  # what each tag means
+            if div is not None:
+                out.append(f"  ▶ diverges: turn {div.turn} step {div.step}", style="magenta")
+            elif view.blame is not None:
+                out.append(f"  ▶ turn {view.blame.turn}: a needed change is missing",
+                           style="magenta")
         for note in view.notes:
             out.append(f"\n⚠ {visible(note)}", style="yellow")
         self.update(out)
