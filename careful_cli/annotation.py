@@ -108,10 +108,26 @@ def _internal(e: BaseException) -> None:
     raise typer.Exit(internal_error()) from None
 
 
-def _store(db: Path | None) -> Store:
+@contextmanager
+def _store(db: Path | None) -> Iterator[Store]:
+    """The store, closed on leaving; the rows of the database it left out (not careful's) are
+    then listed, one ``db [round/annotator/function]: reason`` line each (:func:`_done`
+    ends the command with exit code 1 for them, after its output)."""
     from careful_engine.annotation.store import Store, default_db_path
 
-    return Store(db or default_db_path())
+    store = Store(db or default_db_path())
+    try:
+        yield store
+    finally:
+        store.close()
+        for line in store.problems:
+            err.print(f"[yellow]problem:[/] {literal(line)}", highlight=False)
+
+
+def _done(store: Store) -> None:
+    """Exit code 1 where rows of the database were left out (listed by :func:`_store`)."""
+    if store.problems:
+        raise typer.Exit(EXIT_PROBLEMS)
 
 
 def _names(value: str | list[str] | None) -> list[str] | None:
@@ -338,6 +354,7 @@ def round_submit(
         closed = store.is_closed(name)
     console.print(f"{literal(annotator)} submitted round {literal(name)} at {_stamp(stamp)}"
                   + ("; the round is closed" if closed else ""))
+    _done(store)
 
 
 # ---------------------------------------------------------------------- label
@@ -476,6 +493,7 @@ def label(
                  "or --submit")
         else:
             _say(f"{len(left)} functions left; rerun to continue ({outcome})")
+    _done(store)
 
 
 # ---------------------------------------------------------------------- agree
@@ -537,6 +555,7 @@ def agree(
             "splits": [s.to_json() for s in split_list],
             "reveals": reveals,
         }, indent=2, ensure_ascii=True))
+        _done(store)
         return
     if session.overridden:
         console.print("[yellow]opened with an override (recorded); the round is not closed[/]")
@@ -554,6 +573,7 @@ def agree(
                       literal(", ".join(s.no)), reasons)
     console.print(table)
     _print_reveals(reveals, session.round_name)
+    _done(store)
 
 
 # ---------------------------------------------------------------------- adjudicate
@@ -650,6 +670,7 @@ def adjudicate(
         console.print(f"wrote {literal(path)}")
     else:
         console.print("dry run: no boundary and no decision written")
+    _done(store)
 
 
 # ---------------------------------------------------------------------- labels
@@ -677,6 +698,7 @@ def labels_export(
     for p in paths:
         console.print(f"wrote {literal(p)}")
     _print_reveals(reveals, session.round_name)
+    _done(store)
 
 
 @labels_app.command("import")
@@ -719,6 +741,7 @@ def labels_import(
                           f"{literal(name)}: {said}")
     if failed:
         raise typer.Exit(EXIT_UNUSABLE if failed == len(files) else EXIT_PROBLEMS)
+    _done(store)
 
 
 # ---------------------------------------------------------------------- annotate-llm
@@ -778,3 +801,4 @@ def annotate_llm(
     )
     if run.failed:
         raise typer.Exit(EXIT_PROBLEMS)
+    _done(store)

@@ -4,6 +4,7 @@ literally; nothing the importer or the boundary loader would refuse is written."
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
@@ -62,3 +63,112 @@ def test_round_status_shows_database_values_literally(db):
     assert "[bold]" in listed  # the markup is shown, not acted on
     shown = invoke("round", "status", "r", "--db", str(db)).output
     assert "[red]hu" in shown and "[bold]x" in shown, shown
+
+
+LABEL_ROWS = {
+    "destructive text": ("update labels set destructive = 'yes' where annotator = 'B1' "
+                         "and function = 'cd'", "B1/cd]: destructive is a string 'yes'"),
+    "destructive huge": ("update labels set destructive = 99999999999999999999 "
+                         "where annotator = 'B1' and function = 'cd'", "B1/cd]: destructive is"),
+    "reason bytes": ("update labels set reason = x'ff00fe' where annotator = 'B1' "
+                     "and function = 'cd'", "B1/cd]: a reason must be text"),
+    "unknown function": ("update labels set function = 'zz' || char(27) || '[31m' "
+                         "where annotator = 'B1' and function = 'cd'",
+                         "B1/zz\\x1b[31m]: not a function of the round"),
+    "bad times": ("update labels set created = '[bold]' || char(27), updated = 'x' "
+                  "where annotator = 'B1' and function = 'cd'",
+                  "B1/cd]: created: '[bold]\\x1b' is not an ISO 8601 time"),
+    "reason control": ("update labels set reason = 'r' || char(27) || '[2J' "
+                       "where annotator = 'B1' and function = 'cd'",
+                       "B1/cd]: the reason holds a control character U+001B"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LABEL_ROWS))
+def test_a_bad_label_row_is_a_problem_and_left_out(case, db, tmp_path):
+    """The row crashed the export and agree --json (bytes), was counted as True ('yes'), or
+    was written into a file the importer refuses (unknown function, bad times)."""
+    from careful_engine.annotation.release import import_label_set, load_label_set
+
+    statement, message = LABEL_ROWS[case]
+    sql(db, statement)
+    out = tmp_path / "out"
+    result = invoke("labels", "export", "-r", "r", "--db", str(db), "-o", str(out))
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1, result.output
+    assert f"{db} [r/{message}" in said, said
+    assert "B1]: 1 label(s) left out: the label set is incomplete" in said
+    assert "\x1b" not in result.output and "Traceback" not in result.output
+    b1 = load_label_set(out / "B1.json")  # what the importer reads: no refusal
+    assert b1.submitted is None
+    assert [lb.function for lb in b1.labels if lb.destructive is None] == ["cd"]
+    with Store(tmp_path / "other.db") as other:
+        for name in ("B1", "B2"):
+            import_label_set(other, load_label_set(out / f"{name}.json"), "copy", who="lead")
+    result = invoke("agree", "-r", "r", "--json", "--db", str(db))
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert f"{db} [r/{message}" in " ".join(result.output.split())
+
+
+def test_an_annotator_row_the_importer_refuses_is_not_exported(db, tmp_path):
+    sql(db, "update annotators set model = ? where name = 'B2'", (f"{ESC}[31m",))
+    out = tmp_path / "out"
+    result = invoke("labels", "export", "-r", "r", "--db", str(db), "-o", str(out))
+    assert result.exit_code == 1, result.output
+    assert f"{db} [r/B2]: not exported:" in result.output and "invalid model name" in \
+        result.output
+    assert "\x1b" not in result.output
+    assert sorted(p.name for p in out.iterdir()) == ["B1.json"]
+
+
+DECISION_ROWS = {
+    "destructive 7": ("cd", 7, "lead", "moves cwd", "2026-01-01T00:00:00",
+                      "decision 1/cd]: destructive is an int 7"),
+    "unknown function": (f"zz{ESC}[31m[bold]evil", 1, "lead", "r", "2026-01-01T00:00:00",
+                         "decision 1/zz\\x1b[31m[bold]evil]: not a function of the round"),
+    "author escape": ("cd", 1, f"[red]au{ESC}[5m", "r", "2026-01-01T00:00:00",
+                      "decision 1/cd]: invalid author"),
+    "reason escape": ("cd", 1, "lead", f"r{ESC}[2J", "2026-01-01T00:00:00",
+                      "decision 1/cd]: the reason holds a control character"),
+    "created now": ("cd", 0, "lead", "r", "now", "decision 1/cd]: created: 'now' is not"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DECISION_ROWS))
+def test_a_bad_decision_row_never_reaches_the_boundary(case, db, tmp_path):
+    """The decision was applied and copied into the boundary file (destructive 7, author
+    'x\\x1b'), or written for a function the round does not have."""
+    from careful_engine.effects import boundary
+
+    *row, message = DECISION_ROWS[case]
+    sql(db, "insert into decisions (round, function, destructive, author, reason, created) "
+        "values ('r', ?, ?, ?, ?, ?)", tuple(row))
+    out = tmp_path / "b.json"
+    result = invoke("adjudicate", "-r", "r", "--db", str(db), "--out", str(out))
+    assert result.exit_code == 1, result.output
+    assert f"{db} [r/{message}" in " ".join(result.output.split()), result.output
+    assert "\x1b" not in result.output
+    written = boundary.load(out)
+    assert written.extra["decisions"] == []
+    assert set(written.destructive) == {"rm", "cd"}
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: d["destructive"][0].__setitem__("reason", "gone\x1b[2J"),
+    lambda d: d["decisions"].append({"function": "cd", "destructive": True,
+                                     "author": "x\x1b", "reason": "r", "created": "now"}),
+    lambda d: d["decisions"].append({"function": "zz", "destructive": True,
+                                     "author": "x", "reason": "r", "created": "now"}),
+    lambda d: d["decisions"].append({"function": "cd", "destructive": True,
+                                     "author": "x", "reason": "r\x07", "created": "now"}),
+])
+def test_the_boundary_loader_refuses_control_characters(change, db, tmp_path):
+    from careful_engine.effects import boundary
+
+    out = tmp_path / "b.json"
+    assert invoke("adjudicate", "-r", "r", "--db", str(db), "--out", str(out)).exit_code == 0
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    change(doc)
+    with pytest.raises(boundary.BoundaryError) as e:
+        boundary.from_json(doc, "b.json")
+    assert "\x1b" not in str(e.value) and "\x07" not in str(e.value)

@@ -69,6 +69,14 @@ class Store:
     def __init__(self, path: str | Path | None = None, *, timeout: float = 30.0):
         self.path = Path(path) if path is not None else default_db_path()
         self.__conn = Connection(self.path, timeout=timeout)
+        self.problems: list[str] = []  # rows left out as not careful's: one line each
+
+    def problem(self, where: str, reason: str) -> None:
+        """Note a row of the database that the checks refuse (it is left out) as one line
+        ``db-path [round/annotator/function]: reason``, once."""
+        line = f"{visible(str(self.path))} [{where}]: {visible(reason)}"
+        if line not in self.problems:
+            self.problems.append(line)
 
     def close(self) -> None:
         self.__conn.close()
