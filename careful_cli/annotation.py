@@ -319,6 +319,7 @@ def round_status(
                     f"{done}/{len(st.progress)}", "closed" if st.closed else "open",
                 )
             console.print(table)
+            _done(store)
             return
         st = store.status(name)
     rnd = st.round

@@ -51,18 +51,60 @@ def sql(path, statement: str, params: tuple = ()) -> None:
 
 
 def test_round_status_shows_database_values_literally(db):
-    sql(db, "update rounds set created = ?, closed_at = ?, closed_by = 'lead', "
-        "declarations_sha256 = ?", (f"[bold]{ESC}]0;title{BEL}", f"{ESC}[2J", f"{ESC}[31m"))
+    """Escapes and markup from the database were sent raw or acted on by `round status`."""
     sql(db, "update annotators set kind = ? where name = 'B1'", (f"[red]hu{ESC}[5m",))
     sql(db, "update round_annotators set submitted_at = ? where annotator = 'B2'",
         (f"[bold]x{ESC}",))
+    shown = invoke("round", "status", "r", "--db", str(db)).output
+    assert ESC not in shown and "[red]hu\\x1b[5m" in shown and "[bold]x\\x1b" in shown, shown
+    sql(db, "update rounds set created = ?, closed_at = ?, closed_by = 'lead', "
+        "declarations_sha256 = ?", (f"[bold]{ESC}]0;title{BEL}", f"{ESC}[2J", f"{ESC}[31m"))
     for args in (["round", "status", "--db", str(db)], ["round", "status", "r", "--db", str(db)]):
         result = invoke(*args)
         assert ESC not in result.output and BEL not in result.output, result.output
-    listed = invoke("round", "status", "--db", str(db)).output
-    assert "[bold]" in listed  # the markup is shown, not acted on
-    shown = invoke("round", "status", "r", "--db", str(db)).output
-    assert "[red]hu" in shown and "[bold]x" in shown, shown
+        assert "declarations_sha256 '\\x1b[31m' is not 64" in result.output, result.output
+        assert result.exit_code == (1 if len(args) == 4 else 2), result.output
+
+
+ROUND_ROWS = {
+    "created": ("update rounds set created = ?", f"[bold]{ESC}]0;title{BEL}",
+                "created: '[bold]\\x1b]0;title\\x07' is not an ISO 8601 time"),
+    "closed_at": ("update rounds set closed_at = ?", f"{ESC}[2J",
+                  "closed_at: '\\x1b[2J' is not an ISO 8601 time"),
+    "blind": ("update rounds set blind = ?", "yes", "blind is a string 'yes', not 0 or 1"),
+    "note": ("update rounds set note = ?", f"n{ESC}", "note: the reason holds a control"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROUND_ROWS))
+def test_a_bad_round_row_is_refused_by_name(case, db, tmp_path):
+    statement, value, message = ROUND_ROWS[case]
+    sql(db, statement, (value,))
+    result = invoke("round", "status", "--db", str(db))
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and f"{db} [r]: {message}" in said, result.output
+    for args in (["round", "status", "r"], ["agree", "-r", "r"],
+                 ["labels", "export", "-r", "r", "-o", str(tmp_path / "out")]):
+        result = invoke(*args, "--db", str(db))
+        said = " ".join(result.output.split())
+        assert result.exit_code == 2 and f"{db} [r]: {message}" in said, (args, said)
+        assert ESC not in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("column, value, message", [
+    ("kind", f"[red]hu{ESC}[5m", "kind '[red]hu\\x1b[5m' is neither human nor llm"),
+    ("model", "gpt", "a language-model annotator needs its model, a human has none"),
+    ("created", "now", "created: 'now' is not an ISO 8601 time"),
+])
+def test_a_bad_annotator_row_is_not_exported(column, value, message, db, tmp_path):
+    sql(db, f"update annotators set {column} = ? where name = 'B1'", (value,))
+    out = tmp_path / "out"
+    result = invoke("labels", "export", "-r", "r", "--db", str(db), "-o", str(out))
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and f"{db} [B1]: {message}" in said, said
+    assert ESC not in result.output
+    assert sorted(p.name for p in out.iterdir()) == ["B2.json"]
 
 
 LABEL_ROWS = {
@@ -111,12 +153,11 @@ def test_a_bad_label_row_is_a_problem_and_left_out(case, db, tmp_path):
 
 
 def test_an_annotator_row_the_importer_refuses_is_not_exported(db, tmp_path):
-    sql(db, "update annotators set model = ? where name = 'B2'", (f"{ESC}[31m",))
+    sql(db, "update annotators set kind = 'llm', model = ? where name = 'B2'", (f"{ESC}[31m",))
     out = tmp_path / "out"
     result = invoke("labels", "export", "-r", "r", "--db", str(db), "-o", str(out))
     assert result.exit_code == 1, result.output
-    assert f"{db} [r/B2]: not exported:" in result.output and "invalid model name" in \
-        result.output
+    assert f"{db} [B2]: invalid model name '\\x1b[31m'" in result.output, result.output
     assert "\x1b" not in result.output
     assert sorted(p.name for p in out.iterdir()) == ["B1.json"]
 

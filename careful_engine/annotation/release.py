@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from careful_engine.annotation.database import now
-from careful_engine.annotation.errors import AnnotationError
+from careful_engine.annotation.errors import AnnotationError, RowError
 from careful_engine.annotation.names import (
     REASON_MAX,
     check_model,
@@ -178,14 +178,18 @@ def write_label_sets(
     out = Path(out_dir) if out_dir is not None else default_release_dir(session.round_name)
     names = [check_name(a) for a in annotators] if annotators else [
         a.name for a in session.annotators()]
-    docs = {name: session.export_label_set(name) for name in names}
-    for name, doc in list(docs.items()):
-        try:  # never a file the importer would refuse (a round or annotator row not careful's)
+    docs = {}
+    for name in names:
+        try:  # never a file the importer would refuse (a row that is not careful's)
+            doc = session.export_label_set(name)
             check_label_set(doc, f"{name}.json")
+        except RowError as e:
+            session.problem(f"{session.round_name}/{name}", f"not exported: {e}")
         except LabelSetError as e:
             for line in e.problems:
                 session.problem(f"{session.round_name}/{name}", f"not exported: {line}")
-            del docs[name]
+        else:
+            docs[name] = doc
     mode = 0o600 if session.overridden else 0o644
     # safe_write: a link (at the folder or a file) is refused, a file is replaced whole
     return [write_bytes(out / f"{name}.json",

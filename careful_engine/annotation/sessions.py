@@ -23,8 +23,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from careful_engine.annotation.database import Connection, now
-from careful_engine.annotation.errors import AnnotationError, BlindnessError, LabelError, RoundError
-from careful_engine.annotation.names import NAME_MAX, check_name, check_reason, time_problem
+from careful_engine.annotation.errors import (
+    AnnotationError,
+    BlindnessError,
+    LabelError,
+    RoundError,
+)
+from careful_engine.annotation.names import (
+    NAME_MAX,
+    check_model,
+    check_name,
+    check_reason,
+    time_problem,
+)
 from careful_engine.annotation.records import Annotator, Decision, Label, LabelSet, Round
 from careful_engine.annotation.signals import FunctionInput, RoundInputs
 from careful_engine.core.json_values import a_kind
@@ -79,10 +90,10 @@ def reason_rule(function: FunctionInput, destructive: bool, reason: str) -> str 
     return None
 
 
-def _flag(value: object) -> bool:
+def _flag(value: object, what: str = "destructive") -> bool:
     """A stored true/false (0 or 1), or AnnotationError."""
     if type(value) is not int or value not in (0, 1):
-        raise AnnotationError(f"destructive is {a_kind(value)} {_clipped(value)}, not 0 or 1")
+        raise AnnotationError(f"{what} is {a_kind(value)} {_clipped(value)}, not 0 or 1")
     return bool(value)
 
 
@@ -127,6 +138,50 @@ def decision_row(r: Mapping[str, Any], functions: Mapping[str, FunctionInput]) -
         raise AnnotationError("a manual decision needs a reason")
     return Decision(r["id"], r["function"], destructive, author, reason,
                     _stamp(r["created"], "created"))
+
+
+def _text(value: object, what: str, limit: int = 4096) -> str:
+    """Stored one-line text: bounded, no control or invisible characters."""
+    if not isinstance(value, str) or len(value) > limit or visible(value) != value:
+        raise AnnotationError(f"{what} {_clipped(value)} is not plain text of at most "
+                              f"{limit} characters")
+    return value
+
+
+def round_row(r: Mapping[str, Any]) -> Round:
+    """A ``rounds`` row checked as ``round new`` and the label-set import write one, or
+    AnnotationError saying what is wrong with it."""
+    sha = r["declarations_sha256"]
+    if not isinstance(sha, str) or len(sha) != 64 or any(c not in "0123456789abcdef"
+                                                         for c in sha):
+        raise AnnotationError(f"declarations_sha256 {_clipped(sha)} is not 64 lower-case "
+                              "hex digits")
+    created_by = r["created_by"] or ""
+    return Round(
+        name=check_name(r["name"], "round"), created=_stamp(r["created"], "created"),
+        created_by=check_person(created_by, "creator") if created_by else "",
+        declarations_source=_text(r["declarations_source"] or "", "declarations_source"),
+        declarations_sha256=sha, blind=_flag(r["blind"], "blind"),
+        note=check_reason(r["note"], "note"),
+        closed_at=None if r["closed_at"] is None else _stamp(r["closed_at"], "closed_at"),
+        closed_by=None if r["closed_by"] is None else _text(r["closed_by"], "closed_by", 200),
+    )
+
+
+def annotator_row(r: Mapping[str, Any]) -> Annotator:
+    """An ``annotators`` row checked as :meth:`.store.Store.add_annotator` writes one, or
+    AnnotationError saying what is wrong with it."""
+    name = check_name(r["name"])
+    kind, model = r["kind"], r["model"]
+    if kind not in ("human", "llm"):
+        raise AnnotationError(f"kind {_clipped(kind)} is neither human nor llm")
+    if (kind == "llm") != (model is not None):
+        raise AnnotationError("a language-model annotator needs its model, a human has none")
+    account = r["account"]
+    if account is not None and account != IMPORTED:
+        account = check_person(account, "login")
+    return Annotator(name, kind, None if model is None else check_model(model),
+                     _stamp(r["created"], "created"), account)
 
 
 def _row_id(*parts: object) -> str:
@@ -632,7 +687,7 @@ class ImportSession:
         if labelset.submitted and len(rows) != len(functions):
             raise LabelError(f"{ann}: a submitted label set must label every function")
         with conn.tx() as db:
-            if name not in {r.name for r in store.rounds()}:
+            if not store.round_exists(name):
                 store.new_round(name, inputs, blind=labelset.blind, created_by=self.who,
                                 note=f"imported ({ann} first)")
             else:
@@ -714,4 +769,5 @@ class ImportSession:
 
 
 __all__ = ["IMPORTED", "AdjudicationSession", "AnnotatorSession", "ImportSession",
-           "check_person", "current_account", "decision_row", "label_row", "reason_rule"]
+           "annotator_row", "check_person", "current_account", "decision_row", "label_row",
+           "reason_rule", "round_row"]
