@@ -77,6 +77,11 @@ def _lit(value: object) -> str:
     return literal(value)
 
 
+def _stamp(value: object) -> str:
+    """A time (or hash) from the database, its first 19 characters, shown literally."""
+    return literal(str(value)[:19]) if value else "–"
+
+
 @contextmanager
 def _guard() -> Iterator[None]:
     """Engine, boundary and database errors become a clear message and exit code 2; anything
@@ -103,10 +108,26 @@ def _internal(e: BaseException) -> None:
     raise typer.Exit(internal_error()) from None
 
 
-def _store(db: Path | None) -> Store:
+@contextmanager
+def _store(db: Path | None) -> Iterator[Store]:
+    """The store, closed on leaving; the rows of the database it left out (not careful's) are
+    then listed, one ``db [round/annotator/function]: reason`` line each (:func:`_done`
+    ends the command with exit code 1 for them, after its output)."""
     from careful_engine.annotation.store import Store, default_db_path
 
-    return Store(db or default_db_path())
+    store = Store(db or default_db_path())
+    try:
+        yield store
+    finally:
+        store.close()
+        for line in store.problems:
+            err.print(f"[yellow]problem:[/] {literal(line)}", highlight=False)
+
+
+def _done(store: Store) -> None:
+    """Exit code 1 where rows of the database were left out (listed by :func:`_store`)."""
+    if store.problems:
+        raise typer.Exit(EXIT_PROBLEMS)
 
 
 def _names(value: str | list[str] | None) -> list[str] | None:
@@ -203,7 +224,7 @@ def round_new(
         f"round [bold]{literal(rnd.name)}[/]: {status.functions} functions "
         f"({status.writes} writes), {'blind' if rnd.blind else 'not blind'}, "
         f"declarations {literal(rnd.declarations_source)} "
-        f"(sha256 {rnd.declarations_sha256[:12]}), "
+        f"(sha256 {literal(str(rnd.declarations_sha256)[:12])}), "
         f"annotators: {literal(', '.join(p.annotator for p in status.progress)) or 'none yet'}"
     )
 
@@ -273,7 +294,7 @@ def round_close(
     """Close a round now (its creator only): labelling stops and adjudication opens."""
     with _guard(), _store(db) as store:
         stamp = store.close_round(name, by=by or _user(), account=_user())
-    console.print(f"round {literal(name)} closed at {stamp[:19]}")
+    console.print(f"round {literal(name)} closed at {_stamp(stamp)}")
 
 
 @round_app.command("status")
@@ -293,28 +314,30 @@ def round_status(
                 st = store.status(rnd.name)
                 done = sum(p.submitted is not None for p in st.progress)
                 table.add_row(
-                    literal(rnd.name), rnd.created[:19], literal(rnd.created_by),
+                    literal(rnd.name), _stamp(rnd.created), literal(rnd.created_by),
                     str(st.functions), _yn(rnd.blind), str(len(st.progress)),
                     f"{done}/{len(st.progress)}", "closed" if st.closed else "open",
                 )
             console.print(table)
+            _done(store)
             return
         st = store.status(name)
     rnd = st.round
     console.print(
         f"round [bold]{literal(rnd.name)}[/] — {st.functions} functions ({st.writes} writes); "
         f"{'blind' if rnd.blind else 'not blind'}; declarations "
-        f"{literal(rnd.declarations_source)} (sha256 {rnd.declarations_sha256[:12]}); "
+        f"{literal(rnd.declarations_source)} "
+        f"(sha256 {literal(str(rnd.declarations_sha256)[:12])}); "
         f"[bold]{'closed' if st.closed else 'open'}[/]"
-        + (f" by {literal(rnd.closed_by)} at {(rnd.closed_at or '')[:19]}" if rnd.closed_by
+        + (f" by {literal(rnd.closed_by)} at {_stamp(rnd.closed_at)}" if rnd.closed_by
            else "")
     )
     table = Table()
     for col in ("annotator", "kind", "model", "labelled", "submitted"):
         table.add_column(col)
     for p in st.progress:
-        table.add_row(literal(p.annotator), p.kind, literal(p.model or ""),
-                      f"{p.labelled}/{p.total}", p.submitted[:19] if p.submitted else "–")
+        table.add_row(literal(p.annotator), literal(p.kind), literal(p.model or ""),
+                      f"{p.labelled}/{p.total}", _stamp(p.submitted))
     console.print(table)
     if st.reveals:
         _print_reveals(st.reveals, rnd.name)
@@ -330,8 +353,9 @@ def round_submit(
     with _guard(), _store(db) as store:
         stamp = store.annotator_session(name, annotator).submit()
         closed = store.is_closed(name)
-    console.print(f"{literal(annotator)} submitted round {literal(name)} at {stamp[:19]}"
+    console.print(f"{literal(annotator)} submitted round {literal(name)} at {_stamp(stamp)}"
                   + ("; the round is closed" if closed else ""))
+    _done(store)
 
 
 # ---------------------------------------------------------------------- label
@@ -463,13 +487,14 @@ def label(
         left = session.remaining()
         if not left and submit:
             stamp = session.submit()
-            _say(f"submitted at {stamp[:19]}")
+            _say(f"submitted at {_stamp(stamp)}")
         elif not left:
             _say(f"all {total} functions labelled; submit with `careful round submit "
                  f"{literal(session.round_name)} --annotator {literal(session.annotator)}` "
                  "or --submit")
         else:
             _say(f"{len(left)} functions left; rerun to continue ({outcome})")
+    _done(store)
 
 
 # ---------------------------------------------------------------------- agree
@@ -532,6 +557,7 @@ def agree(
             "splits": [s.to_json() for s in split_list],
             "reveals": reveals,
         }, indent=2, ensure_ascii=True))
+        _done(store)
         return
     if session.overridden:
         console.print("[yellow]opened with an override (recorded); the round is not closed[/]")
@@ -545,10 +571,11 @@ def agree(
         table.add_column(col)
     for s in split_list:
         reasons = "\n".join(f"{literal(a)}: {literal(r)}" for a, r in s.reasons.items() if r)
-        table.add_row(s.function, s.cls, s.kind, _yn(s.proposed), literal(", ".join(s.yes)),
+        table.add_row(literal(s.function), literal(s.cls), literal(s.kind), _yn(s.proposed), literal(", ".join(s.yes)),
                       literal(", ".join(s.no)), reasons)
     console.print(table)
     _print_reveals(reveals, session.round_name)
+    _done(store)
 
 
 # ---------------------------------------------------------------------- adjudicate
@@ -645,6 +672,7 @@ def adjudicate(
         console.print(f"wrote {literal(path)}")
     else:
         console.print("dry run: no boundary and no decision written")
+    _done(store)
 
 
 # ---------------------------------------------------------------------- labels
@@ -672,6 +700,7 @@ def labels_export(
     for p in paths:
         console.print(f"wrote {literal(p)}")
     _print_reveals(reveals, session.round_name)
+    _done(store)
 
 
 @labels_app.command("import")
@@ -714,6 +743,7 @@ def labels_import(
                           f"{literal(name)}: {said}")
     if failed:
         raise typer.Exit(EXIT_UNUSABLE if failed == len(files) else EXIT_PROBLEMS)
+    _done(store)
 
 
 # ---------------------------------------------------------------------- annotate-llm
@@ -769,7 +799,8 @@ def annotate_llm(
     console.print(
         f"{literal(annotator)} ({literal(model)}): {len(run.labelled)} labelled, {len(run.skipped)} already "
         f"labelled, {len(run.failed)} failed; usage: {usage or 'none'}"
-        + (f"; submitted at {run.submitted[:19]}" if run.submitted else "")
+        + (f"; submitted at {_stamp(run.submitted)}" if run.submitted else "")
     )
     if run.failed:
         raise typer.Exit(EXIT_PROBLEMS)
+    _done(store)

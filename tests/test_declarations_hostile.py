@@ -46,6 +46,10 @@ CASES = {
     "lone surrogate": (_set("rm", "note", "\ud800"), "[rm]: a lone surrogate"),
     "all entries strings": (lambda d: d["functions"].update(
         dict.fromkeys(d["functions"], "read")), "128 declaration(s)"),
+    # a function bfcl does not have was accepted (129 functions), its name unchecked
+    "unknown function": (lambda d: d["functions"].__setitem__(
+        "zz\x1b[31mextra", dict(d["functions"]["ls"])),
+        "functions bfcl does not have: 'zz\\x1b[31mextra'"),
 }
 
 
@@ -191,3 +195,16 @@ def test_round_inputs_are_checked(functions, message) -> None:
     with pytest.raises(AnnotationError) as e:
         parse_declarations({"functions": functions}, "d.json")
     assert message in str(e.value) and "\x1b" not in str(e.value)
+
+
+def test_a_wrong_schema_is_named_clipped(tmp_path: Path) -> None:
+    """The schema value was echoed whole: a 3 MB line."""
+    doc = json.loads(SHIPPED.read_text(encoding="utf-8"))
+    doc["schema"] = "x\x1b" * 1_000_000
+    path = tmp_path / "effects.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(DeclarationsError) as e:
+        decl_mod.load(path)
+    said = str(e.value)
+    assert "not an effects document" in said and len(said) < 400 + len(str(path)), said[:500]
+    assert "\x1b" not in said and "characters)" in said

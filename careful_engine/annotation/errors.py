@@ -17,3 +17,7 @@ class LabelError(AnnotationError):
 
 class BlindnessError(AnnotationError, PermissionError):
     """A request would show someone labels (or agreement) that blindness hides."""
+
+
+class RowError(AnnotationError):
+    """A row of the database that careful never writes (changed by something else)."""

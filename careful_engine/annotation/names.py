@@ -95,6 +95,19 @@ def check_reason(reason: object, where: str = "") -> str:
     return text
 
 
+def time_problem(value: object) -> str | None:
+    """Why ``value`` is not an ISO 8601 time (as careful writes them), or None."""
+    from datetime import datetime
+
+    if not isinstance(value, str) or len(value) > 64:
+        return f"{_shown(value)[:60]} is not an ISO 8601 time"
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return f"{_shown(value)[:60]} is not an ISO 8601 time"
+    return None
+
+
 def check_model(model: object) -> str:
     """A language model's name: bounded, printable text without whitespace."""
     if not isinstance(model, str) or not model or len(model) > 200 or any(
@@ -106,4 +119,4 @@ def check_model(model: object) -> str:
 
 
 __all__ = ["NAME_MAX", "NAME_RULE", "REASON_MAX", "check_model", "check_name", "check_reason",
-           "confusable", "name_key"]
+           "confusable", "name_key", "time_problem"]

@@ -22,13 +22,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from careful_engine.annotation.database import now
-from careful_engine.annotation.errors import AnnotationError
-from careful_engine.annotation.names import REASON_MAX, check_model, check_name, check_reason
+from careful_engine.annotation.errors import AnnotationError, RowError
+from careful_engine.annotation.names import (
+    REASON_MAX,
+    check_model,
+    check_name,
+    check_reason,
+    time_problem,
+)
 from careful_engine.annotation.records import Annotator, ImportedLabel, Label, LabelSet, Round
 from careful_engine.annotation.schema import (
     JSONFileError,
@@ -173,13 +178,24 @@ def write_label_sets(
     out = Path(out_dir) if out_dir is not None else default_release_dir(session.round_name)
     names = [check_name(a) for a in annotators] if annotators else [
         a.name for a in session.annotators()]
-    docs = [session.export_label_set(name) for name in names]
+    docs = {}
+    for name in names:
+        try:  # never a file the importer would refuse (a row that is not careful's)
+            doc = session.export_label_set(name)
+            check_label_set(doc, f"{name}.json")
+        except RowError as e:
+            session.problem(f"{session.round_name}/{name}", f"not exported: {e}")
+        except LabelSetError as e:
+            for line in e.problems:
+                session.problem(f"{session.round_name}/{name}", f"not exported: {line}")
+        else:
+            docs[name] = doc
     mode = 0o600 if session.overridden else 0o644
     # safe_write: a link (at the folder or a file) is refused, a file is replaced whole
     return [write_bytes(out / f"{name}.json",
                         (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode(),
                         root=out, mode=mode)
-            for name, doc in zip(names, docs, strict=True)]
+            for name, doc in docs.items()]
 
 
 # ---------------------------------------------------------------------- reading
@@ -201,13 +217,6 @@ def _formats() -> dict[str, Any]:
     def function(value: str) -> str | None:
         return None if value in classes else f"{_short(value)} is not a multi-turn function"
 
-    def timestamp(value: str) -> str | None:
-        try:
-            datetime.fromisoformat(value)
-        except ValueError:
-            return f"{_short(value)} is not an ISO 8601 time"
-        return None
-
     def sha256(value: str) -> str | None:
         ok = len(value) == 64 and all(c in "0123456789abcdef" for c in value)
         return None if ok else "expected 64 lower-case hex digits"
@@ -218,7 +227,7 @@ def _formats() -> dict[str, Any]:
     return {"round": refusal(lambda v: check_name(v, "round")),
             "annotator": refusal(lambda v: check_name(v, "annotator")), "function": function,
             "reason": refusal(check_reason), "model": refusal(check_model),
-            "timestamp": timestamp, "sha256": sha256, "text": text,
+            "timestamp": time_problem, "sha256": sha256, "text": text,
             "inputs": extra_problem}  # what the store checks again when it reads them
 
 

@@ -18,16 +18,28 @@ from __future__ import annotations
 import getpass
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from careful_engine.annotation.database import Connection, now
-from careful_engine.annotation.errors import AnnotationError, BlindnessError, LabelError, RoundError
-from careful_engine.annotation.names import NAME_MAX, check_name, check_reason
+from careful_engine.annotation.errors import (
+    AnnotationError,
+    BlindnessError,
+    LabelError,
+    RoundError,
+)
+from careful_engine.annotation.names import (
+    NAME_MAX,
+    check_model,
+    check_name,
+    check_reason,
+    time_problem,
+)
 from careful_engine.annotation.records import Annotator, Decision, Label, LabelSet, Round
 from careful_engine.annotation.signals import FunctionInput, RoundInputs
 from careful_engine.core.json_values import a_kind
+from careful_engine.core.safe_text import clip, visible
 
 if TYPE_CHECKING:
     from careful_engine.annotation.adjudication import Adjudication
@@ -78,18 +90,122 @@ def reason_rule(function: FunctionInput, destructive: bool, reason: str) -> str 
     return None
 
 
-def _label(r: dict) -> Label:
-    return Label(r["annotator"], r["function"], bool(r["destructive"]), r["reason"],
-                 r["created"], r["updated"] or r["created"])
+def _flag(value: object, what: str = "destructive") -> bool:
+    """A stored true/false (0 or 1), or AnnotationError."""
+    if type(value) is not int or value not in (0, 1):
+        raise AnnotationError(f"{what} is {a_kind(value)} {_clipped(value)}, not 0 or 1")
+    return bool(value)
 
 
-def _labels(conn: Connection, round_name: str, annotator: str | None = None) -> list[Label]:
+def _clipped(value: object) -> str:
+    return visible(clip(repr(value), 60))
+
+
+def _stamp(value: object, what: str) -> str:
+    """A stored time, or AnnotationError."""
+    problem = time_problem(value)
+    if problem:
+        raise AnnotationError(f"{what}: {problem}")
+    return str(value)
+
+
+def label_row(r: Mapping[str, Any], functions: Mapping[str, FunctionInput]) -> Label:
+    """A ``labels`` row checked as an imported label is (:mod:`.release`), or
+    AnnotationError saying what is wrong with it."""
+    annotator = check_name(r["annotator"])
+    fn = functions.get(r["function"]) if isinstance(r["function"], str) else None
+    if fn is None:
+        raise AnnotationError("not a function of the round")
+    destructive = _flag(r["destructive"])
+    reason = check_reason(r["reason"])
+    problem = reason_rule(fn, destructive, reason)
+    if problem:
+        raise AnnotationError(problem)
+    created = _stamp(r["created"], "created")
+    updated = _stamp(r["updated"], "updated") if r["updated"] not in (None, "") else created
+    return Label(annotator, fn.name, destructive, reason, created, updated)
+
+
+def decision_row(r: Mapping[str, Any], functions: Mapping[str, FunctionInput]) -> Decision:
+    """A ``decisions`` row checked as :meth:`AdjudicationSession.decision` checks a new one,
+    or AnnotationError saying what is wrong with it."""
+    if not isinstance(r["function"], str) or r["function"] not in functions:
+        raise AnnotationError("not a function of the round")
+    destructive = _flag(r["destructive"])
+    author = check_person(r["author"], "author")
+    reason = check_reason(r["reason"])
+    if not reason:
+        raise AnnotationError("a manual decision needs a reason")
+    return Decision(r["id"], r["function"], destructive, author, reason,
+                    _stamp(r["created"], "created"))
+
+
+def _text(value: object, what: str, limit: int = 4096) -> str:
+    """Stored one-line text: bounded, no control or invisible characters."""
+    if not isinstance(value, str) or len(value) > limit or visible(value) != value:
+        raise AnnotationError(f"{what} {_clipped(value)} is not plain text of at most "
+                              f"{limit} characters")
+    return value
+
+
+def round_row(r: Mapping[str, Any]) -> Round:
+    """A ``rounds`` row checked as ``round new`` and the label-set import write one, or
+    AnnotationError saying what is wrong with it."""
+    sha = r["declarations_sha256"]
+    if not isinstance(sha, str) or len(sha) != 64 or any(c not in "0123456789abcdef"
+                                                         for c in sha):
+        raise AnnotationError(f"declarations_sha256 {_clipped(sha)} is not 64 lower-case "
+                              "hex digits")
+    created_by = r["created_by"] or ""
+    return Round(
+        name=check_name(r["name"], "round"), created=_stamp(r["created"], "created"),
+        created_by=check_person(created_by, "creator") if created_by else "",
+        declarations_source=_text(r["declarations_source"] or "", "declarations_source"),
+        declarations_sha256=sha, blind=_flag(r["blind"], "blind"),
+        note=check_reason(r["note"], "note"),
+        closed_at=None if r["closed_at"] is None else _stamp(r["closed_at"], "closed_at"),
+        closed_by=None if r["closed_by"] is None else _text(r["closed_by"], "closed_by", 200),
+    )
+
+
+def annotator_row(r: Mapping[str, Any]) -> Annotator:
+    """An ``annotators`` row checked as :meth:`.store.Store.add_annotator` writes one, or
+    AnnotationError saying what is wrong with it."""
+    name = check_name(r["name"])
+    kind, model = r["kind"], r["model"]
+    if kind not in ("human", "llm"):
+        raise AnnotationError(f"kind {_clipped(kind)} is neither human nor llm")
+    if (kind == "llm") != (model is not None):
+        raise AnnotationError("a language-model annotator needs its model, a human has none")
+    account = r["account"]
+    if account is not None and account != IMPORTED:
+        account = check_person(account, "login")
+    return Annotator(name, kind, None if model is None else check_model(model),
+                     _stamp(r["created"], "created"), account)
+
+
+def _row_id(*parts: object) -> str:
+    return "/".join(visible(clip(str(p), 64)) for p in parts)
+
+
+def _labels(store: Store, conn: Connection, round_name: str, annotator: str | None = None,
+            functions: Mapping[str, FunctionInput] | None = None) -> list[Label]:
+    """The round's labels (of ``annotator``); a row the checks refuse is left out and noted
+    in the store's problems (:meth:`.store.Store.problem`)."""
     sql = "select * from labels where round = ?"
     params: list[Any] = [round_name]
     if annotator is not None:
         sql += " and annotator = ?"
         params.append(annotator)
-    return [_label(r) for r in conn.rows(sql + " order by id", params)]
+    if functions is None:
+        functions = {f.name: f for f in store.round_functions(round_name)}
+    out = []
+    for r in conn.rows(sql + " order by id", params):
+        try:
+            out.append(label_row(r, functions))
+        except AnnotationError as e:
+            store.problem(_row_id(round_name, r["annotator"], r["function"]), str(e))
+    return out
 
 
 def _record_reveal(conn: Connection, round_name: str, who: str, what: str,
@@ -181,7 +297,8 @@ class AnnotatorSession:
 
     def labels(self) -> dict[str, Label]:
         """This annotator's own labels, by function."""
-        return {lb.function: lb for lb in _labels(self._conn, self.round_name, self.annotator)}
+        return {lb.function: lb for lb in _labels(self._store, self._conn, self.round_name,
+                                                  self.annotator, self._functions)}
 
     def remaining(self) -> list[str]:
         done = self.labels()
@@ -277,7 +394,8 @@ class AnnotatorSession:
                 f"round {self.round_name} is blind: an annotator sees only its own labels"
             )
         out: dict[str, dict[str, Label]] = {}
-        for lb in _labels(self._conn, self.round_name):
+        for lb in _labels(self._store, self._conn, self.round_name,
+                          functions=self._functions):
             if lb.annotator != self.annotator:
                 out.setdefault(lb.annotator, {})[lb.function] = lb
         return out
@@ -340,11 +458,15 @@ class AdjudicationSession:
     def reveal_log(self) -> list[dict]:
         return self._store.reveal_log(self.round_name)
 
+    def problem(self, where: str, reason: str) -> None:
+        """Note something of the database left out (:meth:`.store.Store.problem`)."""
+        self._store.problem(_row_id(*where.split("/")), reason)
+
     def labels(self) -> dict[str, dict[str, Label]]:
         """annotator -> function -> label, for every annotator on the round's roster."""
         roster = self._store.round_annotators(self.round_name)
         out: dict[str, dict[str, Label]] = {a: {} for a in roster}
-        for lb in _labels(self._conn, self.round_name):
+        for lb in _labels(self._store, self._conn, self.round_name):
             if lb.annotator in out:
                 out[lb.annotator][lb.function] = lb
         return out
@@ -432,13 +554,18 @@ class AdjudicationSession:
         })
 
     def decisions(self) -> list[Decision]:
-        return [
-            Decision(r["id"], r["function"], bool(r["destructive"]), r["author"], r["reason"],
-                     r["created"])
-            for r in self._conn.rows(
-                "select * from decisions where round = ? order by id", [self.round_name]
-            )
-        ]
+        """The round's manual decisions; a row the checks refuse is left out and noted in
+        the store's problems."""
+        functions = {f.name: f for f in self.functions()}
+        out = []
+        for r in self._conn.rows("select * from decisions where round = ? order by id",
+                                 [self.round_name]):
+            try:
+                out.append(decision_row(r, functions))
+            except AnnotationError as e:
+                self._store.problem(_row_id(self.round_name, f"decision {r['id']}",
+                                            r["function"]), str(e))
+        return out
 
     def adjudicate(
         self,
@@ -505,9 +632,18 @@ class AdjudicationSession:
         labels = self.labels()
         if annotator not in labels:
             raise AnnotationError(f"{annotator!r} is not an annotator of round {self.round_name}")
+        functions = self.functions()
+        submitted = self.submitted().get(annotator)
+        missing = len(functions) - len(labels[annotator])
+        if submitted and missing:
+            # a row left out (a problem noted): a submitted set must label every function
+            self._store.problem(_row_id(self.round_name, annotator),
+                                f"{missing} label(s) left out: the label set is incomplete, "
+                                "exported as not submitted")
+            submitted = None
         return label_set_document(
-            self.round, self._store.annotator(annotator), self.functions(), labels[annotator],
-            self.submitted().get(annotator),
+            self.round, self._store.annotator(annotator), functions, labels[annotator],
+            submitted,
         )
 
 
@@ -551,7 +687,7 @@ class ImportSession:
         if labelset.submitted and len(rows) != len(functions):
             raise LabelError(f"{ann}: a submitted label set must label every function")
         with conn.tx() as db:
-            if name not in {r.name for r in store.rounds()}:
+            if not store.round_exists(name):
                 store.new_round(name, inputs, blind=labelset.blind, created_by=self.who,
                                 note=f"imported ({ann} first)")
             else:
@@ -576,7 +712,7 @@ class ImportSession:
             store.add_annotator(ann, labelset.kind, labelset.model)
             if existing_ann is None:
                 conn.execute("update annotators set account = ? where name = ?", [IMPORTED, ann])
-            existing = _labels(conn, name, ann)
+            existing = _labels(store, conn, name, ann)
             if existing:
                 have_set = {(lb.function, lb.destructive, lb.reason) for lb in existing}
                 if have_set == {(r["function"], bool(r["destructive"]), r["reason"])
@@ -633,4 +769,5 @@ class ImportSession:
 
 
 __all__ = ["IMPORTED", "AdjudicationSession", "AnnotatorSession", "ImportSession",
-           "check_person", "current_account", "reason_rule"]
+           "annotator_row", "check_person", "current_account", "decision_row", "label_row",
+           "reason_rule", "round_row"]

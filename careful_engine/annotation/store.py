@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from careful_engine.annotation.database import SCHEMA_VERSION, Connection, DatabaseError, now
-from careful_engine.annotation.errors import AnnotationError, RoundError
+from careful_engine.annotation.errors import AnnotationError, RoundError, RowError
 from careful_engine.annotation.names import check_model, check_name, check_reason, confusable
 from careful_engine.annotation.records import (
     Annotator,
@@ -38,13 +38,15 @@ from careful_engine.annotation.sessions import (
     AdjudicationSession,
     AnnotatorSession,
     ImportSession,
+    annotator_row,
     check_person,
     current_account,
     reason_rule,
+    round_row,
 )
 from careful_engine.annotation.signals import FunctionInput, RoundInputs, extra_problem
 from careful_engine.core.json_values import refuse_constant
-from careful_engine.core.safe_text import visible
+from careful_engine.core.safe_text import clip, visible
 
 ANNOTATOR_KINDS = ("human", "llm")
 
@@ -69,6 +71,14 @@ class Store:
     def __init__(self, path: str | Path | None = None, *, timeout: float = 30.0):
         self.path = Path(path) if path is not None else default_db_path()
         self.__conn = Connection(self.path, timeout=timeout)
+        self.problems: list[str] = []  # rows left out as not careful's: one line each
+
+    def problem(self, where: str, reason: str) -> None:
+        """Note a row of the database that the checks refuse (it is left out) as one line
+        ``db-path [round/annotator/function]: reason``, once."""
+        line = f"{visible(str(self.path))} [{where}]: {visible(reason)}"
+        if line not in self.problems:
+            self.problems.append(line)
 
     def close(self) -> None:
         self.__conn.close()
@@ -88,12 +98,29 @@ class Store:
 
     # ------------------------------------------------------------ annotators
 
+    def _row_error(self, where: str, e: AnnotationError) -> RowError:
+        return RowError(f"{visible(str(self.path))} [{visible(where)}]: {visible(e)}; the "
+                        "database was changed by something other than careful")
+
     def annotator(self, name: str) -> Annotator | None:
+        """The annotator, None if unknown; :class:`RowError` where its row is not careful's."""
         rows = self._q("select * from annotators where name = ?", [check_name(name)])
-        return Annotator(**rows[0]) if rows else None
+        if not rows:
+            return None
+        try:
+            return annotator_row(rows[0])
+        except AnnotationError as e:
+            raise self._row_error(name, e) from None
 
     def annotators(self) -> list[Annotator]:
-        return [Annotator(**r) for r in self._q("select * from annotators order by name")]
+        """Every annotator; a row that is not careful's is left out, a problem noted."""
+        out = []
+        for r in self._q("select * from annotators order by name"):
+            try:
+                out.append(annotator_row(r))
+            except AnnotationError as e:
+                self.problem(visible(clip(str(r["name"]), 64)), str(e))
+        return out
 
     def add_annotator(self, name: str, kind: str = "human", model: str | None = None) -> Annotator:
         """Register an annotator (a no-op if it exists with the same kind and model).
@@ -179,16 +206,23 @@ class Store:
         if not rows:
             known = [r["name"] for r in self._q("select name from rounds order by created")]
             raise RoundError(f"no round {name!r}; rounds: {', '.join(known) or 'none'}")
-        r = rows[0]
-        return Round(
-            name=r["name"], created=r["created"], created_by=r["created_by"] or "",
-            declarations_source=r["declarations_source"] or "",
-            declarations_sha256=r["declarations_sha256"], blind=bool(r["blind"]),
-            note=r["note"] or "", closed_at=r["closed_at"], closed_by=r["closed_by"],
-        )
+        try:
+            return round_row(rows[0])
+        except AnnotationError as e:
+            raise self._row_error(name, e) from None
+
+    def round_exists(self, name: str) -> bool:
+        return bool(self._q("select 1 from rounds where name = ?", [check_name(name, "round")]))
 
     def rounds(self) -> list[Round]:
-        return [self.round(r["name"]) for r in self._q("select name from rounds order by created")]
+        """Every round; a row that is not careful's is left out, a problem noted."""
+        out = []
+        for r in self._q("select * from rounds order by created"):
+            try:
+                out.append(round_row(r))
+            except AnnotationError as e:
+                self.problem(visible(clip(str(r["name"]), 64)), str(e))
+        return out
 
     def round_functions(self, round_name: str) -> list[FunctionInput]:
         rnd = self.round(round_name)

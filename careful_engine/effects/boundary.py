@@ -22,7 +22,7 @@ from typing import Any
 from careful_engine.core import bfcl
 from careful_engine.core.json_values import JSONTextError, a_kind, loads
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
-from careful_engine.core.safe_text import visible
+from careful_engine.core.safe_text import clip, visible
 from careful_engine.core.safe_write import write_text
 
 SCHEMA = "careful.boundary/1"
@@ -80,6 +80,34 @@ class Boundary:
                           errors="backslashreplace")
 
 
+def _plain(text: str, source: str, what: str) -> None:
+    """Refuse text holding control or invisible characters (newline and tab aside)."""
+    if visible(text, keep_newlines=True) != text:
+        raise BoundaryError(f"{source}: {what} holds control characters "
+                            f"({clip(visible(repr(text)), 80)})")
+
+
+def _check_decisions(decisions: object, known: dict[str, str], source: str) -> None:
+    """The manual decisions ``careful adjudicate`` records (optional): each of a known
+    function, with an author and a reason in plain text."""
+    if decisions is None:
+        return
+    if not isinstance(decisions, list):
+        raise BoundaryError(f"{source}: 'decisions' is {a_kind(decisions)}, not a list")
+    for k, d in enumerate(decisions):
+        if not isinstance(d, dict):
+            raise BoundaryError(f"{source}: decisions[{k}] is {a_kind(d)}, not an object")
+        name = d.get("function")
+        if not isinstance(name, str) or name not in known:
+            raise BoundaryError(f"{source}: decisions[{k}]: {clip(visible(repr(name)), 80)} "
+                                "is not one of the 128 multi-turn functions")
+        for key in ("author", "reason"):
+            value = d.get(key)
+            if not isinstance(value, str) or not value.strip():
+                raise BoundaryError(f"{source}: decisions[{k}] ({name}) has no {key}")
+            _plain(value, source, f"decisions[{k}] ({name}) {key}")
+
+
 def from_json(data: Any, source: str = "<data>") -> Boundary:
     """A boundary from its JSON document; :class:`BoundaryError` (naming ``source``) for any
     document that is not one: every field is checked; only the descriptive ones (version,
@@ -110,6 +138,7 @@ def from_json(data: Any, source: str = "<data>") -> Boundary:
                                 f"{visible(repr(cls))[:80]}")
         if not isinstance(reason, str) or not reason.strip():
             raise BoundaryError(f"{source}: {name} has no reason")
+        _plain(reason, source, f"{name}'s reason")
         if name in destructive:
             raise BoundaryError(f"{source}: {name} is listed twice")
         destructive[name] = reason
@@ -124,6 +153,9 @@ def from_json(data: Any, source: str = "<data>") -> Boundary:
                             f"{visible(repr(version))[:40]}")
     if not isinstance(decided_by, list) or not all(isinstance(x, str) for x in decided_by):
         raise BoundaryError(f"{source}: 'decided_by' must be a list of names")
+    for who in decided_by:
+        _plain(who, source, "a name in 'decided_by'")
+    _check_decisions(data.get("decisions"), known, source)
     for key in ("method", "created"):
         if not isinstance(data.get(key, ""), str):
             raise BoundaryError(f"{source}: {key!r} must be text")

@@ -24,7 +24,7 @@ from careful_engine.core.json_values import (
     loads_located,
 )
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
-from careful_engine.core.safe_text import visible
+from careful_engine.core.safe_text import clip, visible
 from careful_engine.core.safe_write import write_text
 from careful_engine.effects import infer
 from careful_engine.effects import signals as sig
@@ -223,11 +223,12 @@ def load(path: str | Path | None = None) -> Declarations:
         raise DeclarationsError(f"{path}:{e.line or 1}: {e}") from e
     except (ValueError, RecursionError) as e:  # not UTF-8, nested too deep, huge numbers
         raise DeclarationsError(f"{path}: not usable JSON ({str(e)[:100]})") from e
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise DeclarationsError(f"{path}: not an effects document (schema "
-                                f"{doc.get('schema') if isinstance(doc, dict) else None!r})")
-    functions = doc.get("functions") or {}
     where = visible(str(path))
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        schema = doc.get("schema") if isinstance(doc, dict) else None
+        raise DeclarationsError(f"{where}: not an effects document (schema "
+                                f"{visible(clip(repr(schema), 80))})")
+    functions = doc.get("functions") or {}
     if not isinstance(functions, dict):
         raise DeclarationsError(f"{where}: 'functions' is {a_kind(functions)}, "
                                 "not an object of declarations")
@@ -236,6 +237,12 @@ def load(path: str | Path | None = None) -> Declarations:
         raise DeclarationsError(f"{where}: no declaration for {', '.join(missing[:5])}"
                                 + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
     known = bfcl.function_class()
+    unknown = sorted(set(functions) - set(known))
+    if unknown:
+        shown = ", ".join(visible(clip(repr(name), 60)) for name in unknown[:5])
+        raise DeclarationsError(f"{where}: declarations for functions bfcl does not have: "
+                                f"{shown}"
+                                + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""))
     bad = [(name, reason) for name, e in functions.items()
            if (reason := entry_problem(e, known.get(name))) is not None]
     if bad:
