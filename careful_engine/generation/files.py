@@ -19,7 +19,7 @@ from typing import IO
 
 from careful_engine.core import safe_write
 from careful_engine.core.runs import ParseBudget, Problem, budgeted_lines, line_over_cap
-from careful_engine.core.safe_read import MAX_RESULT_BYTES, read_regular
+from careful_engine.core.safe_read import MAX_RESULT_BYTES, TooLarge, read_regular
 from careful_engine.generation.errors import GenerationError
 
 MAX_NAME_BYTES = 255
@@ -107,13 +107,16 @@ def open_append(path: Path, binary: bool = False) -> IO:
     return os.fdopen(fd, "ab" if binary else "a", **({} if binary else {"encoding": "utf-8"}))
 
 
-def read_bytes(path: Path) -> bytes | None:
+def read_bytes(path: Path, limit: int = MAX_RESULT_BYTES) -> bytes | None:
     """A regular file's bytes (None if missing), never through a link or from a FIFO, and
-    never more than careful_engine.core.safe_read's limit for result files."""
+    never more than ``limit`` (careful_engine.core.safe_read's limit for result files unless
+    told: a manifest is read with the one for small documents)."""
     if not check(path, verb="read"):  # (by name: a link or a special file, worded here)
         return None
     try:  # the one bounded reader (careful_engine.core.safe_read), links not followed
-        return read_regular(path, MAX_RESULT_BYTES, follow_links=False)
+        return read_regular(path, limit, follow_links=False)
+    except TooLarge as e:
+        raise UnsafePath(f"{path}: too large to read ({e.strerror})") from e
     except OSError as e:
         if os.path.islink(path):  # put there since the check
             raise UnsafePath(f"{path} is a symbolic link; refusing to read it") from e

@@ -31,7 +31,7 @@ from careful_engine.core.runs import (
     depth_over,
     line_over_cap,
 )
-from careful_engine.core.safe_read import MAX_RESULT_BYTES
+from careful_engine.core.safe_read import MAX_RESULT_BYTES, MAX_SMALL_BYTES
 from careful_engine.core.safe_text import visible
 from careful_engine.generation import files
 from careful_engine.generation.errors import GenerationError
@@ -283,8 +283,8 @@ def load_manifest(folder: Path, untrusted: str | None = None) -> dict[str, Any] 
     untrusted = untrusted or _UNTRUSTED
     path = folder / MANIFEST
     try:
-        raw = files.read_bytes(path)
-    except files.UnsafePath as e:  # a link or a FIFO planted there: said, with what is done
+        raw = files.read_bytes(path, MAX_SMALL_BYTES)  # a manifest is a few kilobytes
+    except files.UnsafePath as e:  # a link, a FIFO, too large: said, with what is done
         raise files.UnsafePath(f"{e}; {untrusted}") from None
     if raw is None:
         return None
