@@ -67,6 +67,22 @@ def test_resume_refuses_other_settings(tmp_path):
     assert "condition: 'standard' there, 'confirm' now" in res.output
 
 
+def test_a_hostile_setting_in_the_manifest_is_clipped_in_the_refusal(tmp_path):
+    """A setting of 200,000 characters planted in the manifest is named clipped, escapes
+    shown, not echoed whole into the refusal."""
+    with FakeCompletionsServer(KEY, responder=lambda r: "Done.") as s:
+        assert _gen(tmp_path, "--run", "r", "--ids", "multi_turn_base_0",
+                    url=s.url).exit_code == 0
+        path = tmp_path / "r" / "Qwen_Qwen3-0.6B" / "careful_run.json"
+        manifest = json.loads(path.read_text())
+        manifest["condition"] = "\x1b[31m" + "c" * 200_000
+        path.write_text(json.dumps(manifest))
+        res = _gen(tmp_path, "--run", "r", "--ids", "multi_turn_base_0", url=s.url)
+    assert res.exit_code == 2, res.output
+    assert len(res.output) < 2_000 and "\x1b" not in res.output, res.output[:3000]
+    assert "other settings" in res.output and "characters)" in res.output
+
+
 @pytest.mark.parametrize(("manifest", "reason"), [
     ("{", ":1: not JSON"),
     ("[]", "a list, not a manifest"),

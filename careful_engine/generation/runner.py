@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from careful_engine.core import bfcl, executor, process
+from careful_engine.core.safe_text import clip, visible
 from careful_engine.effects import boundary as boundaries
 from careful_engine.effects.boundary import DEFAULT_BOUNDARY
 from careful_engine.effects.declarations import load
@@ -235,9 +236,10 @@ def generate(
         differs = {k: (old_v, new_v) for k, old_v in _identity(old).items()
                    if (new_v := _identity(manifest)[k]) != old_v}
         if differs:
-            what = "; ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in differs.items())
-            raise GenerationError(f"{folder} holds a run with other settings ({what}); "
-                                  "use another --run")
+            what = "; ".join(f"{k}: {clip(visible(repr(a)))} there, {clip(visible(repr(b)))} now"
+                             for k, (a, b) in differs.items())
+            raise GenerationError(f"{visible(str(folder))} holds a run with other settings "
+                                  f"({what}); use another --run")
     selection = dataset.select(options.categories, options.ids, options.limit)
     categories = sorted(set(selection) | set((old or {}).get("categories", [])),
                         key=bfcl.CATEGORIES.index)
