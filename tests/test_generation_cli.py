@@ -136,6 +136,23 @@ def test_repair_names_line_and_id(tmp_path):
                      "multi_turn_base"]
 
 
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e309"])
+def test_repair_drops_a_line_holding_a_number_that_is_not_finite(tmp_path, number):
+    """A result line holding NaN, Infinity or 1e309 (read as infinity) is no JSON value: it
+    is dropped, said, and its conversation runs again."""
+    from careful_engine.generation.results import repair
+
+    path = tmp_path / "BFCL_v4_multi_turn_base_result.json"
+    good = json.dumps({"id": "multi_turn_base_0", "result": []})
+    bad = f'{{"id": "multi_turn_base_1", "result": [], "latency": {number}}}'
+    path.write_text(good + "\n" + bad + "\n")
+    ids, notes = repair(path, category="multi_turn_base")
+    assert ids == {"multi_turn_base_0"} and path.read_text() == good + "\n"
+    assert len(notes) == 1 and notes[0].startswith(f"{path.name}:2: dropped a line that is "
+                                                   "not usable JSON (")
+    assert number.lstrip("-") in notes[0]
+
+
 def test_a_line_longer_than_score_reads_is_dropped_unparsed(tmp_path, monkeypatch):
     """Resuming drops a result line longer than ``careful score`` reads (it runs again), and
     a ledger line that long is skipped, neither parsed: a planted line of 120 MB of ``{},``

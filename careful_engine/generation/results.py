@@ -23,7 +23,7 @@ from typing import Any
 
 from careful_engine.core import bfcl
 from careful_engine.core.decode import token_count
-from careful_engine.core.json_values import a_kind, a_type, refuse_constant
+from careful_engine.core.json_values import a_kind, a_type, finite_float, refuse_constant
 from careful_engine.core.runs import (
     MAX_DEPTH,
     TOKEN_FIELDS,
@@ -98,10 +98,14 @@ def repair(path: Path, drop_errors: bool = False,
         if too_long := line_over_cap(line, "dropped"):
             notes.append(f"{path.name}:{lineno}: {too_long}")
             continue
-        try:
-            entry = json.loads(line)
-        except (json.JSONDecodeError, RecursionError, ValueError):
+        try:  # NaN, Infinity, 1e309: no JSON values; the conversation runs again
+            entry = json.loads(line, parse_constant=refuse_constant, parse_float=finite_float)
+        except (json.JSONDecodeError, RecursionError):
             notes.append(f"{path.name}:{lineno}: dropped a line that is not JSON")
+            continue
+        except ValueError as e:
+            notes.append(visible(f"{path.name}:{lineno}: dropped a line that is not usable "
+                                 f"JSON ({str(e).split(';')[0][:120]})"))
             continue
         entry_id = entry.get("id") if isinstance(entry, dict) else None
         if not isinstance(entry_id, str):
