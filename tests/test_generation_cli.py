@@ -83,6 +83,30 @@ def test_a_hostile_setting_in_the_manifest_is_clipped_in_the_refusal(tmp_path):
     assert "other settings" in res.output and "characters)" in res.output
 
 
+def test_counts_the_parse_budget_leaves_short_are_reported(tmp_path, monkeypatch):
+    """When a result file's lines do not all fit the parse budget, the manifest's counts
+    fall short: each file's unread lines are reported (``file:line [id]: reason``), on screen
+    and in the manifest, not left silent."""
+    from careful_engine.core import runs
+
+    with FakeCompletionsServer(KEY, responder=lambda r: "Done.") as s:
+        first = _gen(tmp_path, "--run", "r", "--ids", "multi_turn_base_0,multi_turn_base_1",
+                     url=s.url)
+        assert first.exit_code == 0, first.output
+        folder = tmp_path / "r" / "Qwen_Qwen3-0.6B"
+        path = folder / "multi_turn" / "BFCL_v4_multi_turn_base_result.json"
+        line = path.read_text().splitlines()[0]
+        monkeypatch.setattr(runs, "MAX_KEPT_BYTES", runs.parsed_bound(line) + 1)
+        res = _gen(tmp_path, "--run", "r", "--ids", "multi_turn_base_0,multi_turn_base_1",
+                   url=s.url)
+    assert res.exit_code == 0, res.output
+    m = json.loads((folder / "careful_run.json").read_text())
+    assert m["conversations"] == {"multi_turn_base": {"written": 1}}
+    assert len(m["count_problems"]) == 1
+    assert m["count_problems"][0].startswith(f"{path}:2 [multi_turn_base_1]: line 2 and the ")
+    assert f"{path.name}:2 [multi_turn_base_1]: line 2" in "".join(res.output.split("\n"))
+
+
 @pytest.mark.parametrize(("manifest", "reason"), [
     ("{", ":1: not JSON"),
     ("[]", "a list, not a manifest"),

@@ -259,14 +259,17 @@ def _user_answers(by_turn: Any) -> list[str]:
             for a in turn if isinstance(a, dict) and isinstance(a.get("answer"), str)]
 
 
-def totals(run_dir: Path, registry_key: str, categories: list[str]) -> dict[str, Any]:
-    """Conversations written, token volume and scripted-user answers, from the result files."""
+def totals(run_dir: Path, registry_key: str, categories: list[str],
+           problems: list[Problem] | None = None) -> dict[str, Any]:
+    """Conversations written, token volume and scripted-user answers, from the result files;
+    lines a file's entries could not all be read past (the counts then fall short): one
+    problem each in ``problems``."""
     volume = Volume()
     answers: Counter = Counter()
     per_category: dict[str, dict[str, int]] = {}
     errors = 0
     for cat in categories:
-        entries = read_entries(result_path(run_dir, registry_key, cat))
+        entries = read_entries(result_path(run_dir, registry_key, cat), problems)
         per_category[cat] = {"written": len(entries)}
         for e in entries:
             volume.add(entry_volume(e))
