@@ -155,11 +155,27 @@ def read_records(path: Path, skipped: list[int] | None = None,
     return out
 
 
-def atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str | bytes) -> None:
     """Replace ``path`` with ``text`` (fsynced) through
-    :func:`careful_engine.core.safe_write.write_text`: a new file created exclusively, then
-    renamed; a link or a special file at ``path`` (or as its folder) is refused."""
+    :func:`careful_engine.core.safe_write.write_text` (``write_bytes`` for bytes): a new file
+    created exclusively, then renamed; a link or a special file at ``path`` (or as its folder)
+    is refused."""
     try:
-        safe_write.write_text(path, text)
+        if isinstance(text, bytes):
+            safe_write.write_bytes(path, text)
+        else:
+            safe_write.write_text(path, text)
     except safe_write.UnsafeWrite as e:
         raise UnsafePath(str(e)) from e
+
+
+def drop_torn_tail(path: Path) -> str | None:
+    """Cut a last line without its newline (a kill during its write) off a JSON-lines file,
+    so that the next line appended starts a line of its own (the lines before it are kept
+    byte for byte); a note saying what was cut, or None when nothing was."""
+    raw = read_bytes(path)
+    if not raw or raw.endswith(b"\n"):
+        return None
+    keep = raw[:raw.rfind(b"\n") + 1]
+    atomic_write(path, keep)
+    return f"{path.name}: dropped a last line cut short ({len(raw) - len(keep):,} bytes)"

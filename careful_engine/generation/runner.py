@@ -244,7 +244,7 @@ def generate(
     selection = dataset.select(options.categories, options.ids, options.limit)
     categories = sorted(set(selection) | set((old or {}).get("categories", [])),
                         key=bfcl.CATEGORIES.index)
-    notes: list[str] = []
+    notes: list[str] = list(guard.notes) if guard is not None else []  # (a ledger repaired)
     pending: list[dict] = []
     already = 0
     for cat, entries in selection.items():
