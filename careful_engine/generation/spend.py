@@ -147,7 +147,12 @@ def usage_volume(usage: Any) -> Volume:
 
 def _jsonable(obj: Any) -> Any:
     dump = getattr(obj, "model_dump", None)
-    return dump() if callable(dump) else str(obj)
+    if not callable(dump):
+        return str(obj)
+    try:  # a field not of its declared type (the endpoint's doing): no warning on stderr
+        return dump(warnings=False)
+    except TypeError:  # a model_dump without the argument
+        return dump()
 
 
 def estimate_prompt_tokens(request: dict[str, Any]) -> int:
