@@ -59,11 +59,19 @@ def demo_cmd(
     Exit code: 0 done; 1 scored with problems; 2 the runs could not be written or scored.
     """
     flawed_out = flawed_out or out.parent / demo.FLAWED_DIR
-    if flawed_out.resolve() == out.resolve():
+    for folder, option in ((out, "--out"), (flawed_out, "--flawed-out")):
+        refuse_out(folder, option=option)  # (a link first: resolved, it names another folder)
+    ref, flawed = out.resolve(), flawed_out.resolve()
+    if ref == flawed:
         err.print("error: --out and --flawed-out are the same folder")
         raise typer.Exit(EXIT_UNUSABLE)
+    if ref in flawed.parents or flawed in ref.parents:  # one run written into the other
+        inner = "--flawed-out" if ref in flawed.parents else "--out"
+        outer = "--out" if inner == "--flawed-out" else "--flawed-out"
+        err.print(f"error: {inner} is inside {outer}; give two separate folders",
+                  markup=False)
+        raise typer.Exit(EXIT_UNUSABLE)
     for folder in (out, flawed_out):
-        refuse_out(folder)
         if not force and folder.is_dir() and any(folder.iterdir()):
             err.print(f"[red]error:[/] {literal(folder)} is not empty; choose another folder "
                       "or add --force")

@@ -342,3 +342,26 @@ def test_the_readme_transcript_is_what_the_demo_prints(demo_root) -> None:
     shown = readme[start:readme.index("```", start)].rstrip("\n").splitlines()
     printed = [x.rstrip() for x in demo_root[1].strip("\n").splitlines()]
     assert [x.rstrip() for x in shown] == printed
+
+
+@pytest.mark.parametrize(("out", "flawed", "says"), [
+    ("same/ref", "same/ref/reference", "--flawed-out is inside --out"),
+    ("same/flawed/ref", "same/flawed", "--out is inside --flawed-out"),
+])
+def test_one_run_folder_inside_the_other_is_refused(tmp_path: Path, out, flawed, says) -> None:
+    """The flawed run written inside the reference run (or the other way round) would mix
+    two runs in one folder: refused before anything is written."""
+    res = runner.invoke(app, ["demo", "--out", str(tmp_path / out), "--flawed-out",
+                              str(tmp_path / flawed), "--no-score"])
+    assert res.exit_code == 2, res.output
+    assert says in " ".join(res.output.split())
+    assert not (tmp_path / "same").exists()
+
+
+def test_a_link_at_the_default_flawed_folder_names_flawed_out(tmp_path: Path) -> None:
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs/demo-flawed").symlink_to(tmp_path, target_is_directory=True)
+    res = runner.invoke(app, ["demo", "--out", str(tmp_path / "runs/reference"), "--no-score"])
+    assert res.exit_code == 2, res.output
+    text = " ".join(res.output.split())
+    assert "--flawed-out" in text and "--out " not in text.replace("--flawed-out", ""), text

@@ -384,3 +384,125 @@ def test_an_oversized_answer_is_an_inference_error_and_its_tokens_count(tmp_path
     spent, _ = ledger_totals(ledger)
     assert manifest["spend"]["conservative_usd"] == pytest.approx(spent, abs=1e-6)
     assert manifest["status"] == "complete" and manifest["inference_errors"] == 1
+
+
+def _ledger_run(tmp_path: Path, ledger_text: str, monkeypatch):
+    """``careful generate`` of one conversation into a run whose ledger holds
+    ``ledger_text``: (result, requests the server got, the ledger's path)."""
+    ledger = tmp_path / "runs" / "r" / KEY / LEDGER
+    ledger.parent.mkdir(parents=True)
+    ledger.write_text(ledger_text)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    with FakeMessagesServer(responder=lambda r: Reply(200, message(
+            [{"type": "text", "text": "Done."}]))) as s:
+        res = cli.invoke(app, ["generate", "--model", KEY, "--run", "r", "--runs-dir",
+                               str(tmp_path / "runs"), "--ids", "multi_turn_base_0",
+                               "--budget", "5", "--base-url", s.url], catch_exceptions=False)
+        return res, len(s.messages_requests()), ledger
+
+
+SENT = json.dumps({"status": "sent", "request": "a", "worst_usd": 0.5})
+OK = json.dumps({"status": "ok", "request": "a", "worst_usd": 0.5, "conservative_usd": 0.25,
+                 "list_usd": 0.2})
+
+
+def test_a_torn_last_ledger_line_is_cut_and_said_before_appending(tmp_path, monkeypatch):
+    """A ledger whose last line a kill cut short: the line is cut off (said), and the next
+    records start lines of their own, every one of them read back."""
+    res, requests, ledger = _ledger_run(tmp_path, f"{SENT}\n{OK}\n{SENT[:20]}", monkeypatch)
+    assert res.exit_code == 0, res.output
+    assert requests > 0
+    assert f"{LEDGER}: dropped a last line cut short (20 bytes)" in res.output
+    skipped: list[int] = []
+    records = read_ledger(ledger, skipped)
+    assert skipped == [] and ledger.read_text().endswith("\n")
+    assert len(records) == 2 + 2 * requests and records[:2] == [json.loads(SENT), json.loads(OK)]
+    assert ledger_totals(ledger)[0] >= 0.25
+
+
+@pytest.mark.parametrize("bad", ["{not json", '{"status": "ok", "conservative_usd": 3'])
+def test_an_unreadable_ledger_line_is_named_and_the_run_not_resumed(tmp_path, monkeypatch,
+                                                                   bad):
+    """A line in the middle of the ledger that cannot be read may have held an amount: the
+    guard never counts less than was spent, so nothing is sent; the line is named."""
+    res, requests, ledger = _ledger_run(tmp_path, f"{SENT}\n{bad}\n{OK}\n", monkeypatch)
+    assert res.exit_code == 2, res.output
+    assert requests == 0
+    text = " ".join(res.output.split())
+    assert f"{LEDGER}:2: not a ledger record" in text and "not resumed" in text, text
+
+
+def test_ledger_lines_past_the_parse_budget_stop_the_resume(tmp_path, monkeypatch):
+    from careful_engine.core import runs
+
+    monkeypatch.setattr(runs, "MAX_KEPT_BYTES", runs.parsed_bound(SENT) + 1)
+    res, requests, _ = _ledger_run(tmp_path, f"{SENT}\n{OK}\n", monkeypatch)
+    assert res.exit_code == 2 and requests == 0, res.output
+    text = " ".join(res.output.split())
+    assert f"{LEDGER}:2: line 2 and the lines after it" in text and "not resumed" in text
+
+
+TOOL = {"name": "cd", "description": "", "input_schema": {"type": "object", "properties": {}}}
+
+
+@pytest.mark.parametrize(("block", "says"), [
+    ({"type": "tool_use", "name": "\x1b[31mrm", "input": "notadict", "id": 5}, "id is not text"),
+    ({"type": "tool_use", "name": "\x1b[31mrm", "input": {}, "id": "t1"}, "no tool offered"),
+    ({"type": "tool_use", "name": "rm", "input": {}, "id": "t1"}, "no tool offered ('rm')"),
+    ({"type": "tool_use", "name": 7, "input": {}, "id": "t1"}, "no tool offered (not text)"),
+    ({"type": "tool_use", "name": "cd", "input": "notadict", "id": "t1"}, "not an object"),
+    ({"type": "tool_use", "name": "cd", "input": [], "id": "t1"}, "not an object"),
+    ({"type": "text", "text": 5}, "a text block without text"),
+    ({"type": "image"}, "a content block of type 'image'"),
+    ({"text": "no type"}, "a content block of type None"),
+])
+def test_a_malformed_content_block_is_a_malformed_answer(tmp_path, block, says):
+    """Every content block is checked: a tool call must name a tool offered, with a text id
+    and an object as input; anything else is a malformed answer, retried and charged."""
+    guard = SpendGuard(5.0, HAIKU, tmp_path / "m" / LEDGER)
+    with FakeMessagesServer(responder=lambda r: Reply(200, message([block]))) as s:
+        requester = anthropic_backend.Requester(_handler(s.url).client, guard, _fast(2))
+        with pytest.raises(anthropic_backend.ApiUnavailable) as e:
+            requester.create({"model": "m", "max_tokens": 3, "tools": [TOOL],
+                              "messages": [{"role": "user", "content": "x"}]})
+        assert len(s.messages_requests()) == 2
+    assert "malformed answer: " in str(e.value) and says in str(e.value)
+    assert "\x1b" not in str(e.value)
+    assert guard.spent > 0 and guard.reserved == pytest.approx(0)
+    # the same tool call of a tool offered is an answer
+    good = {"type": "tool_use", "name": "cd", "input": {"folder": "x"}, "id": "t1"}
+    with FakeMessagesServer(responder=lambda r: Reply(200, message([good]))) as s:
+        requester = anthropic_backend.Requester(_handler(s.url).client, None, _fast(2))
+        response, _ = requester.create({"model": "m", "max_tokens": 3, "tools": [TOOL],
+                                        "messages": [{"role": "user", "content": "x"}]})
+    assert response.content[0].name == "cd"
+
+
+def test_a_malformed_tool_call_through_the_cli_writes_no_call(tmp_path, monkeypatch):
+    bad = {"type": "tool_use", "name": "\x1b[31mrm", "input": "notadict", "id": 5}
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    with FakeMessagesServer(responder=lambda r: Reply(200, message([bad], stop_reason="tool_use"))
+                            ) as s:
+        res = cli.invoke(app, ["generate", "--model", KEY, "--run", "r", "--runs-dir",
+                               str(tmp_path), "--ids", "multi_turn_base_0", "--budget", "5",
+                               "--base-url", s.url, "--max-attempts", "2", "--max-wait",
+                               "0.01"], catch_exceptions=False)
+    assert res.exit_code == 2, res.output
+    assert "malformed answer: a tool_use block whose id is not text" in res.output
+    assert "\x1b" not in res.output and _results(tmp_path / "r") == []
+
+
+def test_the_prompt_estimate_of_a_malformed_block_warns_nothing():
+    """A block whose fields are not of their declared types (as the SDK builds it from an
+    endpoint's answer) is serialized for the estimate without pydantic's warning."""
+    import warnings
+
+    from anthropic.types import ToolUseBlock
+
+    from careful_engine.generation.spend import estimate_prompt_tokens
+
+    block = ToolUseBlock.model_construct(type="tool_use", id=5, name="x", input="notadict")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert estimate_prompt_tokens({"messages": [{"role": "assistant",
+                                                     "content": [block]}]}) > 0

@@ -67,6 +67,46 @@ def test_resume_refuses_other_settings(tmp_path):
     assert "condition: 'standard' there, 'confirm' now" in res.output
 
 
+def test_a_hostile_setting_in_the_manifest_is_clipped_in_the_refusal(tmp_path):
+    """A setting of 200,000 characters planted in the manifest is named clipped, escapes
+    shown, not echoed whole into the refusal."""
+    with FakeCompletionsServer(KEY, responder=lambda r: "Done.") as s:
+        assert _gen(tmp_path, "--run", "r", "--ids", "multi_turn_base_0",
+                    url=s.url).exit_code == 0
+        path = tmp_path / "r" / "Qwen_Qwen3-0.6B" / "careful_run.json"
+        manifest = json.loads(path.read_text())
+        manifest["condition"] = "\x1b[31m" + "c" * 200_000
+        path.write_text(json.dumps(manifest))
+        res = _gen(tmp_path, "--run", "r", "--ids", "multi_turn_base_0", url=s.url)
+    assert res.exit_code == 2, res.output
+    assert len(res.output) < 2_000 and "\x1b" not in res.output, res.output[:3000]
+    assert "other settings" in res.output and "characters)" in res.output
+
+
+def test_counts_the_parse_budget_leaves_short_are_reported(tmp_path, monkeypatch):
+    """When a result file's lines do not all fit the parse budget, the manifest's counts
+    fall short: each file's unread lines are reported (``file:line [id]: reason``), on screen
+    and in the manifest, not left silent."""
+    from careful_engine.core import runs
+
+    with FakeCompletionsServer(KEY, responder=lambda r: "Done.") as s:
+        first = _gen(tmp_path, "--run", "r", "--ids", "multi_turn_base_0,multi_turn_base_1",
+                     url=s.url)
+        assert first.exit_code == 0, first.output
+        folder = tmp_path / "r" / "Qwen_Qwen3-0.6B"
+        path = folder / "multi_turn" / "BFCL_v4_multi_turn_base_result.json"
+        line = path.read_text().splitlines()[0]
+        monkeypatch.setattr(runs, "MAX_KEPT_BYTES", runs.parsed_bound(line) + 1)
+        res = _gen(tmp_path, "--run", "r", "--ids", "multi_turn_base_0,multi_turn_base_1",
+                   url=s.url)
+    assert res.exit_code == 0, res.output
+    m = json.loads((folder / "careful_run.json").read_text())
+    assert m["conversations"] == {"multi_turn_base": {"written": 1}}
+    assert len(m["count_problems"]) == 1
+    assert m["count_problems"][0].startswith(f"{path}:2 [multi_turn_base_1]: line 2 and the ")
+    assert f"{path.name}:2 [multi_turn_base_1]: line 2" in "".join(res.output.split("\n"))
+
+
 @pytest.mark.parametrize(("manifest", "reason"), [
     ("{", ":1: not JSON"),
     ("[]", "a list, not a manifest"),
@@ -118,6 +158,23 @@ def test_repair_names_line_and_id(tmp_path):
     assert notes == [f"{path.name}:2 [not_a_real_id]: dropped, the id is not in multi_turn_base",
                      f"{path.name}:3 [multi_turn_miss_func_3]: dropped, the id is not in "
                      "multi_turn_base"]
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e309"])
+def test_repair_drops_a_line_holding_a_number_that_is_not_finite(tmp_path, number):
+    """A result line holding NaN, Infinity or 1e309 (read as infinity) is no JSON value: it
+    is dropped, said, and its conversation runs again."""
+    from careful_engine.generation.results import repair
+
+    path = tmp_path / "BFCL_v4_multi_turn_base_result.json"
+    good = json.dumps({"id": "multi_turn_base_0", "result": []})
+    bad = f'{{"id": "multi_turn_base_1", "result": [], "latency": {number}}}'
+    path.write_text(good + "\n" + bad + "\n")
+    ids, notes = repair(path, category="multi_turn_base")
+    assert ids == {"multi_turn_base_0"} and path.read_text() == good + "\n"
+    assert len(notes) == 1 and notes[0].startswith(f"{path.name}:2: dropped a line that is "
+                                                   "not usable JSON (")
+    assert number.lstrip("-") in notes[0]
 
 
 def test_a_line_longer_than_score_reads_is_dropped_unparsed(tmp_path, monkeypatch):

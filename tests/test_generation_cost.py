@@ -449,3 +449,18 @@ def test_a_model_twice_or_a_fictional_not_true_or_false_is_refused(tmp_path, cha
     res = cli.invoke(app, ["cost", str(run), "--prices", str(path)])
     assert res.exit_code == 2 and "Traceback" not in res.output, res.output
     assert f"{path}:{line} [models[{bad}]]: {reason}" in " ".join(res.output.split())
+
+
+def test_a_manifest_over_the_small_file_limit_is_not_parsed(tmp_path):
+    """A manifest is read with the limit of small documents (8 MiB), not a result file's
+    256 MiB: one bigger is refused in words, never parsed whole."""
+    from careful_engine.core.safe_read import MAX_SMALL_BYTES
+
+    run = tmp_path / "run"
+    _write_run(run, "claude-haiku-4-5-20251001-FC", [_entry("multi_turn_base_0", [[10]], [[1]])])
+    count = MAX_SMALL_BYTES // 3 + 10
+    (run / "claude-haiku-4-5-20251001-FC" / "careful_run.json").write_text(
+        '{"x":[' + ",".join(["{}"] * count) + "]}")
+    res = cli.invoke(app, ["cost", str(run)])
+    assert "Traceback" not in res.output, res.output
+    assert "careful_run.json" in res.output and "too large" in res.output, res.output

@@ -24,6 +24,15 @@ def refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")  # (json writes them; this project does not)
 
 
+def finite_float(text: str) -> float:
+    """``parse_float`` for ``json.loads``: a number too large for a float (``1e309``, read
+    as infinity) is refused, as :func:`refuse_constant` refuses ``Infinity``."""
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text[:40]} is not a finite number")
+    return number
+
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -232,4 +241,5 @@ def a_kind(value: object) -> str:
 
 
 __all__ = ["BOM", "JSONTextError", "Located", "LocatedList", "a_kind", "a_type", "finite_number",
-           "json_problem", "line_at", "loads", "loads_located", "refuse_constant"]
+           "finite_float", "json_problem", "line_at", "loads", "loads_located",
+           "refuse_constant"]

@@ -70,6 +70,7 @@ class Requester:
         if guard is not None:
             worst = worst_case(estimate_prompt_tokens(request), int(request["max_tokens"]),
                                guard.price)
+        tools = offered_tools(request)
         last, malformed = "no attempt", 0
         for attempt in range(1, policy.max_attempts + 1):
             ctx = {**(context or {}), "attempt": attempt}
@@ -102,7 +103,7 @@ class Requester:
                 wait = policy.wait(attempt, retry_after(e) if kind == "http" else None)
             else:
                 latency = time.time() - start
-                problem = message_problem(response)
+                problem = message_problem(response, tools)
                 if problem is None:
                     if ticket is not None:
                         guard.settle(ticket, response.usage, ctx)
@@ -115,6 +116,13 @@ class Requester:
             if attempt < policy.max_attempts:
                 policy.sleep(wait)
         raise exhausted("", policy, last, malformed)
+
+
+def offered_tools(request: dict[str, Any]) -> frozenset[str]:
+    """The names of the tools a Messages request offers (none: no tool call is usable)."""
+    tools = request.get("tools")
+    return frozenset(t["name"] for t in tools if isinstance(t, dict)
+                     and isinstance(t.get("name"), str)) if isinstance(tools, list) else frozenset()
 
 
 def make_handler_class() -> type:

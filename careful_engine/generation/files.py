@@ -19,7 +19,7 @@ from typing import IO
 
 from careful_engine.core import safe_write
 from careful_engine.core.runs import ParseBudget, Problem, budgeted_lines, line_over_cap
-from careful_engine.core.safe_read import MAX_RESULT_BYTES, read_regular
+from careful_engine.core.safe_read import MAX_RESULT_BYTES, TooLarge, read_regular
 from careful_engine.generation.errors import GenerationError
 
 MAX_NAME_BYTES = 255
@@ -107,13 +107,16 @@ def open_append(path: Path, binary: bool = False) -> IO:
     return os.fdopen(fd, "ab" if binary else "a", **({} if binary else {"encoding": "utf-8"}))
 
 
-def read_bytes(path: Path) -> bytes | None:
+def read_bytes(path: Path, limit: int = MAX_RESULT_BYTES) -> bytes | None:
     """A regular file's bytes (None if missing), never through a link or from a FIFO, and
-    never more than careful_engine.core.safe_read's limit for result files."""
+    never more than ``limit`` (careful_engine.core.safe_read's limit for result files unless
+    told: a manifest is read with the one for small documents)."""
     if not check(path, verb="read"):  # (by name: a link or a special file, worded here)
         return None
     try:  # the one bounded reader (careful_engine.core.safe_read), links not followed
-        return read_regular(path, MAX_RESULT_BYTES, follow_links=False)
+        return read_regular(path, limit, follow_links=False)
+    except TooLarge as e:
+        raise UnsafePath(f"{path}: too large to read ({e.strerror})") from e
     except OSError as e:
         if os.path.islink(path):  # put there since the check
             raise UnsafePath(f"{path} is a symbolic link; refusing to read it") from e
@@ -152,11 +155,27 @@ def read_records(path: Path, skipped: list[int] | None = None,
     return out
 
 
-def atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str | bytes) -> None:
     """Replace ``path`` with ``text`` (fsynced) through
-    :func:`careful_engine.core.safe_write.write_text`: a new file created exclusively, then
-    renamed; a link or a special file at ``path`` (or as its folder) is refused."""
+    :func:`careful_engine.core.safe_write.write_text` (``write_bytes`` for bytes): a new file
+    created exclusively, then renamed; a link or a special file at ``path`` (or as its folder)
+    is refused."""
     try:
-        safe_write.write_text(path, text)
+        if isinstance(text, bytes):
+            safe_write.write_bytes(path, text)
+        else:
+            safe_write.write_text(path, text)
     except safe_write.UnsafeWrite as e:
         raise UnsafePath(str(e)) from e
+
+
+def drop_torn_tail(path: Path) -> str | None:
+    """Cut a last line without its newline (a kill during its write) off a JSON-lines file,
+    so that the next line appended starts a line of its own (the lines before it are kept
+    byte for byte); a note saying what was cut, or None when nothing was."""
+    raw = read_bytes(path)
+    if not raw or raw.endswith(b"\n"):
+        return None
+    keep = raw[:raw.rfind(b"\n") + 1]
+    atomic_write(path, keep)
+    return f"{path.name}: dropped a last line cut short ({len(raw) - len(keep):,} bytes)"

@@ -23,7 +23,7 @@ from typing import Any
 
 from careful_engine.core import bfcl
 from careful_engine.core.decode import token_count
-from careful_engine.core.json_values import a_kind, a_type, refuse_constant
+from careful_engine.core.json_values import a_kind, a_type, finite_float, refuse_constant
 from careful_engine.core.runs import (
     MAX_DEPTH,
     TOKEN_FIELDS,
@@ -31,7 +31,7 @@ from careful_engine.core.runs import (
     depth_over,
     line_over_cap,
 )
-from careful_engine.core.safe_read import MAX_RESULT_BYTES
+from careful_engine.core.safe_read import MAX_RESULT_BYTES, MAX_SMALL_BYTES
 from careful_engine.core.safe_text import visible
 from careful_engine.generation import files
 from careful_engine.generation.errors import GenerationError
@@ -98,10 +98,14 @@ def repair(path: Path, drop_errors: bool = False,
         if too_long := line_over_cap(line, "dropped"):
             notes.append(f"{path.name}:{lineno}: {too_long}")
             continue
-        try:
-            entry = json.loads(line)
-        except (json.JSONDecodeError, RecursionError, ValueError):
+        try:  # NaN, Infinity, 1e309: no JSON values; the conversation runs again
+            entry = json.loads(line, parse_constant=refuse_constant, parse_float=finite_float)
+        except (json.JSONDecodeError, RecursionError):
             notes.append(f"{path.name}:{lineno}: dropped a line that is not JSON")
+            continue
+        except ValueError as e:
+            notes.append(visible(f"{path.name}:{lineno}: dropped a line that is not usable "
+                                 f"JSON ({str(e).split(';')[0][:120]})"))
             continue
         entry_id = entry.get("id") if isinstance(entry, dict) else None
         if not isinstance(entry_id, str):
@@ -255,14 +259,17 @@ def _user_answers(by_turn: Any) -> list[str]:
             for a in turn if isinstance(a, dict) and isinstance(a.get("answer"), str)]
 
 
-def totals(run_dir: Path, registry_key: str, categories: list[str]) -> dict[str, Any]:
-    """Conversations written, token volume and scripted-user answers, from the result files."""
+def totals(run_dir: Path, registry_key: str, categories: list[str],
+           problems: list[Problem] | None = None) -> dict[str, Any]:
+    """Conversations written, token volume and scripted-user answers, from the result files;
+    lines a file's entries could not all be read past (the counts then fall short): one
+    problem each in ``problems``."""
     volume = Volume()
     answers: Counter = Counter()
     per_category: dict[str, dict[str, int]] = {}
     errors = 0
     for cat in categories:
-        entries = read_entries(result_path(run_dir, registry_key, cat))
+        entries = read_entries(result_path(run_dir, registry_key, cat), problems)
         per_category[cat] = {"written": len(entries)}
         for e in entries:
             volume.add(entry_volume(e))
@@ -283,8 +290,8 @@ def load_manifest(folder: Path, untrusted: str | None = None) -> dict[str, Any] 
     untrusted = untrusted or _UNTRUSTED
     path = folder / MANIFEST
     try:
-        raw = files.read_bytes(path)
-    except files.UnsafePath as e:  # a link or a FIFO planted there: said, with what is done
+        raw = files.read_bytes(path, MAX_SMALL_BYTES)  # a manifest is a few kilobytes
+    except files.UnsafePath as e:  # a link, a FIFO, too large: said, with what is done
         raise files.UnsafePath(f"{e}; {untrusted}") from None
     if raw is None:
         return None

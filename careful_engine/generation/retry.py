@@ -7,7 +7,8 @@ A failed attempt is one of:
 * ``transient`` — a timeout (connect or the request's total deadline), a connection lost or
   reset, an answer over the size cap, not HTTP or not JSON: the outcome is unknown, retried;
 * ``malformed`` — an answer that is not shaped like one (not a message or a completion, more
-  than :data:`MAX_ANSWER_CHARS` characters, usage that is not token counts): retried;
+  than :data:`MAX_ANSWER_CHARS` characters, usage that is not token counts, a content block
+  that is not one, a tool call of no tool offered): retried;
 * ``http`` — a status the endpoint may get over (408, 409, 429, 5xx, 529, redirects):
   retried, honouring ``retry-after`` up to a cap;
 * ``fatal`` — 401, 402, 403 or an exhausted credit balance: the run stops at once;
@@ -23,12 +24,14 @@ from __future__ import annotations
 
 import email.utils
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from careful_engine.core.bounded_http import unreachable
 from careful_engine.core.decode import MAX_TOKEN_COUNT
+from careful_engine.core.safe_text import clip, visible
 from careful_engine.generation.errors import ApiUnavailable, FatalApiError, MalformedAnswers
 
 RETRYABLE = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -138,11 +141,44 @@ def _size(value: Any) -> int:
         return MAX_ANSWER_CHARS + 1
 
 
-def message_problem(response: Any) -> str | None:
-    """Why an Anthropic answer is not a usable ``message`` (None when it is)."""
+# a tool name as the Messages API takes one (bfcl offers Claude its functions by such names)
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
+_THINKING = ("thinking", "redacted_thinking")  # blocks that carry no answer: passed on as sent
+
+
+def block_problem(block: Any, tools: frozenset[str] | None = None) -> str | None:
+    """Why one content block of an Anthropic answer is not usable (None when it is): a text
+    block without text, or a ``tool_use`` block whose ``id`` and ``name`` are not text,
+    whose name is none of the ``tools`` offered (when known; else not a tool name at all),
+    or whose input is not an object; any other type but thinking."""
+    kind = _get(block, "type")
+    if kind == "text":
+        return None if isinstance(_get(block, "text"), str) else "a text block without text"
+    if kind == "tool_use":
+        name, call_id = _get(block, "name"), _get(block, "id")
+        if not isinstance(call_id, str) or not call_id:
+            return "a tool_use block whose id is not text"
+        if not isinstance(name, str) or not (name in tools if tools is not None
+                                             else _TOOL_NAME.fullmatch(name)):
+            what = "not text" if not isinstance(name, str) else repr(clip(visible(name), 60))
+            return f"a tool_use block naming no tool offered ({what})"
+        if not isinstance(_get(block, "input"), dict):
+            return "a tool_use block whose input is not an object"
+        return None
+    if kind in _THINKING:
+        return None
+    return f"a content block of type {clip(visible(repr(kind)), 60)}"
+
+
+def message_problem(response: Any, tools: frozenset[str] | None = None) -> str | None:
+    """Why an Anthropic answer is not a usable ``message`` (None when it is); ``tools``:
+    the names of the tools offered (:func:`block_problem`)."""
     content = _get(response, "content")
     if not isinstance(content, list):
         return f"the answer is not a message ({type(response).__name__} without content)"
+    for block in content:
+        if why := block_problem(block, tools):
+            return why
     size = sum(_size(_get(b, "text") or _get(b, "input") or "") for b in content)
     if size > MAX_ANSWER_CHARS:
         return f"the answer has more than {MAX_ANSWER_CHARS:,} characters"

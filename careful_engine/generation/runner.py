@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from careful_engine.core import bfcl, executor, process
+from careful_engine.core.runs import Problem
+from careful_engine.core.safe_text import clip, visible
 from careful_engine.effects import boundary as boundaries
 from careful_engine.effects.boundary import DEFAULT_BOUNDARY
 from careful_engine.effects.declarations import load
@@ -235,13 +237,14 @@ def generate(
         differs = {k: (old_v, new_v) for k, old_v in _identity(old).items()
                    if (new_v := _identity(manifest)[k]) != old_v}
         if differs:
-            what = "; ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in differs.items())
-            raise GenerationError(f"{folder} holds a run with other settings ({what}); "
-                                  "use another --run")
+            what = "; ".join(f"{k}: {clip(visible(repr(a)))} there, {clip(visible(repr(b)))} now"
+                             for k, (a, b) in differs.items())
+            raise GenerationError(f"{visible(str(folder))} holds a run with other settings "
+                                  f"({what}); use another --run")
     selection = dataset.select(options.categories, options.ids, options.limit)
     categories = sorted(set(selection) | set((old or {}).get("categories", [])),
                         key=bfcl.CATEGORIES.index)
-    notes: list[str] = []
+    notes: list[str] = list(guard.notes) if guard is not None else []  # (a ledger repaired)
     pending: list[dict] = []
     already = 0
     for cat, entries in selection.items():
@@ -360,16 +363,20 @@ def generate(
     if status == "complete":
         for cat in selection:
             writer.sort(cat)
-    _finish(folder, manifest, options, session, generated, stop_reason, guard, status)
+    notes += _finish(folder, manifest, options, session, generated, stop_reason, guard, status)
     return RunReport(status, generated, already, left, manifest, folder, stop_reason, notes)
 
 
 def _finish(folder: Path, manifest: dict[str, Any], options: RunOptions, session: dict,
             generated: int, stop_reason: str | None, guard: SpendGuard | None,
-            status: str) -> None:
+            status: str) -> list[str]:
     """Record the session's end, the totals from the result files and the spend (the
-    ledger's totals: what the manifest says is what the ledger says)."""
-    stats = results.totals(options.run_dir, options.model, manifest["categories"])
+    ledger's totals: what the manifest says is what the ledger says); returns what kept the
+    totals from counting every line (``file:line [id]: reason``), also in the manifest's
+    ``count_problems`` (its counts then fall short)."""
+    unread: list[Problem] = []
+    stats = results.totals(options.run_dir, options.model, manifest["categories"], unread)
+    stats["count_problems"] = [str(p) for p in unread]
     session.update({"ended": now(), "generated": generated, "stop_reason": stop_reason,
                     "status": status})
     manifest.update(stats)
@@ -393,3 +400,4 @@ def _finish(folder: Path, manifest: dict[str, Any], options: RunOptions, session
             "requests": requests,  # by outcome (spend.LedgerSummary); None without a ledger
         }
     results.write_manifest(folder, manifest)
+    return stats["count_problems"]

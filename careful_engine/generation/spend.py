@@ -17,6 +17,9 @@ fails with an HTTP error costs nothing; one whose outcome is unknown (connection
 is charged its worst case (a malformed answer too, or what the usage it reports costs where
 that is more). Every attempt is appended to a ledger (JSON Lines, flushed and
 fsynced), whose total a resumed run starts from, so the budget covers the run folder as a whole.
+The guard never counts less than was spent: resuming cuts off a last line a kill left cut
+short (it loses no spend: :meth:`SpendGuard.resume`), and refuses to resume over any other
+line it cannot read, naming each (``file:line: reason``).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from careful_engine.generation import files
 from careful_engine.generation.errors import BudgetExhausted, GenerationError
 
 MTOK = 1_000_000
+_SHOWN = 5  # unreadable ledger lines named in a refusal to resume
 TOOL_USE_ALLOWANCE = 1024  # tokens for the API's own tool-use system prompt and framing
 
 
@@ -143,7 +147,12 @@ def usage_volume(usage: Any) -> Volume:
 
 def _jsonable(obj: Any) -> Any:
     dump = getattr(obj, "model_dump", None)
-    return dump() if callable(dump) else str(obj)
+    if not callable(dump):
+        return str(obj)
+    try:  # a field not of its declared type (the endpoint's doing): no warning on stderr
+        return dump(warnings=False)
+    except TypeError:  # a model_dump without the argument
+        return dump()
 
 
 def estimate_prompt_tokens(request: dict[str, Any]) -> int:
@@ -304,12 +313,34 @@ class SpendGuard:
         self._lock = threading.Lock()
         self._uids = itertools.count(1)
         self._session = f"{os.getpid()}-{time.time_ns()}"
+        self.notes: list[str] = []  # what resuming repaired in the ledger
+        self._tail_checked = False  # the ledger's last line is whole (drop_torn_tail)
 
     @classmethod
     def resume(cls, budget: float | None, price: ModelPrice, ledger: Path) -> SpendGuard:
-        """Start from an existing ledger's total (in-flight requests at their worst case)."""
-        spent, listed = ledger_totals(ledger)
-        return cls(budget, price, ledger, spent, listed)
+        """Start from an existing ledger's total (in-flight requests at their worst case).
+
+        A last line cut short (a kill while it was written) is cut off first, said in
+        :attr:`notes`: that loses no spend, since a ``sent`` line is written before its
+        request goes out (cut, the request was never sent) and a request whose final line is
+        cut is charged its worst case. Any other line that cannot be read (not a record,
+        longer than a line is read with, past what a file's records may take) may have held
+        an amount, and the guard never counts less than was spent: the run is not resumed
+        (:class:`GenerationError` naming each such line, ``file:line: reason``)."""
+        note = files.drop_torn_tail(ledger)
+        summary = ledger_summary(ledger)
+        unread = [Problem(str(ledger), "not a ledger record (not JSON, or longer than a line "
+                          "is read with)", n) for n in summary.skipped] + summary.problems
+        if unread:
+            shown = [str(p) for p in unread[:_SHOWN]]
+            more = f"; and {len(unread) - _SHOWN:,} more" if len(unread) > _SHOWN else ""
+            raise GenerationError(
+                f"{'; '.join(shown)}{more}; the spend these lines record cannot be counted, "
+                "and the budget must never count less than was spent: the run is not resumed "
+                "(restore the ledger's lines, or use another --run)")
+        guard = cls(budget, price, ledger, summary.spent, summary.listed)
+        guard.notes = [note] if note else []
+        return guard
 
     def reserve(self, worst: float, context: dict[str, Any] | None = None) -> Ticket:
         """Reserve a request's worst case, or stop the run if it could cross the budget."""
@@ -386,6 +417,10 @@ class SpendGuard:
 
         line = json.dumps({"time": round(time.time(), 3), **(context or {}), **record})
         files.ensure_dir(self.ledger.parent, self.ledger.parent.parent.parent)
+        if not self._tail_checked:  # never append onto a line a kill cut short
+            if note := files.drop_torn_tail(self.ledger):
+                self.notes.append(note)
+            self._tail_checked = True
         with files.open_append(self.ledger) as f:
             f.write(line + "\n")
             f.flush()
