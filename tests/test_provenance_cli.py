@@ -222,6 +222,8 @@ def _drift_table_is_written(out: Path, lines: list[dict]) -> None:
     conversations' verdicts and drift in conversations.jsonl."""
     import csv
 
+    from careful_engine.core.figures import percent, percent_text
+
     table = json.loads((out / "accuracy_drift.json").read_text())
     assert table["title"].startswith("BFCL accuracy") and "not effect-safe" in table["caption"]
     assert "scored_with" not in table  # BFCL's verdict: no boundary, detector or rule changes it
@@ -229,14 +231,15 @@ def _drift_table_is_written(out: Path, lines: list[dict]) -> None:
     (row,) = table["rows"]
     assert row == {
         "model": MODEL_DIR, "category": bfcl.short_name(CAT),
-        "BFCL % all": round(100 * sum(x["official_valid"] for x in lines) / len(lines), 1),
+        "BFCL % all": percent(sum(x["official_valid"] for x in lines) / len(lines)),
         "n all": len(lines),
-        "BFCL % not drifted": round(100 * sum(x["official_valid"] for x in kept) / len(kept), 1),
+        "BFCL % not drifted": percent(sum(x["official_valid"] for x in kept) / len(kept)),
         "n not drifted": len(kept), "drifted": len(lines) - len(kept),
         "unverifiable": sum(x["dataset_drift"] == "no_log" for x in lines)}
     assert row["drifted"] == 3 and row["n all"] == 200
     (written,) = csv.DictReader((out / "accuracy_drift.csv").read_text().splitlines())
-    assert written["BFCL % not drifted"] == str(row["BFCL % not drifted"])
+    # the JSON stores the value, the CSV the figure shown (core.figures)
+    assert written["BFCL % not drifted"] == percent_text(row["BFCL % not drifted"] / 100)
     assert "BFCL % all" in (out / "accuracy_drift.md").read_text()
 
 

@@ -787,8 +787,9 @@ def test_annotator_names_edited_in_the_database_are_shown_literally(workdir, nam
 
 
 def test_a_round_name_edited_in_the_database_is_one_error(workdir) -> None:
-    """A round renamed 'r 1' in the database: store.rounds() refuses it, which stopped the
-    app from Home (and Label, Agreement). The error is shown, literally, and the app goes on."""
+    """A round renamed 'r 1' in the database: store.rounds() refused it, which stopped the
+    app from Home (and Label, Agreement); it is now left out as a row careful did not write,
+    and Home shows its problem line, literally (it was left out silently); the app goes on."""
     _edit_db(workdir / "careful.db", *((f"update {t} set {c}='r 1' where {c}='r1'", [])
                                         for t, c in (("rounds", "name"),
                                                      ("round_functions", "round"),

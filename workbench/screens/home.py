@@ -187,7 +187,16 @@ class HomeScreen(WorkbenchScreen):
             self.notify(str(e), severity="error", timeout=10)
             table.add_row("–", "", "", "", "the rounds cannot be read (below)")
             return
-        self.query_one("#db", Static).update(plain(note))
+        text = plain(note)
+        if store.problems:  # rows left out as not careful's (a database edited outside it)
+            n = len(store.problems)
+            text.append("\n")
+            text.append_text(plain(f"{n} row(s) of the database left out: "
+                                   + "; ".join(store.problems[:3])
+                                   + (f"; and {n - 3} more" if n > 3 else ""), style="red"))
+            self.notify(f"{n} row(s) of the annotation database left out (see Home)",
+                        severity="warning", timeout=8)
+        self.query_one("#db", Static).update(text)
         for rnd, st in rows:  # (names from the database: Text, never markup)
             table.add_row(plain(rnd.name), str(st.functions), "yes" if rnd.blind else "no",
                           "closed" if st.closed else "open", plain(round_progress(st)),
