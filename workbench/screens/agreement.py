@@ -48,7 +48,7 @@ def reveal_log(reveals: list[dict]) -> Text:
     for r in overrides[-5:]:
         who, what = (visible(clip(str(v), LOG_CHARS)) for v in (r["who"],
                                                                    r.get("what") or "all labels"))
-        out.append(f"\n  {visible(clip(str(r['created']), 16))[:16]} {who}, {what}: "
+        out.append(f"\n  {visible(str(r['created'])[:16])} {who}, {what}: "
                    f"{visible(clip(str(r['override']), LOG_CHARS))}", style="yellow")
     return out
 
