@@ -18,7 +18,8 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Select, Static
 
 from careful_engine.annotation.errors import AnnotationError, BlindnessError
-from careful_engine.core.safe_text import visible
+from careful_engine.annotation.names import REASON_MAX
+from careful_engine.core.safe_text import clip, visible
 from careful_engine.effects.boundary import BoundaryError
 
 from ..widgets import KeyFooter, NavBar, Picker
@@ -27,6 +28,13 @@ from .base import WorkbenchScreen
 from .dialogs import ConfirmDialog, DecisionDialog, TextDialog
 
 TIES = ("error", "yes", "no")
+LOG_CHARS = 200  # of an override's reason (and who, what) in a reveal-log line; the rest cut
+
+
+def reason_text(reason: str) -> str:
+    """A label's or decision's reason as the screen shows it: control characters as escapes,
+    cut in the middle past what a reason may hold (:data:`REASON_MAX`), its length said."""
+    return visible(clip(reason, REASON_MAX), keep_newlines=True)
 
 
 def reveal_log(reveals: list[dict]) -> Text:
@@ -38,9 +46,10 @@ def reveal_log(reveals: list[dict]) -> Text:
         out.append(f"\nreveal log: {len(overrides)} override{'s' if len(overrides) != 1 else ''}"
                    f" of {len(reveals)} openings", style="yellow")
     for r in overrides[-5:]:
-        out.append(f"\n  {str(r['created'])[:16]} {visible(r['who'])}, "
-                   f"{visible(r.get('what') or 'all labels')}: {visible(r['override'])}",
-                   style="yellow")
+        who, what = (visible(clip(str(v), LOG_CHARS)) for v in (r["who"],
+                                                                   r.get("what") or "all labels"))
+        out.append(f"\n  {visible(str(r['created'])[:16])} {who}, {what}: "
+                   f"{visible(clip(str(r['override']), LOG_CHARS))}", style="yellow")
     return out
 
 
@@ -196,7 +205,7 @@ class AgreementScreen(WorkbenchScreen):
         summary.append(f"\nFleiss' κ {num(report.fleiss)} · Krippendorff's α "
                        f"{num(report.alpha)} · unanimous {report.unanimous}/{report.complete}"
                        f" · destructive labels: "
-                       + ", ".join(f"{a} {n}" for a, n in report.yes.items()))
+                       + ", ".join(f"{visible(a)} {n}" for a, n in report.yes.items()))
         summary.append_text(reveal_log(s.reveal_log()))
         self.query_one("#agree-summary", Static).update(summary)
         pairs = self.query_one("#pairs", DataTable)
@@ -244,13 +253,12 @@ class AgreementScreen(WorkbenchScreen):
         for a in who:
             table.add_column(plain(a), ratio=1)
         table.add_row(*(yes_no(labels[a][function].destructive) for a in who))
-        table.add_row(*(Text(visible(labels[a][function].reason or "–", keep_newlines=True))
-                        for a in who))
+        table.add_row(*(Text(reason_text(labels[a][function].reason or "–")) for a in who))
         for d in self.session.decisions():
             if d.function == function:
                 table.caption = plain(f"decision by {d.author}: " + (
-                    "destructive" if d.destructive else "not destructive") + f" — {d.reason}",
-                    "table.caption")
+                    "destructive" if d.destructive else "not destructive")
+                    + f" — {clip(d.reason, REASON_MAX)}", "table.caption")
         self.query_one("#split-detail", Static).update(table)
 
     def _adjudicate(self) -> None:
@@ -265,8 +273,8 @@ class AgreementScreen(WorkbenchScreen):
             out.update(plain(f"policy {self.policy}: {e}", style="red"))
             return
         r = self.result
-        text = Text(f"policy {self.policy}: {len(r.destructive)} destructive of "
-                    f"{len(r.outcomes)}", style="bold")
+        text = plain(f"policy {self.policy}: {len(r.destructive)} destructive of "
+                     f"{len(r.outcomes)}", style="bold")
         text.append("\n" + visible(describe(r, self.session.round), keep_newlines=True),
                     style="dim")
         out.update(text)

@@ -13,7 +13,7 @@ from careful_engine.annotation.errors import AnnotationError
 from careful_engine.core.safe_text import visible
 
 from ..widgets import KeyFooter, NavBar
-from ..widgets.shared import plain, round_progress, shown
+from ..widgets.shared import NAME_CHARS, middle, plain, round_progress, shown
 from .base import WorkbenchScreen
 
 
@@ -151,7 +151,7 @@ class HomeScreen(WorkbenchScreen):
             cell = Text(str(n_input), style="bold yellow" if n_input else "")
             if n_flags:
                 cell.append(f" ⚑{n_flags}", style="bold yellow")
-            table.add_row(plain(name), str(cats), str(convs), state, cell,
+            table.add_row(plain(middle(name, NAME_CHARS)), str(cats), str(convs), state, cell,
                           plain(decoder or ""), key=label)
         wb = self.app.context
         where = ", ".join(shown(p) for p in wb.settings.runs) or "nothing"

@@ -75,6 +75,9 @@ class LabelScreen(WorkbenchScreen):
         self.current: str | None = None
         self.choice: bool | None = None
         self.source = False
+        # the stored reason shown with escapes (a newline, a tab, a control character read
+        # from the database), and the stored reason itself: saved as it was if left unedited
+        self.escaped: tuple[str, str] | None = None
 
     def compose(self) -> ComposeResult:
         yield NavBar("label")
@@ -353,7 +356,9 @@ class LabelScreen(WorkbenchScreen):
             options.highlighted = index
         own = self.session.labels().get(name)
         reason = self.query_one("#reason", Input)
-        reason.value = own.reason if own else ""
+        stored = own.reason if own else ""
+        reason.value = visible(stored)  # the terminal gets no control character
+        self.escaped = (reason.value, stored) if reason.value != stored else None
         self._show_choice(own.destructive if own else None, saved=own is not None)
 
     def _show_choice(self, value: bool | None, *, saved: bool = False) -> None:
@@ -396,6 +401,8 @@ class LabelScreen(WorkbenchScreen):
                 return
             self.choice = own.destructive
         reason = event.value
+        if self.escaped is not None and reason == self.escaped[0]:
+            reason = self.escaped[1]  # unedited: the stored reason, never its escaped form
         words = len(reason.split())
         if 0 < words < SHORT_REASON:
             def confirmed(yes: bool | None) -> None:

@@ -24,7 +24,7 @@ from careful_engine.present.report import Report, settings_line
 
 from ..messages import ScoreState
 from ..widgets import KeyFooter, NavBar, Picker
-from ..widgets.shared import plain
+from ..widgets.shared import NAME_CHARS, middle, plain
 from .base import WorkbenchScreen
 
 
@@ -44,14 +44,17 @@ KINDS = [("BFCL verdict", "bfcl"), ("effect-safe", "safe"), ("strict", "strict")
 TABS = ("ranking", "plot", "categories", "rules", "compare")
 
 
-def fill(table: DataTable, report: Report, skip: tuple[str, ...] = ()) -> None:
+def fill(table: DataTable, report: Report, skip: tuple[str, ...] = ()) -> list[list[str]]:
     """Show an engine :class:`Report` in a table, formatted as the terminal tables are
-    (``skip``: columns left out for width)."""
+    (``skip``: columns left out for width), a long cell (a run folder's name) cut in the
+    middle to :data:`NAME_CHARS`; the rows uncut, for v."""
     keep = [i for i, c in enumerate(report.columns) if c not in skip]
     table.clear(columns=True)
     table.add_columns(*(report.columns[i] for i in keep))
-    for row in report.rows:
-        table.add_row(*(plain(Report.format_cell(row[i])) for i in keep))
+    rows = [[Report.format_cell(row[i]) for i in keep] for row in report.rows]
+    for row in rows:
+        table.add_row(*(plain(middle(cell, NAME_CHARS)) for cell in row))
+    return rows
 
 
 class LeaderboardScreen(WorkbenchScreen):
@@ -78,6 +81,7 @@ class LeaderboardScreen(WorkbenchScreen):
         super().__init__()
         self.entries: list = []
         self.unscored: list = []
+        self.whole: dict[str | None, list[list[str]]] = {}  # table id -> its rows, uncut
 
     def compose(self) -> ComposeResult:
         yield NavBar("leaderboard")
@@ -152,16 +156,18 @@ class LeaderboardScreen(WorkbenchScreen):
         self.query_one("#lb-status", Static).update(status)
         if reports:
             main, per_category, rho, rules = reports
-            fill(self.query_one("#lb-ranking", DataTable), main, skip=("decoder",))
+            self.whole["lb-ranking"] = fill(self.query_one("#lb-ranking", DataTable), main,
+                                            skip=("decoder",))
             decoders = "; ".join(f"{e.label}: {e.decoder}" for e in entries if e.decoder)
             self.query_one("#lb-ranking-note", Static).update(
                 plain(f"{main.caption}. Decoders: {decoders or 'none'}"))
             self._plot(entries, main.settings)
-            fill(self.query_one("#lb-categories", DataTable), per_category)
+            self.whole["lb-categories"] = fill(self.query_one("#lb-categories", DataTable),
+                                               per_category)
             self.query_one("#lb-categories-note", Static).update(
                 plain("Spearman's rho: " + ", ".join(
                     f"{r[0]} {Report.format_cell(r[2])} (n={r[1]})" for r in rho.rows)))
-            fill(self.query_one("#lb-rules", DataTable), rules)
+            self.whole["lb-rules"] = fill(self.query_one("#lb-rules", DataTable), rules)
             self.query_one("#lb-rules-note", Static).update(plain(rules.caption))
         labels = [(plain(e.label), e.label) for e in entries]
         a, b = self.query_one("#cmp-a", Select), self.query_one("#cmp-b", Select)
@@ -234,8 +240,8 @@ class LeaderboardScreen(WorkbenchScreen):
             return
         note.update(PAIRED_NOTE)
         cmp = compare(by_label[a].score, by_label[b].score, kind)
-        fill(table, compare_report(cmp, str(a), str(b)))
-        fill(pairs, pairs_report([cmp], str(a), str(b)))
+        self.whole[table.id] = fill(table, compare_report(cmp, str(a), str(b)))
+        self.whole[pairs.id] = fill(pairs, pairs_report([cmp], str(a), str(b)))
 
     @on(DataTable.RowSelected, "#lb-pairs")
     def _open_pair(self, event: DataTable.RowSelected) -> None:
@@ -272,7 +278,9 @@ class LeaderboardScreen(WorkbenchScreen):
             self.notify("choose a row of a table first (Tab moves to it)")
             return
         columns = [str(c.label) for c in table.ordered_columns]
-        cells = table.get_row_at(table.cursor_row)
+        full = self.whole.get(table.id, [])  # a cell cut to fit, whole
+        cells = full[table.cursor_row] if table.cursor_row < len(full) else \
+            table.get_row_at(table.cursor_row)
         self.app.push_screen(LinesScreen(f"{table.id}: row {table.cursor_row + 1}",
                                          row_whole(columns, cells)))
 

@@ -35,6 +35,9 @@ def shown(path: Path | str) -> str:
     return str(p)
 
 
+NAME_CHARS = 48  # of a name (a run folder's) in a table cell; cut in the middle past it
+
+
 def middle(text: str, width: int) -> str:
     """``text`` in at most ``width`` characters, cut in the middle (``abc…xyz``), so that
     names sharing a long prefix stay apart."""
