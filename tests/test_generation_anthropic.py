@@ -506,3 +506,21 @@ def test_the_prompt_estimate_of_a_malformed_block_warns_nothing():
         warnings.simplefilter("error")
         assert estimate_prompt_tokens({"messages": [{"role": "assistant",
                                                      "content": [block]}]}) > 0
+
+
+@pytest.mark.parametrize("worst", ['"abc"', "-1", "1e300", "null"])
+def test_a_sent_request_without_a_readable_worst_case_stops_the_resume(tmp_path, monkeypatch,
+                                                                       worst):
+    """A ``sent`` line whose worst case is not an amount (and no final line for it) was
+    counted as $0: the guard resumed from less than could have been spent. Its line is now
+    a problem: the run is not resumed, and `careful cost` lists it."""
+    from careful_engine.generation.spend import ledger_summary
+
+    sent = json.loads(SENT)
+    sent.update(request="lost-1", worst_usd=json.loads(worst))
+    res, requests, ledger = _ledger_run(tmp_path, f"{SENT}\n{OK}\n{json.dumps(sent)}\n",
+                                        monkeypatch)
+    assert res.exit_code == 2 and requests == 0, res.output
+    text = " ".join(res.output.split())
+    assert "[lost-1]: a sent request's worst_usd is" in text and "not resumed" in text, text
+    assert len(ledger_summary(ledger).problems) == 1

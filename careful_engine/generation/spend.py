@@ -46,7 +46,7 @@ from careful_engine.core.json_values import (
 )
 from careful_engine.core.runs import Problem
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
-from careful_engine.core.safe_text import visible
+from careful_engine.core.safe_text import clip, visible
 from careful_engine.generation import files
 from careful_engine.generation.errors import BudgetExhausted, GenerationError
 
@@ -447,6 +447,11 @@ def _usd(value: Any, unreadable: float = 0.0) -> float:
     return number if number is not None and 0 <= number <= MAX_REQUEST_USD else unreadable
 
 
+def _shown(value: Any) -> str:
+    """A ledger value named in a message: clipped, control characters visible."""
+    return "missing" if value is None else visible(clip(repr(value), 80))
+
+
 def ledger_totals(ledger: Path) -> tuple[float, float]:
     """(conservative, list) dollars: final lines, plus the worst case of unanswered requests."""
     summary = ledger_summary(ledger)
@@ -487,7 +492,14 @@ def ledger_summary(ledger: Path) -> LedgerSummary:
         uid = uid if isinstance(uid, str) else None
         status = rec.get("status")
         if status == "sent":  # (without a request id it can never be answered: its worst case)
-            pending[uid if uid else ("line", n)] = _usd(rec.get("worst_usd"))
+            worst = _usd(rec.get("worst_usd"), -1.0)
+            if worst < 0 or rec.get("worst_usd") is None:  # what it could cost is not known
+                out.problems.append(Problem(
+                    str(ledger), f"a sent request's worst_usd is {_shown(rec.get('worst_usd'))}"
+                    f", not an amount from 0 to {MAX_REQUEST_USD:,.0f}: what it may have cost "
+                    "cannot be counted", id=uid))
+                worst = 0.0
+            pending[uid if uid else ("line", n)] = worst
             continue
         if status == "refused":
             out.requests["refused"] += 1
