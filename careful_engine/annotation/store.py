@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from careful_engine.annotation.database import SCHEMA_VERSION, Connection, DatabaseError, now
 from careful_engine.annotation.errors import AnnotationError, RoundError, RowError
@@ -49,6 +50,9 @@ from careful_engine.core.json_values import refuse_constant
 from careful_engine.core.safe_text import clip, visible
 
 ANNOTATOR_KINDS = ("human", "llm")
+
+
+T = TypeVar("T")
 
 
 def repo_root() -> Path:
@@ -114,10 +118,15 @@ class Store:
 
     def annotators(self) -> list[Annotator]:
         """Every annotator; a row that is not careful's is left out, a problem noted."""
+        return self._checked("select * from annotators order by name", annotator_row)
+
+    def _checked(self, sql: str, convert: Callable[[Any], T]) -> list[T]:
+        """The rows of ``sql`` as ``convert`` makes them; a row it refuses (not careful's) is
+        left out, a problem noted under its name."""
         out = []
-        for r in self._q("select * from annotators order by name"):
+        for r in self._q(sql):
             try:
-                out.append(annotator_row(r))
+                out.append(convert(r))
             except AnnotationError as e:
                 self.problem(visible(clip(str(r["name"]), 64)), str(e))
         return out
@@ -216,13 +225,7 @@ class Store:
 
     def rounds(self) -> list[Round]:
         """Every round; a row that is not careful's is left out, a problem noted."""
-        out = []
-        for r in self._q("select * from rounds order by created"):
-            try:
-                out.append(round_row(r))
-            except AnnotationError as e:
-                self.problem(visible(clip(str(r["name"]), 64)), str(e))
-        return out
+        return self._checked("select * from rounds order by created", round_row)
 
     def round_functions(self, round_name: str) -> list[FunctionInput]:
         rnd = self.round(round_name)
