@@ -116,7 +116,11 @@ def test_parse_floor_and_increase() -> None:
 @pytest.mark.parametrize(("args", "says"), [
     (["--fail-under", "speed=40"], "unknown score 'speed'"),
     (["--fail-under", "basic:bfcl=40"], "unknown category 'basic'"),
-    (["--fail-under", "bfcl=x"], "not a number"),
+    (["--fail-under", "bfcl=x"], "not a number; write a percentage such as 37.5, 75e-1 or 1/3"),
+    (["--fail-under", "base:safe=-1"], "'-1' must be between 0 and 100"),
+    (["--fail-under", "safe=1e309"], "'1e309' must be between 0 and 100"),
+    (["--fail-under", "safe=" + "1" * 21], "has too many digits"),
+    (["--fail-under", "safe=1e-100"], "too many digits in its exponent"),
     (["--fail-under", "safe=10", "--no-effects"], "effect rules"),
     (["--format", "xml"], "choose one of text, json, junit"),
 ])
@@ -141,6 +145,23 @@ def test_compare_bad_gate_arguments_exit_2(runs: dict[str, Path], tmp_path: Path
 
 
 # ---------------------------------------------------------------- the regression gate
+
+
+def test_a_strict_regression_without_the_protocol_fails_as_not_applicable(
+        runs: dict[str, Path], tmp_path: Path) -> None:
+    """--score strict beside another score on runs without the confirmation protocol: the
+    strict gate asked for fails as not applicable (exit 4), recorded in the gate section, as a
+    strict floor of score does (it was dropped with a warning: exit 0); bfcl is still gated."""
+    res = _compare(runs, "reference", "reference", tmp_path, "--score", "strict", "--score",
+                   "bfcl", "--fail-on-regression", "--format", "json")
+    assert res.exit_code == EXIT_GATE, res.output
+    doc = json.loads(res.stdout)
+    jsonschema.validate(doc, ci_report.schema())
+    failed = [c for c in doc["gate"]["conditions"] if not c["passed"]]
+    assert [c["name"] for c in failed] == ["regression strict overall"]
+    assert "gate failed: strict overall: not applicable (no confirmation protocol" in res.stderr
+    assert doc["gate"]["options"]["scores"] == ["bfcl", "strict"]
+    assert any(c["score"] == "bfcl" and c["passed"] for c in doc["gate"]["conditions"])
 
 
 def test_significantly_worse_candidate_fails_with_exit_4(worse_json: tuple) -> None:
@@ -278,6 +299,8 @@ def test_overall_increase_names_the_shared_categories(runs: dict[str, Path],
 @pytest.mark.parametrize(("floors", "code", "failed"), [
     (["base:bfcl=85"], EXIT_OK, []),  # the worse run: 170/200 = 85 % exactly; passes
     (["base:bfcl=85.0001"], EXIT_GATE, ["bfcl base 85% < floor 85.0001%"]),
+    (["base:bfcl=85.0000001"], EXIT_GATE, ["bfcl base 85% < floor 85.0000001%"]),  # not 85%
+    (["base:bfcl=.5", "base:bfcl=+85"], EXIT_OK, []),
     (["bfcl=21.25", "base:safe=85"], EXIT_OK, []),  # the mean: 85 / 4 categories
     (["bfcl=21.26"], EXIT_GATE, ["bfcl mean 21.25% < floor 21.26%"]),
     (["base:safe=86", "base:strict=0", "miss_func:bfcl=0"], EXIT_GATE,
@@ -461,6 +484,52 @@ def test_an_increase_over_fewer_replayed_conversations_is_not_comparable() -> No
         assert cond.values["replayed"] == [12, 1] and "candidate" not in cond.values
     same = g.check_increases(a, _ms("c", [(True, 5)] * 12), lim)
     assert all(c.passed and c.values["increase"] == 0 for c in same)
+
+
+def test_an_asked_increase_over_more_unread_turns_is_not_comparable() -> None:
+    """``asked`` counts turns: a candidate whose turns without a call carry no text in more
+    turns than the baseline's fails as not comparable, even where every conversation has
+    text in some other turn (read, by the conversation); as many unread turns compare."""
+    a = _ms("a", [(True, 0)] * 4)
+    b = _ms("b", [(True, 0)] * 4)
+    for r in a.categories[BASE].results:
+        r.rules.no_call_read = 3
+    for r in b.categories[BASE].results:
+        r.rules.no_call_read, r.rules.no_call_unread = 1, 2
+    lim = [g.parse_increase("asked=5"), g.parse_increase("base:asked_destructive=5"),
+           g.parse_increase("collateral=0")]
+    conds = g.check_increases(a, b, lim)
+    for cond in conds[:2]:
+        assert not cond.passed and "not comparable" in cond.message, cond.message
+        assert "0 of 12 -> 8 of 12" in cond.message
+        assert cond.values["unread_turns"] == [0, 8]
+    assert conds[2].passed  # a rule not read from text
+    for r in a.categories[BASE].results:
+        r.rules.no_call_read, r.rules.no_call_unread = 1, 2
+    same = g.check_increases(a, b, lim)
+    assert all(c.passed for c in same) and "8 of 12 -> 8 of 12" in same[0].message
+
+
+def test_floor_messages_tell_value_and_floor_apart() -> None:
+    """A floor a value misses by less than 6 decimals shows the digits that differ."""
+    ms = _ms("a", [(True, 0)] * 4 + [(False, 0)])
+    for floor, says in (("base:bfcl=80.0000001", "bfcl base 80% < floor 80.0000001%"),
+                        ("base:bfcl=80", "bfcl base 80% >= floor 80%"),
+                        ("base:bfcl=1/3", "bfcl base 80% >= floor 0.333333%"),
+                        ("base:bfcl=79.99999999999999999999",
+                         "bfcl base 80% >= floor 79.99999999999999999999%")):
+        assert g.check_floors([ms], [g.parse_floor(floor)])[0].message == says
+
+
+def test_a_huge_gate_value_is_clipped_in_its_error() -> None:
+    """A value of 10**5 digits is quoted clipped, not echoed in full (twice)."""
+    for parse, text in ((g.parse_floor, "bfcl=" + "1" * 100_000),
+                        (g.parse_floor, "bfcl=" + "x" * 100_000),
+                        (g.parse_increase, "collateral=" + "9" * 100_000),
+                        (g.parse_increase, "collateral=" + "x" * 100_000)):
+        with pytest.raises(ValueError) as e:
+            parse(text)
+        assert len(str(e.value)) < 1_000 and "characters)" in str(e.value)
 
 
 def test_every_unmeasurable_increase_names_its_categories() -> None:

@@ -367,8 +367,12 @@ def test_compare_decisions_are_data(fake_entries: list[lb.Entry]) -> None:
     no_base = _entry("d", {"multi_turn_long_context": [(True, 0)]})
     with pytest.raises(cmp.NotComparable, match="no category in common"):
         cmp.pair(lb.Scored([c, no_base], [], [], []), ["bfcl"])
-    gate = cmp.gate(pairing, fail_on_regression=True, alpha=0.05, limits=[])
+    gate = cmp.gate(cmp.pair(scored, ["bfcl"]), fail_on_regression=True, alpha=0.05,
+                    limits=[])
     assert gate.evaluated and gate.passed  # one lost, one gained: no regression
+    gate = cmp.gate(pairing, fail_on_regression=True, alpha=0.05, limits=[])
+    assert [c.name for c in gate.failed] == ["regression strict overall"]  # asked, not applied
+    assert "not applicable" in gate.failed[0].message and gate.options["scores"][-1] == "strict"
 
 
 # ---------------------------------------------------------------- real runs

@@ -149,9 +149,19 @@ def score_pair(run_a: Path, run_b: Path, *, model_a: str | None = None,
 def gate(pairing: Pairing, *, fail_on_regression: bool, alpha: float,
          limits: list[gates.Increase]) -> gates.Gate:
     """The gate of `careful compare`: a significant regression under any kind (when asked)
-    and each rule count's increase limit."""
-    conditions = (gates.check_regressions(pairing.comparisons, alpha) if fail_on_regression
-                  else []) + gates.check_increases(pairing.a.score, pairing.b.score, limits)
+    and each rule count's increase limit. A strict regression asked for where it cannot be
+    applied (an entry without the confirmation protocol) fails as not applicable, as a strict
+    floor of `careful score` does."""
+    conditions = []
+    if fail_on_regression:
+        conditions = gates.check_regressions(pairing.comparisons, alpha)
+        if pairing.not_strict:
+            conditions.append(gates.Condition(
+                "regression", gates.OVERALL, False, "strict overall: not applicable (no "
+                f"confirmation protocol in {', '.join(pairing.not_strict)})", "strict",
+                values={"not_applicable": pairing.not_strict}))
+    conditions += gates.check_increases(pairing.a.score, pairing.b.score, limits)
     return gates.Gate(conditions, fail_on_regression or bool(limits),
                       {"fail_on_regression": fail_on_regression, "alpha": alpha,
+                       "scores": [*pairing.kinds, *(["strict"] if pairing.not_strict else [])],
                        "max_increase": [x.text for x in limits]})

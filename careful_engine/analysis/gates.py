@@ -18,6 +18,9 @@ with :func:`check_floors`, :func:`check_regressions` and :func:`check_increases`
   as the result document's ``runs[].shared`` does. Counts are over the conversations
   replayed: where the candidate replayed fewer than the baseline, the condition fails as not
   comparable (what it did not replay may hide the calls the limit is about), naming both.
+  ``asked`` and ``asked_destructive`` count turns without a call whose text asks: where the
+  candidate left more such turns without text (unread) than the baseline, they fail as not
+  comparable too; where no turn of a run could be read, as not measurable.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import Any
 from careful_engine.analysis.leaderboard import KINDS, Comparison
 from careful_engine.core import bfcl
 from careful_engine.core.figures import percent_text
+from careful_engine.core.safe_text import clip
 from careful_engine.scoring.rules import (
     ASKING,
     RULES,
@@ -51,7 +55,7 @@ def parse_category(name: str) -> str:
     """A category by its short (``base``) or full (``multi_turn_base``) name."""
     full = bfcl.category_named(name)
     if full is None:
-        raise ValueError(f"unknown category {name.strip()!r}; choose one of "
+        raise ValueError(f"unknown category {_shown(name.strip())}; choose one of "
                          f"{bfcl.CATEGORY_NAMES_HELP}")
     return full
 
@@ -60,7 +64,7 @@ def _split(text: str, what: str) -> tuple[str | None, str, str]:
     """``[CATEGORY:]NAME=VALUE`` -> (category or None, name, value)."""
     head, eq, value = text.partition("=")
     if not eq or not head.strip() or not value.strip():
-        raise ValueError(f"{text!r}: expected [CATEGORY:]{what}=VALUE")
+        raise ValueError(f"{_shown(text)}: expected [CATEGORY:]{what}=VALUE")
     cat, colon, name = head.rpartition(":")
     return (cat.strip() if colon else None), name.strip(), value.strip()
 
@@ -75,27 +79,57 @@ class Floor:
     text: str
 
 
-# a floor's value: ASCII digits (not '５', not '1_0', which Python's number parsers take), a
-# decimal part, a small exponent or a fraction (37.5, 75e-1, 1/3)
-PERCENT = re.compile(r"\d{1,20}(\.\d{0,20})?([eE][-+]?\d{1,2})?(/\d{1,20})?", re.ASCII)
+# a floor's value: ASCII digits (not '５', not '1_0', which Python's number parsers take), with
+# a decimal part, an exponent or a denominator (37.5, .5, 75e-1, 1/3); the digits are limited
+# after the match (Fraction("1e-99999999") would take forever)
+NUMBER = re.compile(r"([-+]?)(\d*)(?:\.(\d*))?(?:[eE]([-+]?)(\d+))?(?:/(\d+))?", re.ASCII)
+DIGITS, EXPONENT_DIGITS = 20, 2
+FORMS = "a percentage such as 37.5, 75e-1 or 1/3"
 WHOLE = re.compile(r"[-+]?\d+", re.ASCII)
+
+
+def _shown(text: str) -> str:
+    """``text`` quoted for an error line, clipped (a value of a million digits)."""
+    return clip(repr(text))
+
+
+def _percent(value: str) -> Fraction:
+    """A floor's value, exactly; ``ValueError`` says why it is refused."""
+    m = NUMBER.fullmatch(value)
+    if not m or not (m[2] or m[3]):
+        raise ValueError(f"is not a number; write {FORMS}")
+    sign, whole, decimals, exp_sign, exp, denominator = m.groups()
+    if max(len(whole.lstrip("0")), len(decimals or ""), len((denominator or "").lstrip("0"))) \
+            > DIGITS:
+        raise ValueError(f"has too many digits (at most {DIGITS} before the point, {DIGITS} "
+                         f"after it and {DIGITS} in a denominator)")
+    if exp and len(exp.lstrip("0")) > EXPONENT_DIGITS:
+        if exp_sign != "-" and (whole + (decimals or "")).strip("0"):
+            raise ValueError("must be between 0 and 100")  # >= 10**100 / 10**20 (or < 0)
+        raise ValueError(f"has too many digits in its exponent (at most {EXPONENT_DIGITS}: "
+                         "75e-1)")
+    if denominator is not None and (decimals is not None or exp is not None):
+        raise ValueError(f"is not a number; write {FORMS} (a fraction of whole numbers)")
+    if denominator is not None and not denominator.strip("0"):
+        raise ValueError("divides by 0")
+    return Fraction(value)
 
 
 def parse_floor(text: str, *, effects: bool = True) -> Floor:
     cat, score, value = _split(text, "SCORE")
     if score not in SCORES:
-        raise ValueError(f"{text!r}: unknown score {score!r}; choose one of {', '.join(SCORES)}")
+        raise ValueError(f"{_shown(text)}: unknown score {_shown(score)}; choose one of "
+                         f"{', '.join(SCORES)}")
     if score != "bfcl" and not effects:
-        raise ValueError(f"{text!r}: the {score} score needs the effect rules (drop --no-effects)")
+        raise ValueError(f"{_shown(text)}: the {score} score needs the effect rules (drop "
+                         "--no-effects)")
     category = None if cat in (None, MEAN) else parse_category(cat)
     try:
-        if not PERCENT.fullmatch(value.strip()):  # Fraction("1e-99999999") would take forever
-            raise ValueError(value)
-        percent = Fraction(value)
-    except (ValueError, ZeroDivisionError):
-        raise ValueError(f"{text!r}: {value!r} is not a number (a percentage, 0-100)") from None
+        percent = _percent(value)
+    except ValueError as e:
+        raise ValueError(f"{_shown(text)}: {_shown(value)} {e}") from None
     if not 0 <= percent <= 100:
-        raise ValueError(f"{text!r}: {value} is not a percentage between 0 and 100")
+        raise ValueError(f"{_shown(text)}: {_shown(value)} must be between 0 and 100")
     return Floor(score, category, percent, text)
 
 
@@ -112,14 +146,15 @@ class Increase:
 def parse_increase(text: str) -> Increase:
     cat, rule, value = _split(text, "RULE")
     if rule not in RULES:
-        raise ValueError(f"{text!r}: unknown rule {rule!r}; choose one of {', '.join(RULES)}")
+        raise ValueError(f"{_shown(text)}: unknown rule {_shown(rule)}; choose one of "
+                         f"{', '.join(RULES)}")
     category = None if cat in (None, OVERALL) else parse_category(cat)
     if not WHOLE.fullmatch(value):
-        raise ValueError(f"{text!r}: {value!r} is not a whole number")
+        raise ValueError(f"{_shown(text)}: {_shown(value)} is not a whole number")
     if value.startswith("-") and value.lstrip("-0"):
-        raise ValueError(f"{text!r}: the allowed increase must be >= 0")
+        raise ValueError(f"{_shown(text)}: the allowed increase must be >= 0")
     if len(value.lstrip("+-0")) > 18:
-        raise ValueError(f"{text!r}: {value} is too large an increase")
+        raise ValueError(f"{_shown(text)}: {_shown(value)} is too large an increase")
     limit = int(value)
     return Increase(rule, category, limit, text)
 
@@ -170,9 +205,23 @@ class Gate:
                 "options": self.options, "conditions": [c.to_json() for c in self.conditions]}
 
 
-def _pct(x: Fraction) -> str:
-    """A percentage with as many decimals as it needs (up to 6): 85%, 85.0001%, 66.666667%."""
-    return f"{float(x):.6f}".rstrip("0").rstrip(".") + "%"
+def _pct(x: Fraction, decimals: int = 6) -> str:
+    """A percentage with as many decimals as it needs (up to ``decimals``, rounded exactly):
+    85%, 85.0001%, 66.666667%."""
+    scaled = round(abs(x) * 10 ** decimals)
+    whole, part = divmod(scaled, 10 ** decimals)
+    digits = f"{part:0{decimals}d}".rstrip("0") if decimals else ""
+    return f"{'-' if x < 0 and scaled else ''}{whole}{'.' + digits if digits else ''}%"
+
+
+def _pcts(value: Fraction, floor: Fraction) -> tuple[str, str]:
+    """A value and its floor, each with as many decimals as it needs (6 at least, more where
+    6 would show two different numbers alike: 80.0000001% < floor 80.0000001%, not 80% <
+    floor 80%)."""
+    decimals = 6
+    while value != floor and _pct(value, decimals) == _pct(floor, decimals):
+        decimals += 6  # they differ within the digits a floor can have (limited, as is n)
+    return _pct(value, decimals), _pct(floor, decimals)
 
 
 def _score_fraction(ms: ModelScore, score: str, category: str | None) -> Fraction | None:
@@ -214,15 +263,17 @@ def check_floors(scores: list[ModelScore], floors: list[Floor]) -> list[Conditio
                    "not applicable (no confirmation protocol in this run)"
                    if f.score == "strict" and not _confirmed(ms, f.category) else None)
             if why:
+                typed = clip(f.text.partition("=")[2].strip())  # as typed: 80.0000001, 1/3
                 out.append(Condition("floor", scope, False, f"{who}{f.score} {scope}: {why} "
-                                     f"(floor {_pct(f.percent)})", f.score, model=ms.model,
+                                     f"(floor {typed}%)", f.score, model=ms.model,
                                      values={"floor": float(f.percent), "value": None}))
                 continue
             ok = value >= f.percent
             rel = ">=" if ok else "<"
+            shown, floor = _pcts(value, f.percent)
             out.append(Condition(
-                "floor", scope, ok, f"{who}{f.score} {scope} {_pct(value)} {rel} floor "
-                f"{_pct(f.percent)}", f.score, model=ms.model,
+                "floor", scope, ok, f"{who}{f.score} {scope} {shown} {rel} floor {floor}",
+                f.score, model=ms.model,
                 values={"floor": float(f.percent), "value": float(value)}))
     return out
 
@@ -283,7 +334,8 @@ def check_increases(a: ModelScore, b: ModelScore, limits: list[Increase]) -> lis
     """One condition per limit: the candidate's count minus the baseline's, <= the limit.
     Counts are taken over the categories both runs have (or the one named); the message
     and ``values["categories"]`` name them. A candidate that replayed fewer conversations
-    there than the baseline fails as not comparable (``values["replayed"]``: both runs')."""
+    there than the baseline fails as not comparable (``values["replayed"]``: both runs'), and
+    for ``asked``, one that left more turns without a call unread (``values["unread_turns"]``)."""
     shared = shared_categories(a, b)
     out = []
     for lim in limits:
@@ -324,15 +376,40 @@ def check_increases(a: ModelScore, b: ModelScore, limits: list[Increase]) -> lis
                                  values={"limit": lim.limit, "categories": _names(cats),
                                          "replayed": [ra, rb], "conversations": [na, nb]}))
             continue
+        (ua, sa), (ub, sb) = _no_call_turns(a, cats), _no_call_turns(b, cats)
+        unread = (f"turns without a call with no text for the question detector: {ua} of "
+                  f"{sa} -> {ub} of {sb}")
+        if lim.rule in ASKING and ub > ua:  # a blank turn may hide the question counted
+            out.append(Condition("increase", scope, False, f"{lim.rule} {where}: not "
+                                 f"comparable (the candidate left more turns unread; {unread})",
+                                 rule=lim.rule,
+                                 values={"limit": lim.limit, "categories": _names(cats),
+                                         "unread_turns": [ua, ub], "no_call_turns": [sa, sb]}))
+            continue
         ca, cb = ta[lim.rule], tb[lim.rule]
         ok = cb - ca <= lim.limit
         over = "" if ra == na and rb == nb else f" ({over})"
+        if lim.rule in ASKING and (ua or ub):
+            over += f" ({unread})"
         out.append(Condition(
             "increase", scope, ok, f"{lim.rule} {where}: {ca} -> {cb} ({cb - ca:+d}), allowed "
             f"+{lim.limit}{over}", rule=lim.rule,
             values={"baseline": ca, "candidate": cb, "increase": cb - ca, "limit": lim.limit,
                     "categories": _names(cats)}))
     return out
+
+
+def _no_call_turns(ms: ModelScore, categories: list[str]) -> tuple[int, int]:
+    """(unread, all) turns without a call of the replayed conversations in ``categories``:
+    those whose steps carry no text for the question detector, of all (``asked`` counts
+    turns, so a blank turn in a conversation with text elsewhere is unread too)."""
+    unread = seen = 0
+    for c in categories:
+        for r in ms.categories[c].results:
+            if r.rules is not None:
+                unread += r.rules.no_call_unread
+                seen += r.rules.no_call_unread + r.rules.no_call_read
+    return unread, seen
 
 
 def _names(categories: list[str]) -> list[str]:
