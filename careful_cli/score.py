@@ -99,7 +99,8 @@ def score(
                                          "drift; print both (see `careful provenance`)."),
     fail_under: list[str] = typer.Option(None, "--fail-under", help="Gate: exit 4 when a score "
                                          "is below a floor, [CATEGORY:]SCORE=PERCENT, e.g. "
-                                         "bfcl=40 (the mean) or base:safe=35. Repeatable.",
+                                         "bfcl=40 (the mean) or base:safe=35; compared exactly, not as "
+                                         "the tables' one-decimal figure. Repeatable.",
                                          rich_help_panel=GATE_PANEL),
     fmt: Format = "text",
     output: Output = None,
