@@ -410,3 +410,26 @@ def test_fuzz_non_literal_arguments_are_refused(
         result = parse_call(text, **kwargs)
         assert isinstance(result, ParseFailure), (text, result)
         assert result.result.startswith("Error during execution")
+
+
+def test_odd_literals_in_model_text_print_no_warning() -> None:
+    """Python's tokenizer warned on stderr about odd literals in a model's call text while
+    it was parsed ("<string>:1: SyntaxWarning: invalid decimal literal" for ``1if``, once per
+    call, in every worker): text from a file made careful print Python's warnings. They are
+    silenced for the pseudo-files model text is parsed as; a real module's still show."""
+    import subprocess
+    import sys
+
+    code = ("from careful_engine.core.calls import parse_call\n"
+            "from careful_engine.core.literal_expr import safe_eval, Refused\n"
+            "import ast\n"
+            "for t in ['ls(a=1if 1else 2)', 'ls(a=0x1for)', 'ls(a=\"\\\\{\")']:\n"
+            "    parse_call(t)\n"
+            "    try:\n"
+            "        safe_eval(t[5:-1]); ast.literal_eval(t[5:-1])\n"
+            "    except (Refused, ValueError, SyntaxError):\n"
+            "        pass\n"
+            "import warnings; warnings.warn_explicit('still shown', SyntaxWarning, 'real.py', 1)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stderr.strip() == "real.py:1: SyntaxWarning: still shown", done.stderr
