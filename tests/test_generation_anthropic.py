@@ -524,3 +524,21 @@ def test_a_sent_request_without_a_readable_worst_case_stops_the_resume(tmp_path,
     text = " ".join(res.output.split())
     assert "[lost-1]: a sent request's worst_usd is" in text and "not resumed" in text, text
     assert len(ledger_summary(ledger).problems) == 1
+
+
+def test_a_sent_request_whose_cost_a_final_line_gives_is_counted(tmp_path: Path) -> None:
+    """A sent line without a readable worst case is no problem where its final line says what
+    the request cost: counted at that amount (the guard refused to resume over it); without
+    such an amount it is one."""
+    from careful_engine.generation.spend import ledger_summary
+
+    ledger = tmp_path / "ledger.jsonl"
+    sent = json.dumps({"status": "sent", "request": "r1", "worst_usd": "abc"})
+    ledger.write_text(sent + "\n" + json.dumps({"status": "ok", "request": "r1",
+                                                 "conservative_usd": 0.25}) + "\n")
+    ok = ledger_summary(ledger)
+    assert ok.problems == [] and ok.spent == 0.25
+    ledger.write_text(sent + "\n" + json.dumps({"status": "ok", "request": "r1",
+                                                 "conservative_usd": "x"}) + "\n")
+    lost = ledger_summary(ledger)
+    assert len(lost.problems) == 1 and "no line says what it cost" in lost.problems[0].message

@@ -483,28 +483,34 @@ def requests_sent(requests: dict[str, int]) -> int:
 
 
 def ledger_summary(ledger: Path) -> LedgerSummary:
-    """What a spend ledger adds up to (see :class:`LedgerSummary`)."""
+    """What a spend ledger adds up to (see :class:`LedgerSummary`). A ``sent`` request whose
+    ``worst_usd`` is not an amount is a problem where nothing else says what it cost (no
+    final line, or one without a readable amount): the guard never counts less than was
+    spent."""
     out = LedgerSummary()
     spent = listed = 0.0
     pending: dict[object, float] = {}
+    unknown: dict[object, Any] = {}  # sent requests without a readable worst case: the value
     for n, rec in enumerate(read_ledger(ledger, out.skipped, out.problems)):
         uid = rec.get("request")
         uid = uid if isinstance(uid, str) else None
         status = rec.get("status")
         if status == "sent":  # (without a request id it can never be answered: its worst case)
+            key = uid if uid else ("line", n)
             worst = _usd(rec.get("worst_usd"), -1.0)
             if worst < 0 or rec.get("worst_usd") is None:  # what it could cost is not known
-                out.problems.append(Problem(
-                    str(ledger), f"a sent request's worst_usd is {_shown(rec.get('worst_usd'))}"
-                    f", not an amount from 0 to {MAX_REQUEST_USD:,.0f}: what it may have cost "
-                    "cannot be counted", id=uid))
+                unknown[key] = rec.get("worst_usd")
                 worst = 0.0
-            pending[uid if uid else ("line", n)] = worst
+            pending[key] = worst
             continue
         if status == "refused":
             out.requests["refused"] += 1
             continue
         worst = max(pending.pop(uid, 0.0) if uid else 0.0, _usd(rec.get("worst_usd")))
+        if uid in unknown:  # known after all only if this line says what it cost
+            value = unknown.pop(uid)
+            if _usd(rec.get("conservative_usd"), -1.0) < 0 and worst == 0:
+                unknown[uid] = value
         # a final line whose amount cannot be read is charged its request's worst case
         cost = _usd(rec.get("conservative_usd"), worst)
         spent += cost
@@ -513,6 +519,11 @@ def ledger_summary(ledger: Path) -> LedgerSummary:
                 "worst case" if isinstance(status, str) and status.startswith("unknown")
                 else "failed" if cost == 0 else "worst case")
         out.requests[kind] += 1
+    for key, value in unknown.items():
+        out.problems.append(Problem(
+            str(ledger), f"a sent request's worst_usd is {_shown(value)}, not an amount from 0 "
+            f"to {MAX_REQUEST_USD:,.0f}, and no line says what it cost: it cannot be counted",
+            id=key if isinstance(key, str) else None))
     lost = sum(pending.values())
     out.requests["worst case"] += len(pending)
     out.spent, out.listed = spent + lost, listed + lost
