@@ -11,6 +11,8 @@ A figure is a float cell: the JSON stores its value to :data:`~careful_engine.co
 decimals (a percentage as :func:`~careful_engine.core.figures.percent` gives it, as the CI
 document does), the terminal, Markdown and CSV show it rounded half up
 (:meth:`Report.format_cell`), so a reader who rounds the JSON's value gets the table's figure.
+A :class:`Fixed` cell (a statistic shown to its own places: p, rho, a per-conversation mean)
+keeps its full value in the JSON (a p of 1e-12 is not 0).
 What a title names that no row does (compare's runs A and B: :attr:`Report.context`) the CSV
 states likewise, as columns before the settings, and the JSON as a ``context`` object.
 """
