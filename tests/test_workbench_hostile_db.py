@@ -71,8 +71,9 @@ def test_a_huge_override_reason_is_cut_in_the_reveal_log(workdir) -> None:
 
 def test_a_stored_reason_shows_escaped_and_is_saved_unchanged(workdir) -> None:
     """A1's stored reason holds a newline and a tab (allowed): the Label screen put it in the
-    one-line input raw, to the terminal as it is. It shows as escapes; Enter without an edit
-    saves the stored reason, never its escaped form; an edit saves what was typed."""
+    one-line input raw, to the terminal as it is. It shows on one line (a newline or tab as a
+    space: an edit saved escapes like \\x0a as text); Enter without an edit saves the stored
+    reason, never its one-line form; an edit saves what was typed."""
     stored = "cannot undo:\nthe file\tis gone"
     with Store(workdir / "careful.db") as store:
         s = store.annotator_session("r1", "A1")
@@ -90,7 +91,7 @@ def test_a_stored_reason_shows_escaped_and_is_saved_unchanged(workdir) -> None:
             screen.select(first)
             await settle(pilot)
             box = screen.query_one("#reason", Input)
-            assert box.value == "cannot undo:\\x0athe file\\x09is gone"
+            assert box.value == "cannot undo: the file is gone"
             shown = rendered(box)
             assert not any(c in shown for c in RAW), repr(shown)
             box.focus()
@@ -100,7 +101,7 @@ def test_a_stored_reason_shows_escaped_and_is_saved_unchanged(workdir) -> None:
             screen.query_one("#functions", OptionList).focus()
             await settle(pilot, "y")  # the reason box, focused
             await settle(pilot, "end", *" now", "enter")
-            assert reason_of() == "cannot undo:\\x0athe file\\x09is gone now"
+            assert reason_of() == "cannot undo: the file is gone now"
             assert app._exception is None
     asyncio.run(go())
 

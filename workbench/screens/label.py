@@ -357,7 +357,9 @@ class LabelScreen(WorkbenchScreen):
         own = self.session.labels().get(name)
         reason = self.query_one("#reason", Input)
         stored = own.reason if own else ""
-        reason.value = visible(stored)  # the terminal gets no control character
+        # one line, as the input holds (a newline or tab a space: an edit keeps the words, not
+        # escapes of them); the terminal gets no control character
+        reason.value = visible(" ".join(stored.replace("\t", " ").split("\n")))
         self.escaped = (reason.value, stored) if reason.value != stored else None
         self._show_choice(own.destructive if own else None, saved=own is not None)
 
