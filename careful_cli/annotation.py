@@ -227,6 +227,7 @@ def round_new(
         f"(sha256 {literal(str(rnd.declarations_sha256)[:12])}), "
         f"annotators: {literal(', '.join(p.annotator for p in status.progress)) or 'none yet'}"
     )
+    _done(store)
 
 
 def _new_round(store: Store, name: str, inputs, humans: list[str], models: dict[str, str],
@@ -264,6 +265,7 @@ def round_add(
             store.add_to_round(name, who, by=by or _user())
         names = store.round_annotators(name)
     console.print(f"round {literal(name)}: annotators {literal(', '.join(names))}")
+    _done(store)
 
 
 @round_app.command("remove")
@@ -283,6 +285,7 @@ def round_remove(
             store.remove_from_round(name, who, by=by or _user())
         names = store.round_annotators(name)
     console.print(f"round {literal(name)}: annotators {literal(', '.join(names)) or 'none'}")
+    _done(store)
 
 
 @round_app.command("close")
@@ -295,6 +298,7 @@ def round_close(
     with _guard(), _store(db) as store:
         stamp = store.close_round(name, by=by or _user(), account=_user())
     console.print(f"round {literal(name)} closed at {_stamp(stamp)}")
+    _done(store)
 
 
 @round_app.command("status")
@@ -341,6 +345,7 @@ def round_status(
     console.print(table)
     if st.reveals:
         _print_reveals(st.reveals, rnd.name)
+    _done(store)
 
 
 @round_app.command("submit")

@@ -168,3 +168,67 @@ def test_a_long_run_name_is_cut_in_the_middle_on_home_and_the_leaderboard(workdi
             assert name in whole
             assert app._exception is None
     asyncio.run(go())
+
+
+def test_home_shows_the_problems_of_its_latest_read(workdir) -> None:
+    """A round row edited outside careful: Home kept the workbench store's every problem
+    ever noted, notified them again on each refresh, and still showed them once the database
+    was repaired. It shows those of its latest read and notifies a problem once."""
+    db = workdir / "careful.db"
+    _execute(db, "insert into rounds (name, created, created_by, declarations_source, "
+             "declarations_sha256, blind, closed_at, note) values ('r9', "
+             "'2026-01-01T00:00:00+00:00', 'lead', 'x.json', 'not a hash', 1, null, '')", [])
+    app = WorkbenchApp(settings(workdir))
+    said: list[str] = []
+    notify = app.notify
+
+    def record(message: str, **kw) -> None:
+        said.append(message)
+        notify(message, **kw)
+
+    app.notify = record  # type: ignore[method-assign]
+
+    def left_out() -> list[str]:
+        return [m for m in said if "annotation database left out" in m]
+
+    async def go():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot)
+            home = app.screen
+            text = str(home.query_one("#db").render())
+            assert "1 row(s) of the database left out" in text and "[r9]" in text
+            assert len(left_out()) == 1
+            await settle(pilot, "r")
+            assert "1 row(s) of the database left out" in str(home.query_one("#db").render())
+            assert len(left_out()) == 1  # the same problem: not notified again
+            _execute(db, "delete from rounds where name = 'r9'", [])
+            await settle(pilot, "r")
+            assert "left out" not in str(home.query_one("#db").render())
+            assert len(left_out()) == 1
+            assert app._exception is None
+    asyncio.run(go())
+
+
+def test_agreement_says_why_a_set_with_a_row_left_out_is_not_adjudicated(workdir) -> None:
+    """A1's label on mv in r2 edited to hold a bell character: the row was left out and the
+    policy counted A2 alone, so Boundary wrote a file from a partial vote. The screen says
+    A1's labels are incomplete, and Boundary writes nothing, saying why."""
+    _execute(workdir / "careful.db", "update labels set reason = reason || char(7) where "
+             "round = 'r2' and annotator = 'A1' and function = 'mv'", [])
+    app = WorkbenchApp(settings(workdir))
+
+    async def go():
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot)
+            screen = await open_agreement(pilot, "r2")
+            assert screen.session is not None
+            shown = str(screen.query_one("#adjudication").render())
+            assert "the labels of A1 are incomplete" in shown, shown
+            assert screen.result is None
+            await settle(pilot, "b")
+            notes = [n.message for n in app._notifications]
+            assert any("nothing to write" in m and "A1 are incomplete" in m for m in notes)
+            assert not (workdir / "boundary").exists() or not any(
+                (workdir / "boundary").iterdir())
+            assert app._exception is None
+    asyncio.run(go())

@@ -14,6 +14,7 @@ import unicodedata
 
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.core.json_values import a_kind
+from careful_engine.core.safe_text import misleading
 
 NAME_MAX = 64
 REASON_MAX = 4000
@@ -22,7 +23,6 @@ NAME_RULE = (
     "no spaces, no control characters"
 )
 _PUNCT = frozenset("._-")
-_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\ufeff")
 
 
 def _shown(value: object) -> str:
@@ -76,7 +76,8 @@ def confusable(name: str, existing: list[str] | tuple[str, ...]) -> str | None:
 
 def check_reason(reason: object, where: str = "") -> str:
     """A reason stripped, with newlines normalised; refused if not text, too long, or holding
-    control characters other than newline and tab."""
+    characters that can mislead a terminal (:func:`~careful_engine.core.safe_text.misleading`:
+    controls other than newline and tab, bidi overrides, unassigned...)."""
     prefix = f"{where}: " if where else ""
     if reason is None:
         return ""
@@ -86,13 +87,22 @@ def check_reason(reason: object, where: str = "") -> str:
     if len(text) > REASON_MAX:
         raise AnnotationError(
             f"{prefix}the reason has {len(text)} characters; at most {REASON_MAX}")
-    for c in text:
-        if (c not in "\n\t" and unicodedata.category(c) in ("Cc", "Cs", "Co", "Cn")) or (
-            c in _BIDI
-        ):
-            raise AnnotationError(
-                f"{prefix}the reason holds a control character U+{ord(c):04X}")
+    bad = misleading(text, lines=True)
+    if bad:
+        raise AnnotationError(f"{prefix}the reason holds a control character {bad}")
     return text
+
+
+def check_line(value: object, what: str, limit: int = 4096) -> str:
+    """Stored one-line text (a path, who closed a round): at most ``limit`` characters, none
+    that careful refuses (:func:`~careful_engine.core.safe_text.misleading`); the same check
+    where it is written and where it is read back, or :class:`AnnotationError`."""
+    bad = misleading(value) if isinstance(value, str) else "not text"
+    if bad or not isinstance(value, str) or len(value) > limit:
+        why = bad or f"{len(str(value))} characters"
+        raise AnnotationError(f"{what} {_shown(value)[:60]} is not one line of plain text of "
+                              f"at most {limit} characters ({why})")
+    return value
 
 
 def time_problem(value: object) -> str | None:
@@ -118,5 +128,6 @@ def check_model(model: object) -> str:
     return model
 
 
-__all__ = ["NAME_MAX", "NAME_RULE", "REASON_MAX", "check_model", "check_name", "check_reason",
+__all__ = ["NAME_MAX", "NAME_RULE", "REASON_MAX", "check_line", "check_model", "check_name",
+           "check_reason",
            "confusable", "name_key", "time_problem"]

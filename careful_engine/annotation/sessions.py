@@ -31,6 +31,7 @@ from careful_engine.annotation.errors import (
 )
 from careful_engine.annotation.names import (
     NAME_MAX,
+    check_line,
     check_model,
     check_name,
     check_reason,
@@ -39,7 +40,7 @@ from careful_engine.annotation.names import (
 from careful_engine.annotation.records import Annotator, Decision, Label, LabelSet, Round
 from careful_engine.annotation.signals import FunctionInput, RoundInputs
 from careful_engine.core.json_values import a_kind
-from careful_engine.core.safe_text import clip, visible
+from careful_engine.core.safe_text import clip, misleading, visible
 
 if TYPE_CHECKING:
     from careful_engine.annotation.adjudication import Adjudication
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from careful_engine.annotation.store import Store
     from careful_engine.effects.boundary import Boundary
 
+CLOSED_BY_MAX = 200  # who closed a round: a name, and the login beside it where they differ
 IMPORTED = "(imported)"  # the owner of labels brought in from a file: never a login
 
 
@@ -59,16 +61,15 @@ def current_account() -> str:
 
 
 def check_person(who: object, what: str = "who") -> str:
-    """A person's or login's name: 1-64 characters, no control characters, no leading or
-    trailing whitespace (inner spaces are allowed)."""
+    """A person's or login's name: 1-64 characters, no leading or trailing whitespace (inner
+    spaces are allowed), none of the characters careful refuses in text it stores
+    (:func:`~careful_engine.core.safe_text.misleading`: controls, bidi overrides...)."""
     import unicodedata
 
     if not isinstance(who, str):
         raise AnnotationError(f"{what}: expected a name, got {a_kind(who)}")
     nfc = unicodedata.normalize("NFC", who)
-    if not nfc or nfc != nfc.strip() or len(nfc) > NAME_MAX or any(
-        unicodedata.category(c)[0] == "C" for c in nfc
-    ):
+    if not nfc or nfc != nfc.strip() or len(nfc) > NAME_MAX or misleading(nfc):
         shown = repr(who) if len(who) < 80 else repr(who[:77]) + "..."
         raise AnnotationError(
             f"invalid {what} {shown}: 1-{NAME_MAX} characters, no control characters, "
@@ -140,14 +141,6 @@ def decision_row(r: Mapping[str, Any], functions: Mapping[str, FunctionInput]) -
                     _stamp(r["created"], "created"))
 
 
-def _text(value: object, what: str, limit: int = 4096) -> str:
-    """Stored one-line text: bounded, no control or invisible characters."""
-    if not isinstance(value, str) or len(value) > limit or visible(value) != value:
-        raise AnnotationError(f"{what} {_clipped(value)} is not plain text of at most "
-                              f"{limit} characters")
-    return value
-
-
 def round_row(r: Mapping[str, Any]) -> Round:
     """A ``rounds`` row checked as ``round new`` and the label-set import write one, or
     AnnotationError saying what is wrong with it."""
@@ -160,11 +153,12 @@ def round_row(r: Mapping[str, Any]) -> Round:
     return Round(
         name=check_name(r["name"], "round"), created=_stamp(r["created"], "created"),
         created_by=check_person(created_by, "creator") if created_by else "",
-        declarations_source=_text(r["declarations_source"] or "", "declarations_source"),
+        declarations_source=check_line(r["declarations_source"] or "", "declarations_source"),
         declarations_sha256=sha, blind=_flag(r["blind"], "blind"),
         note=check_reason(r["note"], "note"),
         closed_at=None if r["closed_at"] is None else _stamp(r["closed_at"], "closed_at"),
-        closed_by=None if r["closed_by"] is None else _text(r["closed_by"], "closed_by", 200),
+        closed_by=None if r["closed_by"] is None else check_line(r["closed_by"], "closed_by",
+                                                                    CLOSED_BY_MAX),
     )
 
 
@@ -508,6 +502,20 @@ class AdjudicationSession:
             )
         return {a: labels[a] for a in chosen}
 
+    def _left_out(self, labels: Mapping[str, Mapping[str, Label]],
+                  then: str = "not adjudicated") -> list[str]:
+        """The annotators of ``labels`` who submitted, yet lack labels because rows were left
+        out (a submitted set labels every function); each noted as a problem (``then``: what
+        becomes of the set)."""
+        n = len(self.functions())
+        submitted = self.submitted()
+        out = [a for a, got in labels.items() if submitted.get(a) and len(got) < n]
+        for a in out:
+            self._store.problem(_row_id(self.round_name, a),
+                                f"{n - len(labels[a])} label(s) left out: the label set is "
+                                f"incomplete, {then}")
+        return out
+
     def _matrix(self, annotators: Iterable[str] | None) -> dict[str, dict[str, bool]]:
         return {
             a: {f: lb.destructive for f, lb in labels.items()}
@@ -581,8 +589,16 @@ class AdjudicationSession:
         with the saved ones where ``use_decisions`` is False)."""
         from careful_engine.annotation.adjudication import adjudicate
 
+        chosen = self._chosen(annotators)
+        left_out = self._left_out(chosen)
+        if left_out:
+            raise AnnotationError(
+                f"round {self.round_name}: the labels of {', '.join(left_out)} are incomplete "
+                "(rows of the database left out, listed as problems): the votes would be "
+                "counted without them, so nothing is adjudicated; repair the database, or "
+                "adjudicate the other annotators (-a)")
         return adjudicate(
-            self._chosen(annotators),
+            chosen,
             self.functions(),
             policy,
             tie=tie,
@@ -634,12 +650,7 @@ class AdjudicationSession:
             raise AnnotationError(f"{annotator!r} is not an annotator of round {self.round_name}")
         functions = self.functions()
         submitted = self.submitted().get(annotator)
-        missing = len(functions) - len(labels[annotator])
-        if submitted and missing:
-            # a row left out (a problem noted): a submitted set must label every function
-            self._store.problem(_row_id(self.round_name, annotator),
-                                f"{missing} label(s) left out: the label set is incomplete, "
-                                "exported as not submitted")
+        if self._left_out({annotator: labels[annotator]}, "exported as not submitted"):
             submitted = None
         return label_set_document(
             self.round, self._store.annotator(annotator), functions, labels[annotator],
@@ -768,6 +779,6 @@ class ImportSession:
             f"{self.who!r}; import the set under another annotator name")
 
 
-__all__ = ["IMPORTED", "AdjudicationSession", "AnnotatorSession", "ImportSession",
+__all__ = ["CLOSED_BY_MAX", "IMPORTED", "AdjudicationSession", "AnnotatorSession", "ImportSession",
            "annotator_row", "check_person", "current_account", "decision_row", "label_row",
            "reason_rule", "round_row"]

@@ -26,7 +26,13 @@ from typing import Any, TypeVar
 
 from careful_engine.annotation.database import SCHEMA_VERSION, Connection, DatabaseError, now
 from careful_engine.annotation.errors import AnnotationError, RoundError, RowError
-from careful_engine.annotation.names import check_model, check_name, check_reason, confusable
+from careful_engine.annotation.names import (
+    check_line,
+    check_model,
+    check_name,
+    check_reason,
+    confusable,
+)
 from careful_engine.annotation.records import (
     Annotator,
     Decision,
@@ -36,6 +42,7 @@ from careful_engine.annotation.records import (
     RoundStatus,
 )
 from careful_engine.annotation.sessions import (
+    CLOSED_BY_MAX,
     AdjudicationSession,
     AnnotatorSession,
     ImportSession,
@@ -181,6 +188,9 @@ class Store:
         name = check_name(name, "round")
         created_by = check_person(created_by, "creator") if created_by else ""
         note = check_reason(note, "note")
+        # as the round's row is read back (round_row): a path careful would refuse there is
+        # refused here, before anything is written
+        source = check_line(inputs.source, "declarations file name")
         if not inputs.functions:
             raise RoundError(f"round {name}: no functions to label")
         names = list(dict.fromkeys(check_name(a) for a in annotators))
@@ -195,7 +205,7 @@ class Store:
                 raise RoundError(f"round name {name!r} would be confused with round {twin!r}")
             self.__conn.insert("rounds", {
                 "name": name, "created": now(), "created_by": created_by,
-                "declarations_source": inputs.source, "declarations_sha256": inputs.sha256,
+                "declarations_source": source, "declarations_sha256": inputs.sha256,
                 "blind": int(blind), "closed_at": None, "note": note,
             })
             db["round_functions"].insert_all(
@@ -356,6 +366,7 @@ class Store:
         closer = check_person(by, "who")
         if account is not None and check_person(account, "login") != closer:
             closer = f"{closer} (login {account})"
+        closer = check_line(closer, "closed_by", CLOSED_BY_MAX)  # as round_row reads it
         stamp = now()
         with self.__conn.tx():
             if not self._q("select 1 from round_annotators where round = ? and "

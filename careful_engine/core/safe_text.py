@@ -8,6 +8,7 @@ marks and overrides, zero-width characters, line separators) into visible escape
 from __future__ import annotations
 
 import re
+import unicodedata
 
 # Unicode's format characters (category Cf: bidi marks and overrides, zero-width spaces and
 # joiners, invisible operators, the soft hyphen, tag characters...) and line and paragraph
@@ -19,6 +20,29 @@ _INVISIBLE = ("\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u2
               "\U000e0020-\U000e007f")
 _CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_INVISIBLE}]|[\ud800-\udfff]")
 _CONTROL_NL = re.compile(f"[\x00-\x1f\x7f-\x9f{_INVISIBLE}]|[\ud800-\udfff]")
+# What careful refuses in text it stores and reads back (reasons, people's names, paths): the
+# characters that can mislead a terminal. C0 and C1 controls and DEL (newline and tab aside in
+# text of several lines), bidi embeddings, overrides and isolates, surrogates, and private-use
+# and unassigned code points (no meaning a reader can rely on); in one-line text also the line
+# and paragraph separators. Format characters that only join or hint (the zero-width joiner in
+# an emoji, the soft hyphen, zero-width spaces, bidi marks) are kept: visible() escapes them
+# where text is shown, and what careful writes round-trips through its readers.
+_MISLEADING = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
+                         "\ud800-\udfff]")
+_MISLEADING_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e"
+                              "\u2066-\u2069\ud800-\udfff]")
+
+
+def misleading(text: str, *, lines: bool = False) -> str | None:
+    """The first character of ``text`` that careful refuses to store or read back (see
+    ``_MISLEADING``: controls, bidi overrides and isolates, surrogates, unassigned), as
+    ``U+XXXX``, or None; ``lines``: newline, tab and line separators are allowed."""
+    m = (_MISLEADING if lines else _MISLEADING_LINE).search(text)
+    c = m.group(0) if m else next(
+        (c for c in text if unicodedata.category(c) in ("Cn", "Co")), None)
+    return None if c is None else f"U+{ord(c):04X}"
+
+
 # Rich's own markup pattern (rich.markup.escape), without importing Rich here.
 _MARKUP = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
 
@@ -113,4 +137,4 @@ def csv_cell(text: object) -> str:
 
 
 __all__ = ["clip", "csv_cell", "escape_markup", "literal", "markdown_literal",
-           "markdown_text", "visible"]
+           "markdown_text", "misleading", "visible"]

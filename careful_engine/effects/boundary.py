@@ -22,7 +22,7 @@ from typing import Any
 from careful_engine.core import bfcl
 from careful_engine.core.json_values import JSONTextError, a_kind, loads
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
-from careful_engine.core.safe_text import clip, visible
+from careful_engine.core.safe_text import clip, misleading, visible
 from careful_engine.core.safe_write import write_text
 
 SCHEMA = "careful.boundary/1"
@@ -81,9 +81,12 @@ class Boundary:
 
 
 def _plain(text: str, source: str, what: str) -> None:
-    """Refuse text holding control or invisible characters (newline and tab aside)."""
-    if visible(text, keep_newlines=True) != text:
-        raise BoundaryError(f"{source}: {what} holds control characters "
+    """Refuse text holding a character careful refuses in the reasons and names it stores
+    (:func:`~careful_engine.core.safe_text.misleading`: controls other than newline and tab,
+    bidi overrides, unassigned...): the rule ``careful adjudicate`` writes them under."""
+    bad = misleading(text, lines=True)
+    if bad:
+        raise BoundaryError(f"{source}: {what} holds a control character {bad} "
                             f"({clip(visible(repr(text)), 80)})")
 
 

@@ -84,6 +84,7 @@ class AgreementScreen(WorkbenchScreen):
         self.policy = "any"
         self.tie = "error"
         self.result = None
+        self.refused = ""  # why the policy adjudicates nothing (shown; said on writing)
         self.split_names: list[str] = []
         self.chosen: list[str] | None = None  # the annotators counted (None: all of them)
 
@@ -269,7 +270,7 @@ class AgreementScreen(WorkbenchScreen):
             self.result = self.session.adjudicate(self.policy, tie=self.tie,
                                                   annotators=self.chosen)
         except AnnotationError as e:
-            self.result = None
+            self.result, self.refused = None, str(e)
             out.update(plain(f"policy {self.policy}: {e}", style="red"))
             return
         r = self.result
@@ -374,7 +375,7 @@ class AgreementScreen(WorkbenchScreen):
 
     def action_write_boundary(self) -> None:
         if self.result is None:
-            self.notify("nothing to write: the policy does not adjudicate every function",
+            self.notify(f"nothing to write: {self.refused or 'no adjudication'}",
                         severity="warning")
             return
         default = f"{self.session.round_name}-{self.policy.replace(':', '-')}"

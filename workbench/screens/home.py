@@ -71,6 +71,7 @@ class HomeScreen(WorkbenchScreen):
     def __init__(self) -> None:
         super().__init__()
         self.problems: dict[str, list[str]] = {}  # run label -> its files' problems
+        self.db_notified: set[str] = set()  # the database problems notified already
 
     def compose(self) -> ComposeResult:
         yield NavBar("home")
@@ -177,6 +178,9 @@ class HomeScreen(WorkbenchScreen):
         table = self.query_one("#rounds", DataTable)
         table.clear()
         note = f"annotation database: {shown(store.path)} · you are {self.app.context.settings.user}"
+        # the problems of this read only (the store is the workbench's, kept open: what it
+        # noted before, and a database repaired since, would be shown again)
+        store.problems.clear()
         try:
             rows = [(rnd, store.status(rnd.name)) for rnd in store.rounds()]
         except AnnotationError as e:  # a database edited outside careful: say so, go on
@@ -188,14 +192,18 @@ class HomeScreen(WorkbenchScreen):
             table.add_row("–", "", "", "", "the rounds cannot be read (below)")
             return
         text = plain(note)
-        if store.problems:  # rows left out as not careful's (a database edited outside it)
-            n = len(store.problems)
+        problems = list(store.problems)
+        if problems:  # rows left out as not careful's (a database edited outside it)
+            n = len(problems)
             text.append("\n")
             text.append_text(plain(f"{n} row(s) of the database left out: "
-                                   + "; ".join(store.problems[:3])
+                                   + "; ".join(problems[:3])
                                    + (f"; and {n - 3} more" if n > 3 else ""), style="red"))
-            self.notify(f"{n} row(s) of the annotation database left out (see Home)",
-                        severity="warning", timeout=8)
+            new = [line for line in problems if line not in self.db_notified]
+            if new:  # notified once each, not again on every refresh
+                self.notify(f"{len(new)} row(s) of the annotation database left out (see "
+                            "Home)", severity="warning", timeout=8)
+        self.db_notified = set(problems)
         self.query_one("#db", Static).update(text)
         for rnd, st in rows:  # (names from the database: Text, never markup)
             table.add_row(plain(rnd.name), str(st.functions), "yes" if rnd.blind else "no",
