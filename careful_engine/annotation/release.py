@@ -184,10 +184,10 @@ def write_label_sets(
             doc = session.export_label_set(name)
             check_label_set(doc, f"{name}.json")
         except RowError as e:
-            session.problem(f"{session.round_name}/{name}", f"not exported: {e}")
+            session.problem(name, f"not exported: {e}")
         except LabelSetError as e:
             for line in e.problems:
-                session.problem(f"{session.round_name}/{name}", f"not exported: {line}")
+                session.problem(name, f"not exported: {line}")
         else:
             docs[name] = doc
     mode = 0o600 if session.overridden else 0o644

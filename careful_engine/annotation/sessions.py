@@ -18,9 +18,9 @@ from __future__ import annotations
 import getpass
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from careful_engine.annotation.database import Connection, now
 from careful_engine.annotation.errors import (
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from careful_engine.annotation.store import Store
     from careful_engine.effects.boundary import Boundary
 
+T = TypeVar("T")
 CLOSED_BY_MAX = 200  # who closed a round: a name, and the login beside it where they differ
 IMPORTED = "(imported)"  # the owner of labels brought in from a file: never a login
 
@@ -182,6 +183,21 @@ def _row_id(*parts: object) -> str:
     return "/".join(visible(clip(str(p), 64)) for p in parts)
 
 
+def checked_rows(store: Store, rows: Iterable[Mapping[str, Any]],
+                 convert: Callable[[Mapping[str, Any]], T],
+                 where: Callable[[Mapping[str, Any]], tuple[object, ...]]) -> list[T]:
+    """``convert`` of each row; a row it refuses (:class:`AnnotationError`: not careful's) is
+    left out and noted in the store's problems (:meth:`.store.Store.problem`) under
+    ``where(row)``'s parts (round, annotator, function...)."""
+    out = []
+    for r in rows:
+        try:
+            out.append(convert(r))
+        except AnnotationError as e:
+            store.problem(_row_id(*where(r)), str(e))
+    return out
+
+
 def _labels(store: Store, conn: Connection, round_name: str, annotator: str | None = None,
             functions: Mapping[str, FunctionInput] | None = None) -> list[Label]:
     """The round's labels (of ``annotator``); a row the checks refuse is left out and noted
@@ -191,15 +207,11 @@ def _labels(store: Store, conn: Connection, round_name: str, annotator: str | No
     if annotator is not None:
         sql += " and annotator = ?"
         params.append(annotator)
-    if functions is None:
-        functions = {f.name: f for f in store.round_functions(round_name)}
-    out = []
-    for r in conn.rows(sql + " order by id", params):
-        try:
-            out.append(label_row(r, functions))
-        except AnnotationError as e:
-            store.problem(_row_id(round_name, r["annotator"], r["function"]), str(e))
-    return out
+    known = functions if functions is not None else {
+        f.name: f for f in store.round_functions(round_name)}
+    return checked_rows(store, conn.rows(sql + " order by id", params),
+                        lambda r: label_row(r, known),
+                        lambda r: (round_name, r["annotator"], r["function"]))
 
 
 def _record_reveal(conn: Connection, round_name: str, who: str, what: str,
@@ -452,9 +464,10 @@ class AdjudicationSession:
     def reveal_log(self) -> list[dict]:
         return self._store.reveal_log(self.round_name)
 
-    def problem(self, where: str, reason: str) -> None:
-        """Note something of the database left out (:meth:`.store.Store.problem`)."""
-        self._store.problem(_row_id(*where.split("/")), reason)
+    def problem(self, annotator: str, reason: str) -> None:
+        """Note something of ``annotator``'s in this round left out
+        (:meth:`.store.Store.problem`)."""
+        self._store.problem(_row_id(self.round_name, annotator), reason)
 
     def labels(self) -> dict[str, dict[str, Label]]:
         """annotator -> function -> label, for every annotator on the round's roster."""
@@ -565,15 +578,11 @@ class AdjudicationSession:
         """The round's manual decisions; a row the checks refuse is left out and noted in
         the store's problems."""
         functions = {f.name: f for f in self.functions()}
-        out = []
-        for r in self._conn.rows("select * from decisions where round = ? order by id",
-                                 [self.round_name]):
-            try:
-                out.append(decision_row(r, functions))
-            except AnnotationError as e:
-                self._store.problem(_row_id(self.round_name, f"decision {r['id']}",
-                                            r["function"]), str(e))
-        return out
+        return checked_rows(
+            self._store, self._conn.rows("select * from decisions where round = ? order by id",
+                                         [self.round_name]),
+            lambda r: decision_row(r, functions),
+            lambda r: (self.round_name, f"decision {r['id']}", r["function"]))
 
     def adjudicate(
         self,
@@ -780,5 +789,5 @@ class ImportSession:
 
 
 __all__ = ["CLOSED_BY_MAX", "IMPORTED", "AdjudicationSession", "AnnotatorSession", "ImportSession",
-           "annotator_row", "check_person", "current_account", "decision_row", "label_row",
+           "annotator_row", "check_person", "checked_rows", "current_account", "decision_row", "label_row",
            "reason_rule", "round_row"]

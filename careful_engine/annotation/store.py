@@ -48,13 +48,14 @@ from careful_engine.annotation.sessions import (
     ImportSession,
     annotator_row,
     check_person,
+    checked_rows,
     current_account,
     reason_rule,
     round_row,
 )
 from careful_engine.annotation.signals import FunctionInput, RoundInputs, extra_problem
 from careful_engine.core.json_values import refuse_constant
-from careful_engine.core.safe_text import clip, visible
+from careful_engine.core.safe_text import visible
 
 ANNOTATOR_KINDS = ("human", "llm")
 
@@ -129,14 +130,8 @@ class Store:
 
     def _checked(self, sql: str, convert: Callable[[Any], T]) -> list[T]:
         """The rows of ``sql`` as ``convert`` makes them; a row it refuses (not careful's) is
-        left out, a problem noted under its name."""
-        out = []
-        for r in self._q(sql):
-            try:
-                out.append(convert(r))
-            except AnnotationError as e:
-                self.problem(visible(clip(str(r["name"]), 64)), str(e))
-        return out
+        left out, a problem noted under its name (:func:`.sessions.checked_rows`)."""
+        return checked_rows(self, self._q(sql), convert, lambda r: (r["name"],))
 
     def add_annotator(self, name: str, kind: str = "human", model: str | None = None) -> Annotator:
         """Register an annotator (a no-op if it exists with the same kind and model).
@@ -271,14 +266,10 @@ class Store:
         """The round's roster; a name that is not careful's (edited in the database: control
         characters, markup) is left out, a problem noted, as :meth:`rounds` does."""
         round_name = check_name(round_name, "round")
-        out = []
-        for r in self._q("select annotator from round_annotators where round = ? "
-                         "order by annotator", [round_name]):
-            try:
-                out.append(check_name(r["annotator"]))
-            except AnnotationError as e:
-                self.problem(f"{round_name}/{visible(clip(str(r['annotator']), 64))}", str(e))
-        return out
+        return checked_rows(self, self._q("select annotator from round_annotators where "
+                                          "round = ? order by annotator", [round_name]),
+                            lambda r: check_name(r["annotator"]),
+                            lambda r: (round_name, r["annotator"]))
 
     def roster_final(self, round_name: str) -> str | None:
         """Why no annotator may join or leave the round any more, or None: its creator closed
