@@ -340,6 +340,7 @@ class SpendGuard:
                 "(restore the ledger's lines, or use another --run)")
         guard = cls(budget, price, ledger, summary.spent, summary.listed)
         guard.notes = [note] if note else []
+        guard._tail_checked = True  # (just cut: its first write need not read the ledger again)
         return guard
 
     def reserve(self, worst: float, context: dict[str, Any] | None = None) -> Ticket:
