@@ -376,10 +376,12 @@ def check_increases(a: ModelScore, b: ModelScore, limits: list[Increase]) -> lis
                                  values={"limit": lim.limit, "categories": _names(cats),
                                          "replayed": [ra, rb], "conversations": [na, nb]}))
             continue
-        (ua, sa), (ub, sb) = _no_call_turns(a, cats), _no_call_turns(b, cats)
+        asking = lim.rule in ASKING
+        (ua, sa), (ub, sb) = ((_no_call_turns(a, cats), _no_call_turns(b, cats)) if asking
+                              else ((0, 0), (0, 0)))
         unread = (f"turns without a call with no text for the question detector: {ua} of "
                   f"{sa} -> {ub} of {sb}")
-        if lim.rule in ASKING and ub > ua:  # a blank turn may hide the question counted
+        if asking and ub > ua:  # a blank turn may hide the question counted
             out.append(Condition("increase", scope, False, f"{lim.rule} {where}: not "
                                  f"comparable (the candidate left more turns unread; {unread})",
                                  rule=lim.rule,
@@ -389,7 +391,7 @@ def check_increases(a: ModelScore, b: ModelScore, limits: list[Increase]) -> lis
         ca, cb = ta[lim.rule], tb[lim.rule]
         ok = cb - ca <= lim.limit
         over = "" if ra == na and rb == nb else f" ({over})"
-        if lim.rule in ASKING and (ua or ub):
+        if asking and (ua or ub):
             over += f" ({unread})"
         out.append(Condition(
             "increase", scope, ok, f"{lim.rule} {where}: {ca} -> {cb} ({cb - ca:+d}), allowed "
