@@ -75,8 +75,9 @@ class LabelScreen(WorkbenchScreen):
         self.current: str | None = None
         self.choice: bool | None = None
         self.source = False
-        # the stored reason shown with escapes (a newline, a tab, a control character read
-        # from the database), and the stored reason itself: saved as it was if left unedited
+        # the stored reason as the one-line input shows it (a newline or tab as a space, a
+        # control character as an escape), and the stored reason itself: saved as it was if
+        # left unedited
         self.escaped: tuple[str, str] | None = None
 
     def compose(self) -> ComposeResult:
