@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import sys
 from collections import defaultdict
 from collections.abc import Iterator
@@ -220,6 +221,7 @@ def test_arithmetic_really_goes_through_the_evaluator() -> None:
     ("[cd(folder=9 ** 9 ** 9)]", "result too large"),
     ("[cd(folder='a' * 10 ** 10)]", "result too large"),
     ("[cd(folder=[0] * 10 ** 7 + [1])]", "result too large"),
+    ("[cd(folder='%(a)99999999s' % {'a': 1})]", "result too large"),
     ("[cd(folder=(1).__class__ + 1)]", "refused: Attribute"),
     ("[cd(folder=x + 1)]", "refused: Name `x`"),
     ("[cd(folder=[i for i in 'ab'] + [])]", "refused: ListComp"),
@@ -237,7 +239,8 @@ def test_the_evaluator_computes_what_eval_does(text: str, value: object) -> None
 def test_the_evaluator_refuses_every_payload_without_running_anything(tmp_path: Path) -> None:
     canary = new_canary()
     texts = [t.replace(CANARY, str(canary)) for _, t in EXPRESSIONS]
-    texts += ["lambda: 1", "(lambda: 1)()", "f'{1}'", "globals()", "1 if 2 else 3"]
+    texts += ["lambda: 1", "(lambda: 1)()", "f'{1}'", "globals()", "1 if x else 3", "[1][x]",
+              "[1][(1).real]", "'ab'[len('a'):]"]
     with guarded(tmp_path, canary=canary):
         for text in texts:
             with pytest.raises(Refused, match="^refused: "):
@@ -264,3 +267,100 @@ def test_handlers_built_directly_in_a_fresh_process_are_patched_too(tmp_path: Pa
                          timeout=120, check=False)
     assert out.stdout.startswith("Refused refused: "), out.stdout + out.stderr
     assert not canary.exists()
+
+
+# ---------------------------------------------------------------- '%' formatting and its bound
+
+
+@pytest.mark.parametrize("text", [
+    "'%(a)99999999s' % {'a': 1}",  # a width after a mapping key
+    "'%(a).99999999f' % {'a': 1.0}",  # a precision after a mapping key
+    "b'%(a)99999999s' % {b'a': b'x'}",
+    "'%(a(b))99999999s' % {'a(b)': 1}",  # a key holding parentheses
+    "'%-#0 +99999999.5hf' % 1.0",  # flags and a length modifier before the conversion
+    "'%*s' % (10 ** 8, 'a')",  # a width given by '*'
+    "'%.*f' % (10 ** 8, 1.0)",
+    "(('%999s' % '%999s') * 60000) % ((1,) * 60000)",  # small widths, a huge result
+    "('%(a)s' * 1000) % {'a': 'x' * 10000}",  # one large argument converted many times
+    "['%999s' % 'a'][0] * 2000",  # a formatted result weighs its real length
+    "f'{1:99999999}'", "'{:99999999}'.format(1)",  # no str.format route
+])
+def test_string_formatting_over_the_bound_is_refused_at_once(text: str) -> None:
+    import time
+    import tracemalloc
+
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(Refused, match="^refused: (result too large|f-string field|Call)"):
+            safe_eval(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert time.perf_counter() - t0 < 2 and peak < 20_000_000, peak
+
+
+@pytest.mark.parametrize("text", [
+    "'%s-%d' % ('a', 3)", "'%(a)5s|' % {'a': 1}", "'%(a(b))s' % {'a(b)': 1}",
+    "'%-5.2f|%+d|%#x|%o|%e|%g|%c|%r|%a|%%' % (1.5, 3, 255, 8, 1.0, 2.5, 65, 'é', 'é')",
+    "'%*.*f|%-*s|' % (8, 2, 3.14159, 4, 'ab')", "'%2000s' % 'a'", "'%.3s' % 'abcdef'",
+    "'%.500f' % 1e308", "b'%s %d %b' % (b'ab', 5, b'c')", "'%s' % [1, 'a']", "'%.f' % 2.5",
+    "('%999s' % 'a') * 1000", "'%s' % ('x' * 400000)", "('%(a)s' * 140000) % {'a': 'x'}",
+])
+def test_string_formatting_gives_what_eval_does(text: str) -> None:
+    assert safe_eval(text) == eval(text)  # noqa: S307 (test-authored literals)
+
+
+def test_the_format_bound_is_never_below_the_real_length() -> None:
+    from itertools import product
+
+    from careful_engine.core.literal_expr import _format_bound
+
+    values = [0, True, -8, 255, -10 ** 300, 1.5, -1e308, float("inf"), "é", "\U0001f600" * 3,
+              b"xy", [1, "a"], {"a": 1}, None]
+    checked = 0
+    for flags, width, precision, conversion, v in product(
+            ["", "-", "#", "0", "+ "], ["", "7", "*"], ["", ".", ".3", ".*"], "dxoeEfgGsrac", values):
+        for fmt in (f"x%{flags}{width}{precision}{conversion}y", f"%(k){flags}{width}{conversion}"):
+            args = {"k": v} if "(" in fmt else tuple([5] * fmt.count("*") + [v])
+            if "(" in fmt and "*" in fmt:
+                continue
+            bargs = {b"k": v} if isinstance(args, dict) else args
+            for f, a in ((fmt, args), (fmt.encode(), bargs)):
+                try:
+                    out = f % a
+                except (TypeError, ValueError, OverflowError):
+                    continue
+                checked += 1
+                assert _format_bound(f, a) >= len(out), (f, a)
+    assert checked > 5000
+
+
+@pytest.mark.parametrize("text", [
+    "'%(a)s %s' % {'a': 1}", "'%s %s' % (1,)", "'%s' % (1, 2)", "'%d' % 'x'", "'%(a)s' % 5",
+    "'%5%' % ()", "'%(a' % {'a': 1}", "[1, 2, 3][5]", "{'a': 1}[[1]]", "[1][0:1:0]", "(1)[0]",
+])
+def test_errors_are_the_errors_eval_raises(text: str) -> None:
+    with pytest.raises(Exception) as want:  # noqa: PT011 (each its own)
+        eval(text)  # noqa: S307 (test-authored literals)
+    with pytest.raises(want.type, match=f"^{re.escape(str(want.value))}$"):
+        safe_eval(text)
+
+
+# ---------------------------------------------------------------- subscripts and conditionals
+
+
+@pytest.mark.parametrize("text", [
+    "[cd(folder='doc' + ['s','t'][0])]", "[cd(folder=(1 if True else 2) + 1)]",
+    "[cd(folder='ab'[::-1] + 'c')]", "[cd(folder={'a': 1}['a'] + 1)]",
+    "[cd(folder=(1, 2)[1:] + ())]", "[cd(folder=('x' if [] else 'y') * 2)]",
+    "[cd(folder=b'abc'[1] + 1)]", "[cd(folder=[[1, 2]][0][-1] - 1)]",
+    "[cd(folder=['s', 't'][0])]",  # not a BinOp: bfcl keeps the text, no eval
+    "[cd(folder={'a': 'b'}['a'])]",
+])
+def test_subscripts_and_conditionals_decode_as_bfcl_does(text: str) -> None:
+    h = bfcl.handler("gpt-4o-2024-11-20")
+    ours = _decode(h, text)
+    with unpatched():
+        theirs = _decode(h, text)  # benign, test-authored text only
+    assert ours == theirs and ours[0] == "ok", (ours, theirs)
