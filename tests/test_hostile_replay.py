@@ -240,6 +240,26 @@ def test_a_step_too_long_to_decode_stops_the_conversation(tmp_path: Path) -> Non
     assert lines[other.id]["official_error_type"] == "multi_turn:empty_turn_model_response"
 
 
+def test_a_string_format_too_large_is_a_decode_error(tmp_path: Path) -> None:
+    """A call whose '%' formatting would make 100,000,000 characters (a width after a mapping
+    key; six of them in one step) is refused as a decode error naming why: the run finishes
+    and what it writes stays small."""
+    call = "cd(folder='%(a)99999999s' % {'a': 1})"
+    conv = bfcl.conversation(FS)
+    entry = {"id": FS, "result": [[f"[{call}]", f"[{', '.join([call] * 6)}]"]]
+             + [["done"]] * (len(conv.ground_truth) - 1)}
+    run = _prompting_run(tmp_path, [entry])
+    res = runner.invoke(app, ["score", str(run), "--decoder", f"prompting-model={PROMPTING}",
+                              "--out", str(run / "out"), "-q", "--jobs", "1"])
+    assert "Traceback" not in res.output and "could not be scored" not in res.output, res.output
+    out = run / "out" / "conversations.jsonl"
+    assert out.stat().st_size < 1_000_000
+    line = next(r for r in map(json.loads, out.read_text().splitlines()) if r["id"] == FS)
+    assert line["model_calls"] == 0 and line["steps"]["decode_error"] == line["model_steps"]
+    st = decode.decode_step(bfcl.handler(PROMPTING), entry["result"][0][1])
+    assert st.outcome.value == "decode_error" and "result too large" in (st.error or "")
+
+
 def test_decoding_stops_at_the_conversation_budget(monkeypatch) -> None:
     """Steps are decoded until the conversation's text passes the budget; that step and all
     after it are not, and the replay stops there, after the turns before it ran (a verdict
