@@ -82,6 +82,29 @@ def test_one_bad_line_is_one_problem_and_the_rest_is_scored(tmp_path, line, reas
     assert all(by_id[i]["official_valid"] for i in hc.ids()[: hc.N_GOOD])
 
 
+def test_a_line_that_is_not_utf8_is_one_problem(tmp_path) -> None:
+    """bfcl's reader fails on a whole file holding bytes that are not UTF-8; careful skips the
+    line, says which byte, and scores the rest (the line was read with the bytes escaped and
+    scored as if it were text, without a word)."""
+    run = tmp_path / "run"
+    bad_id = hc.ids()[hc.N_GOOD]
+    path = hc.write_model(run, "m")
+    line = b'{"id": "' + bad_id.encode() + b'", "result": [["cd(folder=\'\xff\')"]]}'
+    with path.open("ab") as f:
+        f.write(line + b"\n")
+    out = tmp_path / "out"
+    res = careful("score", run, "--out", out)
+    assert res.exit_code == EXIT_PROBLEMS, res.output
+    assert_no_traceback(res.output)
+    shown = [s for s in res.output.splitlines() if f"{path.name}:{hc.N_GOOD + 1}" in s]
+    at = line.index(b"\xff") + 1
+    assert shown and f"[{bad_id}]: line is not UTF-8 (byte 0xff at byte {at})" in shown[0], \
+        res.output
+    by_id = {c["id"]: c for c in conversations(out)}
+    assert len(by_id) == 200 and by_id[bad_id]["official_valid"] is False
+    assert all(by_id[i]["official_valid"] for i in hc.ids()[: hc.N_GOOD])
+
+
 @pytest.mark.parametrize("counts, shown", [
     ('"output_token_count": [[NaN]]', "output_token_count holds nan"),
     ('"input_token_count": [[Infinity]]', "input_token_count holds inf"),

@@ -319,8 +319,14 @@ def _load_result_file(rf: ResultFile) -> LoadedFile:
         stopped = budget.stopped_at is not None
         too_long = None if stopped else line_over_cap(raw_line)
         bound = parsed_bound(raw_line)  # (counted once, in bytes: see values_bound)
-        line = (raw_line[:100_000] if stopped or too_long else raw_line).decode(
-            "utf-8", errors="surrogateescape")
+        not_utf8: UnicodeDecodeError | None = None
+        if stopped or too_long:  # only where its id would be: a cut may split a character
+            line = raw_line[:100_000].decode("utf-8", errors="surrogateescape")
+        else:
+            try:
+                line = raw_line.decode("utf-8")
+            except UnicodeDecodeError as e:  # bfcl's reader fails on the whole file
+                line, not_utf8 = raw_line.decode("utf-8", errors="surrogateescape"), e
         del raw_line
         if not _CONTENT.search(line):
             continue  # blank but for Unicode spaces: blank as the file's text reads
@@ -329,6 +335,12 @@ def _load_result_file(rf: ResultFile) -> LoadedFile:
             unparsed = None
         if too_long or (not stopped and (too_long := line_over_cap(line))):
             out.problems.append(Problem(name, too_long, lineno, _guess_id(line)))
+            continue
+        if not_utf8 is not None:
+            out.problems.append(Problem(name, "line is not UTF-8 (byte "
+                                        f"0x{not_utf8.object[not_utf8.start]:02x} at byte "
+                                        f"{not_utf8.start + 1:,}); skipped", lineno,
+                                        _guess_id(line)))
             continue
         if over := budget.refuse(lineno, line, "not read, counted as failed", bound):
             guess = _guess_id(line)
