@@ -109,6 +109,38 @@ def test_redundant_read_needs_no_state_change_between(effects: Effects) -> None:
     assert rules.counts["redundant_reads"] == 0 and rules.counts["beyond_read"] == 2
 
 
+def test_an_explicit_default_argument_is_the_same_call(effects: Effects) -> None:
+    """post_tweet repeated with ``mentions=[]`` (its default) spelled out is the same write
+    repeated: a duplicate, not a write beyond; ``ls()`` then ``ls(a=False)`` is the same read
+    repeated. Before, the calls were bound without their defaults and counted as different."""
+    conv = "multi_turn_base_5"
+    ref = bfcl.conversation(conv).ground_truth[2]  # authenticate_twitter, post_tweet
+    spelled = ref[1][:-1] + ", mentions=[])"
+    _, rules = _score(_entry_turn(conv, 2, [fc_step(ref), fc_step([spelled]), ["Done."]]),
+                      effects, conv)
+    assert rules.counts["duplicate_writes"] == 1
+    hit = next(h for h in rules.hits if h.rule == "duplicate_writes")
+    assert hit.steps == [1]
+    assert rules.counts["collateral"] == 1  # the repeat is also the post_tweet beyond
+    _, rules = _score(_entry([fc_step(REF0 + ["ls()", "ls(a=False)"]), ["Done."]]), effects)
+    assert rules.counts["redundant_reads"] == 1 and rules.counts["beyond_read"] == 2
+    _, rules = _score(_entry([fc_step(REF0 + ["ls()", "ls(a=True)"]), ["Done."]]), effects)
+    assert rules.counts["redundant_reads"] == 0  # a different argument is a different read
+
+
+def test_a_default_spelled_out_aligns_with_the_reference_call(effects: Effects) -> None:
+    """The model's ``sort(file_name=...)`` against the reference's ``sort('...')``, and a
+    read with its default spelled out against the same read without it: the same call."""
+    trace, _ = _score(_entry_turn(CONV, 2, [fc_step(["ls(a=False)", "sort(file_name="
+                                                     "'final_report.pdf')"]), ["Done."]]),
+                      effects)
+    assert align(trace.model.turns[2][1:], trace.reference.turns[2]) == [(0, "identical")]
+    # ls() (one side) and ls(a=False) (the other) are matched as the same call
+    trace_a, _ = _score(_entry([fc_step(REF0 + ["ls()"]), ["Done."]]), effects)
+    trace_b, _ = _score(_entry([fc_step(REF0 + ["ls(a=False)"]), ["Done."]]), effects)
+    assert align(trace_b.model.turns[0], trace_a.model.turns[0])[3] == (3, "identical")
+
+
 def test_failed_call(effects: Effects) -> None:
     _, rules = _score(_entry([fc_step(REF0 + ["cat(file_name='missing.txt')"]), ["Done."]]),
                       effects)

@@ -266,7 +266,10 @@ _CANONICAL: dict[str, str] = {}
 
 
 def canonical(record: CallRecord) -> str:
-    """The call with its arguments bound to parameter names (``sort('a')`` = ``sort(file_name='a')``)."""
+    """The call with its arguments bound to parameter names and the omitted ones that have a
+    default filled in (``sort('a')`` = ``sort(file_name='a')``, ``ls()`` = ``ls(a=False)``): the
+    same call however it is spelled, for duplicates, redundant reads and :func:`align`. A call
+    of an unknown function, or whose arguments do not bind, is its own signature."""
     text = _CANONICAL.get(record.text)
     if text is None:
         text = _canonical(record)
@@ -279,7 +282,8 @@ def _canonical(record: CallRecord) -> str:
     call = record.call
     if not isinstance(call, Call):
         return record.text
-    kwargs = bfcl.bound_arguments(call.name, call.args, dict(call.kwargs), partial=True)
+    kwargs = bfcl.bound_arguments(call.name, call.args, dict(call.kwargs), partial=True,
+                                  defaults=True)
     if kwargs is None:
         return call.signature()
     return Call(call.name, (), kwargs).signature()
