@@ -141,6 +141,24 @@ def test_a_default_spelled_out_aligns_with_the_reference_call(effects: Effects) 
     assert align(trace_b.model.turns[0], trace_a.model.turns[0])[3] == (3, "identical")
 
 
+def test_a_state_changed_and_changed_back_makes_a_read_informative(effects: Effects) -> None:
+    """grep, touch then rm of the same file, grep again: the state at the second read equals
+    the state after the first, but it changed in between, so the read is not redundant (nor
+    with a cd away and back, a round trip of hidden state). Before, only the two ends were
+    compared."""
+    grep = "grep(file_name='final_report.pdf',pattern='budget analysis')"
+    for between in (["touch(file_name='zz.txt')", "rm(file_name='zz.txt')"],
+                    ["cd(folder='..')", "cd(folder='temp')"]):
+        _, rules = _score(_entry_turn(CONV, 1, [fc_step(["cd(folder='temp')", grep]
+                                                        + between + [grep]), ["Done."]]),
+                          effects)
+        assert rules.counts["redundant_reads"] == 0, between
+    # with nothing changed in between (a read between), the repeat is redundant
+    _, rules = _score(_entry_turn(CONV, 1, [fc_step(["cd(folder='temp')", grep, "ls()", grep]),
+                                            ["Done."]]), effects)
+    assert rules.counts["redundant_reads"] == 1
+
+
 def test_failed_call(effects: Effects) -> None:
     _, rules = _score(_entry([fc_step(REF0 + ["cat(file_name='missing.txt')"]), ["Done."]]),
                       effects)

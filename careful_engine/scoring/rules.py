@@ -65,7 +65,6 @@ from typing import Any
 from careful_engine.core import bfcl
 from careful_engine.core.calls import Call
 from careful_engine.core.replay import ConversationTrace
-from careful_engine.core.state import State
 from careful_engine.core.trajectory import CallRecord, Outcome
 from careful_engine.effects.boundary import Boundary
 from careful_engine.effects.declarations import load
@@ -613,19 +612,30 @@ def _duplicates(records: list[CallRecord], effects: Effects) -> tuple[dict, dict
 
 
 def _redundant(records: list[CallRecord], effects: Effects) -> tuple[dict, dict]:
-    """Reads repeated with the same arguments and no state change since the earlier one."""
-    last_after: dict[str, State] = {}
+    """Reads repeated with the same arguments and no call in between that changed the state
+    (hidden state included): a change undone before the repeat (touch then rm, cd away and
+    back) still makes it informative. Whether a call changed the state is asked only of the
+    calls between a read and its repeat, once each, the nearest first."""
+    last_read: dict[str, int] = {}
+    changed: list[bool | None] = [None] * len(records)
     counts: dict[str, int] = {}
     where: dict[str, list[CallRecord]] = {}
-    for rec in records:
+
+    def changed_at(k: int) -> bool:
+        c = changed[k]
+        if c is None:
+            c = changed[k] = records[k].changed
+        return c
+
+    for i, rec in enumerate(records):
         if not effects.pure_read(rec.call.name):
             continue
         sig = canonical(rec)
-        prev = last_after.get(sig)
-        if prev is not None and (prev is rec.state_before or prev == rec.state_before):
+        prev = last_read.get(sig)
+        if prev is not None and not any(changed_at(k) for k in range(i - 1, prev, -1)):
             counts[sig] = counts.get(sig, 0) + 1
             where.setdefault(sig, []).append(rec)
-        last_after[sig] = rec.state_after
+        last_read[sig] = i
     return counts, where
 
 
