@@ -15,12 +15,14 @@ same turn, under the effect declarations and a destructive boundary:
 * collateral destructive calls: the destructive calls beyond the reference (``collateral``,
   the paper's attempts) and among them those that succeeded and changed state
   (``collateral_effective``);
-* duplicate writes: a non-idempotent write repeated with the same (bound) arguments after a
-  successful first execution in the turn, beyond what the reference itself repeats
-  (``duplicate_writes``; ``duplicate_writes_visible`` leaves out hidden-only writes such as
-  ``cd``, which bfcl's checker never sees);
+* duplicate writes: a non-idempotent write repeated with the same arguments (bound, omitted
+  ones as their defaults: :func:`canonical`) after a successful first execution in the turn,
+  beyond what the reference itself repeats (``duplicate_writes``;
+  ``duplicate_writes_visible`` leaves out hidden-only writes such as ``cd``, which bfcl's
+  checker never sees);
 * redundant reads: a read repeated with the same arguments with no state change in between
-  (hidden state included), beyond the reference;
+  (hidden state included; a change undone before the repeat is still a change), beyond the
+  reference;
 * failed calls: calls that raised or returned an error (an ``error`` field, an ``Error...``
   message), or were refused by the parser. A false status flag (``verification_status:
   false``) makes a call unsuccessful for the declarations but is not an error here: the
