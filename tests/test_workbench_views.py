@@ -444,3 +444,26 @@ def test_a_conversation_not_replayed_says_so(workdir) -> None:
     clean = ConversationRow(IDS[0], "multi_turn_base", 1, 1, score={"official_valid": True,
                                                                      "rules": {}})
     assert _hits(clean).plain == ""
+
+
+def test_rows_are_marked_and_sorted_by_severity_under_their_safe_rule() -> None:
+    """A line scored under --collateral effective shows effective collateral as severe (the
+    count that fails it) and attempted collateral as a warning; a line naming no safe rule, or
+    one that is not the engine's, is marked under the paper's."""
+    from careful_engine.browse.runs import ConversationRow
+    from workbench.screens.replay import _weight
+    from workbench.widgets.calls import rule_style
+
+    def row(safe: object) -> ConversationRow:
+        return ConversationRow("multi_turn_base_0", "multi_turn_base", 1, 1, score={
+            "official_valid": True, "safe_valid": False, "safe_rule": safe,
+            "rules": {"collateral": 2, "collateral_effective": 1, "asked_destructive": 1}})
+
+    effective = row({"collateral": "effective", "duplicates": "all"})
+    assert effective.safe_rule is not None and effective.safe_rule.collateral == "effective"
+    assert _weight(effective) == (1, 3, 0)  # collE severe; coll and askD warnings
+    assert rule_style("collateral_effective", effective.safe_rule) == "bold red"
+    assert rule_style("collateral", effective.safe_rule) == "yellow"
+    for safe in (None, {"collateral": "sometimes"}, ["effective"]):
+        assert row(safe).safe_rule is None
+        assert _weight(row(safe)) == (2, 2, 0)  # coll severe (paper's); collE, askD warnings

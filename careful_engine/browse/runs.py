@@ -34,7 +34,7 @@ from careful_engine.core.safe_read import read_regular
 from careful_engine.core.user_cache import cache_root
 from careful_engine.scoring.decoders import DecoderChoice
 from careful_engine.scoring.result import SCORES_NAME, ConversationResult
-from careful_engine.scoring.rules import RULE_REGISTRY, RULES, Effects
+from careful_engine.scoring.rules import RULE_REGISTRY, RULES, Effects, SafeRule
 from careful_engine.scoring.score import discover
 from careful_engine.scoring.signature import untrusted
 
@@ -234,6 +234,18 @@ class ConversationRow:
         """Whether the entry was generated under the confirmation protocol (else the rules
         that only it gives meaning to, such as unconfirmed, are not shown)."""
         return bool((self.score or {}).get("confirm_protocol"))
+
+    @property
+    def safe_rule(self) -> SafeRule | None:
+        """The safe rule the line was scored under (None: none named, or not one of the
+        engine's: the paper's is assumed)."""
+        rule = (self.score or {}).get("safe_rule")
+        if not isinstance(rule, dict):
+            return None
+        try:
+            return SafeRule(str(rule.get("collateral")), str(rule.get("duplicates")))
+        except ValueError:
+            return None
 
     @property
     def rules(self) -> dict[str, int]:

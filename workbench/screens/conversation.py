@@ -14,6 +14,7 @@ from careful_engine.browse import ConversationView, change_rows
 from careful_engine.scoring.rules import RULES, rule_legend
 
 from ..widgets import SYNTHETIC, CallDetail, CallList, DiffView, KeyFooter, NavBar, VerdictBar
+from ..widgets.calls import safe_rule
 from .base import WorkbenchScreen
 
 
@@ -108,7 +109,7 @@ class ConversationScreen(WorkbenchScreen):
         model, reference = self._diff_rows(ln.call, ln.turn)
         if ln.call is not None:
             cv = self.view.calls[ln.call]
-            detail.show_call(cv, confirm=self.view.confirm)
+            detail.show_call(cv, confirm=self.view.confirm, safe=safe_rule(self.view))
             ref_title = (f"reference: {cv.reference.text}" if cv.reference is not None
                          else "reference: no matching call")
             self.query_one("#model-diff", DiffView).show(model, title=f"model: {cv.record.text}")

@@ -28,7 +28,7 @@ from careful_engine.core import bfcl
 from careful_engine.core.checker import INFERENCE_ERROR
 from careful_engine.core.safe_text import visible
 from careful_engine.scoring.result import NOT_REPLAYED_TYPES
-from careful_engine.scoring.rules import RULE_REGISTRY, RULES, SEVERITIES, rule_legend
+from careful_engine.scoring.rules import RULE_REGISTRY, RULES, SEVERITIES, rule_legend, severity
 from careful_engine.scoring.score import error_word
 
 from ..messages import ScoreState
@@ -54,11 +54,12 @@ def _verdict(value: bool | None) -> int:
 
 
 def _weight(row: ConversationRow) -> tuple[int, ...]:
-    """Rule hits by the registry's severity (severe first), as the column shows them."""
+    """Rule hits by severity under the row's safe rule (severe first), as the column shows
+    them."""
     counts = row.rules
     shown = shown_rules(counts, confirm=row.confirm)
-    severity = {r: RULE_REGISTRY[r].severity if r in RULE_REGISTRY else "warning" for r in shown}
-    return tuple(sum(counts[r] for r in shown if severity[r] == s) for s in SEVERITIES)
+    marks = {r: severity(r, row.safe_rule) for r in shown}
+    return tuple(sum(counts[r] for r in shown if marks[r] == s) for s in SEVERITIES)
 
 
 def sort_rows(rows: list[ConversationRow], by: str | None, reverse: bool = False
@@ -439,7 +440,7 @@ class ReplayScreen(WorkbenchScreen):
         lines = row_whole(("conversation", "category", "turns", "steps", "BFCL", "safe",
                            "error"), cells)
         lines.append(Text("rule hits:" + ("\n" if row.rules else " none"), style="bold")
-                     + legend(row.rules, counts=row.rules))
+                     + legend(row.rules, counts=row.rules, safe=row.safe_rule))
         self.app.push_screen(LinesScreen(f"{self.ref.label} · {row.id}", lines))
 
     def action_score(self) -> None:
@@ -476,5 +477,5 @@ def _hits(row: ConversationRow, narrow: bool = False) -> Text:
     if not shown_rules(row.rules, confirm=row.confirm):
         return Text("")
     if narrow:
-        return rule_counts(row.rules, " ", "", confirm=row.confirm)
-    return rule_counts(row.rules, confirm=row.confirm)
+        return rule_counts(row.rules, " ", "", confirm=row.confirm, safe=row.safe_rule)
+    return rule_counts(row.rules, confirm=row.confirm, safe=row.safe_rule)

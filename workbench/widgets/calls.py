@@ -11,7 +11,7 @@ from textual.widgets.option_list import Option
 
 from careful_engine.browse import CallView, ConversationView, Line, TurnView
 from careful_engine.core.safe_text import visible
-from careful_engine.scoring.rules import RULE_REGISTRY, SEVERITIES
+from careful_engine.scoring.rules import RULE_REGISTRY, SEVERITIES, SafeRule, severity
 
 # How a screen marks a rule hit, by the rule's severity in the engine's registry.
 SEVERITY_STYLES = dict(zip(SEVERITIES, ("bold red", "yellow", "dim"), strict=True))
@@ -38,9 +38,10 @@ def tag(rule: str) -> str:
     return r.tag if r is not None else visible(rule)
 
 
-def rule_style(rule: str) -> str:
-    r = RULE_REGISTRY.get(rule)
-    return SEVERITY_STYLES.get(r.severity, "yellow") if r is not None else "yellow"
+def rule_style(rule: str, safe: SafeRule | None = None) -> str:
+    """The style of a hit of ``rule`` by its :func:`severity` under the conversation's safe
+    rule ``safe`` (the paper's when None)."""
+    return SEVERITY_STYLES.get(severity(rule, safe), "yellow")
 
 
 def shown_rules(counts: Mapping[str, int], *, confirm: bool = True,
@@ -59,45 +60,54 @@ def shown_rules(counts: Mapping[str, int], *, confirm: bool = True,
             if shown(k)]
 
 
-def rule_tags(rules: Iterable[str] | Mapping[str, int], *, quiet: bool = False) -> Text:
+def rule_tags(rules: Iterable[str] | Mapping[str, int], *, quiet: bool = False,
+              safe: SafeRule | None = None) -> Text:
     """Short rule tags, each once with its count when above one (``[+R]×4 [+W]×2``);
-    ``quiet`` leaves out the rules meaningful only under the confirmation protocol."""
+    ``quiet`` leaves out the rules meaningful only under the confirmation protocol; styled by
+    severity under the safe rule ``safe``."""
     counts = Counter(rules) if not isinstance(rules, Mapping) else Counter(dict(rules))
     out = Text()
     for r in shown_rules(counts, confirm=not quiet, tallies=True):
-        out.append(f" [{tag(r)}]", style=rule_style(r))
+        out.append(f" [{tag(r)}]", style=rule_style(r, safe))
         if counts[r] > 1:
             out.append(f"×{counts[r]}", style="dim")
     return out
 
 
 def rule_counts(counts: Mapping[str, int], sep: str = " · ", gap: str = " ", *,
-                confirm: bool = True) -> Text:
-    """``coll 1 · +W 2`` in the registry's order and styles (``no rule hit`` for none;
-    ``sep`` between hits, ``gap`` between a tag and its count: ``coll1 +W2`` when narrow;
-    the rules meaningful only under the confirmation protocol only with ``confirm``)."""
+                confirm: bool = True, safe: SafeRule | None = None) -> Text:
+    """``coll 1 · +W 2`` in the registry's order, styled by severity under the safe rule
+    ``safe`` (``no rule hit`` for none; ``sep`` between hits, ``gap`` between a tag and its
+    count: ``coll1 +W2`` when narrow; the rules meaningful only under the confirmation
+    protocol only with ``confirm``)."""
     out = Text()
     for rule in shown_rules(counts, confirm=confirm):
         if out:
             out.append(sep, style="dim")
-        out.append(f"{tag(rule)}{gap}{counts[rule]}", style=rule_style(rule))
+        out.append(f"{tag(rule)}{gap}{counts[rule]}", style=rule_style(rule, safe))
     return out or Text("no rule hit", style="dim")
 
 
-def legend(rules: Iterable[str], *, counts: Mapping[str, int] | None = None) -> Text:
+def legend(rules: Iterable[str], *, counts: Mapping[str, int] | None = None,
+           safe: SafeRule | None = None) -> Text:
     """``[tag] name: description`` for each rule (the registry's words), one per line, with
-    its count when ``counts`` are given."""
+    its count when ``counts`` are given (styled by severity under the safe rule ``safe``)."""
     out = Text()
     for r in dict.fromkeys(rules):
         rule = RULE_REGISTRY.get(r)
         if out:
             out.append("\n")
-        out.append(f"  [{tag(r)}]", style=rule_style(r))
+        out.append(f"  [{tag(r)}]", style=rule_style(r, safe))
         if counts is not None:
             out.append(f" {counts.get(r, 0)}")
         out.append(f" {visible(r)}: {rule.description if rule else 'not a rule of this engine'}",
                    style="dim")
     return out
+
+
+def safe_rule(view: ConversationView) -> SafeRule | None:
+    """The safe rule ``view``'s counts were made under (None: not replayed; the paper's)."""
+    return view.rules.rule if view.rules is not None else None
 
 
 def turn_hit_counts(turn: TurnView) -> Counter:
@@ -117,7 +127,7 @@ def turn_heading(turn: TurnView, view: ConversationView) -> Text:
     counts = turn_hit_counts(turn)
     if shown_rules(counts, confirm=view.confirm):  # what the turn's calls are tagged with
         out.append(" · ")
-        out.append_text(rule_counts(counts, confirm=view.confirm))
+        out.append_text(rule_counts(counts, confirm=view.confirm, safe=safe_rule(view)))
     return out
 
 
@@ -132,7 +142,7 @@ def line_text(line: Line, view: ConversationView, width: int = 200) -> Text:
         out = Text("  ")
         out.append("▶ " if cv.divergence else "  ", style="bold magenta")
         out.append("✗ " if cv.errored else "✓ ", style="red" if cv.errored else "green")
-        tags = rule_tags(cv.rules, quiet=not view.confirm)
+        tags = rule_tags(cv.rules, quiet=not view.confirm, safe=safe_rule(view))
         out.append(_clip(cv.record.text, max(width - 6 - tags.cell_len, 8)),
                    style="bold magenta" if cv.divergence else "")
         out.append_text(tags)
@@ -202,9 +212,10 @@ class VerdictBar(Static):
                        style="yellow")
             self.tooltip = None
         else:
-            out.append_text(rule_counts(counts, confirm=view.confirm))
+            out.append_text(rule_counts(counts, confirm=view.confirm, safe=safe_rule(view)))
             shown = shown_rules(counts, confirm=view.confirm)
-            self.tooltip = legend(shown) if shown else None  # what each tag means
+            # what each tag means
+            self.tooltip = legend(shown, safe=safe_rule(view)) if shown else None
             if div is not None:
                 out.append(f"  ▶ diverges: turn {div.turn} step {div.step}", style="magenta")
             elif view.blame is not None:
@@ -230,9 +241,11 @@ class CallDetail(Static):
     def _width(self) -> int:
         return max((self.size.width or self.app.size.width) - 2, 40)
 
-    def show_call(self, cv: CallView, *, confirm: bool = True) -> None:
+    def show_call(self, cv: CallView, *, confirm: bool = True,
+                  safe: SafeRule | None = None) -> None:
         """``confirm``: the run used the confirmation protocol (else its confirm-only tags,
-        every destructive call 'unconfirmed', are left out, as in the list)."""
+        every destructive call 'unconfirmed', are left out, as in the list); ``safe``: the
+        safe rule the conversation was scored under (how its tags are styled)."""
         rec = cv.record
         w = self._width
         head = f"t{rec.turn} s{rec.step} "
@@ -240,7 +253,7 @@ class CallDetail(Static):
         out.append(self._clip(rec.text, w - len(head)), style="bold")
         status = Text("\n")
         status.append("✗ error" if cv.errored else "✓ ok", style="red" if cv.errored else "green")
-        status.append_text(rule_tags(cv.rules, quiet=not confirm))
+        status.append_text(rule_tags(cv.rules, quiet=not confirm, safe=safe))
         if cv.divergence:
             status.append(" ▶ first divergence", style="bold magenta")
         status.append(" · result: ", style="dim")
@@ -276,7 +289,8 @@ class CallDetail(Static):
                 out.append(self._clip(", ".join(turn.blame.missing), w - 9))
         if turn.hits:
             out.append("\nhits:", style="dim")
-            out.append_text(rule_tags(turn_hit_counts(turn), quiet=not view.confirm))
+            out.append_text(rule_tags(turn_hit_counts(turn), quiet=not view.confirm,
+                                      safe=safe_rule(view)))
         for a in turn.answers:
             out.append(f"\nscripted user after step {a.get('step')}: ", style="cyan")
             out.append(self._clip(f"{a.get('answer')} — {a.get('message', '')}", w - 30))

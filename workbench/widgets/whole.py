@@ -19,8 +19,9 @@ from careful_engine.browse import CallView, ConversationView, TurnView
 from careful_engine.core.safe_text import visible
 from careful_engine.core.state import Change
 from careful_engine.effects.infer import short_path
+from careful_engine.scoring.rules import SafeRule
 
-from .calls import legend, shown_rules, turn_hit_counts
+from .calls import legend, safe_rule, shown_rules, turn_hit_counts
 
 MAX_CHARS = 200_000  # of one value shown whole; the rest is counted
 TOTAL_CHARS = 4 * MAX_CHARS  # of a list of changes shown whole; the changes past it counted
@@ -151,10 +152,11 @@ def _bounded(items: Sequence[T], render: Callable[[T], list[Text]]) -> list[Text
     return lines
 
 
-def call_whole(cv: CallView, *, confirm: bool = True) -> list[Text]:
+def call_whole(cv: CallView, *, confirm: bool = True,
+               safe: SafeRule | None = None) -> list[Text]:
     """One call entire: its text and result beside the reference call's, what the model was
     shown, its rule hits explained (those meaningful only under the confirmation protocol
-    with ``confirm``), both sides' state changes, and where both changed the same attribute
+    with ``confirm``; styled under the safe rule ``safe``), both sides' state changes, and where both changed the same attribute
     differently, the character diff."""
     rec, ref = cv.record, cv.reference
     lines = [Text(f"turn {rec.turn} step {rec.step}: "
@@ -169,7 +171,7 @@ def call_whole(cv: CallView, *, confirm: bool = True) -> list[Text]:
         lines += pair("the model was shown (logged) against the replay", cv.seen, rec.result)
     rules = shown_rules(Counter(cv.rules), confirm=confirm, tallies=True)
     if rules:
-        lines += [Text("rule hits", style="bold"), legend(rules)]
+        lines += [Text("rule hits", style="bold"), legend(rules, safe=safe)]
     mine = {c.path: c for c in cv.changes}
     theirs = {c.path: c for c in cv.reference_changes}
     both = [p for p in mine if p in theirs and mine[p].after != theirs[p].after]
@@ -213,7 +215,8 @@ def turn_whole(turn: TurnView, view: ConversationView) -> list[Text]:
     counts = turn_hit_counts(turn)
     rules = shown_rules(counts, confirm=view.confirm, tallies=True)
     if rules:
-        lines += [Text("rule hits", style="bold"), legend(rules, counts=counts)]
+        lines += [Text("rule hits", style="bold"),
+                  legend(rules, counts=counts, safe=safe_rule(view))]
     for a in turn.answers:
         lines += [Text(f"scripted user after step {a.get('step')}", style="bold cyan"),
                   _value("", f"{a.get('answer')} — {a.get('message', '')}")]
@@ -224,7 +227,8 @@ def line_whole(view: ConversationView, line: int) -> tuple[str, list[Text]]:
     """The title and the lines of the whole view of one stepper line."""
     ln = view.lines[line]
     if ln.call is not None:
-        return f"{view.id} · call", call_whole(view.calls[ln.call], confirm=view.confirm)
+        return f"{view.id} · call", call_whole(view.calls[ln.call], confirm=view.confirm,
+                                                safe=safe_rule(view))
     if ln.kind == "turn":
         return f"{view.id} · turn {ln.turn}", turn_whole(view.turns[ln.turn], view)
     return f"{view.id} · turn {ln.turn}", [Text(ln.kind, style="bold"), _value("", ln.text)]

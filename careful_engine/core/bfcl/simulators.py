@@ -46,11 +46,12 @@ def method_signature(name: str) -> inspect.Signature | None:
     return inspect.signature(getattr(simulator_class(cls), name))
 
 
-def bound_arguments(name: str, args: tuple, kwargs: dict,
-                    partial: bool = False) -> dict[str, Any] | None:
+def bound_arguments(name: str, args: tuple, kwargs: dict, partial: bool = False,
+                    defaults: bool = False) -> dict[str, Any] | None:
     """A call's arguments by parameter name, in signature order, positional ones bound as the
     method binds them (None when the function is unknown or the arguments do not bind;
-    ``partial`` accepts missing required arguments)."""
+    ``partial`` accepts missing required arguments; ``defaults`` adds the omitted ones that
+    have a default, as copies: a mutable default of the simulators is never handed out)."""
     sig = method_signature(name)
     if sig is None:
         return None
@@ -59,6 +60,11 @@ def bound_arguments(name: str, args: tuple, kwargs: dict,
         bound = bind(None, *args, **kwargs)
     except TypeError:
         return None
+    if defaults:
+        given = set(bound.arguments)
+        bound.apply_defaults()
+        return {k: v if k in given else copy.deepcopy(v)
+                for k, v in bound.arguments.items() if k != "self"}
     return {k: v for k, v in bound.arguments.items() if k != "self"}
 
 
