@@ -131,16 +131,11 @@ def _done(store: Store) -> None:
 
 
 def _names(value: str | list[str] | None) -> list[str] | None:
-    """Names from a comma-separated value or a repeated option (each may hold commas too):
-    the one convention for repeatable name options (``-a A1 -a A2`` == ``-a A1,A2``)."""
-    values = [value] if isinstance(value, str) else value or []
-    names = []
-    for item in values:
-        parts = item.split(",")
-        # only the spaces after a list's commas go: a single name reaches the name check as
-        # given, so "alice\n" is refused, not silently corrected
-        names += [p.strip(" ") for p in parts if p.strip(" ")] if len(parts) > 1 else [item]
-    return list(dict.fromkeys(n for n in names if n)) or None
+    """Names from a repeatable name option (:func:`parse_names`: ``-a A1 -a A2`` ==
+    ``-a A1,A2``), None for none."""
+    from careful_engine.annotation.names import parse_names
+
+    return parse_names(value) or None
 
 
 def _num(x: float, digits: int = 3) -> str:
@@ -218,7 +213,8 @@ def round_new(
                  else [f.strip() for f in functions.split(",") if f.strip()])
         inputs = inputs.select(which)
         with _store(db) as store:
-            rnd = _new_round(store, name, inputs, humans, models, blind, by or _user(), note)
+            rnd = store.new_round_with_roster(name, inputs, humans, models, blind=blind,
+                                              created_by=by or _user(), note=note)
             status = store.status(rnd.name)
     console.print(
         f"round [bold]{literal(rnd.name)}[/]: {status.functions} functions "
@@ -228,16 +224,6 @@ def round_new(
         f"annotators: {literal(', '.join(p.annotator for p in status.progress)) or 'none yet'}"
     )
     _done(store)
-
-
-def _new_round(store: Store, name: str, inputs, humans: list[str], models: dict[str, str],
-               blind: bool, by: str, note: str):
-    for who in humans:
-        store.add_annotator(who, "human")
-    for who, model in models.items():
-        store.add_annotator(who, "llm", model)
-    return store.new_round(name, inputs, [*humans, *models], blind=blind, created_by=by,
-                           note=note)
 
 
 @round_app.command("add")
@@ -256,14 +242,7 @@ def round_add(
         raise typer.BadParameter("name at least one --annotator or --llm")
     models = _llm_pairs(llm)
     with _guard(), _store(db) as store:
-        store.round(name)
-        for who in _names(annotator) or []:
-            store.add_annotator(who, "human")
-            store.add_to_round(name, who, by=by or _user())
-        for who, model in models.items():
-            store.add_annotator(who, "llm", model)
-            store.add_to_round(name, who, by=by or _user())
-        names = store.round_annotators(name)
+        names = store.add_to_roster(name, _names(annotator) or [], models, by=by or _user())
     console.print(f"round {literal(name)}: annotators {literal(', '.join(names))}")
     _done(store)
 

@@ -18,12 +18,12 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Select, Static
 
 from careful_engine.annotation.errors import AnnotationError, BlindnessError
-from careful_engine.annotation.names import REASON_MAX
+from careful_engine.annotation.names import REASON_MAX, parse_names
 from careful_engine.core.safe_text import clip, visible
 from careful_engine.effects.boundary import BoundaryError
 
 from ..widgets import KeyFooter, NavBar, Picker
-from ..widgets.shared import names, num, plain, shown, yes_no
+from ..widgets.shared import num, plain, shown, yes_no
 from .base import WorkbenchScreen
 from .dialogs import ConfirmDialog, DecisionDialog, TextDialog
 
@@ -319,7 +319,7 @@ class AgreementScreen(WorkbenchScreen):
         def chosen(answer: str | None) -> None:
             if answer is None:
                 return
-            picked = names(answer)
+            picked = parse_names(answer)
             unknown = [a for a in picked if a not in roster]
             if unknown:
                 self.notify(f"not annotators of round {self.session.round_name}: "

@@ -49,11 +49,6 @@ def middle(text: str, width: int) -> str:
     return text[:width - 1 - tail] + "…" + (text[-tail:] if tail else "")
 
 
-def names(raw: str) -> list[str]:
-    """Names separated by spaces or commas (as ``-a A1,A2``), each once, in order."""
-    return list(dict.fromkeys(raw.replace(",", " ").split()))
-
-
 def round_progress(status) -> str:
     """Counts only (never a label): labelled / total per annotator, ✓ once submitted."""
     parts = [f"{p.annotator} {'✓' if p.submitted else f'{p.labelled}/{p.total}'}"
