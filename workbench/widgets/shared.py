@@ -3,7 +3,6 @@ screens import them from here, never from another screen."""
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
@@ -54,11 +53,6 @@ def round_progress(status) -> str:
     parts = [f"{p.annotator} {'✓' if p.submitted else f'{p.labelled}/{p.total}'}"
              for p in status.progress]
     return " · ".join(parts) or "no annotator yet"
-
-
-def num(x: float) -> str:
-    """A statistic with three decimals, ``–`` when undefined."""
-    return "–" if math.isnan(x) else f"{x:.3f}"
 
 
 def yes_no(value: bool | None) -> Text:
