@@ -28,12 +28,18 @@ from careful_engine.core import bfcl
 from careful_engine.core.checker import INFERENCE_ERROR
 from careful_engine.core.safe_text import visible
 from careful_engine.scoring.result import NOT_REPLAYED_TYPES
-from careful_engine.scoring.rules import RULE_REGISTRY, RULES, SEVERITIES, rule_legend
+from careful_engine.scoring.rules import (
+    RULE_REGISTRY,
+    RULES,
+    SEVERITIES,
+    rule_legend,
+    shown_rules,
+)
 from careful_engine.scoring.score import error_word
 
 from ..messages import ScoreState
 from ..widgets import SYNTHETIC, KeyFooter, NavBar, Picker
-from ..widgets.calls import legend, ok, rule_counts, shown_rules, tag
+from ..widgets.calls import legend, ok, rule_counts, tag
 from ..widgets.shared import plain, shown
 from .base import WorkbenchScreen
 
