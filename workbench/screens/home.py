@@ -11,6 +11,7 @@ from textual.widgets import DataTable, Static
 
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.core.safe_text import visible
+from careful_engine.effects.declarations import summary_text
 
 from ..widgets import KeyFooter, NavBar
 from ..widgets.shared import NAME_CHARS, middle, plain, round_progress, shown
@@ -24,14 +25,10 @@ def declarations_text(wb) -> Text:
     if decl is None:
         return plain(f"{source}: not found or unreadable (run `careful declare`)", style="red")
     doc = decl.document
-    total = doc["summary"]["total"]
     out = plain(shown(decl.source), style="bold")
     out.append(visible(f" · {doc['schema']} · bfcl-eval {doc['bfcl_eval']} · sha256 "
                        f"{decl.sha256[:12]}") + "\n")
-    out.append(f"{total['functions']} functions: {total['reads']} reads, {total['writes']} "
-               f"writes ({total['non_idempotent_writes']} not idempotent, "
-               f"{total['hidden_only']} hidden-only); {total['proposed']} proposed by the "
-               "signals\n")
+    out.append(summary_text(doc) + "\n")
     effects = wb.effects
     if effects is None:
         out.append(visible(f"boundary {wb.settings.boundary}: {wb.effects_problem}"),
