@@ -72,10 +72,6 @@ def _user() -> str:
     return current_account()
 
 
-def _lit(value: object) -> str:
-    return literal(value)
-
-
 def _stamp(value: object) -> str:
     """A time (or hash) from the database, its first 19 characters, shown literally."""
     return literal(str(value)[:19]) if value else "–"

@@ -24,7 +24,7 @@ from careful_engine.effects.boundary import BoundaryError
 from careful_engine.present.agreement import agreement_tables, reveal_lines
 
 from ..widgets import KeyFooter, NavBar, Picker
-from ..widgets.shared import plain, shown, yes_no
+from ..widgets.shared import plain, shown_path, yes_no
 from .base import WorkbenchScreen
 from .dialogs import ConfirmDialog, DecisionDialog, TextDialog
 
@@ -397,10 +397,10 @@ class AgreementScreen(WorkbenchScreen):
                     return
                 self.notify(str(e), severity="error")
                 return
-            self.notify(f"wrote {shown(out)}: {len(boundary.destructive)} destructive "
+            self.notify(f"wrote {shown_path(out)}: {len(boundary.destructive)} destructive "
                         f"(v{boundary.version})")
 
-        where = shown(self.app.context.settings.boundary_dir or "declarations/boundary")
+        where = shown_path(self.app.context.settings.boundary_dir or "declarations/boundary")
         self.app.push_screen(TextDialog(
             "Write the boundary", f"{len(self.result.destructive)} destructive functions under "
             f"{self.policy}. Boundary name (written to {where}/NAME.json), or a path ending in "

@@ -40,7 +40,7 @@ from careful_engine.scoring.score import error_word
 from ..messages import ScoreState
 from ..widgets import SYNTHETIC, KeyFooter, NavBar, Picker
 from ..widgets.calls import legend, ok, rule_counts, tag
-from ..widgets.shared import plain, shown
+from ..widgets.shared import plain, shown_path
 from .base import WorkbenchScreen
 
 COLUMNS = ("conversation", "turns", "steps", "BFCL", "safe", "error", "rule hits")
@@ -303,7 +303,7 @@ class ReplayScreen(WorkbenchScreen):
             path = browser.scores_path
             where = ("the workbench's own" if path.is_relative_to(self.app.context.settings.cache_dir
                                                                   or default_cache_dir())
-                     else shown(path))
+                     else shown_path(path))
             text.append(f" · scores: {visible(where)}", style="dim")
             if browser.stale:
                 text.append(" (older than the results: s to rescore)", style="yellow")

@@ -24,7 +24,7 @@ def textual_literal(text: object) -> str:
     return visible(text).replace("[", "\\[")
 
 
-def shown(path: Path | str) -> str:
+def shown_path(path: Path | str) -> str:
     """A path as the screens show it: relative to the working folder, else to the
     repository, else absolute."""
     p = Path(os.path.abspath(path))
