@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import math
 import sqlite3
 import sys
 from collections.abc import Iterator
@@ -73,10 +72,6 @@ def _user() -> str:
     return current_account()
 
 
-def _lit(value: object) -> str:
-    return literal(value)
-
-
 def _stamp(value: object) -> str:
     """A time (or hash) from the database, its first 19 characters, shown literally."""
     return literal(str(value)[:19]) if value else "–"
@@ -131,20 +126,11 @@ def _done(store: Store) -> None:
 
 
 def _names(value: str | list[str] | None) -> list[str] | None:
-    """Names from a comma-separated value or a repeated option (each may hold commas too):
-    the one convention for repeatable name options (``-a A1 -a A2`` == ``-a A1,A2``)."""
-    values = [value] if isinstance(value, str) else value or []
-    names = []
-    for item in values:
-        parts = item.split(",")
-        # only the spaces after a list's commas go: a single name reaches the name check as
-        # given, so "alice\n" is refused, not silently corrected
-        names += [p.strip(" ") for p in parts if p.strip(" ")] if len(parts) > 1 else [item]
-    return list(dict.fromkeys(n for n in names if n)) or None
+    """Names from a repeatable name option (:func:`parse_names`: ``-a A1 -a A2`` ==
+    ``-a A1,A2``), None for none."""
+    from careful_engine.annotation.names import parse_names
 
-
-def _num(x: float, digits: int = 3) -> str:
-    return "–" if math.isnan(x) else f"{x:.{digits}f}"
+    return parse_names(value) or None
 
 
 def _yn(value: bool | None) -> str:
@@ -162,22 +148,18 @@ def _llm_pairs(llm: list[str] | None) -> dict[str, str]:
 
 
 def _print_reveals(reveals: list[dict] | tuple[dict, ...], round_name: str) -> None:
-    """The round's reveal log: every time its labels were opened, by whom, and why."""
-    shown = [r for r in reveals if r["override"]][-20:] + [
-        r for r in reveals if not r["override"]][-5:]
-    shown.sort(key=lambda r: str(r["created"]))
+    """The round's reveal log: every time its labels were opened, by whom, and why (the last
+    20 overrides and 5 other openings)."""
+    from careful_engine.present.agreement import reveal_lines
+
+    shown = reveal_lines(reveals, 20, 5)
     console.print(f"[bold]reveal log of round {literal(round_name)}[/] "
                   f"({len(reveals)} {'entry' if len(reveals) == 1 else 'entries'}"
                   + ("; the last 20 overrides and 5 other openings shown, every entry in "
                      "`careful agree --json`)" if len(shown) < len(reveals) else ")"))
-    for r in shown:
-        what = literal(r.get("what") or "all labels")
-        when = literal(str(r["created"])[:19])
-        if r["override"]:
-            console.print(f"  [yellow]override[/] by {literal(r['who'])} at {when}, {what}: "
-                          f"{literal(r['override'])}")
-        else:
-            console.print(f"  opened by {literal(r['who'])} at {when}, {what}")
+    for line in shown:
+        text = literal(line.text)
+        console.print(f"  [yellow]{text}[/]" if line.override else f"  {text}")
 
 
 # ---------------------------------------------------------------------- round
@@ -218,7 +200,8 @@ def round_new(
                  else [f.strip() for f in functions.split(",") if f.strip()])
         inputs = inputs.select(which)
         with _store(db) as store:
-            rnd = _new_round(store, name, inputs, humans, models, blind, by or _user(), note)
+            rnd = store.new_round_with_roster(name, inputs, humans, models, blind=blind,
+                                              created_by=by or _user(), note=note)
             status = store.status(rnd.name)
     console.print(
         f"round [bold]{literal(rnd.name)}[/]: {status.functions} functions "
@@ -228,16 +211,6 @@ def round_new(
         f"annotators: {literal(', '.join(p.annotator for p in status.progress)) or 'none yet'}"
     )
     _done(store)
-
-
-def _new_round(store: Store, name: str, inputs, humans: list[str], models: dict[str, str],
-               blind: bool, by: str, note: str):
-    for who in humans:
-        store.add_annotator(who, "human")
-    for who, model in models.items():
-        store.add_annotator(who, "llm", model)
-    return store.new_round(name, inputs, [*humans, *models], blind=blind, created_by=by,
-                           note=note)
 
 
 @round_app.command("add")
@@ -256,14 +229,7 @@ def round_add(
         raise typer.BadParameter("name at least one --annotator or --llm")
     models = _llm_pairs(llm)
     with _guard(), _store(db) as store:
-        store.round(name)
-        for who in _names(annotator) or []:
-            store.add_annotator(who, "human")
-            store.add_to_round(name, who, by=by or _user())
-        for who, model in models.items():
-            store.add_annotator(who, "llm", model)
-            store.add_to_round(name, who, by=by or _user())
-        names = store.round_annotators(name)
+        names = store.add_to_roster(name, _names(annotator) or [], models, by=by or _user())
     console.print(f"round {literal(name)}: annotators {literal(', '.join(names))}")
     _done(store)
 
@@ -506,17 +472,17 @@ def label(
 
 
 def _agreement_tables(report: AgreementReport, title: str) -> list[Table]:
-    pairs = Table(title=f"{title}: {len(report.functions)} functions, "
-                  f"{report.unanimous}/{report.complete} unanimous")
-    for col in ("pair", "agree", "raw", "Cohen's κ"):
+    from careful_engine.present.agreement import PAIR_COLUMNS, agreement_tables
+
+    tables = agreement_tables(report)
+    pairs = Table(title=f"{title}: {tables.title}")
+    for col in PAIR_COLUMNS:
         pairs.add_column(col, justify="left" if col == "pair" else "right")
-    for p in report.pairs:
-        pairs.add_row(literal(f"{p.a}–{p.b}"), f"{p.agree}/{p.n}", _num(p.raw), _num(p.kappa))
+    for row in tables.pairs:
+        pairs.add_row(*map(literal, row))
     overall = Table(show_header=False, box=None)
-    overall.add_row("Fleiss' κ", _num(report.fleiss))
-    overall.add_row("Krippendorff's α (nominal)", _num(report.alpha))
-    overall.add_row("destructive labels",
-                    literal(", ".join(f"{a} {n}" for a, n in report.yes.items())))
+    for row in tables.overall:
+        overall.add_row(*map(literal, row))
     return [pairs, overall]
 
 
@@ -545,13 +511,10 @@ def agree(
     with _guard(), _store(db) as store:
         session = store.adjudication_session(round_, by or _user(), override=override)
         chosen = _names(annotators)
-        subsets = ["writes", "all"] if subset == "both" else [subset]
-        writes = sum(f.kind == "write" for f in session.functions())
-        if writes == 0 and "writes" in subsets:
-            if subset == "writes":
-                raise typer.BadParameter("the round's inputs declare no writes",
-                                         param_hint="--subset")
-            subsets.remove("writes")
+        if subset == "writes" and not session.declares_writes():
+            raise typer.BadParameter("the round's inputs declare no writes",
+                                     param_hint="--subset")
+        subsets = session.subsets(subset)
         reports = {s: session.agreement(s, chosen) for s in subsets}
         split_list = session.splits(subsets[-1], chosen)  # the widest subset asked for
         reveals = session.reveal_log()
@@ -651,7 +614,7 @@ def adjudicate(
             pending = [session.decision(*d) for d in decisions]
             result = session.adjudicate(policy, tie=tie, annotators=_names(annotators),
                                         use_decisions=not no_decisions, pending=pending)
-            boundary_name = name or f"{session.round_name}-{policy.replace(':', '-')}"
+            boundary_name = name or session.default_boundary_name(policy)
             path = None
             problem = name_problem(boundary_name)
             if problem and not dry_run:

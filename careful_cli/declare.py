@@ -163,12 +163,9 @@ def declare(
         }, indent=2, sort_keys=True))
     else:
         console.print(table2(rows, bnd))
-        total = doc["summary"]["total"]
         src = doc["sources"]
         console.print(
-            f"{total['reads']} reads and {total['writes']} writes, "
-            f"{total['non_idempotent_writes']} of them not idempotent, {total['hidden_only']} "
-            f"hidden-only; {total['proposed']} proposed by the signals.\n"
+            f"{decl_mod.summary_text(doc)}.\n"
             f"observations: {src['references']['observations']} from {src['references']['calls']}"
             f" reference calls, {src['probes']['observations']} from {src['probes']['calls']} "
             f"probe calls ({src['probes']['successful']} successful), "

@@ -653,3 +653,14 @@ def test_the_workbench_refuses_bad_and_foreign_names(tmp_path, decl, monkeypatch
     with Store(tmp_path / "careful.db") as store:
         assert [a.name for a in store.annotators()] == ["bob"]
         assert store.reveal_log("r") == []
+
+
+def test_one_convention_for_lists_of_names():
+    """Commas and spaces separate names (a CLI option, a workbench field); other whitespace
+    stays in its name, so that the name check refuses it rather than correcting it."""
+    from careful_engine.annotation.names import parse_names
+
+    assert parse_names(["A1,A2", "A3", "A1"]) == ["A1", "A2", "A3"]
+    assert parse_names("alice, bob  carol,") == ["alice", "bob", "carol"]
+    assert parse_names("alice\n") == ["alice\n"] and parse_names("a\tb") == ["a\tb"]
+    assert parse_names(None) == parse_names("") == parse_names(" , ") == []

@@ -365,3 +365,30 @@ def test_export_mcp_stamps_the_hash_of_what_it_read(tmp_path: Path) -> None:
     assert stamped != claimed and stamped == decl_mod.content_hash(doc["functions"])
     shipped = json.loads((REPO / "declarations" / "mcp_tools.json").read_text())
     assert shipped["declarations_content_sha256"] == claimed  # the shipped pair agrees
+
+
+def test_one_summary_sentence_for_both_front_ends(tmp_path: Path) -> None:
+    """`careful declare` and the workbench's Home say the declarations in the same sentence,
+    counted from the functions (a summary edited by hand, or missing, changes nothing)."""
+    import inspect
+
+    from workbench.screens import home
+
+    decl = decl_mod.load(REPO / "declarations" / "effects.json")
+    total = decl.document["summary"]["total"]
+    text = decl_mod.summary_text(decl.document)
+    assert text == (f"{total['functions']} functions: {total['reads']} reads, "
+                    f"{total['writes']} writes ({total['non_idempotent_writes']} not idempotent, "
+                    f"{total['hidden_only']} hidden-only); {total['proposed']} proposed by the "
+                    "signals")
+    assert decl_mod.summary_text({**decl.document, "summary": {"total": {}}}) == text
+    assert "summary_text(" in inspect.getsource(home.declarations_text)
+    from careful_cli import declare
+
+    assert "summary_text(" in inspect.getsource(declare)
+    assert '["summary"]["total"]' not in inspect.getsource(home)
+    out = tmp_path / "effects.json"
+    res = _run("declare", "--no-runs", "--out", str(out), "--quiet")
+    assert res.exit_code == 0, res.output
+    mine = decl_mod.summary_text(json.loads(out.read_text(encoding="utf-8")))
+    assert f"{mine}. observations:" in " ".join(res.output.split())  # (wrapped lines joined)

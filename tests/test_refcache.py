@@ -372,7 +372,7 @@ def test_an_entry_holding_the_model_name_is_not_cached() -> None:
 
 
 
-def test_the_engine_version_covers_every_core_module(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_replay_code_hash_covers_every_core_module(monkeypatch: pytest.MonkeyPatch) -> None:
     """The engine version hashes every module of careful_engine/core, the refcache package's
     own included: a change to any of them (replay.py, each refcache module) gives another
     version, so no entry recorded by other code is used."""
@@ -387,11 +387,11 @@ def test_the_engine_version_covers_every_core_module(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(Path, "read_bytes", read_bytes)
     monkeypatch.setattr(scope, "_ENGINE", [])  # computed afresh here, the real one kept
-    base = refcache.engine_version()
+    base = refcache.replay_code_hash()
     for path in files:
         changed[:] = [path]
         scope._ENGINE.clear()
-        assert refcache.engine_version() != base, path
+        assert refcache.replay_code_hash() != base, path
 
 # ---------------------------------------------------------------- hostile cache files
 @pytest.fixture()
@@ -514,7 +514,7 @@ def test_files_of_other_versions_left_for_a_week_are_removed(private_cache: Path
     import time
 
     private_cache.mkdir(parents=True, exist_ok=True)
-    mine = refcache.engine_version()
+    mine = refcache.replay_code_hash()
     stale = private_cache / f"{CATEGORY}-{'a' * 24}-{'b' * 24}.bin"
     other = private_cache / f"multi_turn_long_context-{'c' * 24}-{'d' * 24}.bin"
     recent = private_cache / f"{CATEGORY}-{'e' * 24}-{'f' * 24}.bin"
@@ -584,3 +584,13 @@ def test_workers_recording_at_once_lose_no_entry(private_cache: Path, shared_run
            for f in sorted(private_cache.glob("*.bin"))}
     assert len(one) == 3 and all(one.values())
     assert {k: sorted(v) for k, v in two.items()} == {k: sorted(v) for k, v in one.items()}
+
+
+def test_one_name_one_meaning() -> None:
+    """engine_version is the package's version (scoring.settings); the hash of the replay code
+    is replay_code_hash; shown rounds a figure (core.figures), shown_path shows a path."""
+    from careful_engine.core.refcache import scope
+    from workbench.widgets import shared
+
+    assert not hasattr(refcache, "engine_version") and not hasattr(scope, "engine_version")
+    assert not hasattr(shared, "shown") and callable(shared.shown_path)

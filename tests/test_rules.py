@@ -439,3 +439,25 @@ def test_one_rule_registry_names_every_counted_rule(effects: Effects) -> None:
     assert columns == [k for k in RULES if k in columns]
     assert rule_legend(["collateral", "failed"]).split("; ")[1] == "fail: failed calls"
 
+
+
+def test_which_rule_hits_are_shown_is_one_rule():
+    """shown_rules (the engine's, on top of applies) decides for the workbench's tags and
+    the browse view's hits: no rule counting the same calls as one shown, tallies only when
+    asked, confirmation-only rules only under the protocol, unknown names last."""
+    import inspect
+
+    from careful_engine.browse import view
+    from careful_engine.scoring.rules import shown_rule, shown_rules
+    from workbench.widgets import calls
+
+    counts = {"zz_unknown": 1, "unconfirmed": 2, "destructive_calls": 3, "collateral": 1,
+              "beyond_destructive": 1, "failed": 0}
+    assert shown_rules(counts) == ["collateral", "unconfirmed", "zz_unknown"]
+    assert shown_rules(counts, confirm=False, tallies=True) == [
+        "collateral", "destructive_calls", "zz_unknown"]
+    assert shown_rules({"beyond_destructive": 1}) == ["beyond_destructive"]
+    assert not shown_rule("unconfirmed", False) and shown_rule("unconfirmed", True)
+    assert shown_rule("zz_unknown", False) and shown_rule("collateral", False)
+    assert calls.shown_rules is shown_rules
+    assert "shown_rule(" in inspect.getsource(view.ConversationView.shown)

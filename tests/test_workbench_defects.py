@@ -353,6 +353,34 @@ def test_a_new_round_has_a_roster(workdir) -> None:
         assert len(store.round_functions("r3")) == 49  # the writes
 
 
+def test_a_language_model_annotators_name_is_refused_as_a_person(workdir) -> None:
+    """A new round's roster and Ctrl+O take names as people, as `careful round new -a` and
+    `careful round add -a` do: the name of a language-model annotator is refused (before: it
+    was put on the roster as it stood, a language model labelling as a person)."""
+    from careful_engine.annotation.store import Store
+
+    with Store(workdir / "careful.db") as store:
+        store.add_annotator("g4", "llm", "gpt-4o-2024-11-20")
+
+    async def as_user(user: str, *keys: str) -> list[str]:
+        app = WorkbenchApp(settings(workdir, user=user))
+        shown: list[str] = []
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, "2")
+            app.notify = lambda message, **kw: shown.append(str(message))  # type: ignore
+            await settle(pilot, *keys)
+        return shown
+
+    shown = asyncio.run(as_user("tester", "ctrl+n", *"alice g4", "enter"))
+    assert any("annotator g4 exists already as llm" in m for m in shown), shown
+    shown = asyncio.run(as_user("lead", "ctrl+o", *"g4", "enter"))
+    assert any("annotator g4 exists already as llm" in m for m in shown), shown
+    with Store(workdir / "careful.db") as store:
+        assert not store.round_exists("r3") and store.annotator("alice") is None
+        assert "g4" not in store.round_annotators("r1")
+        assert store.annotator("g4").kind == "llm"
+
+
 # ---------------------------------------------------------------- defect 6: reasons on purpose
 
 

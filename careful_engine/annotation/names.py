@@ -10,7 +10,9 @@ confusable.
 
 from __future__ import annotations
 
+import re
 import unicodedata
+from collections.abc import Iterable
 
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.core.json_values import a_kind
@@ -61,6 +63,20 @@ def _name_problem(name: str) -> str | None:
     if unicodedata.category(name[0])[0] not in "LN":
         return "must start with a letter or a digit"
     return None
+
+
+_SEPARATORS = re.compile(r"[, ]+")
+
+
+def parse_names(value: str | Iterable[str] | None) -> list[str]:
+    """Names from one value or several (a repeated option, a dialog's field), each once, in
+    order: the one convention of every front end (``-a A1 -a A2`` == ``-a A1,A2`` ==
+    ``A1 A2``). Commas and spaces separate names; any other whitespace or control character is
+    no separator and stays in its name, so that :func:`check_name` refuses ``"alice\n"``
+    rather than a name being silently corrected."""
+    values = [value] if isinstance(value, str) else list(value or [])
+    names = [part for item in values for part in _SEPARATORS.split(item) if part]
+    return list(dict.fromkeys(names))
 
 
 def name_key(name: str) -> str:
@@ -130,4 +146,4 @@ def check_model(model: object) -> str:
 
 __all__ = ["NAME_MAX", "NAME_RULE", "REASON_MAX", "check_line", "check_model", "check_name",
            "check_reason",
-           "confusable", "name_key", "time_problem"]
+           "confusable", "name_key", "parse_names", "time_problem"]

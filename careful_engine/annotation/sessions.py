@@ -486,6 +486,25 @@ class AdjudicationSession:
             return [f.name for f in functions if f.kind == "write"]
         raise AnnotationError(f"subset must be 'writes' or 'all', not {subset!r}")
 
+    def declares_writes(self) -> bool:
+        """Whether the round's inputs declare a write."""
+        return any(f.kind == "write" for f in self.functions())
+
+    def subsets(self, asked: str) -> list[str]:
+        """The subsets the figures are over when ``asked`` ('writes', 'all' or 'both'), the
+        widest last: a round whose inputs declare no write falls back to all functions."""
+        if asked not in ("writes", "all", "both"):
+            raise AnnotationError(f"subset must be 'writes', 'all' or 'both', not {asked!r}")
+        subsets = ["writes", "all"] if asked == "both" else [asked]
+        if "writes" in subsets and not self.declares_writes():
+            subsets = ["all"]
+        return subsets
+
+    def default_boundary_name(self, policy: str) -> str:
+        """The name of the boundary adjudicated under ``policy`` when none is given:
+        ``<round>-<policy>``, a ``:`` as ``-`` (``r1-annotator-A1``)."""
+        return f"{self.round_name}-{policy.replace(':', '-')}"
+
     def counted(self) -> dict[str, dict[str, Label]]:
         """The labels agreement and adjudication count: once the round is closed, those of
         the annotators who submitted (a draft left when its creator closed the round does not

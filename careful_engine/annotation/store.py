@@ -300,6 +300,45 @@ class Store:
         final = self.roster_final(round_name)
         return f"{final}; it takes no new annotator" if final else None
 
+    def new_round_with_roster(
+        self,
+        name: str,
+        inputs: RoundInputs,
+        humans: Iterable[str] = (),
+        llms: dict[str, str] | None = None,
+        *,
+        blind: bool = True,
+        created_by: str = "",
+        note: str = "",
+    ) -> Round:
+        """Register the roster (people as human annotators, ``llms`` as NAME -> MODEL) and
+        create the round on it, all or nothing: what every front end calls. A person's name
+        that belongs to a language-model annotator (or the reverse) is refused
+        (:meth:`add_annotator`), never put on the roster as what it is not."""
+        humans, llms = list(humans), dict(llms or {})
+        with self.__conn.tx():
+            for who in humans:
+                self.add_annotator(who, "human")
+            for who, model in llms.items():
+                self.add_annotator(who, "llm", model)
+            return self.new_round(name, inputs, [*humans, *llms], blind=blind,
+                                  created_by=created_by, note=note)
+
+    def add_to_roster(self, round_name: str, humans: Iterable[str] = (),
+                      llms: dict[str, str] | None = None, *, by: str) -> list[str]:
+        """Register annotators (people as human, ``llms`` as NAME -> MODEL; refused where a
+        name belongs to an annotator of the other kind) and add them to a round
+        (:meth:`add_to_round`: its creator only), all or nothing. Returns the roster."""
+        rnd = self.round(round_name)
+        with self.__conn.tx():
+            for who in humans:
+                self.add_annotator(who, "human")
+                self.add_to_round(rnd.name, who, by=by)
+            for who, model in (llms or {}).items():
+                self.add_annotator(who, "llm", model)
+                self.add_to_round(rnd.name, who, by=by)
+        return self.round_annotators(rnd.name)
+
     def add_to_round(self, round_name: str, annotator: str, *, by: str) -> None:
         """Add a registered annotator to a round (only its creator may; a no-op if it is in
         the round already). Refused once the round is closed, by its creator or because every
@@ -367,12 +406,19 @@ class Store:
                                 [stamp, closer, rnd.name])
         return stamp
 
-    @staticmethod
-    def _owner(rnd: Round, by: str, what: str) -> None:
+    def owner_refusal(self, round_name: str, by: str, what: str) -> str | None:
+        """Why ``by`` may not ``what`` (change the round's roster, close it: its creator
+        only), or None: the one rule, asked by a front end before it offers the change."""
+        rnd = self.round(round_name)
         by = check_person(by, "who")
         if rnd.created_by and by != rnd.created_by:
-            raise AnnotationError(
-                f"only {rnd.created_by}, who created round {rnd.name}, may {what}")
+            return f"only {rnd.created_by}, who created round {rnd.name}, may {what}"
+        return None
+
+    def _owner(self, rnd: Round, by: str, what: str) -> None:
+        refused = self.owner_refusal(rnd.name, by, what)
+        if refused:
+            raise AnnotationError(refused)
 
     def is_closed(self, round_name: str) -> bool:
         """True once its creator closed the round, or while it has annotators who have all

@@ -13,11 +13,11 @@ from careful_engine.core.trajectory import CallRecord, Outcome, Verdict
 from careful_engine.scoring.blame import Blame
 from careful_engine.scoring.rules import (
     PAPER_RULE,
-    RULE_REGISTRY,
     ConversationRules,
     Hit,
     align,
     errored,
+    shown_rule,
 )
 
 # ---------------------------------------------------------------- the per-call view model
@@ -170,8 +170,7 @@ class ConversationView:
         """Whether a hit of ``rule`` is shown: the rules meaningful only under the
         confirmation protocol are not, on a run without it (every destructive call is
         'unconfirmed' there)."""
-        r = RULE_REGISTRY.get(rule)
-        return self.confirm or r is None or not r.confirm
+        return shown_rule(rule, self.confirm)
 
     def _hit(self, ln: Line) -> bool:
         if ln.kind == "call":

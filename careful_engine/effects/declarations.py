@@ -154,6 +154,18 @@ def class_counts(functions: dict[str, Any]) -> dict[str, dict[str, int]]:
     return out
 
 
+def summary_text(doc: dict[str, Any]) -> str:
+    """The declarations in one sentence, as every front end says it: functions, reads, writes
+    (not idempotent, hidden-only) and the proposals of the signals, counted from the
+    document's ``functions`` (as :func:`load` checks them; never from its ``summary``, which
+    a file edited by hand may contradict)."""
+    by_class = class_counts(doc["functions"])
+    t = {k: sum(c[k] for c in by_class.values()) for k in next(iter(by_class.values()))}
+    return (f"{t['functions']} functions: {t['reads']} reads, {t['writes']} writes "
+            f"({t['non_idempotent_writes']} not idempotent, {t['hidden_only']} hidden-only); "
+            f"{t['proposed']} proposed by the signals")
+
+
 def document(functions: dict[str, Any], sources: dict[str, Any]) -> dict[str, Any]:
     by_class = class_counts(functions)
     total = {k: sum(c[k] for c in by_class.values()) for k in next(iter(by_class.values()))}

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -203,6 +204,27 @@ def applies(name: str, confirm: bool) -> bool:
     """Whether rule ``name`` means something on a run with (``confirm``) or without the
     confirmation protocol."""
     return confirm or not RULE_REGISTRY[name].confirm
+
+
+def shown_rule(name: str, confirm: bool) -> bool:
+    """Whether a hit of rule ``name`` is shown on a run with (``confirm``) or without the
+    confirmation protocol (:func:`applies`; a rule the registry does not know is shown)."""
+    return name not in RULE_REGISTRY or applies(name, confirm)
+
+
+def shown_rules(counts: Mapping[str, int], *, confirm: bool = True,
+                tallies: bool = False) -> list[str]:
+    """The rules of ``counts`` worth showing, in the registry's order (unknown names last): no
+    rule another one shown counts the same calls of, tallies (counts, not departures) only
+    with ``tallies``, rules meaningful only under the confirmation protocol only with
+    ``confirm`` (:func:`shown_rule`)."""
+    def shown(name: str) -> bool:
+        r = RULE_REGISTRY.get(name)
+        return shown_rule(name, confirm) and (r is None or not (
+            (r.tally and not tallies) or (r.same_as and counts.get(r.same_as))))
+    known = [k for k in RULE_REGISTRY if counts.get(k)]
+    return [k for k in known + sorted(k for k in counts if k not in RULE_REGISTRY and counts[k])
+            if shown(k)]
 
 
 def applicable(counts: Counter, confirm: bool) -> Counter:

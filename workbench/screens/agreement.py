@@ -18,17 +18,18 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Select, Static
 
 from careful_engine.annotation.errors import AnnotationError, BlindnessError
-from careful_engine.annotation.names import REASON_MAX
+from careful_engine.annotation.names import REASON_MAX, parse_names
 from careful_engine.core.safe_text import clip, visible
 from careful_engine.effects.boundary import BoundaryError
+from careful_engine.present.agreement import agreement_tables, reveal_lines
 
 from ..widgets import KeyFooter, NavBar, Picker
-from ..widgets.shared import names, num, plain, shown, yes_no
+from ..widgets.shared import plain, shown_path, yes_no
 from .base import WorkbenchScreen
 from .dialogs import ConfirmDialog, DecisionDialog, TextDialog
 
 TIES = ("error", "yes", "no")
-LOG_CHARS = 200  # of an override's reason (and who, what) in a reveal-log line; the rest cut
+REVEAL_OVERRIDES = 5  # the overrides of the reveal log under the figures (all: careful agree)
 
 
 def reason_text(reason: str) -> str:
@@ -38,18 +39,16 @@ def reason_text(reason: str) -> str:
 
 
 def reveal_log(reveals: list[dict]) -> Text:
-    """The overrides in a round's reveal log: who opened labels early, when, what and why
-    (openings of a closed round are logged too, and listed by ``careful round status``)."""
-    overrides = [r for r in reveals if r["override"]]
+    """The overrides in a round's reveal log, the last :data:`REVEAL_OVERRIDES`: who opened
+    labels early, when, what and why (openings of a closed round are logged too, and listed
+    by ``careful round status``)."""
+    count = sum(1 for r in reveals if r["override"])
     out = Text()
-    if overrides:
-        out.append(f"\nreveal log: {len(overrides)} override{'s' if len(overrides) != 1 else ''}"
+    if count:
+        out.append(f"\nreveal log: {count} override{'s' if count != 1 else ''}"
                    f" of {len(reveals)} openings", style="yellow")
-    for r in overrides[-5:]:
-        who, what = (visible(clip(str(v), LOG_CHARS)) for v in (r["who"],
-                                                                   r.get("what") or "all labels"))
-        out.append(f"\n  {visible(str(r['created'])[:16])} {who}, {what}: "
-                   f"{visible(clip(str(r['override']), LOG_CHARS))}", style="yellow")
+    for line in reveal_lines(reveals, REVEAL_OVERRIDES):
+        out.append(f"\n  {line.text}", style="yellow")
     return out
 
 
@@ -169,13 +168,12 @@ class AgreementScreen(WorkbenchScreen):
     def _no_writes(self) -> bool:
         """Whether the open round's inputs declare no write (agreement on all functions only,
         as careful agree says)."""
-        return self.session is not None and not any(
-            f.kind == "write" for f in self.session.functions())
+        return self.session is not None and not self.session.declares_writes()
 
     def _subset(self) -> str:
         """What the figures and the splits are over: the chosen subset (all where the inputs
-        declare no write)."""
-        return "all" if self._no_writes() else self.subset
+        declare no write: :meth:`AdjudicationSession.subsets`)."""
+        return self.subset if self.session is None else self.session.subsets(self.subset)[-1]
 
     def _mode(self) -> None:
         who = "all annotators" if self.chosen is None else f"only {', '.join(self.chosen)}"
@@ -203,16 +201,17 @@ class AgreementScreen(WorkbenchScreen):
                        f"{'' if len(report.annotators) == 1 else 's'}", style="bold")
         if s.overridden:
             summary.append(" · opened with an override (recorded)", style="yellow")
-        summary.append(f"\nFleiss' κ {num(report.fleiss)} · Krippendorff's α "
-                       f"{num(report.alpha)} · unanimous {report.unanimous}/{report.complete}"
-                       f" · destructive labels: "
-                       + ", ".join(f"{visible(a)} {n}" for a, n in report.yes.items()))
+        tables = agreement_tables(report)
+        (_, fleiss), (_, alpha), (_, destructive) = tables.overall
+        summary.append(f"\nFleiss' κ {fleiss} · Krippendorff's α {alpha} · unanimous "
+                       f"{report.unanimous}/{report.complete} · destructive labels: "
+                       + visible(destructive))
         summary.append_text(reveal_log(s.reveal_log()))
         self.query_one("#agree-summary", Static).update(summary)
         pairs = self.query_one("#pairs", DataTable)
         pairs.clear()
-        for p in report.pairs:
-            pairs.add_row(plain(f"{p.a}–{p.b}"), f"{p.agree}/{p.n}", num(p.kappa))
+        for pair, agree, kappa in tables.pair_cells(("pair", "agree", "Cohen's κ")):
+            pairs.add_row(plain(pair), agree, kappa)
         self._splits()
         self._adjudicate()
         self.query_one("#splits", DataTable).focus()
@@ -319,7 +318,7 @@ class AgreementScreen(WorkbenchScreen):
         def chosen(answer: str | None) -> None:
             if answer is None:
                 return
-            picked = names(answer)
+            picked = parse_names(answer)
             unknown = [a for a in picked if a not in roster]
             if unknown:
                 self.notify(f"not annotators of round {self.session.round_name}: "
@@ -378,7 +377,7 @@ class AgreementScreen(WorkbenchScreen):
             self.notify(f"nothing to write: {self.refused or 'no adjudication'}",
                         severity="warning")
             return
-        default = f"{self.session.round_name}-{self.policy.replace(':', '-')}"
+        default = self.session.default_boundary_name(self.policy)
 
         def write(name: str | None, force: bool = False) -> None:
             if not name:
@@ -398,10 +397,10 @@ class AgreementScreen(WorkbenchScreen):
                     return
                 self.notify(str(e), severity="error")
                 return
-            self.notify(f"wrote {shown(out)}: {len(boundary.destructive)} destructive "
+            self.notify(f"wrote {shown_path(out)}: {len(boundary.destructive)} destructive "
                         f"(v{boundary.version})")
 
-        where = shown(self.app.context.settings.boundary_dir or "declarations/boundary")
+        where = shown_path(self.app.context.settings.boundary_dir or "declarations/boundary")
         self.app.push_screen(TextDialog(
             "Write the boundary", f"{len(self.result.destructive)} destructive functions under "
             f"{self.policy}. Boundary name (written to {where}/NAME.json), or a path ending in "

@@ -11,8 +11,10 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
+from careful_engine.annotation.names import parse_names
+
 from ..widgets.picker import Picker
-from ..widgets.shared import names, plain
+from ..widgets.shared import plain
 
 
 class TextDialog(ModalScreen[str | None]):
@@ -125,7 +127,7 @@ class NewRound:
 def llm_pairs(raw: str) -> dict[str, str]:
     """``NAME=MODEL`` pairs separated by spaces or commas (ValueError names a bad one)."""
     out: dict[str, str] = {}
-    for item in names(raw):
+    for item in parse_names(raw):
         who, sep, model = item.partition("=")
         if not sep or not who or not model:
             raise ValueError(f"expected NAME=MODEL, got {item!r}")
@@ -165,7 +167,7 @@ class NewRoundDialog(ModalScreen[NewRound | None]):
     @on(Input.Submitted)
     def _accept(self) -> None:
         name = self.query_one("#round-name", Input).value.strip()
-        annotators = names(self.query_one("#round-annotators", Input).value)
+        annotators = parse_names(self.query_one("#round-annotators", Input).value)
         try:
             llms = llm_pairs(self.query_one("#round-llms", Input).value)
         except ValueError as e:

@@ -11,27 +11,24 @@ from textual.widgets import DataTable, Static
 
 from careful_engine.annotation.errors import AnnotationError
 from careful_engine.core.safe_text import visible
+from careful_engine.effects.declarations import summary_text
 
 from ..widgets import KeyFooter, NavBar
-from ..widgets.shared import NAME_CHARS, middle, plain, round_progress, shown
+from ..widgets.shared import NAME_CHARS, middle, plain, round_progress, shown_path
 from .base import WorkbenchScreen
 
 
 def declarations_text(wb) -> Text:
     """The declarations' version and counts, and the scoring boundary."""
     decl = wb.declarations
-    source = shown(wb.settings.declarations or "declarations/effects.json")
+    source = shown_path(wb.settings.declarations or "declarations/effects.json")
     if decl is None:
         return plain(f"{source}: not found or unreadable (run `careful declare`)", style="red")
     doc = decl.document
-    total = doc["summary"]["total"]
-    out = plain(shown(decl.source), style="bold")
+    out = plain(shown_path(decl.source), style="bold")
     out.append(visible(f" · {doc['schema']} · bfcl-eval {doc['bfcl_eval']} · sha256 "
                        f"{decl.sha256[:12]}") + "\n")
-    out.append(f"{total['functions']} functions: {total['reads']} reads, {total['writes']} "
-               f"writes ({total['non_idempotent_writes']} not idempotent, "
-               f"{total['hidden_only']} hidden-only); {total['proposed']} proposed by the "
-               "signals\n")
+    out.append(summary_text(doc) + "\n")
     effects = wb.effects
     if effects is None:
         out.append(visible(f"boundary {wb.settings.boundary}: {wb.effects_problem}"),
@@ -155,7 +152,7 @@ class HomeScreen(WorkbenchScreen):
             table.add_row(plain(middle(name, NAME_CHARS)), str(cats), str(convs), state, cell,
                           plain(decoder or ""), key=label)
         wb = self.app.context
-        where = ", ".join(shown(p) for p in wb.settings.runs) or "nothing"
+        where = ", ".join(shown_path(p) for p in wb.settings.runs) or "nothing"
         note = f"{len(rows)} run(s) from {where}"
         if not rows:
             note += ": no multi-turn result files (try `careful demo`)"
@@ -177,7 +174,7 @@ class HomeScreen(WorkbenchScreen):
         store = self.app.context.store
         table = self.query_one("#rounds", DataTable)
         table.clear()
-        note = f"annotation database: {shown(store.path)} · you are {self.app.context.settings.user}"
+        note = f"annotation database: {shown_path(store.path)} · you are {self.app.context.settings.user}"
         # the problems of this read only (the store is the workbench's, kept open: what it
         # noted before, and a database repaired since, would be shown again)
         store.problems.clear()

@@ -184,8 +184,8 @@ class LabelScreen(WorkbenchScreen):
             if name not in roster:  # the roster is fixed: a typo never joins a blind round
                 self.notify(f"{name or '(no name)'} is not an annotator of round "
                             f"{round_name}; the roster: {', '.join(roster) or 'nobody yet'}"
-                            + (" (Ctrl+O adds one)" if self._owns(round_name) else
-                               " (ask its creator to add you)"), severity="error", timeout=8)
+                            + (" (ask its creator to add you)" if self._roster_refusal(round_name)
+                               else " (Ctrl+O adds one)"), severity="error", timeout=8)
                 return
             self.session = store.annotator_session(round_name, name)
         except AnnotationError as e:
@@ -221,13 +221,9 @@ class LabelScreen(WorkbenchScreen):
             store = self.app.context.store
             try:
                 inputs = load_inputs(self.app.context.settings.declarations).select(answer.scope)
-                for who in answer.annotators:
-                    if store.annotator(who) is None:
-                        store.add_annotator(who, "human")
-                for who, model in answer.llms.items():
-                    store.add_annotator(who, "llm", model)
-                store.new_round(answer.name, inputs, [*answer.annotators, *answer.llms],
-                                blind=True, created_by=self.app.context.settings.user)
+                store.new_round_with_roster(answer.name, inputs, answer.annotators,
+                                            answer.llms, blind=True,
+                                            created_by=self.app.context.settings.user)
             except AnnotationError as e:
                 self.notify(str(e), severity="error", timeout=8)
                 return
@@ -246,9 +242,10 @@ class LabelScreen(WorkbenchScreen):
             return None
         return str(value)
 
-    def _owns(self, round_name: str) -> bool:
-        rnd = self.app.context.store.round(round_name)
-        return not rnd.created_by or rnd.created_by == self.app.context.settings.user
+    def _roster_refusal(self, round_name: str) -> str | None:
+        """Why this user may not change the round's roster (its creator only), or None."""
+        return self.app.context.store.owner_refusal(
+            round_name, self.app.context.settings.user, "change its roster")
 
     def _change_round(self, change: Callable[[], object], done: str) -> None:
         """Make a change to a round: say why it was refused, or what was done and show the
@@ -266,9 +263,9 @@ class LabelScreen(WorkbenchScreen):
         round_name = self._chosen_round()
         if round_name is None:
             return
-        if not self._owns(round_name):
-            self.notify(f"only {self.app.context.store.round(round_name).created_by}, who created "
-                        f"round {round_name}, may change its roster", severity="error")
+        refused = self._roster_refusal(round_name)
+        if refused:
+            self.notify(refused, severity="error")
             return
 
         def add(name: str | None) -> None:
@@ -277,9 +274,7 @@ class LabelScreen(WorkbenchScreen):
             store = self.app.context.store
 
             def change() -> None:
-                if store.annotator(name) is None:
-                    store.add_annotator(name, "human")
-                store.add_to_round(round_name, name, by=self.app.context.settings.user)
+                store.add_to_roster(round_name, [name], by=self.app.context.settings.user)
 
             self._change_round(change, f"{name} added to round {round_name}")
 

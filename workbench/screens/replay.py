@@ -28,13 +28,20 @@ from careful_engine.core import bfcl
 from careful_engine.core.checker import INFERENCE_ERROR
 from careful_engine.core.safe_text import visible
 from careful_engine.scoring.result import NOT_REPLAYED_TYPES
-from careful_engine.scoring.rules import RULE_REGISTRY, RULES, SEVERITIES, rule_legend, severity
+from careful_engine.scoring.rules import (
+    RULE_REGISTRY,
+    RULES,
+    SEVERITIES,
+    rule_legend,
+    severity,
+    shown_rules,
+)
 from careful_engine.scoring.score import error_word
 
 from ..messages import ScoreState
 from ..widgets import SYNTHETIC, KeyFooter, NavBar, Picker
-from ..widgets.calls import legend, ok, rule_counts, shown_rules, tag
-from ..widgets.shared import plain, shown
+from ..widgets.calls import legend, ok, rule_counts, tag
+from ..widgets.shared import plain, shown_path
 from .base import WorkbenchScreen
 
 COLUMNS = ("conversation", "turns", "steps", "BFCL", "safe", "error", "rule hits")
@@ -298,7 +305,7 @@ class ReplayScreen(WorkbenchScreen):
             path = browser.scores_path
             where = ("the workbench's own" if path.is_relative_to(self.app.context.settings.cache_dir
                                                                   or default_cache_dir())
-                     else shown(path))
+                     else shown_path(path))
             text.append(f" · scores: {visible(where)}", style="dim")
             if browser.stale:
                 text.append(" (older than the results: s to rescore)", style="yellow")

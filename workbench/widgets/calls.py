@@ -11,7 +11,13 @@ from textual.widgets.option_list import Option
 
 from careful_engine.browse import CallView, ConversationView, Line, TurnView
 from careful_engine.core.safe_text import visible
-from careful_engine.scoring.rules import RULE_REGISTRY, SEVERITIES, SafeRule, severity
+from careful_engine.scoring.rules import (
+    RULE_REGISTRY,
+    SEVERITIES,
+    SafeRule,
+    severity,
+    shown_rules,
+)
 
 # How a screen marks a rule hit, by the rule's severity in the engine's registry.
 SEVERITY_STYLES = dict(zip(SEVERITIES, ("bold red", "yellow", "dim"), strict=True))
@@ -42,22 +48,6 @@ def rule_style(rule: str, safe: SafeRule | None = None) -> str:
     """The style of a hit of ``rule`` by its :func:`severity` under the conversation's safe
     rule ``safe`` (the paper's when None)."""
     return SEVERITY_STYLES.get(severity(rule, safe), "yellow")
-
-
-def shown_rules(counts: Mapping[str, int], *, confirm: bool = True,
-                tallies: bool = False) -> list[str]:
-    """The rules worth showing, in the registry's order (unknown names last): no rule
-    another one shown counts the same calls of, tallies (counts, not departures) only with
-    ``tallies``, rules meaningful only under the confirmation protocol only with ``confirm``."""
-    def shown(rule: str) -> bool:
-        r = RULE_REGISTRY.get(rule)
-        if r is None:
-            return True
-        return not ((r.tally and not tallies) or (r.same_as and counts.get(r.same_as))
-                    or (r.confirm and not confirm))
-    known = [k for k in RULE_REGISTRY if counts.get(k)]
-    return [k for k in known + sorted(k for k in counts if k not in RULE_REGISTRY and counts[k])
-            if shown(k)]
 
 
 def rule_tags(rules: Iterable[str] | Mapping[str, int], *, quiet: bool = False,

@@ -3,7 +3,6 @@ screens import them from here, never from another screen."""
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
@@ -25,7 +24,7 @@ def textual_literal(text: object) -> str:
     return visible(text).replace("[", "\\[")
 
 
-def shown(path: Path | str) -> str:
+def shown_path(path: Path | str) -> str:
     """A path as the screens show it: relative to the working folder, else to the
     repository, else absolute."""
     p = Path(os.path.abspath(path))
@@ -49,21 +48,11 @@ def middle(text: str, width: int) -> str:
     return text[:width - 1 - tail] + "…" + (text[-tail:] if tail else "")
 
 
-def names(raw: str) -> list[str]:
-    """Names separated by spaces or commas (as ``-a A1,A2``), each once, in order."""
-    return list(dict.fromkeys(raw.replace(",", " ").split()))
-
-
 def round_progress(status) -> str:
     """Counts only (never a label): labelled / total per annotator, ✓ once submitted."""
     parts = [f"{p.annotator} {'✓' if p.submitted else f'{p.labelled}/{p.total}'}"
              for p in status.progress]
     return " · ".join(parts) or "no annotator yet"
-
-
-def num(x: float) -> str:
-    """A statistic with three decimals, ``–`` when undefined."""
-    return "–" if math.isnan(x) else f"{x:.3f}"
 
 
 def yes_no(value: bool | None) -> Text:

@@ -19,9 +19,9 @@ from careful_engine.browse import CallView, ConversationView, TurnView
 from careful_engine.core.safe_text import visible
 from careful_engine.core.state import Change
 from careful_engine.effects.infer import short_path
-from careful_engine.scoring.rules import SafeRule
+from careful_engine.scoring.rules import SafeRule, shown_rules
 
-from .calls import legend, safe_rule, shown_rules, turn_hit_counts
+from .calls import legend, safe_rule, turn_hit_counts
 
 MAX_CHARS = 200_000  # of one value shown whole; the rest is counted
 TOTAL_CHARS = 4 * MAX_CHARS  # of a list of changes shown whole; the changes past it counted

@@ -37,9 +37,9 @@ from careful_engine.core.refcache.scope import (
     dataset_version,
     depends_on_process,
     enabled,
-    engine_version,
     guardable,
     process_classes,
+    replay_code_hash,
     usable_for,
 )
 from careful_engine.core.refcache.sides import (
@@ -56,6 +56,6 @@ __all__ = [
     "FORMAT", "MAGIC", "MAX_FILE_BYTES", "SENTINEL", "STALE_SECONDS", "STATS", "CachedSide",
     "Diverged", "LoadedSide", "RecordingSide", "Uncacheable", "build_entry", "cache_root",
     "clear_memory", "dataset_version", "depends_on_process", "describe", "enabled",
-    "engine_version", "flush", "guardable", "preload", "process_classes", "reference_side",
+    "flush", "guardable", "preload", "process_classes", "reference_side", "replay_code_hash",
     "usable_for", "warm",
 ]

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from careful_engine.core import bfcl, safe_write
 from careful_engine.core.install_key import key_file as _key_file
-from careful_engine.core.refcache.scope import FORMAT, dataset_version, engine_version
+from careful_engine.core.refcache.scope import FORMAT, dataset_version, replay_code_hash
 from careful_engine.core.user_cache import cache_dir
 
 MAGIC = b"CRFREF1\n"
@@ -46,11 +46,11 @@ def _folder() -> Path | None:
 
 
 def _path(folder: Path, category: str) -> Path:
-    return folder / f"{category}-{dataset_version(category)}-{engine_version()}.bin"
+    return folder / f"{category}-{dataset_version(category)}-{replay_code_hash()}.bin"
 
 
 def _header(category: str) -> dict:
-    return {"format": FORMAT, "bfcl": bfcl.BFCL_VERSION, "engine": engine_version(),
+    return {"format": FORMAT, "bfcl": bfcl.BFCL_VERSION, "engine": replay_code_hash(),
             "category": category, "dataset": dataset_version(category)}
 
 
@@ -126,7 +126,7 @@ def _prune(folder: Path, keep: Path) -> None:
     nothing has written for :data:`STALE_SECONDS` (a file of another install still in use is
     kept); a link is removed itself, never what it points to; ``keep``: the file just
     written."""
-    cutoff, mine = time.time() - STALE_SECONDS, engine_version()
+    cutoff, mine = time.time() - STALE_SECONDS, replay_code_hash()
     try:
         with os.scandir(folder) as it:
             for e in it:

@@ -53,7 +53,7 @@ def _engine_files() -> list[Path]:
     return sorted(_CORE.rglob("*.py"))
 
 
-def engine_version() -> str:
+def replay_code_hash() -> str:
     """A hash of the engine's replay code, bfcl-eval's simulators and the marshal format."""
     if not _ENGINE:
         h = hashlib.sha256(f"{FORMAT}|{bfcl.BFCL_VERSION}|{sys.version_info[:2]}|"

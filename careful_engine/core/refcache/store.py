@@ -26,8 +26,8 @@ from careful_engine.core.refcache.scope import (
     dataset_version,
     depends_on_process,
     enabled,
-    engine_version,
     guardable,
+    replay_code_hash,
 )
 from careful_engine.core.user_cache import cache_root
 
@@ -86,7 +86,7 @@ def _settled(cat: _Category, conv_id: str, default: Any = None) -> dict | None:
 
 
 def _category(category: str) -> _Category:
-    mkey = (category, dataset_version(category), engine_version())
+    mkey = (category, dataset_version(category), replay_code_hash())
     got = _MEMORY.get(mkey)
     if got is None:
         disk = _disk()
@@ -171,5 +171,5 @@ def clear_memory() -> None:
 
 def describe() -> dict[str, Any]:
     """Where the cache lives and what this process did with it (for benchmarks and tests)."""
-    return {"root": str(cache_root()), "enabled": enabled(), "engine": engine_version(),
+    return {"root": str(cache_root()), "enabled": enabled(), "engine": replay_code_hash(),
             **STATS}
