@@ -43,12 +43,12 @@ from careful_engine.core.safe_write import (
     check_out_dir,
     check_out_file,
     check_targets,
-    writer,
 )
 from careful_engine.core.user_cache import cache_dir
 from careful_engine.effects.boundary import DEFAULT_BOUNDARY
 from careful_engine.scoring.decoders import DecoderChoice, parse_decoders
 from careful_engine.scoring.detector import DETECTORS
+from careful_engine.scoring.outputs import PROBLEMS_FILE, write_problems
 from careful_engine.scoring.rules import Effects, SafeRule
 from careful_engine.scoring.score import load_effects
 
@@ -57,8 +57,6 @@ EXIT_PROBLEMS = 1
 EXIT_UNUSABLE = 2
 EXIT_INTERNAL = 3
 EXIT_GATE = 4
-
-PROBLEMS_FILE = "problems.txt"  # every input problem's line, in the output folder
 
 console = Console(emoji=False)  # ":name:" in text from files stays as it is
 err = Console(stderr=True, soft_wrap=True, highlight=False, emoji=False)
@@ -429,14 +427,6 @@ def write_reports(reports: list[Any], out: Path,
             write_problems(out, problems, unusable)
     except UnsafeWrite as e:
         raise fail(str(e)) from None
-
-
-def write_problems(out: Path, problems: list, unusable: list[str] = ()) -> None:
-    """Every input problem's ``file:line [id]: reason`` line in ``out``/:data:`PROBLEMS_FILE`,
-    after the line of each folder that could not be used at all (``unusable``; the terminal
-    prints those as errors); empty when there were none. The terminal folds the problems."""
-    with writer(out, PROBLEMS_FILE, errors="backslashreplace") as f:
-        f.writelines(f"{p}\n" for p in [*unusable, *problems])
 
 
 def print_written(reports: list[Any], out: Path, quiet: bool) -> None:

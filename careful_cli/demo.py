@@ -16,7 +16,6 @@ from careful_cli.common import (
     refuse_out,
     visible,
 )
-from careful_cli.score import write_outputs
 from careful_engine.analysis import leaderboard as lb
 from careful_engine.core import bfcl
 from careful_engine.core.figures import figure_text
@@ -24,6 +23,7 @@ from careful_engine.demo import flaws
 from careful_engine.demo import reference as demo
 from careful_engine.present.compare import GAINED_LOST, GAINED_LOST_NOTE, gained_lost
 from careful_engine.present.leaderboard import leaderboard_terminal
+from careful_engine.present.outputs import write_outputs
 from careful_engine.present.report import Fixed, short
 from careful_engine.present.tables import (
     TERMINAL_CATEGORY,
@@ -31,6 +31,7 @@ from careful_engine.present.tables import (
     terminal_table,
     token_costs,
 )
+from careful_engine.scoring.outputs import SCORE_DIR
 from careful_engine.scoring.score import load_effects
 
 app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
@@ -96,8 +97,8 @@ def demo_cmd(
             on_entry=lambda: progress.advance(task))
     try:
         for run_dir, run in scored.runs:
-            write_outputs(run, run_dir / "careful-score", effects)
-    except OSError as e:  # a link planted in careful-score/
+            write_outputs(run, run_dir / SCORE_DIR, effects)
+    except OSError as e:  # a link planted in the score folder
         err.print(f"error: cannot write the scores: {visible(e)}", markup=False)
         raise typer.Exit(EXIT_UNUSABLE) from None
     if len(scored.entries) != 2:
