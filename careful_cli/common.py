@@ -370,10 +370,11 @@ def effects_or_fail(boundary: str, declarations: Path | None,
 
 
 @contextmanager
-def scoring_progress(label: str = "scoring") -> Iterator[dict[str, Any]]:
-    """A progress bar on stderr and the ``on_start``/``on_file``/``on_entry`` callbacks that
-    drive it (as the engine's scoring and audit functions take them)."""
-    with progress_bar() as progress:
+def scoring_progress(label: str = "scoring", elapsed: bool = True) -> Iterator[dict[str, Any]]:
+    """A progress bar on stderr (``elapsed``: with the time taken) and the
+    ``on_start``/``on_file``/``on_entry`` callbacks that drive it (as the engine's scoring and
+    audit functions take them)."""
+    with progress_bar(elapsed) as progress:
         task = progress.add_task(label, total=0)
 
         def start(n: int) -> None:

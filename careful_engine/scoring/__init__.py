@@ -3,4 +3,4 @@ failed conversations, the question detector, destructive boundaries, per-run sco
 score was made with, and the paired statistics."""
 
 __all__ = ["batch", "blame", "decoders", "detector", "outputs", "result", "rules", "score",
-           "settings", "signature", "stats"]
+           "settings", "signature", "stats", "tallies"]
