@@ -200,11 +200,9 @@ def score(
                       {"fail_under": [f.text for f in floors]})
     raise typer.Exit(ci.finish(gate, bool(run.unusable or run.problems), fmt, output, lambda code:
                                ci_report.document(
-        "score", settings={"boundary": boundary if effects else None, "detector": detector,
-                           "effects": effects is not None,
-                           "decoder": ", ".join(choice.used(ms.decoder for ms in run.scores)) or None,
-                           "safe_rule": rule.to_json() if effects else None,
-                           "budget": budget_limits(budget)},
+        "score", settings=ci_report.settings_json(
+            effects, detector, boundary, decoders=choice,
+            decoded=[ms.decoder for ms in run.scores], budget=budget),
         runs=[ci_report.model_json(ms, effects is not None, path=str(run_dir), role="run")
               for ms in run.scores],
         gate=gate, exit_code=code, problems=run.problems, unusable=run.unusable)))

@@ -15,7 +15,7 @@ import re
 import stat
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from importlib.resources import files
 from typing import Any
@@ -23,18 +23,22 @@ from typing import Any
 from careful_engine.analysis.gates import Gate, rule_counts, shared_categories
 from careful_engine.analysis.leaderboard import Comparison, Entry
 from careful_engine.core import bfcl
+from careful_engine.core.budget import Budget
 from careful_engine.core.figures import percent, shown
 from careful_engine.core.safe_text import markdown_literal, visible
+from careful_engine.scoring.decoders import DecoderChoice
 from careful_engine.scoring.rules import (
     ASKED_READ,
     ASKED_UNREAD,
     COVERAGE,
     RULES,
+    Effects,
     coverage,
     measurable,
     rule_count,
 )
 from careful_engine.scoring.score import CategoryScore, ModelScore
+from careful_engine.scoring.settings import scored_with
 from careful_engine.scoring.stats import Paired
 
 SCHEMA = "careful.result.v2"
@@ -124,6 +128,27 @@ def comparison_json(cmp: Comparison) -> dict[str, Any]:
         "only_baseline": [bfcl.short_name(c) for c in cmp.only_a],
         "only_candidate": [bfcl.short_name(c) for c in cmp.only_b],
     }
+
+
+def settings_json(effects: Effects | None, detector: str, boundary: str | None, *,
+                  decoders: DecoderChoice, decoded: Iterable[str | None],
+                  budget: Budget | None = None,
+                  scores: list[str] | None = None) -> dict[str, Any]:
+    """The document's ``settings``, one key set for every command (docs/ci.md): the
+    ``boundary`` as given and the ``detector``; whether the effect rules were counted; the
+    ``--decoder`` values that decoded one of the model folders (``decoded``: their decoder
+    keys; comma-separated, None if none did); the safe rule and the replay budget's limits
+    other than the default as :func:`~careful_engine.scoring.settings.scored_with` records
+    them in the score lines (None: no effect rules; the default budget); with ``scores``,
+    the scores compared."""
+    used = scored_with(effects, detector, None, budget)
+    out = {"boundary": boundary if effects is not None else None, "detector": detector,
+           "effects": effects is not None,
+           "decoder": ", ".join(decoders.used(decoded)) or None,
+           "safe_rule": used["safe_rule"], "budget": used["budget"]}
+    if scores is not None:
+        out["scores"] = scores
+    return out
 
 
 def document(command: str, *, settings: dict[str, Any], runs: list[dict[str, Any]],
