@@ -161,8 +161,7 @@ def print_input_problems(problems: list, root: Path | None = None, *, per_kind: 
     everything = (f"all {len(problems)} listed in {literal(full)}" if full is not None else
                   f"{listing} lists all {len(problems)}" if listing else "")
     if quiet:
-        err.print(f"[yellow]{len(problems)} input problem(s){where}[/] (listed without -q"
-                  + (f"; {everything})" if everything else ")"))
+        print_problem_count(len(problems), everything, where)
         return
     err.print(f"[yellow]{len(problems)} input problem(s){where}:[/]")
     groups: dict[str, list] = {}
@@ -173,7 +172,7 @@ def print_input_problems(problems: list, root: Path | None = None, *, per_kind: 
         if p.message.startswith("id missing"):
             absent[p.file] = absent.get(p.file, 0) + 1
         else:
-            groups.setdefault(problem_kind(p.message), []).append(p)
+            groups.setdefault(p.kind, []).append(p)
     lines = 0
     kinds = list(groups.items())
     for k, (kind, group) in enumerate(kinds):
@@ -206,9 +205,11 @@ def no_result_files(run_dir: Path, models: list[str] | None) -> str:
     return f"no usable multi-turn result files (BFCL_v3/v4_multi_turn_*_result.json) under {run_dir}"
 
 
-def problem_kind(message: str) -> str:
-    """What kind of problem a message names: its first clause, numbers as ``#``."""
-    return re.sub(r"\d+", "#", message.split(":")[0].split(" (")[0])[:60]
+def print_problem_count(n: int, everything: str = "", where: str = "") -> None:
+    """The one line ``-q`` prints for ``n`` input problems (``where``: under which folder;
+    ``everything``: where all of them are listed)."""
+    err.print(f"[yellow]{n} input problem(s){where}[/] (listed without -q"
+              + (f"; {everything})" if everything else ")"))
 
 
 __all__ = [
@@ -219,7 +220,8 @@ __all__ = [
     "Quiet", "Runs", "ScoringInputs", "check_detector", "check_runs", "console", "decoder_choice",
     "effects_or_fail", "err", "fail", "internal_error", "literal", "log_dir", "no_result_files",
     "out_folder",
-    "print_input_problems", "print_written", "progress_bar", "refuse_files", "refuse_out",
+    "print_input_problems", "print_problem_count", "print_written", "progress_bar",
+    "refuse_files", "refuse_out",
     "resolve_jobs",
     "safe_rule", "scored_under", "scoring_inputs", "scoring_progress", "tables_out",
     "unmatched_decoders", "visible", "warn", "write_problems", "write_reports",
