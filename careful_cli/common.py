@@ -392,7 +392,7 @@ def scoring_progress(label: str = "scoring", elapsed: bool = True) -> Iterator[d
 
 def drift_digest() -> Any:
     """What the scorer works out for :func:`drift_notes` where each conversation is scored
-    (:class:`careful_engine.analysis.provenance.DriftDigest`)."""
+    (:class:`careful_engine.analysis.provenance.check.DriftDigest`)."""
     from careful_engine.analysis.provenance.check import DriftDigest  # deferred: ~25 ms
 
     return DriftDigest()

@@ -16,7 +16,6 @@ import stat
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from importlib.metadata import PackageNotFoundError, version
 from importlib.resources import files
 from typing import Any
 
@@ -38,7 +37,7 @@ from careful_engine.scoring.rules import (
     rule_count,
 )
 from careful_engine.scoring.score import CategoryScore, ModelScore
-from careful_engine.scoring.settings import scored_with
+from careful_engine.scoring.settings import engine_version, scored_with
 from careful_engine.scoring.stats import Paired
 
 SCHEMA = "careful.result.v2"
@@ -158,14 +157,10 @@ def document(command: str, *, settings: dict[str, Any], runs: list[dict[str, Any
     """The result document of one command (schema ``careful.result.v2``): ``problems`` is
     their count, ``problem_lines`` each one's ``file:line [id]: reason`` line (the first
     :data:`PROBLEM_LINES`; ``problem_lines_omitted`` counts the rest)."""
-    try:
-        careful_version = version("careful-workbench")
-    except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
-        careful_version = None
     return {
         "schema": SCHEMA,
         "command": command,
-        "careful_version": careful_version,
+        "careful_version": engine_version(),
         "bfcl_eval": bfcl.BFCL_VERSION,
         "settings": settings,
         "runs": runs,
