@@ -73,7 +73,7 @@ def score(
     run_dir: Path = typer.Argument(..., metavar="RUN_DIR",
                                    help="A bfcl result folder (any depth), or one result file."),
     out: Path = typer.Option(None, "--out", "-o", help="Where to write score files, tables and "
-                             "conversations.jsonl. Default: <RUN_DIR>/careful-score."),
+                             f"conversations.jsonl. Default: <RUN_DIR>/{SCORE_DIR}."),
     decoder: Decoders = None,
     model: list[str] = typer.Option(None, "--model", "-m", help="Only score these result folders."),
     boundary: Boundary = DEFAULT_BOUNDARY,
