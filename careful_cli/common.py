@@ -43,12 +43,12 @@ from careful_engine.core.safe_write import (
     check_out_dir,
     check_out_file,
     check_targets,
-    writer,
 )
 from careful_engine.core.user_cache import cache_dir
 from careful_engine.effects.boundary import DEFAULT_BOUNDARY
 from careful_engine.scoring.decoders import DecoderChoice, parse_decoders
 from careful_engine.scoring.detector import DETECTORS
+from careful_engine.scoring.outputs import PROBLEMS_FILE, write_problems
 from careful_engine.scoring.rules import Effects, SafeRule
 from careful_engine.scoring.score import load_effects
 
@@ -57,8 +57,6 @@ EXIT_PROBLEMS = 1
 EXIT_UNUSABLE = 2
 EXIT_INTERNAL = 3
 EXIT_GATE = 4
-
-PROBLEMS_FILE = "problems.txt"  # every input problem's line, in the output folder
 
 console = Console(emoji=False)  # ":name:" in text from files stays as it is
 err = Console(stderr=True, soft_wrap=True, highlight=False, emoji=False)
@@ -163,8 +161,7 @@ def print_input_problems(problems: list, root: Path | None = None, *, per_kind: 
     everything = (f"all {len(problems)} listed in {literal(full)}" if full is not None else
                   f"{listing} lists all {len(problems)}" if listing else "")
     if quiet:
-        err.print(f"[yellow]{len(problems)} input problem(s){where}[/] (listed without -q"
-                  + (f"; {everything})" if everything else ")"))
+        print_problem_count(len(problems), everything, where)
         return
     err.print(f"[yellow]{len(problems)} input problem(s){where}:[/]")
     groups: dict[str, list] = {}
@@ -175,7 +172,7 @@ def print_input_problems(problems: list, root: Path | None = None, *, per_kind: 
         if p.message.startswith("id missing"):
             absent[p.file] = absent.get(p.file, 0) + 1
         else:
-            groups.setdefault(problem_kind(p.message), []).append(p)
+            groups.setdefault(p.kind, []).append(p)
     lines = 0
     kinds = list(groups.items())
     for k, (kind, group) in enumerate(kinds):
@@ -208,9 +205,11 @@ def no_result_files(run_dir: Path, models: list[str] | None) -> str:
     return f"no usable multi-turn result files (BFCL_v3/v4_multi_turn_*_result.json) under {run_dir}"
 
 
-def problem_kind(message: str) -> str:
-    """What kind of problem a message names: its first clause, numbers as ``#``."""
-    return re.sub(r"\d+", "#", message.split(":")[0].split(" (")[0])[:60]
+def print_problem_count(n: int, everything: str = "", where: str = "") -> None:
+    """The one line ``-q`` prints for ``n`` input problems (``where``: under which folder;
+    ``everything``: where all of them are listed)."""
+    err.print(f"[yellow]{n} input problem(s){where}[/] (listed without -q"
+              + (f"; {everything})" if everything else ")"))
 
 
 __all__ = [
@@ -221,7 +220,8 @@ __all__ = [
     "Quiet", "Runs", "ScoringInputs", "check_detector", "check_runs", "console", "decoder_choice",
     "effects_or_fail", "err", "fail", "internal_error", "literal", "log_dir", "no_result_files",
     "out_folder",
-    "print_input_problems", "print_written", "progress_bar", "refuse_files", "refuse_out",
+    "print_input_problems", "print_problem_count", "print_written", "progress_bar",
+    "refuse_files", "refuse_out",
     "resolve_jobs",
     "safe_rule", "scored_under", "scoring_inputs", "scoring_progress", "tables_out",
     "unmatched_decoders", "visible", "warn", "write_problems", "write_reports",
@@ -372,10 +372,11 @@ def effects_or_fail(boundary: str, declarations: Path | None,
 
 
 @contextmanager
-def scoring_progress(label: str = "scoring") -> Iterator[dict[str, Any]]:
-    """A progress bar on stderr and the ``on_start``/``on_file``/``on_entry`` callbacks that
-    drive it (as the engine's scoring and audit functions take them)."""
-    with progress_bar() as progress:
+def scoring_progress(label: str = "scoring", elapsed: bool = True) -> Iterator[dict[str, Any]]:
+    """A progress bar on stderr (``elapsed``: with the time taken) and the
+    ``on_start``/``on_file``/``on_entry`` callbacks that drive it (as the engine's scoring and
+    audit functions take them)."""
+    with progress_bar(elapsed) as progress:
         task = progress.add_task(label, total=0)
 
         def start(n: int) -> None:
@@ -391,7 +392,7 @@ def scoring_progress(label: str = "scoring") -> Iterator[dict[str, Any]]:
 
 def drift_digest() -> Any:
     """What the scorer works out for :func:`drift_notes` where each conversation is scored
-    (:class:`careful_engine.analysis.provenance.DriftDigest`)."""
+    (:class:`careful_engine.analysis.provenance.check.DriftDigest`)."""
     from careful_engine.analysis.provenance.check import DriftDigest  # deferred: ~25 ms
 
     return DriftDigest()
@@ -429,14 +430,6 @@ def write_reports(reports: list[Any], out: Path,
             write_problems(out, problems, unusable)
     except UnsafeWrite as e:
         raise fail(str(e)) from None
-
-
-def write_problems(out: Path, problems: list, unusable: list[str] = ()) -> None:
-    """Every input problem's ``file:line [id]: reason`` line in ``out``/:data:`PROBLEMS_FILE`,
-    after the line of each folder that could not be used at all (``unusable``; the terminal
-    prints those as errors); empty when there were none. The terminal folds the problems."""
-    with writer(out, PROBLEMS_FILE, errors="backslashreplace") as f:
-        f.writelines(f"{p}\n" for p in [*unusable, *problems])
 
 
 def print_written(reports: list[Any], out: Path, quiet: bool) -> None:

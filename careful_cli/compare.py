@@ -155,8 +155,9 @@ def compare(
     gate = cmp.gate(pairing, fail_on_regression=fail_on_regression, alpha=alpha, limits=limits)
     raise typer.Exit(ci.finish(gate, bool(scored.unusable or scored.problems), fmt, output,
                                lambda code: ci_report.document(
-        "compare", settings={"boundary": boundary, "detector": detector, "effects": True,
-                             "safe_rule": effects.rule.to_json(), "scores": pairing.kinds},
+        "compare", settings=ci_report.settings_json(
+            effects, detector, boundary, decoders=choice, decoded=[a.decoder, b.decoder],
+            scores=pairing.kinds),
         runs=ci_report.entry_runs([("baseline", a), ("candidate", b)], True),
         comparisons=pairing.comparisons, gate=gate, exit_code=code,
         problems=scored.problems, unusable=scored.unusable)))

@@ -12,25 +12,19 @@ from careful_cli.common import (
     console,
     err,
     literal,
-    progress_bar,
     refuse_out,
+    scoring_progress,
     visible,
 )
-from careful_cli.score import write_outputs
 from careful_engine.analysis import leaderboard as lb
-from careful_engine.core import bfcl
 from careful_engine.core.figures import figure_text
-from careful_engine.demo import flaws
 from careful_engine.demo import reference as demo
-from careful_engine.present.compare import GAINED_LOST, GAINED_LOST_NOTE, gained_lost
+from careful_engine.demo.summary import first_look, surplus_share
+from careful_engine.present.compare import paired_terminal
 from careful_engine.present.leaderboard import leaderboard_terminal
-from careful_engine.present.report import Fixed, short
-from careful_engine.present.tables import (
-    TERMINAL_CATEGORY,
-    accuracy_terminal,
-    terminal_table,
-    token_costs,
-)
+from careful_engine.present.outputs import write_outputs
+from careful_engine.present.tables import accuracy_terminal
+from careful_engine.scoring.outputs import SCORE_DIR
 from careful_engine.scoring.score import load_effects
 
 app = typer.Typer()  # this module's commands; careful_cli/__init__.py adds them to `careful`
@@ -87,17 +81,12 @@ def demo_cmd(
         return
 
     effects = load_effects()
-    with progress_bar(elapsed=False) as progress:
-        task = progress.add_task("scoring", total=None)
-        scored = lb.score_runs(
-            [out, flawed_out], effects=effects,
-            on_start=lambda n: progress.update(task, total=n),
-            on_file=lambda m, c: progress.update(task, description=f"{m} {short(c)}"),
-            on_entry=lambda: progress.advance(task))
+    with scoring_progress(elapsed=False) as callbacks:
+        scored = lb.score_runs([out, flawed_out], effects=effects, **callbacks)
     try:
         for run_dir, run in scored.runs:
-            write_outputs(run, run_dir / "careful-score", effects)
-    except OSError as e:  # a link planted in careful-score/
+            write_outputs(run, run_dir / SCORE_DIR, effects)
+    except OSError as e:  # a link planted in the score folder
         err.print(f"error: cannot write the scores: {visible(e)}", markup=False)
         raise typer.Exit(EXIT_UNUSABLE) from None
     if len(scored.entries) != 2:
@@ -124,67 +113,20 @@ def summary(ref: lb.Entry, flawed: lb.Entry, flawed_out: Path) -> None:
                   f"{literal(str(flawed_out / flawed.model / demo.MANIFEST))}")
     console.print(accuracy_terminal([ref.score, flawed.score], effect=True,
                                     labels=[ref.label, flawed.label]))  # as the rows below
-    console.print(comparison_table(ref, flawed))
+    console.print(paired_terminal(ref.label, ref.score, flawed.label, flawed.score))
     rules = leaderboard_terminal([ref, flawed])[2]
     legend, rules.caption = rules.caption, None  # the leaderboard's legend, the screen wide
     console.print(rules)
     console.print(legend)
-    share = surplus_share(flawed)
+    share = surplus_share(flawed.score)
     if share is not None:
         console.print(f"Surplus steps (all calls beyond the reference) cost "
                       f"{figure_text(share[0])} % of output and {figure_text(share[1])} % of "
                       "input tokens.")
-    first = first_look(flawed, placed)
+    first = first_look(flawed.score, placed)
     console.print(f"Next: [bold]careful workbench {literal(str(ref.run))} "
                   f"{literal(str(flawed.run))}[/] (4 Replay, r next run, Ctrl+P find)")
     if first is not None:
         cid, why = first
         console.print(f"  open {literal(cid)} first (BFCL passes it, effect safety does not): "
                       f"{literal(why)}")
-
-
-def comparison_table(ref: lb.Entry, flawed: lb.Entry):
-    """The paired comparison (exact McNemar) per category, under both verdicts."""
-    cmps = {k: lb.compare(ref.score, flawed.score, k) for k in ("bfcl", "safe")}
-    rows = []
-    for c in [*cmps["bfcl"].categories, None]:
-        row = [TERMINAL.get(c, "overall")]
-        for k in ("bfcl", "safe"):
-            p = cmps[k].overall if c is None else cmps[k].categories[c]
-            row += [str(p.n), *gained_lost(p), format(Fixed(p.p), "")]
-        rows.append(row[:1] + row[1:2] + row[2:5] + row[6:])
-    plus, minus = GAINED_LOST
-    return terminal_table(
-        f"Paired: A = {ref.label}, B = {flawed.label}",
-        ["category", "n", f"BFCL {plus}", minus, "p", f"safe {plus}", minus, "p"], rows,
-        f"{GAINED_LOST_NOTE}; p: exact McNemar", first_width=10, tight=True)
-
-
-TERMINAL = {**TERMINAL_CATEGORY}
-
-
-
-def surplus_share(entry: lb.Entry) -> tuple[float, float] | None:
-    """Percent of output and input tokens spent in surplus steps over all the entry's
-    categories, as the rules table counts them per category (None without counts)."""
-    _, _, out, tin = token_costs(r for cs in entry.score.categories.values() for r in cs.results)
-    return None if out is None or tin is None else (out, tin)
-
-
-def first_look(entry: lb.Entry, placed: dict) -> tuple[str, str] | None:
-    """A conversation that bfcl passes and effect safety fails, an unrequested destructive
-    call first; with the manifest's reason."""
-    candidates = []
-    for c in bfcl.CATEGORIES:
-        cs = entry.score.categories.get(c)
-        for r in cs.results if cs else []:
-            if r.verdict.valid and r.rules is not None and not r.safe_valid:
-                flaw = placed.get(r.id) or {}
-                kind = flaw.get("flaw", "")
-                rank = (0 if kind == "unrequested_destructive" else 1 if kind in flaws.KINDS
-                        else 2)
-                candidates.append((rank, r.id, f"{kind}: {flaw.get('why', '')}" if kind else ""))
-    if not candidates:
-        return None
-    _, cid, why = min(candidates, key=lambda x: x[0])
-    return cid, why

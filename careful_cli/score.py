@@ -43,36 +43,25 @@ from careful_cli.common import (
     unmatched_decoders,
     visible,
     warn,
-    write_problems,
 )
 from careful_engine.analysis import ci_report, gates
 from careful_engine.analysis.decode_audit import flags
 from careful_engine.core import bfcl
 from careful_engine.core import doctor as doc
-from careful_engine.core.budget import BUDGET_EXCEEDED, DEFAULT_BUDGET, Budget
-from careful_engine.core.safe_write import UnsafeWrite, check_targets
+from careful_engine.core.budget import BUDGET_EXCEEDED, DEFAULT_BUDGET
+from careful_engine.core.safe_write import UnsafeWrite
+from careful_engine.present.outputs import write_outputs
 from careful_engine.present.report import budget_words
 from careful_engine.present.tables import (
-    accuracy_table,
     accuracy_terminal,
     confirm_table,
     confirm_terminal,
-    drift_report,
     drift_terminal,
-    rules_table,
     rules_terminal,
 )
-from careful_engine.scoring.result import SCORES_NAME, ConversationResult, write_conversations
-from careful_engine.scoring.rules import Effects
-from careful_engine.scoring.score import (
-    RunScore,
-    score_file_name,
-    score_run,
-    shared_model_folders,
-    write_score_file,
-)
-from careful_engine.scoring.settings import KEY, budget_limits, scored_with, table_settings
-from careful_engine.scoring.signature import sig_path, sign
+from careful_engine.scoring.outputs import SCORE_DIR
+from careful_engine.scoring.score import score_run, shared_model_folders
+from careful_engine.scoring.settings import budget_limits
 
 BUDGET_PANEL = "Replay budget"
 
@@ -84,7 +73,7 @@ def score(
     run_dir: Path = typer.Argument(..., metavar="RUN_DIR",
                                    help="A bfcl result folder (any depth), or one result file."),
     out: Path = typer.Option(None, "--out", "-o", help="Where to write score files, tables and "
-                             "conversations.jsonl. Default: <RUN_DIR>/careful-score."),
+                             f"conversations.jsonl. Default: <RUN_DIR>/{SCORE_DIR}."),
     decoder: Decoders = None,
     model: list[str] = typer.Option(None, "--model", "-m", help="Only score these result folders."),
     boundary: Boundary = DEFAULT_BOUNDARY,
@@ -152,7 +141,7 @@ def score(
         err.print("error: " + visible(msg), markup=False, style="red")
     if shared:
         raise typer.Exit(EXIT_UNUSABLE)
-    out = out or (run_dir if run_dir.is_dir() else run_dir.parent) / "careful-score"
+    out = out or (run_dir if run_dir.is_dir() else run_dir.parent) / SCORE_DIR
     refuse_out(out)
     refuse_files(ci.document_file(fmt, output))
     effects = effects_or_fail(boundary, declarations, rule) if effects_on else None
@@ -211,68 +200,12 @@ def score(
                       {"fail_under": [f.text for f in floors]})
     raise typer.Exit(ci.finish(gate, bool(run.unusable or run.problems), fmt, output, lambda code:
                                ci_report.document(
-        "score", settings={"boundary": boundary if effects else None, "detector": detector,
-                           "effects": effects is not None,
-                           "decoder": ", ".join(choice.used(ms.decoder for ms in run.scores)) or None,
-                           "safe_rule": rule.to_json() if effects else None,
-                           "budget": budget_limits(budget)},
+        "score", settings=ci_report.settings_json(
+            effects, detector, boundary, decoders=choice,
+            decoded=[ms.decoder for ms in run.scores], budget=budget),
         runs=[ci_report.model_json(ms, effects is not None, path=str(run_dir), role="run")
               for ms in run.scores],
         gate=gate, exit_code=code, problems=run.problems, unusable=run.unusable)))
-
-
-def write_outputs(run: RunScore, out: Path, effects: Effects | None,
-                  exclude_drifted: bool = False, *, detector: str = "strict",
-                  budget: Budget | None = None) -> list:
-    """Score files, conversations.jsonl and the tables of a scored run, under ``out``; with
-    ``exclude_drifted``, the drift split of each file (returned, and written as the
-    accuracy_drift table). The tables of effect-aware figures state the settings
-    (:func:`~careful_engine.scoring.settings.table_settings`). Raises
-    :class:`~careful_engine.core.safe_write.UnsafeWrite` rather than follow a planted link,
-    before anything is written (every target is checked first).
-    Every line records what it was scored with (:mod:`careful_engine.scoring.settings`;
-    ``budget``: the replay budget, None for the default).
-    Every input problem's ``file:line [id]: reason`` line goes to ``problems.txt`` (empty
-    when there were none), where the terminal shows at most a few of each kind."""
-    effect = effects is not None
-    used = {ms.model: scored_with(effects, detector, ms.decoder, budget) for ms in run.scores}
-    splits: list = []  # --exclude-drifted: accuracy with and without drifted conversations
-    drift: dict[tuple[str, str, str], str] = {}
-    if exclude_drifted:  # deferred: the provenance stack costs ~25 ms to import, rarely used
-        from careful_engine.analysis.provenance import drift_split
-    for lf, cs in run.files:
-        split = drift_split(lf, cs) if exclude_drifted else None
-        if split is not None:
-            splits.append(split)
-            drift.update(((r.model, r.category, r.id), split.drift[r.id].status.value)
-                         for r in cs.results)
-
-    def extra(r: ConversationResult) -> dict:
-        line = {KEY: used.get(r.model) or scored_with(effects, detector, None, budget)}
-        if (r.model, r.category, r.id) in drift:
-            line["dataset_drift"] = drift[(r.model, r.category, r.id)]
-        return line
-
-    settings = table_settings(effects, detector, budget) if effects is not None else None
-    reports = [accuracy_table(run.scores, effect, settings)]
-    if effect:
-        reports.append(rules_table(run.scores, settings))
-        confirmation = confirm_table(run.scores, settings)
-        if confirmation is not None:
-            reports.append(confirmation)
-    if exclude_drifted:
-        reports.append(drift_report(splits))
-    check_targets(out, [*(score_file_name(cs) for _, cs in run.files), SCORES_NAME,
-                        sig_path(Path(SCORES_NAME)), PROBLEMS_FILE,
-                        *(name for rep in reports for name in rep.files())])
-    for lf, cs in run.files:
-        write_score_file(cs, lf, out)
-    scores = write_conversations(out, (r for _, cs in run.files for r in cs.results), extra)
-    sign(scores, [lf for lf, _ in run.files])  # the workbench reuses only signed lines
-    for rep in reports:
-        rep.write(out)
-    write_problems(out, run.problems, run.unusable)  # (empty: none)
-    return splits
 
 
 @app.command()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from careful_cli.common import EXIT_PROBLEMS, err, literal, visible, warn
+from careful_cli.common import EXIT_PROBLEMS, err, literal, print_problem_count, visible, warn
 from careful_engine.analysis.decode_audit import flags
 from careful_engine.analysis.leaderboard import Scored
 
@@ -25,8 +25,7 @@ def report_problems(scored: Scored, quiet: bool, full: Path | None = None) -> No
     n = len(scored.problems)
     everything = f"all {n} listed in {literal(full)}" if full is not None else ""
     if quiet:
-        err.print(f"[yellow]{n} input problem(s)[/] (listed without -q"
-                  + (f"; {everything})" if everything else ")"))
+        print_problem_count(n, everything)
         return
     err.print(f"[yellow]{n} input problem(s)[/]"
               + (":" if everything else " (`careful score` on a run folder lists each one):"))

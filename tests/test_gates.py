@@ -701,3 +701,27 @@ def test_every_documented_rule_key_is_always_in_the_document() -> None:
                                                 "effects": True},
                              gate=g.Gate([], False), exit_code=0, runs=[run])
     jsonschema.validate(doc, ci_report.schema())
+
+
+def test_the_ci_document_names_the_engine_as_the_score_lines_do(monkeypatch) -> None:
+    """The CI document looked its version up on its own, null where the package is not
+    installed, while the score lines' ``scored_with.engine`` said ``0+unknown``: now both
+    are :func:`careful_engine.scoring.settings.engine_version`."""
+    from importlib import metadata
+
+    from careful_engine.scoring import settings
+
+    def not_installed(name: str) -> str:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", not_installed)
+    settings.engine_version.cache_clear()
+    try:
+        doc = ci_report.document("score", settings={"boundary": None, "detector": "strict",
+                                                    "effects": False}, runs=[],
+                                 gate=g.Gate([], False), exit_code=0)
+        engine = settings.scored_with(None, "strict", None)["engine"]
+    finally:
+        settings.engine_version.cache_clear()
+    assert doc["careful_version"] == engine == "0+unknown"
+    jsonschema.validate(doc, ci_report.schema())

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 from careful_cli import _load, app
 from careful_engine.core import bfcl
 from careful_engine.demo import reference as demo
-from careful_engine.present.tables import confirm_stats
 from careful_engine.scoring import score as scoring
 from careful_engine.scoring.result import SCORES_NAME
+from careful_engine.scoring.tallies import confirm_stats
 from tests.workbench_support import write_run
 
 _load()
@@ -397,10 +397,9 @@ def test_demo_surplus_share_is_the_rules_tables() -> None:
     demo now reads the table's implementation."""
     from collections import Counter
 
-    from careful_cli.demo import surplus_share
-    from careful_engine.analysis.leaderboard import Entry
     from careful_engine.core.checker import INFERENCE_ERROR
     from careful_engine.core.trajectory import Verdict
+    from careful_engine.demo.summary import surplus_share
     from careful_engine.present.report import pct
     from careful_engine.present.tables import rules_table
     from careful_engine.scoring.rules import ConversationRules
@@ -418,8 +417,7 @@ def test_demo_surplus_share_is_the_rules_tables() -> None:
     table = rules_table([ms])
     row = dict(zip(table.columns, table.rows[0], strict=True))
     assert (row["surplus out %"], row["surplus in %"]) == (pct(20 / 200), pct(200 / 2000))
-    assert surplus_share(Entry("m", Path("m"), ms)) == (row["surplus out %"],
-                                                        row["surplus in %"])
+    assert surplus_share(ms) == (row["surplus out %"], row["surplus in %"])
 
 
 # ---------------------------------------------------------------- the CI document

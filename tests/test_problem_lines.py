@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -348,3 +349,31 @@ def test_every_type_in_a_message_is_named_with_its_article(tmp_path: Path) -> No
     hc.write_model(tmp_path / "run", "m", decoder=7, good=1)
     (rf,) = discover(tmp_path / "run")[0]["m"]
     assert "must be a registry key string, not an int;" in error(manifest_decoder, rf)
+
+
+def test_score_and_leaderboard_group_problems_alike(tmp_path: Path, stderr,
+                                                    monkeypatch) -> None:
+    """``careful score`` grouped input problems by one rule (first clause, numbers as #) and
+    leaderboard, compare and sensitivity by another (the head before ": " and "; "): the
+    same problems were counted under different kinds. Both now group by ``Problem.kind``."""
+    from careful_cli import scored as scored_cli
+    from careful_engine.analysis.leaderboard import Scored
+
+    monkeypatch.setattr(scored_cli, "err", stderr)
+    f = str(tmp_path / "m" / "BFCL_v4_multi_turn_base_result.json")
+    problems = ([Problem(f, f"token count -{i} is not a whole number of tokens", i, f"x{i}")
+                 for i in range(1, 4)]
+                + [Problem(f, f"line is not JSON (Expecting value: column {i})", 10 + i)
+                   for i in range(3)]
+                + [Problem(f, "not scored: too deep; skipped", 20 + i) for i in range(2)]
+                + [Problem(f, f"entry {i} over the cap; skipped", 30 + i) for i in range(2)])
+    common.print_input_problems(problems, tmp_path, per_kind=1, limit=100)
+    scored_cli.report_problems(Scored([], [], problems, []), quiet=False)
+    text = stderr.export_text()
+    by_score = {m.group(2): int(m.group(1)) + 1
+                for m in re.finditer(r"^  \.\.\. and (\d+) more: (.*)$", text, re.M)}
+    by_leaderboard = {m.group(2): int(m.group(1))
+                      for m in re.finditer(r"^  (\d+) × (.*) \(in \d+ file\(s\)\)$", text, re.M)}
+    assert by_score == by_leaderboard == {"token count -# is not a whole number of tokens": 3,
+                                          "line is not JSON": 3, "not scored": 2,
+                                          "entry # over the cap": 2}

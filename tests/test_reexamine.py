@@ -12,9 +12,10 @@ from careful_engine.analysis.reexamine import reexamine_model
 from careful_engine.core import bfcl
 from careful_engine.core.runs import ResultFile, load_result_file
 from careful_engine.demo.reference import DECODER, fc_step, reference_entry
-from careful_engine.present.tables import confirm_stats, confirm_table
+from careful_engine.present.tables import confirm_table
 from careful_engine.protocol.user import function_name
 from careful_engine.scoring.score import ModelScore, load_effects, score_file
+from careful_engine.scoring.tallies import confirm_stats
 
 REF0 = ["cd(folder='document')", "mkdir(dir_name='temp')",
         "mv(source='final_report.pdf', destination='temp')"]

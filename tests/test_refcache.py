@@ -24,13 +24,13 @@ from pathlib import Path
 
 import pytest
 
-from careful_cli.score import write_outputs
 from careful_engine.core import bfcl, checker, refcache
 from careful_engine.core.budget import DEFAULT_BUDGET, Meter
 from careful_engine.core.environment import Environment
 from careful_engine.core.process import BfclProcess
 from careful_engine.core.refcache import disk, scope, store
 from careful_engine.core.trajectory import Outcome, Step, Trajectory
+from careful_engine.present.outputs import write_outputs
 from careful_engine.scoring.score import score_run
 from tests.traces import fingerprint, reference_sides
 

@@ -221,3 +221,22 @@ def test_leaderboard_plot_states_the_settings_its_tables_state(runs, tmp_path: P
     stated = " ".join(unescape(t) for t in re.findall(r"<tspan [^>]*>([^<]*)</tspan>", svg))
     assert stated == line
     assert "detector last" in stated and "duplicates visible" in stated
+
+
+def test_score_and_compare_state_the_same_settings(runs, tmp_path: Path) -> None:
+    """The CI document's ``settings`` were built by hand in each command: compare's lacked
+    ``decoder`` and ``budget``. Now one function builds both (docs/ci.md): the same keys, and
+    the same values for the same options (compare adds the scores it compared)."""
+    docs = {}
+    for command, given in (("score", [runs[0]]), ("compare", [runs[0], runs[1]])):
+        out = tmp_path / f"{command}.json"
+        res = runner.invoke(app, [command, *map(str, given), "-j1", "--collateral", "effective",
+                                  "--out", str(tmp_path / command), "--format", "json",
+                                  "--output", str(out)])
+        assert res.exit_code in (0, 1), res.output
+        docs[command] = json.loads(out.read_text())
+        jsonschema.validate(docs[command], ci_report.schema())
+    score, compare = (docs[c]["settings"] for c in ("score", "compare"))
+    assert compare.pop("scores") == ["bfcl", "safe"]
+    assert compare == score
+    assert score["budget"] is None and score["safe_rule"]["collateral"] == "effective"

@@ -15,26 +15,29 @@ import re
 import stat
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
+from collections.abc import Iterable, Sequence
 from importlib.resources import files
 from typing import Any
 
 from careful_engine.analysis.gates import Gate, rule_counts, shared_categories
 from careful_engine.analysis.leaderboard import Comparison, Entry
 from careful_engine.core import bfcl
+from careful_engine.core.budget import Budget
 from careful_engine.core.figures import percent, shown
 from careful_engine.core.safe_text import markdown_literal, visible
+from careful_engine.scoring.decoders import DecoderChoice
 from careful_engine.scoring.rules import (
     ASKED_READ,
     ASKED_UNREAD,
     COVERAGE,
     RULES,
+    Effects,
     coverage,
     measurable,
     rule_count,
 )
 from careful_engine.scoring.score import CategoryScore, ModelScore
+from careful_engine.scoring.settings import engine_version, scored_with
 from careful_engine.scoring.stats import Paired
 
 SCHEMA = "careful.result.v2"
@@ -126,6 +129,27 @@ def comparison_json(cmp: Comparison) -> dict[str, Any]:
     }
 
 
+def settings_json(effects: Effects | None, detector: str, boundary: str | None, *,
+                  decoders: DecoderChoice, decoded: Iterable[str | None],
+                  budget: Budget | None = None,
+                  scores: list[str] | None = None) -> dict[str, Any]:
+    """The document's ``settings``, one key set for every command (docs/ci.md): the
+    ``boundary`` as given and the ``detector``; whether the effect rules were counted; the
+    ``--decoder`` values that decoded one of the model folders (``decoded``: their decoder
+    keys; comma-separated, None if none did); the safe rule and the replay budget's limits
+    other than the default as :func:`~careful_engine.scoring.settings.scored_with` records
+    them in the score lines (None: no effect rules; the default budget); with ``scores``,
+    the scores compared."""
+    used = scored_with(effects, detector, None, budget)
+    out = {"boundary": boundary if effects is not None else None, "detector": detector,
+           "effects": effects is not None,
+           "decoder": ", ".join(decoders.used(decoded)) or None,
+           "safe_rule": used["safe_rule"], "budget": used["budget"]}
+    if scores is not None:
+        out["scores"] = scores
+    return out
+
+
 def document(command: str, *, settings: dict[str, Any], runs: list[dict[str, Any]],
              gate: Gate, exit_code: int, problems: Sequence[object] = (),
              unusable: list[str] | None = None,
@@ -133,14 +157,10 @@ def document(command: str, *, settings: dict[str, Any], runs: list[dict[str, Any
     """The result document of one command (schema ``careful.result.v2``): ``problems`` is
     their count, ``problem_lines`` each one's ``file:line [id]: reason`` line (the first
     :data:`PROBLEM_LINES`; ``problem_lines_omitted`` counts the rest)."""
-    try:
-        careful_version = version("careful-workbench")
-    except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
-        careful_version = None
     return {
         "schema": SCHEMA,
         "command": command,
-        "careful_version": careful_version,
+        "careful_version": engine_version(),
         "bfcl_eval": bfcl.BFCL_VERSION,
         "settings": settings,
         "runs": runs,

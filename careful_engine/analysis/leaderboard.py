@@ -96,12 +96,12 @@ class Scored:
     notes: list[str] = field(default_factory=list)
 
     def problem_kinds(self) -> list[tuple[str, int, int]]:
-        """The input problems grouped by kind (a message's head), commonest first: (kind,
-        problems, files)."""
+        """The input problems grouped by kind (:attr:`Problem.kind`, as ``careful score``
+        groups them), commonest first: (kind, problems, files)."""
         files: dict[str, set[str]] = {}
         counts: Counter = Counter()
         for p in self.problems:
-            head = p.message.split(": ")[0].split("; ")[0]
+            head = p.kind
             files.setdefault(head, set()).add(p.file)
             counts[head] += 1
         return [(head, n, len(files[head])) for head, n in

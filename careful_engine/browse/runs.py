@@ -33,12 +33,12 @@ from careful_engine.core.runs import (
 from careful_engine.core.safe_read import read_regular
 from careful_engine.core.user_cache import cache_root
 from careful_engine.scoring.decoders import DecoderChoice
+from careful_engine.scoring.outputs import SCORE_DIR
 from careful_engine.scoring.result import SCORES_NAME, ConversationResult
 from careful_engine.scoring.rules import RULE_REGISTRY, RULES, Effects, SafeRule
 from careful_engine.scoring.score import discover
 from careful_engine.scoring.signature import untrusted
 
-SCORE_DIR = "careful-score"  # where `careful score RUN` writes by default
 TALLIES = tuple(n for n, r in RULE_REGISTRY.items() if r.tally)  # counts, not violations
 
 # bfcl's simulators share process-global objects (careful_engine.core.process): one replay at a time.

@@ -146,6 +146,13 @@ class Problem:
         who = f" [{clip(self.id)}]" if self.id else ""
         return visible(f"{where}{who}: {clip(self.message, 1000)}")
 
+    @property
+    def kind(self) -> str:
+        """What kind of problem this is, as every command groups them: the message's first
+        clause (before a ``:``, `` (`` or ``; ``), numbers as ``#``, at most 60 characters."""
+        head = self.message.split(":")[0].split(" (")[0].split("; ")[0]
+        return re.sub(r"\d+", "#", head)[:60]
+
 
 @dataclass
 class ResultFile:

@@ -7,9 +7,10 @@ from typing import Any
 
 from rich.table import Table
 
-from careful_engine.analysis.leaderboard import Comparison
-from careful_engine.present.report import Report, fixed, pct, short
-from careful_engine.present.tables import one_decimal, terminal_table
+from careful_engine.analysis.leaderboard import Comparison, compare
+from careful_engine.present.report import Fixed, Report, fixed, pct, short
+from careful_engine.present.tables import TERMINAL_CATEGORY, one_decimal, terminal_table
+from careful_engine.scoring.score import ModelScore
 from careful_engine.scoring.stats import Paired
 
 KIND_NAMES = {"bfcl": "BFCL's", "safe": "Effect-safe", "strict": "Strict"}
@@ -88,3 +89,30 @@ def compare_terminal(rep: Report) -> Table:
                      str(g), str(lo), "–" if p is None else format(p, "")])
     return terminal_table(rep.title, ["category", "n", "pass A", "pass B", "A %", "B %",
                                       *GAINED_LOST, "p"], rows, rep.caption, first_width=10)
+
+
+# the demo's paired table: both verdicts side by side; n once, BFCL's (the same
+# conversations are paired under both), then each verdict's columns
+PAIRED_VERDICTS = ("bfcl", "safe")
+PAIRED_COLUMNS = ("gained", "lost", "p")
+
+
+def paired_terminal(label_a: str, a: ModelScore, label_b: str, b: ModelScore) -> Table:
+    """The paired comparison (exact McNemar) of two scores per category and overall, under
+    both verdicts in one 80-column table: category, n, then gained, lost and p per verdict."""
+    cmps = {k: compare(a, b, k) for k in PAIRED_VERDICTS}
+    rows = []
+    for c in [*cmps["bfcl"].categories, None]:
+        cells: dict[str, dict[str, str]] = {}
+        for k in PAIRED_VERDICTS:
+            p = cmps[k].overall if c is None else cmps[k].categories[c]
+            gained, lost = gained_lost(p)
+            cells[k] = {"n": str(p.n), "gained": gained, "lost": lost,
+                        "p": format(Fixed(p.p), "")}
+        rows.append([TERMINAL_CATEGORY.get(c, "overall"), cells["bfcl"]["n"],
+                     *(cells[k][col] for k in PAIRED_VERDICTS for col in PAIRED_COLUMNS)])
+    plus, minus = GAINED_LOST
+    return terminal_table(
+        f"Paired: A = {label_a}, B = {label_b}",
+        ["category", "n", f"BFCL {plus}", minus, "p", f"safe {plus}", minus, "p"], rows,
+        f"{GAINED_LOST_NOTE}; p: exact McNemar", first_width=10, tight=True)

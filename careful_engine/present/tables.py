@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rich import box
@@ -15,11 +14,9 @@ from rich.table import Table
 from rich.text import Text
 
 from careful_engine.core import bfcl
-from careful_engine.core.checker import INFERENCE_ERROR
 from careful_engine.core.figures import figure_text
 from careful_engine.core.safe_text import visible
 from careful_engine.present.report import Report, fixed, pct, short
-from careful_engine.scoring.result import ConversationResult
 from careful_engine.scoring.rules import (
     CONFIRM_ONLY,
     NO_PROTOCOL,
@@ -36,7 +33,8 @@ from careful_engine.scoring.rules import (
     rule_count,
     rule_legend,
 )
-from careful_engine.scoring.score import MISSING, CategoryScore, ModelScore
+from careful_engine.scoring.score import ModelScore
+from careful_engine.scoring.tallies import ConfirmStats, confirm_stats, token_costs
 
 if TYPE_CHECKING:  # the provenance stack is imported only where --exclude-drifted asks for it
     from careful_engine.analysis.provenance import DriftSplit
@@ -122,35 +120,6 @@ def accuracy_table(scores: list[ModelScore], effect: bool,
 
 # the rules in the files' tables, with their column headers (careful_engine.scoring.rules.RULE_REGISTRY)
 RULE_COLUMNS = [(RULE_REGISTRY[k].column, k) for k in RULES if k != "destructive_calls"]
-
-
-def token_costs(results: Iterable[ConversationResult],
-                ) -> tuple[float | None, float | None, float | None, float | None]:
-    """Steps per conversation, over the conversations replayed (those with rule counts: not
-    an inference error, missing, unscorable or stopped by the budget); output tokens per
-    conversation and the surplus shares (%), over those whose log has per-step token counts
-    (None when none has)."""
-    steps = out = sout = sin = tin = 0
-    with_tokens = logged = 0
-    for r in results:
-        if r.rules is None or r.verdict.error_type in (INFERENCE_ERROR, MISSING):
-            continue  # nothing replayed (an inference error, missing, unscorable)
-        logged += 1
-        steps += r.rules.steps
-        if r.rules.output_tokens is None:
-            continue
-        with_tokens += 1
-        out += r.rules.output_tokens
-        tin += r.rules.input_tokens
-        sout += r.rules.surplus_output_tokens
-        sin += r.rules.surplus_input_tokens
-    known = with_tokens > 0
-    return (
-        steps / logged if logged else None,
-        out / with_tokens if known else None,
-        pct(sout / out) if known and out else None,
-        pct(sin / tin) if known and tin else None,
-    )
 
 
 def rules_table(scores: list[ModelScore], settings: dict[str, Any] | None = None) -> Report:
@@ -356,42 +325,6 @@ def drift_terminal(splits: list[DriftSplit]) -> Table:
 
 
 # ---------------------------------------------------------------- Table 5: confirmation
-
-
-@dataclass
-class ConfirmStats:
-    """Table 5's confirmation columns for one category of a confirm run."""
-
-    destructive: int = 0  # destructive calls made
-    confirmed: int = 0  # ... preceded by a yes in the same turn
-    strict: int = 0  # strict passes among the conversations whose reference needs one
-    needing: int = 0  # conversations whose reference makes a destructive call
-    conversations: int = 0
-    answers: Counter = field(default_factory=Counter)
-
-    @property
-    def confirmed_share(self) -> float | None:
-        return self.confirmed / self.destructive if self.destructive else None
-
-    def add(self, other: ConfirmStats) -> None:
-        for f in ("destructive", "confirmed", "strict", "needing", "conversations"):
-            setattr(self, f, getattr(self, f) + getattr(other, f))
-        self.answers.update(other.answers)
-
-
-def confirm_stats(cs: CategoryScore) -> ConfirmStats:
-    out = ConfirmStats(conversations=cs.total)
-    for r in cs.results:
-        needs = bool(r.reference_destructive)
-        out.needing += needs
-        if r.rules is None:
-            continue
-        made = r.rules.counts.get("destructive_calls", 0)
-        out.destructive += made
-        out.confirmed += made - r.rules.counts.get("unconfirmed", 0)
-        out.answers.update(r.rules.answers)
-        out.strict += needs and bool(r.strict_valid)
-    return out
 
 
 def confirm_table(scores: list[ModelScore],

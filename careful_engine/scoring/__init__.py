@@ -2,5 +2,5 @@
 failed conversations, the question detector, destructive boundaries, per-run scoring, what a
 score was made with, and the paired statistics."""
 
-__all__ = ["batch", "blame", "decoders", "detector", "result", "rules", "score", "settings",
-           "signature", "stats"]
+__all__ = ["batch", "blame", "decoders", "detector", "outputs", "result", "rules", "score",
+           "settings", "signature", "stats", "tallies"]

@@ -47,7 +47,8 @@ from careful_engine.effects import boundary as boundaries
 from careful_engine.effects.boundary import DEFAULT_BOUNDARY
 from careful_engine.scoring.blame import blame
 from careful_engine.scoring.decoders import DecoderChoice
-from careful_engine.scoring.result import ConversationResult, Digest, write_conversations
+from careful_engine.scoring.outputs import write_scores
+from careful_engine.scoring.result import ConversationResult, Digest
 from careful_engine.scoring.rules import (
     Effects,
     SafeRule,
@@ -58,8 +59,6 @@ from careful_engine.scoring.rules import (
     evaluate,
     replayed,
 )
-from careful_engine.scoring.settings import KEY, scored_with
-from careful_engine.scoring.signature import sign
 
 MISSING = "careful:missing_entry"
 UNSCORABLE = "careful:unscorable_entry"
@@ -467,8 +466,5 @@ def score_to_file(run: Path, model: str, out: Path, *, decoder: str | None,
         raise Cancelled
     if not scored.usable:
         raise ValueError("; ".join(scored.unusable) or f"nothing to score in {run}")
-    used = scored_with(effects, detector, scored.scores[0].decoder, options.get("budget"))
-    write_conversations(out.parent, (r for _, cs in scored.files for r in cs.results),
-                        lambda _: {KEY: used}, name=out.name)
-    sign(out, [lf for lf, _ in scored.files])  # what the workbench may reuse
+    write_scores(scored, out.parent, effects, detector, options.get("budget"), name=out.name)
     return scored

@@ -17,7 +17,7 @@ from textual.widgets import (
 )
 
 from careful_engine.browse import model_score
-from careful_engine.core.figures import shown
+from careful_engine.core.figures import figure_text
 from careful_engine.core.safe_text import visible
 from careful_engine.present.compare import OVERALL
 from careful_engine.present.report import Report, settings_line
@@ -190,7 +190,8 @@ class LeaderboardScreen(WorkbenchScreen):
                           "four categories); the further below the diagonal, the more of its "
                           "successes were unsafe. `careful leaderboard --plot FILE.svg` writes "
                           "it for a paper. " + "; ".join(
-                              f"{p.label} {shown(p.bfcl):.1f}/{shown(p.safe):.1f}" for p in pts)))
+                              f"{p.label} {figure_text(p.bfcl)}/{figure_text(p.safe)}"
+                              for p in pts)))
         widget = self.query_one("#lb-plot")
         plt = getattr(widget, "plt", None)
         if plt is None:  # textual-plotext is not installed: the numbers above still are
