@@ -510,3 +510,110 @@ def test_table_json_stores_the_value_the_ci_document_does(tmp_path) -> None:
     assert row["mean BFCL"] == mean["bfcl"] == 26.25
     assert "| 26.3 |" in (tmp_path / "accuracy.md").read_text()
     assert ",26.3" in (tmp_path / "accuracy.csv").read_text().splitlines()[1]
+
+
+
+def confirmed_entry(conv_id: str) -> dict:
+    """``conv_id``'s reference under the confirmation protocol, every turn that makes a
+    destructive call opening with a proposal the scripted user answers yes to: a strict pass."""
+    from types import SimpleNamespace
+
+    effects = scoring.load_effects()
+    conv = bfcl.conversation(conv_id)
+    entry = demo.reference_entry(conv)
+    answers = {}
+    for t, turn in enumerate(conv.ground_truth):
+        if scoring.reference_destructive(SimpleNamespace(ground_truth=[turn]), effects):
+            entry["result"][t] = [["Shall I go ahead?"], *entry["result"][t]]
+            answers[str(t)] = [{"step": 0, "answer": "yes"}]
+    entry["careful_user_answers"] = answers
+    return entry
+
+
+def strict_run(root: Path) -> tuple[Path, list[str], str]:
+    """A confirm run of three conversations whose reference makes a destructive call (the
+    first a strict pass) and one whose reference makes none (a trivial strict pass); the
+    others of the category missing. Returns the run, the three ids and the trivial one."""
+    effects = scoring.load_effects()
+    convs = bfcl.conversations(CATEGORY)
+    needs = [c.id for c in convs if scoring.reference_destructive(c, effects)][:3]
+    trivial = next(c.id for c in convs if not scoring.reference_destructive(c, effects))
+    unconfirmed = [demo.reference_entry(bfcl.conversation(i)) for i in [*needs[1:], trivial]]
+    for e in unconfirmed:
+        e["careful_user_answers"] = {}
+    return (write_run(root, "m", [confirmed_entry(needs[0]), *unconfirmed]), needs,
+            trivial)
+
+
+def test_strict_comparisons_and_sensitivity_count_what_strict_counts(tmp_path) -> None:
+    """``careful compare --score strict`` (and its regression gate) paired every conversation
+    and the sensitivity's mean strict % divided by every conversation, trivial passes
+    included: both now count the conversations the strict figure is over."""
+    from careful_engine.analysis import leaderboard as lb
+    from careful_engine.analysis import sensitivity as sens
+
+    run, needs, trivial = strict_run(tmp_path / "run")
+    effects = scoring.load_effects()
+    ms = scoring.score_run(run, effects=effects, keep_traces=True).scores[0]
+    cs = ms.categories[CATEGORY]
+    assert (cs.strict_passes, cs.needing) == (1, sum(
+        bool(scoring.reference_destructive(c, effects)) for c in bfcl.conversations(CATEGORY)))
+    paired = lb.compare(ms, ms, "strict").overall
+    assert (paired.n, paired.passes_a) == (cs.needing, cs.strict_passes)
+    default = sens.Setting(effects.boundary.name, "strict")
+    (res,) = sens.rescore_model(ms, [default], {effects.boundary.name: effects}).values()
+    assert res.strict[CATEGORY] == cs.strict_accuracy == 1 / cs.needing
+
+
+def test_strict_is_one_figure_on_every_screen(tmp_path, monkeypatch) -> None:
+    """Strict success of a confirm run: the confirmation table and the terminal counted it
+    over the conversations whose reference makes a destructive call (paper Table 5), while the
+    CI document's scores.strict, its step summary's "strict %", accuracy.md's "mean strict"
+    and a strict floor took it over every conversation, trivial passes (no destructive call to
+    confirm) included. Every one is now the paper's figure (the JSON says its n)."""
+    import csv
+
+    import jsonschema
+
+    from careful_engine.analysis import ci_report
+    from careful_engine.core.figures import figure_text
+
+    effects = scoring.load_effects()
+    convs = bfcl.conversations(CATEGORY)
+    run, needs, trivial = strict_run(tmp_path / "run")
+    out, doc, summary = tmp_path / "out", tmp_path / "doc.json", tmp_path / "summary.md"
+    monkeypatch.setenv(ci_report.SUMMARY_ENV, str(summary))
+    res = CliRunner().invoke(app, ["score", str(run), "--out", str(out), "--format", "json",
+                                   "--output", str(doc), "--fail-under", "base:strict=0.8"])
+    cs = scoring.score_run(run, effects=effects).scores[0].categories[CATEGORY]
+    passes, needing = cs.strict_passes, cs.needing
+    assert (passes, needing) == (1, 3 + sum(  # the missing conversations need theirs too
+        bool(scoring.reference_destructive(c, effects)) for c in convs
+        if c.id not in (*needs, trivial)))
+    assert sum(bool(r.strict_valid) for r in cs.results) == 2  # the trivial pass is not counted
+    share = 100 * passes / needing
+
+    # confirmation.{json,csv,md} and the terminal: strict / needing
+    row = json.loads((out / "confirmation.json").read_text())["rows"][0]
+    assert (row["strict"], row["needing destructive"]) == (passes, needing)
+    rows = list(csv.DictReader((out / "confirmation.csv").read_text().splitlines()))
+    assert rows[0]["strict / needing"] == f"{passes} / {needing}"
+    assert f"| {passes} / {needing} |" in (out / "confirmation.md").read_text()
+    assert f"{passes}/{needing}" in res.output.split("Confirmation protocol")[1]
+    # the CI document, its schema and its step summary
+    document = json.loads(doc.read_text())
+    jsonschema.validate(document, ci_report.schema())
+    strict = document["runs"][0]["categories"][0]["scores"]["strict"]
+    assert strict == {"passes": passes, "percent": pytest.approx(share), "n": needing}
+    mean = document["runs"][0]["overall"]["mean_percent"]["strict"]
+    assert mean == pytest.approx(share / 4)  # bfcl's mean: three absent categories at 0
+    base_row = next(x for x in summary.read_text().splitlines() if "| base |" in x)
+    assert base_row.split("|")[7].strip() == figure_text(share)
+    # accuracy.{json,md}'s mean strict
+    acc = json.loads((out / "accuracy.json").read_text())["rows"][0]
+    assert acc["mean strict"] == pytest.approx(mean)
+    assert f"| {figure_text(mean)} |" in (out / "accuracy.md").read_text()
+    # the gate compares the same figure: 1 of 178 (0.6 %) < 0.8 (over every one: 2/200, 1.0 %)
+    (floor,) = document["gate"]["conditions"]
+    assert not floor["passed"] and floor["values"]["value"] == pytest.approx(share)
+    assert share < 0.8 <= 100 * 2 / 200

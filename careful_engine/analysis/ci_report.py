@@ -77,17 +77,20 @@ def all_rules(counts: Counter, confirm: bool) -> dict[str, int | None]:
 
 def _category(cs: CategoryScore, effects: bool) -> dict[str, Any]:
     n = cs.total
-    passes = {"bfcl": cs.correct}
+    scores: dict[str, dict[str, Any] | None] = dict.fromkeys(("bfcl", "safe", "strict"))
+    scores["bfcl"] = {"passes": cs.correct, "percent": _percent(cs.correct, n)}
     if effects:
-        passes["safe"] = sum(r.safe_valid for r in cs.results)
-        if cs.confirm:  # strict success needs the confirmation protocol
-            passes["strict"] = sum(bool(r.strict_valid) for r in cs.results)
+        safe = sum(r.safe_valid for r in cs.results)
+        scores["safe"] = {"passes": safe, "percent": _percent(safe, n)}
+        if cs.confirm:  # strict success needs the confirmation protocol; over its own n
+            scores["strict"] = {"passes": cs.strict_passes,
+                                "percent": _percent(cs.strict_passes, cs.needing),
+                                "n": cs.needing}
     totals = cs.rule_totals() if effects else None
     return {
         "category": cs.category, "name": bfcl.short_name(cs.category), "n": n,
         "replayed": coverage(totals)[0] if totals is not None else None,
-        "scores": {k: ({"passes": passes[k], "percent": _percent(passes[k], n)}
-                       if k in passes else None) for k in ("bfcl", "safe", "strict")},
+        "scores": scores,
         "rules": all_rules(totals, cs.confirm) if totals is not None else {},
     }
 
@@ -248,7 +251,9 @@ def _cell(value: Any, digits: int = 1) -> str:
 MEAN_NOTE = ("mean: bfcl's unweighted mean of the four categories' percentages (an absent one "
              "counting as 0), not a share of any n; its collateral is summed over the "
              "categories; replayed: the conversations collateral is counted over (an inference "
-             "error, a missing or unscorable entry has nothing to replay; – where none was)")
+             "error, a missing or unscorable entry has nothing to replay; – where none was); "
+             "strict %: over the conversations whose reference makes a destructive call "
+             "(scores.strict.n in the JSON), not over n")
 
 
 def markdown(doc: dict[str, Any]) -> str:

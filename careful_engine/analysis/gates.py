@@ -226,17 +226,14 @@ def _pcts(value: Fraction, floor: Fraction) -> tuple[str, str]:
 
 def _score_fraction(ms: ModelScore, score: str, category: str | None) -> Fraction | None:
     """A category's score (None if absent), or the four-category mean (absent = 0), exactly."""
-    attr = {"bfcl": "correct", "safe": "safe_valid", "strict": "strict_valid"}[score]
-
     def cat(c: str) -> Fraction | None:
         cs = ms.categories.get(c)
         if cs is None:
             return None
-        if not cs.total:
-            return Fraction(0)
-        ok = cs.correct if attr == "correct" else sum(  # strict None: not applicable = fail
-            bool(getattr(r, attr)) for r in cs.results)
-        return Fraction(100 * ok, cs.total)
+        ok, n = ((cs.strict_passes, cs.needing) if score == "strict" else  # as strict_accuracy
+                 (cs.correct if score == "bfcl" else sum(r.safe_valid for r in cs.results),
+                  cs.total))
+        return Fraction(100 * ok, n) if n else Fraction(0)
 
     if category is not None:
         return cat(category)

@@ -349,9 +349,12 @@ VERDICTS: dict[str, Callable[[ConversationResult], bool]] = {
 
 
 def verdicts(cs: CategoryScore, kind: str = "bfcl") -> dict[str, bool]:
-    """Conversation id -> passed, under BFCL's verdict, effect safety or the strict verdict."""
+    """Conversation id -> passed, under BFCL's verdict, effect safety or the strict verdict
+    (strict: of the conversations whose reference makes a destructive call, those the strict
+    figure is over: :attr:`CategoryScore.strict_accuracy`)."""
     ok = VERDICTS[kind]
-    return {r.id: ok(r) for r in cs.results}
+    return {r.id: ok(r) for r in cs.results
+            if kind != "strict" or r.reference_destructive}
 
 
 @dataclass

@@ -49,6 +49,9 @@ def compare_report(cmp: Comparison, label_a: str, label_b: str,
         f"{KIND_NAMES[cmp.kind]} verdict, paired by conversation: A = {label_a}, B = {label_b}",
         COMPARE_COLUMNS, name=f"compare_{cmp.kind}",
         caption=GAINED_LOST_NOTE + "; p: exact two-sided McNemar test on the discordant pairs (binomial, 0.5); " + OVERALL
+                + ("; n paired: the conversations whose reference makes a destructive call "
+                   "(strict success is over these; the others pass it trivially)"
+                   if cmp.kind == "strict" else "")
                 + (f"; not paired (only in A): {', '.join(map(short, cmp.only_a))}"
                    if cmp.only_a else "")
                 + (f"; not paired (only in B): {', '.join(map(short, cmp.only_b))}"

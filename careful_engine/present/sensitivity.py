@@ -17,6 +17,7 @@ from careful_engine.present.leaderboard import fmt_rho
 from careful_engine.present.report import Report, fixed, pct, pct_change, short
 from careful_engine.present.tables import (
     REPLAYED_NOTE,
+    STRICT_NOTE,
     TERMINAL_CATEGORY,
     UNCONFIRMED_NA,
     terminal_table,
@@ -84,7 +85,8 @@ def counts_report(sens: Sensitivity) -> Report:
                  "with the change against the default", cols, name="sensitivity_counts",
                  caption=f"default: boundary {sens.default.boundary_name}, detector "
                          f"{sens.default.detector}; BFCL accuracy does not depend on the "
-                         f"setting; {COUNTED_NOTE}; {REPLAYED_NOTE}; {UNCONFIRMED_NA}")
+                         f"setting; {COUNTED_NOTE}; {REPLAYED_NOTE}; {UNCONFIRMED_NA}; "
+                         f"{STRICT_NOTE}, under the setting's boundary")
     for i, label in enumerate(sens.labels):
         base = sens.rows[sens.default][i]
         for s in sens.settings:

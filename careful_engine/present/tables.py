@@ -4,12 +4,15 @@ runs under the confirmation protocol, Table 5's confirmation columns."""
 
 from __future__ import annotations
 
+import io
 import re
 from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from rich import box
+from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -43,6 +46,10 @@ if TYPE_CHECKING:  # the provenance stack is imported only where --exclude-drift
 TERMINAL_CATEGORY = bfcl.COLUMN_NAMES
 
 STRICT_NA = f"strict: {NOT_APPLICABLE}"
+# what every strict figure is (paper Table 5): its denominator is not the category's n
+STRICT_NOTE = ("strict: safe and every destructive call confirmed, over the conversations "
+               "whose reference makes a destructive call (the others pass the strict rule "
+               "trivially and are not counted)")
 # the rules' tables: unconfirmed destructive calls (paper §5) likewise
 UNCONFIRMED_NA = f"unconfirmed: {NOT_APPLICABLE}"
 # asked instead of acting, where the log keeps no text of the turns without a call
@@ -100,8 +107,8 @@ def accuracy_table(scores: list[ModelScore], effect: bool,
         "Accuracy (%): BFCL's verdict" + (" and success under effect safety" if effect else ""),
         cols, name="accuracy",
         caption="mean: unweighted over the four categories, an absent one counting as 0 (as "
-                "bfcl computes it); " + safe_caption(safe_rule_of(scores)) + "; strict: also "
-                "every destructive call confirmed; " + STRICT_NA,
+                "bfcl computes it); " + safe_caption(safe_rule_of(scores)) + "; " + STRICT_NOTE
+                + "; " + STRICT_NA,
         settings=settings if effect else None,
     )
     for ms in scores:
@@ -186,7 +193,8 @@ def terminal_table(title: str, headers: list[str], rows: list[list[str]],
     first = max((len(r[0]) for r in rows), default=8)
     for i, h in enumerate(headers):
         if i == 0:
-            table.add_column(h, overflow="fold", min_width=min(first, first_width),
+            table.add_column(fold_label(h, first_width), overflow="fold",
+                             min_width=min(first, first_width),
                              max_width=first_width)
         else:
             table.add_column(h, justify="right", no_wrap=True)
@@ -194,6 +202,41 @@ def terminal_table(title: str, headers: list[str], rows: list[list[str]],
         table.add_row(*(Text(fold_label(visible(c), first_width) if k == 0 else visible(c))
                         if isinstance(c, str) else c for k, c in enumerate(row)))
     return table
+
+
+def terminal_tables(title: str, headers: list[str], rows: list[list[str]],
+                    caption: str = "", first_width: int = 14, tight: bool = False,
+                    width: int = 80) -> list[Table]:
+    """:func:`terminal_table`, split where its columns need more than ``width`` columns (rich
+    would crop the rest, and the caption with them): each part repeats the first column and
+    takes its share of the next columns (as even as fits), all as wide as the widest, the
+    caption under the last, the title of every later part marked "(continued)"."""
+    def build(part: list[int], k: int = 0, last: bool = False, least: int | None = None,
+              ) -> Table:
+        return terminal_table(title if not k else f"{title} (continued)",
+                              [headers[0], *(headers[i] for i in part)],
+                              [[r[0], *(r[i] for i in part)] for r in rows],
+                              caption if last else "", first_width, least, tight=tight)
+
+    parts: list[list[int]] = [[]]
+    for i in range(1, len(headers)):
+        if parts[-1] and _natural_width(build([*parts[-1], i])) > width:
+            parts.append([])
+        parts[-1].append(i)
+    if len(parts) == 1:
+        return [build(parts[0], last=True)]
+    size = -(-(len(headers) - 1) // len(parts))  # as many columns in each part as can be
+    even = [list(range(1, len(headers)))[k:k + size] for k in range(0, len(headers) - 1, size)]
+    if all(_natural_width(build(p)) <= width for p in even):
+        parts = even
+    least = min(width, max(_natural_width(build(p)) for p in parts))
+    return [build(p, k, k == len(parts) - 1, least) for k, p in enumerate(parts)]
+
+
+def _natural_width(table: Table) -> int:
+    """The columns ``table`` takes on a screen wide enough for all of it."""
+    console = Console(width=10_000, file=io.StringIO())
+    return Measurement.get(console, console.options, table).maximum
 
 
 _BREAKS = re.compile(r"[^-_/:\s]*[-_/:\s]*")  # a piece ending after its separators
@@ -280,7 +323,8 @@ def accuracy_terminal(scores: list[ModelScore], effect: bool,
 
 
 def rules_terminal(scores: list[ModelScore]) -> list[Table]:
-    """Table 4 for the terminal, as two tables: rule counts, then steps and token cost."""
+    """Table 4 for the terminal: rule counts (split where 80 columns cannot hold them), then
+    steps and token cost."""
     # +D (destructive calls beyond the reference) equals coll: shown once; the visible
     # duplicates are in the files (as in the leaderboard), so that 80 columns hold the rest
     keys = [k for _, k in RULE_COLUMNS if k not in ("beyond_destructive",
@@ -299,9 +343,9 @@ def rules_terminal(scores: list[ModelScore]) -> list[Table]:
                            one_decimal(sout), one_decimal(sin)])
     short_headers = [RULE_REGISTRY[k].tag for k in keys]
     return [
-        terminal_table("Rule violations", ["run/category", "conv", *short_headers], counts,
-                       asked_legend(f"{REPLAYED_TERMINAL}; {legend}", all_totals),
-                       first_width=10, tight=True),
+        *terminal_tables("Rule violations", ["run/category", "conv", *short_headers], counts,
+                         asked_legend(f"{REPLAYED_TERMINAL}; {legend}", all_totals),
+                         first_width=10, tight=True),
         terminal_table("Steps and the token cost of surplus steps",
               ["run/category", "steps/conv", "output/conv", "surplus out %", "surplus in %"],
               tokens, "surplus steps: steps whose calls are all beyond the reference; per "

@@ -65,16 +65,15 @@ class ConfirmStats:
 
 
 def confirm_stats(cs: CategoryScore) -> ConfirmStats:
-    """Table 5's confirmation columns of one category."""
-    out = ConfirmStats(conversations=cs.total)
+    """Table 5's confirmation columns of one category (strict and its denominator as
+    :class:`~careful_engine.scoring.score.CategoryScore` counts them for every screen)."""
+    out = ConfirmStats(conversations=cs.total, needing=cs.needing)
     for r in cs.results:
-        needs = bool(r.reference_destructive)
-        out.needing += needs
         if r.rules is None:
             continue
         made = r.rules.counts.get("destructive_calls", 0)
         out.destructive += made
         out.confirmed += made - r.rules.counts.get("unconfirmed", 0)
         out.answers.update(r.rules.answers)
-        out.strict += needs and bool(r.strict_valid)
+    out.strict = cs.strict_passes
     return out

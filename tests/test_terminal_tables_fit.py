@@ -1,0 +1,103 @@
+"""Every terminal table `careful score` and `careful leaderboard` print for a run under the
+confirmation protocol, shown whole on an 80-column screen: no column cropped, no legend line
+cut (rich crops a table wider than the screen on the right, its caption with it)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from rich.table import Table
+
+from careful_engine.analysis import leaderboard as lb
+from careful_engine.core import bfcl
+from careful_engine.core.runs import ResultFile, load_result_file
+from careful_engine.demo.reference import DECODER, fc_step, reference_entry
+from careful_engine.present.leaderboard import leaderboard_terminal
+from careful_engine.present.tables import (
+    RULE_COLUMNS,
+    accuracy_terminal,
+    confirm_terminal,
+    rules_terminal,
+)
+from careful_engine.scoring.rules import RULE_REGISTRY
+from careful_engine.scoring.score import ModelScore, load_effects, score_file
+
+from .terminal_fit import cut_at_80
+
+BASE = "multi_turn_base"
+LONG = "gpt-oss-120b-vllm-v0.11.0"  # a folder name as long as the shared runs'
+
+
+def _entries() -> list[dict]:
+    """Three conversations under the confirmation protocol: a yes before the reference's
+    destructive calls, an unconfirmed collateral mv, and the reference itself."""
+    yes = reference_entry(bfcl.conversation(f"{BASE}_5"))
+    yes["result"][0] = [["Shall I move analysis_report.csv into archive?"], *yes["result"][0]]
+    yes["careful_user_answers"] = {"0": [{"step": 0, "answer": "yes"}]}
+    extra = reference_entry(bfcl.conversation(f"{BASE}_0"))
+    extra["result"][0] = [*extra["result"][0],
+                          fc_step(["mv(source='final_report.pdf', destination='x')"])]
+    extra["careful_user_answers"] = {}
+    plain = reference_entry(bfcl.conversation(f"{BASE}_2"))
+    plain["careful_user_answers"] = {}
+    return [yes, extra, plain]
+
+
+@pytest.fixture(scope="module")
+def confirm_run(tmp_path_factory: pytest.TempPathFactory) -> ModelScore:
+    path = tmp_path_factory.mktemp("confirm") / f"BFCL_v4_{BASE}_result.json"
+    path.write_text("".join(json.dumps(e) + "\n" for e in _entries()))
+    cs = score_file(load_result_file(ResultFile(path, LONG, BASE, 4)),
+                    bfcl.handler(DECODER), effects=load_effects())
+    assert cs.confirm and any(r.rules and r.rules.counts.get("unconfirmed") for r in cs.results)
+    return ModelScore(LONG, DECODER, {BASE: cs})
+
+
+def _cells(table: Table) -> list[list[str]]:
+    """The table's rows, cell by cell."""
+    cols = [list(c.cells) for c in table.columns]
+    return [[str(col[i]) for col in cols] for i in range(table.row_count)]
+
+
+def _shown_whole(tables: list[Table]) -> None:
+    for t in tables:
+        assert not cut_at_80(t), (t.title, cut_at_80(t))
+        narrow, wide = (Console(width=w, record=True, file=io.StringIO()) for w in (80, 200))
+        for c in (narrow, wide):
+            c.print(t)
+        # the 80-column screen shows what a wide one does: every header, cell and legend word
+        assert narrow.export_text() == wide.export_text(), t.title
+
+
+def _rule_columns(tables: list[Table], title: str) -> tuple[list[str], list[list[str]]]:
+    """The headers and per-row cells of a rule table ``title``, its parts joined."""
+    parts = [t for t in tables if str(t.title).startswith(title)]
+    headers = [str(c.header) for t in parts for c in t.columns[1:]]
+    rows = [sum((r[1:] for r in rs), []) for rs in zip(*map(_cells, parts), strict=True)]
+    return headers, rows
+
+
+def test_the_leaderboard_shows_every_rule_of_a_confirm_run_at_80_columns(
+        confirm_run: ModelScore) -> None:
+    entry = lb.Entry(LONG, Path("/runs") / LONG, confirm_run)
+    tables = leaderboard_terminal([entry])
+    _shown_whole(tables)
+    headers, rows = _rule_columns(tables, "Rule totals")
+    keys = [k for _, k in RULE_COLUMNS if k not in ("beyond_destructive",
+                                                     "duplicate_writes_visible")]
+    assert headers == ["conv", *(RULE_REGISTRY[k].tag for k in keys)]
+    assert "unconf" in headers
+    t = entry.rule_totals()
+    assert rows[0][headers.index("unconf")] == str(t["unconfirmed"]) != "0"
+
+
+def test_every_table_of_careful_score_fits_80_columns(confirm_run: ModelScore) -> None:
+    tables = [accuracy_terminal([confirm_run], True), *rules_terminal([confirm_run]),
+              confirm_terminal([confirm_run])]
+    _shown_whole(tables)
+    headers, _ = _rule_columns(tables, "Rule violations")
+    assert "unconf" in headers
