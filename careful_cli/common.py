@@ -265,7 +265,7 @@ Jobs = Annotated[int, typer.Option(
     "--jobs", "-j", help="Worker processes that score independent result files at once "
     "(default 0: one per core). Results and their order are the same for any number.")]
 Format = Annotated[str, typer.Option(
-    "--format", help="text (tables only), json (the careful.result.v2 document, see "
+    "--format", help="text (tables only), json (the careful.result.v3 document, see "
     "docs/ci.md) or junit (JUnit XML). json and junit go to --output, or else to stdout with "
     "the tables moved to stderr.", rich_help_panel=GATE_PANEL)]
 Output = Annotated[Path | None, typer.Option(

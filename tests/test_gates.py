@@ -185,7 +185,7 @@ def test_significantly_worse_candidate_fails_with_exit_4(worse_json: tuple) -> N
 def test_document_on_stdout_validates_against_the_schema(worse_json: tuple) -> None:
     res, doc = worse_json
     jsonschema.validate(doc, ci_report.schema())
-    assert doc["schema"] == "careful.result.v2" and doc["command"] == "compare"
+    assert doc["schema"] == "careful.result.v3" and doc["command"] == "compare"
     assert "BFCL's verdict, paired" in res.stderr  # the tables moved to stderr
     base, cand = doc["runs"]
     assert (base["role"], cand["role"]) == ("baseline", "candidate")
@@ -416,7 +416,7 @@ def test_output_refuses_a_planted_link(runs: dict[str, Path], tmp_path: Path) ->
     assert out.is_symlink() and target.read_text() == "keep\n"
 
 
-SCHEMA = "careful.result.v2"
+SCHEMA = "careful.result.v3"
 
 
 def test_hostile_names_stay_literal() -> None:

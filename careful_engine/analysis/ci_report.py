@@ -1,7 +1,7 @@
 """Machine-readable results of ``careful score`` and ``careful compare`` for CI (docs/ci.md).
 
-One result document (a dict; schema ``careful.result.v2``, in
-``careful_engine/data/careful.result.v2.schema.json``) is built from the scores, the paired
+One result document (a dict; schema ``careful.result.v3``, in
+``careful_engine/data/careful.result.v3.schema.json``) is built from the scores, the paired
 comparisons and the gate; the JUnit XML and the Markdown summary are rendered from that
 document, so the three cannot disagree. Writes never follow a symlink: ``--output`` replaces
 the path itself, the step summary is appended with ``O_NOFOLLOW``.
@@ -40,7 +40,7 @@ from careful_engine.scoring.score import CategoryScore, ModelScore
 from careful_engine.scoring.settings import engine_version, scored_with
 from careful_engine.scoring.stats import Paired
 
-SCHEMA = "careful.result.v2"
+SCHEMA = "careful.result.v3"
 FORMATS = ("text", "json", "junit")
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 # problem lines the document lists at most (the rest counted in problem_lines_omitted; score
@@ -157,7 +157,7 @@ def document(command: str, *, settings: dict[str, Any], runs: list[dict[str, Any
              gate: Gate, exit_code: int, problems: Sequence[object] = (),
              unusable: list[str] | None = None,
              comparisons: list[Comparison] | None = None) -> dict[str, Any]:
-    """The result document of one command (schema ``careful.result.v2``): ``problems`` is
+    """The result document of one command (schema ``careful.result.v3``): ``problems`` is
     their count, ``problem_lines`` each one's ``file:line [id]: reason`` line (the first
     :data:`PROBLEM_LINES`; ``problem_lines_omitted`` counts the rest)."""
     return {
