@@ -344,6 +344,23 @@ def test_scenario_loader_loads_as_bfcls_own() -> None:
     assert n > 1000
 
 
+def test_random_states_shared_by_value() -> None:
+    """Equal random states of instance templates become one object (a cache file holds it
+    once); a state that differs stays its own, one found by the same few words included."""
+    import random
+
+    a, b = random.Random(7).getstate(), random.Random(7).getstate()
+    assert a is not b and environment._shared(a) is environment._shared(b)
+    words = list(a[1])
+    words[300] ^= 1  # (the words the lookup starts from are a's)
+    odd = (a[0], tuple(words), a[2])
+    assert environment._shared(odd) is odd
+    assert environment._shared((odd[0], tuple(words), odd[2])) is odd
+    assert environment._shared(a) == a and environment._shared(a) is not odd
+    other = random.Random(8).getstate()
+    assert environment._shared(other) == other and environment._shared(other) is not a
+
+
 def test_plain_deepcopy_is_deepcopy() -> None:
     """The same values, types and sharing as copy.deepcopy; what is not plain data (a
     subclass, bytes-like values, objects) is copy.deepcopy's own."""
