@@ -103,6 +103,26 @@ def test_differing_attributes_are_the_full_public_diff(traces: list) -> None:
     assert compared > 1_000
 
 
+def test_changes_of_some_classes_are_those_of_the_full_diff() -> None:
+    """``diff(..., classes)`` (blame reads a call's changes in the differing classes only)
+    keeps exactly the full diff's changes in those classes, in its order."""
+
+    class Sim:
+        pass
+
+    sims = {name: Sim() for name in ("A", "B", "C")}
+    for k, sim in enumerate(sims.values()):
+        sim.items, sim._hidden = {"x": k, "y": [k]}, k
+    before = State.of(sims)
+    for sim in sims.values():
+        sim.items, sim._hidden = {"x": 9, "z": 1}, 7
+    after = State.of(sims)
+    full = diff(before, after)
+    assert {ch.path[0] for ch in full} == {"A", "B", "C"}
+    for classes in ({"A"}, {"B", "C"}, set(), {"D"}):
+        assert diff(before, after, classes) == [ch for ch in full if ch.path[0] in classes]
+
+
 def test_equal_captures_holding_a_nan_still_differ_as_bfcl_compares() -> None:
     """Plain forms made twice from one capture with a NaN compare unequal (``nan != nan``):
     the fast path may skip equal captures only where no NaN can be."""

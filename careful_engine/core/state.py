@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import marshal
 import pickle
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -450,11 +450,15 @@ def _class_diff(before: State, after: State, c: str) -> list[Change]:
                       {c: after[c]} if c in after else {}, ()))
 
 
-def diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
-    """Leaf-level changes between two states (class name -> attributes)."""
+def diff(before: Mapping[str, Any], after: Mapping[str, Any],
+         classes: Collection[str] | None = None) -> list[Change]:
+    """Leaf-level changes between two states (class name -> attributes); with ``classes``
+    (two States), only the changes of those classes."""
     if isinstance(before, State) and isinstance(after, State):
         changes: list[Change] = []
         for c in before:
+            if classes is not None and c not in classes:
+                continue
             if c in after and before.same_as(after, c):
                 continue
             changes.extend(_class_diff(before, after, c))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -89,11 +90,12 @@ class CallRecord:
     def changed(self) -> bool:
         return self.state_before is not self.state_after and self.state_before != self.state_after
 
-    def diff(self) -> list[Change]:
-        """Leaf changes this call made (hidden state included)."""
+    def diff(self, classes: Collection[str] | None = None) -> list[Change]:
+        """Leaf changes this call made (hidden state included); with ``classes``, only those
+        of these classes."""
         if self.state_before is self.state_after:
             return []
-        return diff(self.state_before, self.state_after)
+        return diff(self.state_before, self.state_after, classes)
 
 
 @dataclass

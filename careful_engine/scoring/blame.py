@@ -24,7 +24,7 @@ from typing import Any
 from careful_engine.core.checker import EMPTY_TURN, FORCE_TERMINATED, RESPONSE_MISMATCH
 from careful_engine.core.fs_capture import TreeVersion
 from careful_engine.core.replay import ConversationTrace
-from careful_engine.core.state import State, comparable, diff, public_view
+from careful_engine.core.state import State, comparable, public_view
 from careful_engine.core.trajectory import CallRecord
 from careful_engine.scoring.rules import WITHIN, Effects, align, canonical
 
@@ -99,9 +99,38 @@ def _differing(a: State, b: State) -> list[tuple]:
             continue
         pa, pb = public_view(a[c]), public_view(b[c])
         if pa is not pb and pa != pb:
-            out.extend(ch.path for ch in diff({c: pa}, {c: pb}))
+            _leaf_paths(pa, pb, (c,), out)
     out.extend((c,) for c in b if c not in a)
     return out
+
+
+def _leaf_paths(a: dict, b: dict, path: tuple, out: list[tuple]) -> None:
+    """Append the paths of :func:`~careful_engine.core.state.diff`'s changes from ``a`` to
+    ``b`` (two unequal dicts under ``path``) to ``out``, in its order, without making the
+    changes (iterative: any depth)."""
+    stack: list = [(a, b, path)]
+    while stack:
+        task = stack.pop()
+        if type(task) is list:  # paths to emit once the nested ones before them are done
+            out.extend(task)
+            continue
+        a, b, path = task
+        tasks: list = []
+        for k in a:
+            if k not in b:
+                tasks.append([path + (k,)])
+                continue
+            x, y = a[k], b[k]
+            if x is y or x == y:
+                continue
+            if type(x) is dict and type(y) is dict:
+                tasks.append((x, y, path + (k,)))
+            else:
+                tasks.append([path + (k,)])
+        added = [path + (k,) for k in b if k not in a]
+        if added:
+            tasks.append(added)
+        stack.extend(reversed(tasks))
 
 
 def _dotted(path: tuple) -> str:
@@ -144,8 +173,10 @@ def _made_by_parent(rec: CallRecord, differing: list[tuple],
                for p in parents for d in differing)
 
 
-def _changed_paths(rec: CallRecord) -> list[tuple]:
-    return [ch.path for ch in rec.diff() if not ch.hidden]
+def _changed_paths(rec: CallRecord, classes: set[str] | None = None) -> list[tuple]:
+    """The paths of the call's public changes (with ``classes``: of those classes only, all
+    that :func:`_inside` and :func:`_parent` can find of paths in them)."""
+    return [ch.path for ch in rec.diff(classes) if not ch.hidden]
 
 
 def _closest(ref: CallRecord, j: int, model: list[CallRecord],
@@ -221,9 +252,10 @@ def blame(trace: ConversationTrace, effects: Effects | None = None) -> Blame | N
         if not differing:
             continue
         attributes = sorted({_dotted(p) for p in differing})[:20]
+        classes = {d[0] for d in differing}  # a change elsewhere is in no differing path
         changed: list[tuple[CallRecord, list[tuple]]] = []
         for rec in trace.model.turns[t]:  # a change inside a differing attribute
-            paths = _changed_paths(rec)
+            paths = _changed_paths(rec, classes)
             if any(_inside(p, differing) for p in paths):
                 return Blame(t, rec.text, rec.step, attributes)
             changed.append((rec, paths))
@@ -232,7 +264,7 @@ def blame(trace: ConversationTrace, effects: Effects | None = None) -> Blame | N
                 return Blame(t, rec.text, rec.step, attributes)
         missing = []
         for rec in ref_turns[t]:
-            paths = _changed_paths(rec)
+            paths = _changed_paths(rec, classes)
             if any(_inside(p, differing) for p in paths) or _made_by_parent(rec, differing,
                                                                            paths):
                 missing.append(rec)
