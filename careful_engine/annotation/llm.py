@@ -341,10 +341,7 @@ def make_client(api_key: str | None = None, base_url: str | None = None, *,
         raise AnnotationError("no Anthropic API key: set ANTHROPIC_API_KEY or pass --api-key")
     try:
         limits = limits or bounded_http.Limits.from_env()
-        if base_url is not None:
-            bounded_http.check_url(base_url, "--base-url")
-        elif os.getenv("ANTHROPIC_BASE_URL"):
-            bounded_http.check_url(os.environ["ANTHROPIC_BASE_URL"], "ANTHROPIC_BASE_URL")
+        bounded_http.check_endpoints(base_url=base_url)
     except ValueError as e:
         raise AnnotationError(str(e)) from None
     return anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=max_retries,

@@ -47,6 +47,10 @@ class RetryPolicy:
     base_wait: float = 2.0
     sleep: Any = time.sleep
 
+    def describe(self) -> dict[str, Any]:
+        """The policy as a run's manifest records it."""
+        return {"max_attempts": self.max_attempts, "max_wait_s": self.max_wait}
+
     def wait(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
             return max(0.0, min(retry_after, self.max_wait))
