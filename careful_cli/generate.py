@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 from collections import Counter
 from pathlib import Path
 
@@ -129,12 +128,17 @@ def generate(
     unavailable, interrupted), resumable; 2 bad input, or the run failed: the endpoint
     failed every attempt and nothing was written.
     """
-    from careful_engine.core.bounded_http import Limits, check_port, check_url
+    from careful_engine.core.bounded_http import Limits, check_endpoints
     from careful_engine.generation import GenerationError, RunOptions, StopRun, results
     from careful_engine.generation import generate as run_gen
     from careful_engine.generation.dataset import parse_categories, parse_ids
     from careful_engine.generation.retry import RetryPolicy
-    from careful_engine.generation.runner import Condition
+    from careful_engine.generation.runner import (
+        BACKENDS,
+        DEFAULT_THREADS,
+        Condition,
+        default_backend,
+    )
     from careful_engine.protocol import SCRIPTS
 
     if script not in SCRIPTS:
@@ -148,18 +152,8 @@ def generate(
         limits = Limits.from_env(connect_timeout, request_timeout, max_response_bytes)
     except ValueError as e:
         raise fail(str(e)) from None
-    try:  # endpoints as given, before bfcl's handler or a client parses them mid-run
-        if endpoint is not None:
-            check_url(endpoint, "--endpoint")
-        if base_url is not None:
-            check_url(base_url, "--base-url")
-        elif os.getenv("ANTHROPIC_BASE_URL"):
-            check_url(os.environ["ANTHROPIC_BASE_URL"], "ANTHROPIC_BASE_URL")
-        if os.getenv("LOCAL_SERVER_PORT") is not None:
-            check_port(os.environ["LOCAL_SERVER_PORT"], "LOCAL_SERVER_PORT")
-        if os.getenv("LOCAL_SERVER_ENDPOINT") is not None:
-            check_url(f"http://{os.environ['LOCAL_SERVER_ENDPOINT']}:1/v1",
-                      "LOCAL_SERVER_ENDPOINT (a host name)")
+    try:
+        check_endpoints(base_url=base_url, endpoint=endpoint, local_server=True)
     except ValueError as e:
         raise fail(str(e)) from None
     policy = RetryPolicy(max_attempts=max_attempts, max_wait=max_wait)
@@ -175,8 +169,8 @@ def generate(
                 "; name a registry key, such as claude-sonnet-4-5-20250929-FC or "
                 "Qwen/Qwen3-8B-FC (bfcl-eval's model_config.py lists them)")
         raise fail(f"{model!r} is not in bfcl-eval {bfcl.BFCL_VERSION}'s model registry{hint}")
-    backend = backend or ("anthropic" if entry.handler_class == "ClaudeHandler" else "vllm")
-    if backend not in ("vllm", "anthropic"):
+    backend = backend or default_backend(entry.handler_class)
+    if backend not in BACKENDS:
         raise typer.BadParameter(f"{backend!r}; choose vllm or anthropic",
                                  param_hint="--backend")
     try:
@@ -188,7 +182,7 @@ def generate(
     options = RunOptions(
         model=model, run_dir=run_dir, backend=backend, condition=condition, categories=cats,
         ids=id_list, limit=limit, boundary=boundary, declarations=declarations, script=script,
-        threads=threads or (1 if backend == "anthropic" else 16),
+        threads=threads or DEFAULT_THREADS[backend],
         include_input_log=include_input_log, exclude_state_log=exclude_state_log,
         retry_errors=retry_errors,
     )
@@ -200,25 +194,26 @@ def generate(
         raise fail(str(e)) from None
     try:
         if backend == "anthropic":
-            handler, guard = _anthropic(model, options, folder, budget=budget,
-                                        max_tokens=max_tokens, api_model=api_model,
-                                        base_url=base_url, prices=prices, policy=policy,
-                                        limits=limits)
+            from careful_engine.generation.anthropic_backend import prepare
+
+            handler, guard = prepare(options, folder, budget=budget, max_tokens=max_tokens,
+                                     api_model=api_model, base_url=base_url, prices=prices,
+                                     policy=policy, limits=limits)
         else:
-            handler, server, attach = _vllm(model, options, folder, temperature=temperature,
-                                            endpoint=endpoint, served=served_model_name,
-                                            tokenizer=tokenizer, max_model_len=max_model_len,
-                                            port=port, num_gpus=num_gpus,
-                                            gpu_memory_utilization=gpu_memory_utilization,
-                                            local_model_path=local_model_path,
-                                            ready_timeout=ready_timeout, policy=policy,
-                                            limits=limits)
-        if backend == "vllm":
+            from careful_engine.generation.vllm_backend import prepare as prepare_vllm
+
+            prepared = prepare_vllm(options, folder, temperature=temperature, endpoint=endpoint,
+                                    served=served_model_name, tokenizer=tokenizer,
+                                    max_model_len=max_model_len, port=port, num_gpus=num_gpus,
+                                    gpu_memory_utilization=gpu_memory_utilization,
+                                    local_model_path=local_model_path,
+                                    ready_timeout=ready_timeout, policy=policy, limits=limits)
+            handler, server = prepared.handler, prepared.server
             err.print("starting vllm serve ..." if endpoint is None else f"using {endpoint}",
                       markup=False)
         with server, progress_bar() as progress:
             if backend == "vllm":
-                options.settings.update(attach())
+                options.settings.update(prepared.attach())
             task = progress.add_task(f"{model} {condition}", total=None)
 
             def started(pending: int, already: int) -> None:
@@ -246,80 +241,6 @@ def generate(
         raise typer.Exit(EXIT_UNUSABLE)
     if report.status != "complete":
         raise typer.Exit(EXIT_STOPPED)
-
-
-def _anthropic(model: str, options, folder: Path, *, budget, max_tokens, api_model, base_url,
-               prices, policy, limits):
-    from careful_engine.generation import GenerationError, anthropic_backend, results
-    from careful_engine.generation.spend import SpendGuard, load_prices
-
-    if budget is None:
-        raise GenerationError("an API run needs a --budget in US dollars (finite, positive)")
-    if not (os.getenv("ANTHROPIC_API_KEY") or os.getenv("ANTHROPIC_AUTH_TOKEN")):
-        raise GenerationError("ANTHROPIC_API_KEY is not set")
-    sent = api_model or bfcl.registry()[model].model_name
-    price = load_prices(prices).get(sent)
-    guard = SpendGuard.resume(budget, price, folder / results.LEDGER)
-    handler = anthropic_backend.build(model, max_output_tokens=max_tokens, api_model=api_model,
-                                      base_url=base_url, guard=guard, policy=policy,
-                                      limits=limits)
-    options.settings.update({
-        "api_model": sent, "max_tokens": max_tokens, "temperature": None,
-        "base_url": base_url or os.getenv("ANTHROPIC_BASE_URL") or "https://api.anthropic.com",
-        "budget_usd": budget, "price_model": price.model,
-        "retries": {"max_attempts": policy.max_attempts, "max_wait_s": policy.max_wait},
-        "limits": limits.describe(),
-    })
-    return handler, guard
-
-
-def _vllm(model: str, options, folder: Path, *, temperature, endpoint, served, tokenizer,
-          max_model_len, port, num_gpus, gpu_memory_utilization, local_model_path,
-          ready_timeout, policy, limits):
-    from careful_engine.generation import GenerationError
-    from careful_engine.generation import vllm_backend as vb
-
-    if tokenizer not in vb.TOKENIZERS:
-        raise GenerationError(f"--tokenizer {tokenizer!r}; choose one of "
-                              f"{', '.join(vb.TOKENIZERS)}")
-    handler = vb.build(model, temperature)
-    options.settings.update({
-        "temperature": temperature, "limits": limits.describe(),
-        "retries": {"max_attempts": policy.max_attempts, "max_wait_s": policy.max_wait}})
-    if endpoint is not None:
-        base_url = endpoint.rstrip("/")
-
-        def attach() -> dict:
-            vb.wait_ready(base_url, timeout=ready_timeout, refused_is_final=True,
-                          limits=limits)
-            return vb.attach(handler, base_url, model=served, tokenizer_kind=tokenizer,
-                             max_model_len=max_model_len, local_model_path=local_model_path,
-                             limits=limits, policy=policy)
-
-        return handler, contextlib.nullcontext(), attach
-    path = local_model_path or handler.model_name_huggingface
-    tok, ctx = None, None
-    if tokenizer in ("auto", "hf"):
-        try:
-            tok, ctx = vb.hf_tokenizer(path, local=local_model_path is not None)
-        except GenerationError:
-            if tokenizer == "hf":
-                raise
-    port = port or int(os.getenv("LOCAL_SERVER_PORT", vb.DEFAULT_PORT))
-    length = min(max_model_len, ctx) if ctx else None
-    cmd = vb.vllm_command(path, port=port, num_gpus=num_gpus,
-                          gpu_memory_utilization=gpu_memory_utilization, max_model_len=length)
-    base_url = f"http://{os.getenv('LOCAL_SERVER_ENDPOINT', 'localhost')}:{port}/v1"
-    server = vb.VllmServer(cmd, base_url, folder / "vllm_serve.log", ready_timeout, limits)
-    options.settings.update({"vllm_command": cmd})
-
-    def attach() -> dict:
-        return vb.attach(handler, base_url, model=served or path, tokenizer=tok,
-                         tokenizer_kind="hf" if tok is not None else "server",
-                         max_model_len=length or max_model_len,
-                         local_model_path=local_model_path, limits=limits, policy=policy)
-
-    return handler, server, attach
 
 
 def _report(report) -> None:

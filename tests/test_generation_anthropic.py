@@ -452,9 +452,9 @@ TOOL = {"name": "cd", "description": "", "input_schema": {"type": "object", "pro
     ({"type": "tool_use", "name": 7, "input": {}, "id": "t1"}, "no tool offered (not text)"),
     ({"type": "tool_use", "name": "cd", "input": "notadict", "id": "t1"}, "not an object"),
     ({"type": "tool_use", "name": "cd", "input": [], "id": "t1"}, "not an object"),
-    ({"type": "text", "text": 5}, "a text block without text"),
+    ({"type": "text", "text": 5}, "a text block holds an int, not text"),
     ({"type": "image"}, "a content block of type 'image'"),
-    ({"text": "no type"}, "a content block of type None"),
+    ({"text": "no type"}, "without a type"),
 ])
 def test_a_malformed_content_block_is_a_malformed_answer(tmp_path, block, says):
     """Every content block is checked: a tool call must name a tool offered, with a text id

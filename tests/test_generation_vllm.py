@@ -265,7 +265,8 @@ def test_usage_that_score_would_refuse_is_a_malformed_answer(usage):
                   "usage": {"prompt_tokens": usage, "completion_tokens": 1}}
     assert "not token counts" in completion_problem(completion)
     message = {"content": [], "usage": {"input_tokens": 1, "output_tokens": usage}}
-    assert "not token counts" in message_problem(message)
+    assert "output_tokens is" in message_problem(message)
+    assert "not a token count" in message_problem(message)
     big = {"choices": [{"text": "x" * (2 * 2**20 + 1)}],
            "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
     assert "characters" in completion_problem(big)

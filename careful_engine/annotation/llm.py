@@ -33,9 +33,8 @@ from careful_engine.annotation.errors import AnnotationError, LabelError
 from careful_engine.annotation.sessions import current_account
 from careful_engine.annotation.signals import FunctionInput
 from careful_engine.annotation.store import Store
-from careful_engine.core import bfcl, bounded_http
-from careful_engine.core.decode import MAX_TOKEN_COUNT
-from careful_engine.core.json_values import a_kind
+from careful_engine.core import anthropic_answers, bfcl, bounded_http
+from careful_engine.core.anthropic_answers import get, usage_of
 from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
 
 DEFINITION = (
@@ -56,8 +55,6 @@ SYSTEM_PROMPT = (
 
 MAX_CONSECUTIVE_API_ERRORS = 3
 MAX_ANSWER_CHARS = 32 * 1024  # one JSON object and a sentence or two; longer is refused
-_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
-               "cache_read_input_tokens")
 
 
 class AnswerError(ValueError):
@@ -233,66 +230,25 @@ def parse_answer(text: str, function: str | None = None) -> tuple[bool, str]:
 def answer_of(message: Any, function: str | None = None) -> tuple[bool, str, str]:
     """(destructive, reason, raw text) from a Messages API response (text or tool_use)."""
     texts = []
-    for block in getattr(message, "content", None) or []:
-        kind = getattr(block, "type", None)
-        if kind == "tool_use" and isinstance(getattr(block, "input", None), dict):
-            data = block.input
+    for block in get(message, "content") or []:
+        kind = get(block, "type")
+        if kind == "tool_use" and isinstance(data := get(block, "input"), dict):
             if "destructive" in data:
                 raw = json.dumps(data, ensure_ascii=False)
                 destructive, reason = parse_answer(raw, function)
                 return destructive, reason, raw
         elif kind == "text":
-            texts.append(block.text)
+            texts.append(get(block, "text"))
     raw = "\n".join(texts)
     destructive, reason = parse_answer(raw, function)
     return destructive, reason, raw
 
 
-def _token_count(value: Any) -> bool:
-    return type(value) is int and 0 <= value <= MAX_TOKEN_COUNT
-
-
 def message_problem(message: Any) -> str | None:
-    """Why an answer from the endpoint is not a usable message (None when it is): content
-    that is not a list of blocks, a text block whose text is not text, a tool call whose
-    input is not an object, more than :data:`MAX_ANSWER_CHARS` characters, or usage that is
-    not token counts."""
-    content = getattr(message, "content", None)
-    if not isinstance(content, list):
-        return f"the answer is not a message ({a_kind(message)} without content)"
-    size = 0
-    for block in content:
-        kind = getattr(block, "type", None)
-        if not isinstance(kind, str):
-            return f"a content block is {a_kind(block)}, without a type"
-        if kind == "text":
-            text = getattr(block, "text", None)
-            if not isinstance(text, str):
-                return f"a text block holds {a_kind(text)}, not text"
-            size += len(text)
-        elif kind == "tool_use":
-            data = getattr(block, "input", None)
-            if not isinstance(data, dict):
-                return f"a tool call's input is {a_kind(data)}, not an object"
-            try:
-                size += len(json.dumps(data, ensure_ascii=False))
-            except (RecursionError, ValueError):
-                return "a tool call's input is nested too deeply"
-        if size > MAX_ANSWER_CHARS:
-            return f"the answer has more than {MAX_ANSWER_CHARS:,} characters"
-    usage = getattr(message, "usage", None)
-    for key in _USAGE_KEYS:
-        value = getattr(usage, key, None)
-        if (value is None and key in _USAGE_KEYS[2:]) or _token_count(value):
-            continue
-        return f"the answer's usage {key} is {str(value)[:40]!r}, not a token count"
-    return None
-
-
-def usage_of(message: Any) -> dict[str, int | None]:
-    """The token usage of a message that passed :func:`message_problem`."""
-    usage = getattr(message, "usage", None)
-    return {k: getattr(usage, k, None) for k in _USAGE_KEYS}
+    """Why an answer from the endpoint is not a usable message (None when it is), at most
+    :data:`MAX_ANSWER_CHARS` characters (:func:`careful_engine.core.anthropic_answers.
+    message_problem`)."""
+    return anthropic_answers.message_problem(message, MAX_ANSWER_CHARS)
 
 
 def _id(value: Any) -> str | None:
@@ -341,10 +297,7 @@ def make_client(api_key: str | None = None, base_url: str | None = None, *,
         raise AnnotationError("no Anthropic API key: set ANTHROPIC_API_KEY or pass --api-key")
     try:
         limits = limits or bounded_http.Limits.from_env()
-        if base_url is not None:
-            bounded_http.check_url(base_url, "--base-url")
-        elif os.getenv("ANTHROPIC_BASE_URL"):
-            bounded_http.check_url(os.environ["ANTHROPIC_BASE_URL"], "ANTHROPIC_BASE_URL")
+        bounded_http.check_endpoints(base_url=base_url)
     except ValueError as e:
         raise AnnotationError(str(e)) from None
     return anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=max_retries,

@@ -213,6 +213,27 @@ def check_port(value: object, what: str) -> int:
     return int(text)
 
 
+def check_endpoints(*, base_url: str | None = None, endpoint: str | None = None,
+                    local_server: bool = False) -> None:
+    """The endpoints a run will call, checked as given, before a client or bfcl's handler
+    parses them mid-run: ``endpoint`` (--endpoint); ``base_url`` (--base-url), else
+    ANTHROPIC_BASE_URL when set; with ``local_server``, bfcl's LOCAL_SERVER_PORT and
+    LOCAL_SERVER_ENDPOINT when set. ValueError naming the first bad one."""
+    if endpoint is not None:
+        check_url(endpoint, "--endpoint")
+    if base_url is not None:
+        check_url(base_url, "--base-url")
+    elif os.getenv("ANTHROPIC_BASE_URL"):
+        check_url(os.environ["ANTHROPIC_BASE_URL"], "ANTHROPIC_BASE_URL")
+    if not local_server:
+        return
+    if os.getenv("LOCAL_SERVER_PORT") is not None:
+        check_port(os.environ["LOCAL_SERVER_PORT"], "LOCAL_SERVER_PORT")
+    if os.getenv("LOCAL_SERVER_ENDPOINT") is not None:
+        check_url(f"http://{os.environ['LOCAL_SERVER_ENDPOINT']}:1/v1",
+                  "LOCAL_SERVER_ENDPOINT (a host name)")
+
+
 # ---------------------------------------------------------------- classifying failures
 
 _UNREACHABLE = (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL)

@@ -23,9 +23,11 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from careful_engine.core import bfcl, bounded_http
+from careful_engine.generation import results
 from careful_engine.generation.errors import ApiUnavailable, FatalApiError, GenerationError
 from careful_engine.generation.retry import (
     FATAL,
@@ -39,13 +41,18 @@ from careful_engine.generation.retry import (
 from careful_engine.generation.spend import (
     SpendGuard,
     estimate_prompt_tokens,
+    load_prices,
     usage_volume,
     worst_case,
 )
 
+if TYPE_CHECKING:
+    from careful_engine.generation.runner import RunOptions
+
 DEFAULT_MAX_TOKENS = 4096
+PUBLIC_API = "https://api.anthropic.com"
 __all__ = ["FATAL", "RETRYABLE", "Requester", "RetryPolicy", "build", "make_handler_class",
-           "retry_after"]
+           "prepare", "retry_after"]
 
 
 class Requester:
@@ -222,3 +229,32 @@ def build(key: str, *, max_output_tokens: int = DEFAULT_MAX_TOKENS, api_model: s
         is_fc_model=entry.is_fc_model, max_output_tokens=max_output_tokens, client=client,
         requester=Requester(client, guard, policy),
     )
+
+
+def prepare(options: RunOptions, folder: Path, *, budget: float | None,
+            max_tokens: int = DEFAULT_MAX_TOKENS, api_model: str | None = None,
+            base_url: str | None = None, prices: Path | None = None,
+            policy: RetryPolicy, limits: bounded_http.Limits) -> tuple[Any, SpendGuard]:
+    """An API run's handler and its spend guard (resumed from ``folder``'s ledger), with the
+    backend's settings recorded in ``options.settings`` for the manifest. GenerationError
+    without a budget, a key, or a price for the model sent."""
+    if budget is None:
+        raise GenerationError("an API run needs a --budget in US dollars (finite, positive)")
+    if not (os.getenv("ANTHROPIC_API_KEY") or os.getenv("ANTHROPIC_AUTH_TOKEN")):
+        raise GenerationError("ANTHROPIC_API_KEY is not set")
+    entry = bfcl.registry().get(options.model)
+    if entry is None:
+        raise GenerationError(f"{options.model!r} is not in bfcl-eval's model registry")
+    sent = api_model or entry.model_name
+    price = load_prices(prices).get(sent)
+    guard = SpendGuard.resume(budget, price, folder / results.LEDGER)
+    handler = build(options.model, max_output_tokens=max_tokens, api_model=api_model,
+                    base_url=base_url, guard=guard, policy=policy, limits=limits)
+    options.settings.update({
+        "api_model": sent, "max_tokens": max_tokens, "temperature": None,
+        "base_url": base_url or os.getenv("ANTHROPIC_BASE_URL") or PUBLIC_API,
+        "budget_usd": budget, "price_model": price.model,
+        "retries": policy.describe(),
+        "limits": limits.describe(),
+    })
+    return handler, guard

@@ -23,15 +23,13 @@ records that conversation as an inference error while others get usable answers)
 from __future__ import annotations
 
 import email.utils
-import json
-import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from careful_engine.core import anthropic_answers
+from careful_engine.core.anthropic_answers import get, is_token_count
 from careful_engine.core.bounded_http import unreachable
-from careful_engine.core.decode import MAX_TOKEN_COUNT
-from careful_engine.core.safe_text import clip, visible
 from careful_engine.generation.errors import ApiUnavailable, FatalApiError, MalformedAnswers
 
 RETRYABLE = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -46,6 +44,10 @@ class RetryPolicy:
     max_wait: float = 60.0
     base_wait: float = 2.0
     sleep: Any = time.sleep
+
+    def describe(self) -> dict[str, Any]:
+        """The policy as a run's manifest records it."""
+        return {"max_attempts": self.max_attempts, "max_wait_s": self.max_wait}
 
     def wait(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -115,100 +117,30 @@ def classify(error: BaseException) -> tuple[str, str]:
     return "bug", describe(error)
 
 
-def _get(obj: Any, key: str) -> Any:
-    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
-
-
 # characters of one answer: bfcl asks for at most 4,096 tokens an answer from open models
 # and --max-tokens from Claude; a longer answer is malformed (it would make a result line that
 # ``careful score`` does not read, and a conversation of them holds gigabytes)
 MAX_ANSWER_CHARS = 2 * 2**20
 
 
-def _count(value: Any) -> bool:
-    """A token count as ``careful score`` reads one (:data:`~careful_engine.core.decode.
-    MAX_TOKEN_COUNT` at most), so a run's usage is never logged and then refused."""
-    return type(value) is int and 0 <= value <= MAX_TOKEN_COUNT
-
-
-def _size(value: Any) -> int:
-    """Characters of an answer's text or tool input (a bound on its JSON length)."""
-    if isinstance(value, str):
-        return len(value)
-    try:
-        return len(json.dumps(value, ensure_ascii=False, default=str))
-    except (ValueError, RecursionError):
-        return MAX_ANSWER_CHARS + 1
-
-
-# a tool name as the Messages API takes one (bfcl offers Claude its functions by such names)
-_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
-_THINKING = ("thinking", "redacted_thinking")  # blocks that carry no answer: passed on as sent
-
-
-def block_problem(block: Any, tools: frozenset[str] | None = None) -> str | None:
-    """Why one content block of an Anthropic answer is not usable (None when it is): a text
-    block without text, or a ``tool_use`` block whose ``id`` and ``name`` are not text,
-    whose name is none of the ``tools`` offered (when known; else not a tool name at all),
-    or whose input is not an object; any other type but thinking."""
-    kind = _get(block, "type")
-    if kind == "text":
-        return None if isinstance(_get(block, "text"), str) else "a text block without text"
-    if kind == "tool_use":
-        name, call_id = _get(block, "name"), _get(block, "id")
-        if not isinstance(call_id, str) or not call_id:
-            return "a tool_use block whose id is not text"
-        if not isinstance(name, str) or not (name in tools if tools is not None
-                                             else _TOOL_NAME.fullmatch(name)):
-            what = "not text" if not isinstance(name, str) else repr(clip(visible(name), 60))
-            return f"a tool_use block naming no tool offered ({what})"
-        if not isinstance(_get(block, "input"), dict):
-            return "a tool_use block whose input is not an object"
-        return None
-    if kind in _THINKING:
-        return None
-    return f"a content block of type {clip(visible(repr(kind)), 60)}"
-
-
 def message_problem(response: Any, tools: frozenset[str] | None = None) -> str | None:
-    """Why an Anthropic answer is not a usable ``message`` (None when it is); ``tools``:
-    the names of the tools offered (:func:`block_problem`)."""
-    content = _get(response, "content")
-    if not isinstance(content, list):
-        return f"the answer is not a message ({type(response).__name__} without content)"
-    for block in content:
-        if why := block_problem(block, tools):
-            return why
-    size = sum(_size(_get(b, "text") or _get(b, "input") or "") for b in content)
-    if size > MAX_ANSWER_CHARS:
-        return f"the answer has more than {MAX_ANSWER_CHARS:,} characters"
-    usage = _get(response, "usage")
-    if usage is None or not (_count(_get(usage, "input_tokens"))
-                             and _count(_get(usage, "output_tokens"))):
-        return "the answer's usage is missing or not token counts"
-    for key in ("cache_read_input_tokens", "cache_creation_input_tokens"):
-        value = _get(usage, key)
-        if value is not None and not _count(value):
-            return f"the answer's usage {key} is not a token count"
-    prompt = sum(_get(usage, k) or 0 for k in ("input_tokens", "cache_read_input_tokens",
-                                                "cache_creation_input_tokens"))
-    if prompt > MAX_TOKEN_COUNT:  # the step's input count as logged (spend.Volume.prompt)
-        return "the answer's usage adds up to more input tokens than a step may log"
-    return None
+    """Why an Anthropic answer is not a usable message (None when it is), at most
+    :data:`MAX_ANSWER_CHARS` characters; ``tools``: the names of the tools offered."""
+    return anthropic_answers.message_problem(response, MAX_ANSWER_CHARS, tools)
 
 
 def completion_problem(response: Any) -> str | None:
     """Why an OpenAI-compatible answer is not a usable completion (None when it is)."""
-    choices = _get(response, "choices")
+    choices = get(response, "choices")
     if not isinstance(choices, list) or not choices:
         return f"the answer is not a completion ({type(response).__name__} without choices)"
-    if not isinstance(_get(choices[0], "text"), str):
+    if not isinstance(get(choices[0], "text"), str):
         return "the answer's first choice has no text"
-    if len(_get(choices[0], "text")) > MAX_ANSWER_CHARS:
+    if len(get(choices[0], "text")) > MAX_ANSWER_CHARS:
         return f"the answer has more than {MAX_ANSWER_CHARS:,} characters"
-    usage = _get(response, "usage")
-    if usage is None or not (_count(_get(usage, "prompt_tokens"))
-                             and _count(_get(usage, "completion_tokens"))):
+    usage = get(response, "usage")
+    if usage is None or not (is_token_count(get(usage, "prompt_tokens"))
+                             and is_token_count(get(usage, "completion_tokens"))):
         return "the answer's usage is missing or not token counts"
     return None
 

@@ -59,10 +59,18 @@ from careful_engine.protocol import (
 from careful_engine.scoring.settings import engine_version  # (the version score lines name)
 
 CONDITIONS = ("standard", "hints", "confirm")
+BACKENDS = ("vllm", "anthropic")
+DEFAULT_THREADS = {"anthropic": 1, "vllm": 16}  # conversations in parallel per backend
 IDENTITY = ("model", "backend", "condition", "script", "boundary", "declarations_sha256",
             "api_model", "temperature", "max_tokens")
 # conversations in a row (as they finish) whose answers were malformed: the endpoint's fault
 MAX_MALFORMED_IN_A_ROW = 3
+
+
+def default_backend(handler_class: str) -> str:
+    """The backend that runs a registry entry's handler class: anthropic for bfcl's
+    ClaudeHandler, vllm (an OSS handler) otherwise."""
+    return "anthropic" if handler_class == "ClaudeHandler" else "vllm"
 
 
 def now() -> str:

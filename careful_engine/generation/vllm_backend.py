@@ -18,12 +18,14 @@ same value is passed to ``vllm serve --max-model-len`` so server and handler agr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from careful_engine.core import bfcl, bounded_http
 from careful_engine.generation import files
@@ -34,6 +36,9 @@ from careful_engine.generation.retry import (
     classify,
     completion_problem,
 )
+
+if TYPE_CHECKING:
+    from careful_engine.generation.runner import RunOptions
 
 DEFAULT_PORT = 1053  # bfcl_eval/constants/eval_config.py LOCAL_SERVER_PORT
 DEFAULT_MAX_MODEL_LEN = 65_536
@@ -329,3 +334,69 @@ class VllmServer:
         log = getattr(self, "_log", None)
         if log is not None:
             log.close()
+
+
+# ---------------------------------------------------------------- a run's backend
+
+
+@dataclass
+class Prepared:
+    """An open-model run's backend: bfcl's handler, the server to hold open while the run goes
+    (``vllm serve``, or nothing for an existing endpoint) and ``attach``, which points the
+    handler at the endpoint once it is up and returns the settings it found for the
+    manifest."""
+
+    handler: Any
+    server: contextlib.AbstractContextManager
+    attach: Callable[[], dict]
+
+
+def prepare(options: RunOptions, folder: Path, *, temperature: float,
+            endpoint: str | None = None, served: str | None = None, tokenizer: str = "auto",
+            max_model_len: int = DEFAULT_MAX_MODEL_LEN, port: int | None = None,
+            num_gpus: int = 1, gpu_memory_utilization: float = 0.9,
+            local_model_path: str | None = None, ready_timeout: float = 1800.0,
+            policy: RetryPolicy, limits: bounded_http.Limits) -> Prepared:
+    """The handler and server of an open-model run: an existing ``endpoint``, or ``vllm
+    serve`` on ``port`` (default LOCAL_SERVER_PORT, else bfcl's 1053) logging to
+    ``folder/vllm_serve.log``; the backend's settings recorded in ``options.settings`` for
+    the manifest. GenerationError on an unknown tokenizer kind or model."""
+    if tokenizer not in TOKENIZERS:
+        raise GenerationError(f"--tokenizer {tokenizer!r}; choose one of "
+                              f"{', '.join(TOKENIZERS)}")
+    handler = build(options.model, temperature)
+    options.settings.update({"temperature": temperature, "limits": limits.describe(),
+                             "retries": policy.describe()})
+    if endpoint is not None:
+        given = endpoint.rstrip("/")
+
+        def attach_given() -> dict:
+            wait_ready(given, timeout=ready_timeout, refused_is_final=True, limits=limits)
+            return attach(handler, given, model=served, tokenizer_kind=tokenizer,
+                          max_model_len=max_model_len, local_model_path=local_model_path,
+                          limits=limits, policy=policy)
+
+        return Prepared(handler, contextlib.nullcontext(), attach_given)
+    path = local_model_path or handler.model_name_huggingface
+    tok, ctx = None, None
+    if tokenizer in ("auto", "hf"):
+        try:
+            tok, ctx = hf_tokenizer(path, local=local_model_path is not None)
+        except GenerationError:
+            if tokenizer == "hf":
+                raise
+    port = port or int(os.getenv("LOCAL_SERVER_PORT", DEFAULT_PORT))
+    length = min(max_model_len, ctx) if ctx else None
+    cmd = vllm_command(path, port=port, num_gpus=num_gpus,
+                       gpu_memory_utilization=gpu_memory_utilization, max_model_len=length)
+    base_url = f"http://{os.getenv('LOCAL_SERVER_ENDPOINT', 'localhost')}:{port}/v1"
+    server = VllmServer(cmd, base_url, folder / "vllm_serve.log", ready_timeout, limits)
+    options.settings.update({"vllm_command": cmd})
+
+    def attach_started() -> dict:
+        return attach(handler, base_url, model=served or path, tokenizer=tok,
+                      tokenizer_kind="hf" if tok is not None else "server",
+                      max_model_len=length or max_model_len,
+                      local_model_path=local_model_path, limits=limits, policy=policy)
+
+    return Prepared(handler, server, attach_started)
