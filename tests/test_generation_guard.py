@@ -121,7 +121,8 @@ def _messages(player: Player):
 
 def _cli_args(key: str, backend: str, run_dir: Path, ids: list[str], url: str) -> list[str]:
     args = ["generate", "--model", key, "--run", run_dir.name, "--runs-dir",
-            str(run_dir.parent), "--ids", ",".join(ids), "--threads", "4"]
+            str(run_dir.parent), "--ids", ",".join(ids), "--threads", "4",
+            "--max-wait", "0"]  # a malformed answer is retried at once (minutes of sleep else)
     if backend == "vllm":
         return [*args, "--endpoint", url, "--tokenizer", "server"]
     return [*args, "--base-url", url, "--budget", "50"]
