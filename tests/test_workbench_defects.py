@@ -290,15 +290,10 @@ def test_a_name_off_the_roster_is_refused_with_the_roster(workdir) -> None:
         assert store.round_annotators("r1") == ["A1", "A2"] and store.annotator("A3") is None
 
 
-def test_the_owner_adds_removes_and_closes(workdir) -> None:
-    """The round's creator changes the roster and closes the round from the Label screen;
-    anyone else is refused."""
-    from careful_engine.annotation.store import Store
-
-    with Store(workdir / "careful.db") as store:
-        store.annotator_session("r1", "A2").submit()
-
-    async def as_user(user: str, *keys: str) -> list[str]:
+def as_user(workdir: Path, user: str, *keys: str) -> list[str]:
+    """The messages the workbench shows ``user`` on the Annotate screen after ``keys``, each
+    key let settle before the next."""
+    async def go() -> list[str]:
         app = WorkbenchApp(settings(workdir, user=user))
         shown: list[str] = []
         async with app.run_test(size=(80, 24)) as pilot:
@@ -307,19 +302,29 @@ def test_the_owner_adds_removes_and_closes(workdir) -> None:
             for key in keys:
                 await settle(pilot, key)
         return shown
+    return asyncio.run(go())
 
-    shown = asyncio.run(as_user("mallory", "ctrl+o"))
+
+def test_the_owner_adds_removes_and_closes(workdir) -> None:
+    """The round's creator changes the roster and closes the round from the Label screen;
+    anyone else is refused."""
+    from careful_engine.annotation.store import Store
+
+    with Store(workdir / "careful.db") as store:
+        store.annotator_session("r1", "A2").submit()
+
+    shown = as_user(workdir, "mallory", "ctrl+o")
     assert any("only lead" in m for m in shown)
-    asyncio.run(as_user("lead", "ctrl+o", "A", "3", "enter"))
+    as_user(workdir, "lead", "ctrl+o", "A", "3", "enter")
     with Store(workdir / "careful.db") as store:
         assert store.round_annotators("r1") == ["A1", "A2", "A3"]
-    asyncio.run(as_user("lead", "ctrl+r", "A", "1", "enter"))
+    as_user(workdir, "lead", "ctrl+r", "A", "1", "enter")
     with Store(workdir / "careful.db") as store:
         assert store.round_annotators("r1") == ["A2", "A3"]
-    shown = asyncio.run(as_user("mallory", "ctrl+l", "y"))
+    shown = as_user(workdir, "mallory", "ctrl+l", "y")
     with Store(workdir / "careful.db") as store:
         assert not store.round("r1").closed_by
-    asyncio.run(as_user("lead", "ctrl+l", "y"))
+    as_user(workdir, "lead", "ctrl+l", "y")
     with Store(workdir / "careful.db") as store:
         assert store.round("r1").closed_by == "lead"
 
@@ -362,18 +367,9 @@ def test_a_language_model_annotators_name_is_refused_as_a_person(workdir) -> Non
     with Store(workdir / "careful.db") as store:
         store.add_annotator("g4", "llm", "gpt-4o-2024-11-20")
 
-    async def as_user(user: str, *keys: str) -> list[str]:
-        app = WorkbenchApp(settings(workdir, user=user))
-        shown: list[str] = []
-        async with app.run_test(size=(80, 24)) as pilot:
-            await settle(pilot, "2")
-            app.notify = lambda message, **kw: shown.append(str(message))  # type: ignore
-            await settle(pilot, *keys)
-        return shown
-
-    shown = asyncio.run(as_user("tester", "ctrl+n", *"alice g4", "enter"))
+    shown = as_user(workdir, "tester", "ctrl+n", *"alice g4", "enter")
     assert any("annotator g4 exists already as llm" in m for m in shown), shown
-    shown = asyncio.run(as_user("lead", "ctrl+o", *"g4", "enter"))
+    shown = as_user(workdir, "lead", "ctrl+o", *"g4", "enter")
     assert any("annotator g4 exists already as llm" in m for m in shown), shown
     with Store(workdir / "careful.db") as store:
         assert not store.round_exists("r3") and store.annotator("alice") is None
