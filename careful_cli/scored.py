@@ -7,32 +7,22 @@ from pathlib import Path
 
 import typer
 
-from careful_cli.common import EXIT_PROBLEMS, err, literal, print_problem_count, visible, warn
+from careful_cli.common import EXIT_PROBLEMS, err, print_input_problems, visible, warn
 from careful_engine.analysis.decode_audit import flags
 from careful_engine.analysis.leaderboard import Scored
 
 
 def report_problems(scored: Scored, quiet: bool, full: Path | None = None) -> None:
     """Notes on what was given (a folder given twice) and unusable folders in full; input
-    problems grouped by kind (unless ``quiet``: their count); ``full``: the file that lists
-    every one (:func:`~careful_cli.common.write_problems`), named after them."""
+    problems as ``careful score`` prints them (:func:`~careful_cli.common.print_input_problems`:
+    grouped by kind, the first lines of each in full; ``quiet``: their count); ``full``: the
+    file that lists every one (:func:`~careful_cli.common.write_problems`)."""
     for msg in scored.notes:
         warn(msg)
     for msg in scored.unusable:
         err.print("error: " + visible(msg), markup=False, style="red")
-    if not scored.problems:
-        return
-    n = len(scored.problems)
-    everything = f"all {n} listed in {literal(full)}" if full is not None else ""
-    if quiet:
-        print_problem_count(n, everything)
-        return
-    err.print(f"[yellow]{n} input problem(s)[/]"
-              + (":" if everything else " (`careful score` on a run folder lists each one):"))
-    for head, count, files in scored.problem_kinds():
-        err.print(visible(f"  {count} × {head} (in {files} file(s))"), markup=False)
-    if everything:
-        err.print(f"  ({everything})")
+    print_input_problems(scored.problems, quiet=quiet, full=full,
+                         listing="" if full is not None else "`careful score` on a run folder")
 
 
 def decode_warnings(scored: Scored) -> None:

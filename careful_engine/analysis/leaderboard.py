@@ -95,18 +95,6 @@ class Scored:
     unusable: list[str]
     notes: list[str] = field(default_factory=list)
 
-    def problem_kinds(self) -> list[tuple[str, int, int]]:
-        """The input problems grouped by kind (:attr:`Problem.kind`, as ``careful score``
-        groups them), commonest first: (kind, problems, files)."""
-        files: dict[str, set[str]] = {}
-        counts: Counter = Counter()
-        for p in self.problems:
-            head = p.kind
-            files.setdefault(head, set()).add(p.file)
-            counts[head] += 1
-        return [(head, n, len(files[head])) for head, n in
-                sorted(counts.items(), key=lambda kv: -kv[1])]
-
 
 def distinct_runs(runs: list[Path], notes: list[str]) -> list[Path]:
     """``runs`` with each folder once (``d/R``, ``d/R/`` and a link to it are one folder); a

@@ -14,7 +14,7 @@ for _category in (SyntaxWarning, DeprecationWarning):
     warnings.filterwarnings("ignore", category=_category, module=r"<(string|unknown)>\Z")
 
 __all__ = [
-    "bfcl", "bounded_http", "budget", "calls", "checker", "decode", "doctor", "environment", "executor",
+    "anthropic_answers", "bfcl", "bounded_http", "budget", "calls", "checker", "decode", "doctor", "environment", "executor",
     "figures", "fs_capture", "install_key", "json_values", "literal_expr", "parallel", "perf",
     "process", "purity", "refcache", "replay", "runs", "safe_read", "safe_text", "safe_write",
     "state", "trajectory", "user_cache",
