@@ -184,7 +184,9 @@ def _rng_state(rng: random.Random) -> tuple:
         return _shared(rng.getstate())
     got = _CANONICAL.get(id(state))
     if got is None or got[0] is not state:
-        got = _CANONICAL[id(state)] = (state, _shared(state))
+        got = (state, _shared(state))
+        if len(_CANONICAL) < 1_000:  # (the states kept per seed: a few)
+            _CANONICAL[id(state)] = got
     return got[1]
 
 
