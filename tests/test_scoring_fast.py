@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import random  # (the loaders below read it as a global, as bfcl's do)
 from pathlib import Path
 
 import pytest
@@ -403,14 +404,16 @@ def test_seeded_state_is_the_loaded_generators_state() -> None:
 
 def test_seeded_state_needs_a_draw_free_loader() -> None:
     """A loader that draws from its generator, in its own code, in a method it calls (from a
-    comprehension too), or that hands ``self`` elsewhere, is not draw-free: bfcl.seeded_state
+    comprehension too), that hands ``self`` or the generator elsewhere, or whose seed takes a
+    branch (beyond the check), is not draw-free: bfcl.seeded_state
     gives nothing for what it creates, and the state is read."""
-    import random
-
     from careful_engine.core.bfcl import simulators
 
     def hand_on(obj: object) -> None:
         obj._random.random()
+
+    def hand_on_rng(rng: random.Random) -> None:
+        rng.random()
 
     class Draws:
         def _load_scenario(self, scenario: dict, long_context: bool = False) -> None:
@@ -430,6 +433,16 @@ def test_seeded_state_needs_a_draw_free_loader() -> None:
             self._random = random.Random(5)
             hand_on(self)
 
+    class Stashes:
+        def _load_scenario(self, scenario: dict, long_context: bool = False) -> None:
+            rng = random.Random(5)
+            hand_on_rng(rng)
+            self._random = rng
+
+    class Branches:
+        def _load_scenario(self, scenario: dict, long_context: bool = False) -> None:
+            self._random = random.Random(scenario.get("seed") if scenario else 5)
+
     class Clean:
         def _load_scenario(self, scenario: dict, long_context: bool = False) -> None:
             self._random = random.Random(scenario.get("seed", 5))
@@ -441,7 +454,7 @@ def test_seeded_state_needs_a_draw_free_loader() -> None:
         def _set(self) -> None:
             self.w = 1
 
-    for cls in (Draws, Helper, HandsOn):
+    for cls in (Draws, Helper, HandsOn, Stashes, Branches):
         assert not simulators._draw_free(cls, cls._load_scenario), cls.__name__
     assert simulators._draw_free(Clean, Clean._load_scenario)
     shim = simulators._SeedingRandom(False)  # as a loader that draws gets it

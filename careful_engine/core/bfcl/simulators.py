@@ -183,12 +183,36 @@ _RANDOM_METHODS = frozenset(n for n in dir(random.Random) if not n.startswith("_
 _SELF_USES = frozenset({"LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR"})
 
 
+def _stored_at_once(ins: list[dis.Instruction], i: int, this: str | None) -> bool:
+    """Whether the ``random`` read at ``ins[i]`` is ``this._random = random.Random(...)``: the
+    generator made goes straight to the instance, nowhere else (its arguments are read
+    without a jump)."""
+    if this is None or i + 1 >= len(ins) or ins[i + 1].opname not in ("LOAD_METHOD",
+                                                                      "LOAD_ATTR") \
+            or ins[i + 1].argval != "Random":
+        return False
+    depth = 0
+    for j in range(i, len(ins)):
+        op = ins[j]
+        if op.opcode in dis.hasjrel or op.opcode in dis.hasjabs:
+            return False
+        depth += dis.stack_effect(op.opcode, op.arg if op.opcode >= dis.HAVE_ARGUMENT else None,
+                                  jump=False)
+        if depth == 1 and j > i + 1 and op.opname != "PRECALL":
+            return (op.opname == "CALL" and j + 2 < len(ins)
+                    and ins[j + 1].opname in ("LOAD_FAST", "LOAD_DEREF")
+                    and ins[j + 1].argval == this
+                    and ins[j + 2].opname == "STORE_ATTR" and ins[j + 2].argval == "_random")
+    return False
+
+
 def _draw_free(cls: type, func: types.FunctionType) -> bool:
     """Whether ``func`` (a method of ``cls``), and the methods of ``cls`` it calls, can never
     draw from a generator the instance holds: none of their code reads an attribute named as a
-    method of ``random.Random`` or ``_random``, or uses ``self`` otherwise than to read, call or
+    method of ``random.Random`` or ``_random``, uses ``self`` otherwise than to read, call or
     set one of its attributes or to close over it in code checked alike (so it is never
-    handed elsewhere)."""
+    handed elsewhere), or makes a generator other than as ``self._random = random.Random(...)``
+    (so it is never handed elsewhere either)."""
     seen: set = set()
     todo: list[tuple[types.CodeType, str | None]] = [
         (func.__code__, func.__code__.co_varnames[0] if func.__code__.co_argcount else None)]
@@ -199,6 +223,9 @@ def _draw_free(cls: type, func: types.FunctionType) -> bool:
         seen.add(code)
         ins = list(dis.get_instructions(code))
         for i, op in enumerate(ins):
+            if op.opname == "LOAD_GLOBAL" and op.argval == "random" \
+                    and not _stored_at_once(ins, i, this):
+                return False
             if op.opname in _SELF_USES and (op.argval in _RANDOM_METHODS
                                             or op.argval == "_random" and op.opname != "STORE_ATTR"):
                 return False
