@@ -118,8 +118,10 @@ def scenario_loader(class_name: str) -> Callable[..., None] | None:
     """The class's own ``_load_scenario`` (its code, defaults and closure as they are) whose
     ``deepcopy`` is :func:`plain_deepcopy` (bfcl's simulators deep-copy their plain-data
     ``DEFAULT_STATE`` on every load); None when the method reads no module-level
-    ``deepcopy``. Call it as ``loader(instance, scenario, long_context=...)``. bfcl's module
-    is not changed: its own code and every other caller still use copy.deepcopy."""
+    ``deepcopy``. Its ``random`` is :class:`_SeedingRandom` (generators in the state
+    ``random.Random(seed)`` gives, set from a state kept per seed; see :func:`seeded_state`).
+    Call it as ``loader(instance, scenario, long_context=...)``. bfcl's module is not
+    changed: its own code and every other caller still use copy.deepcopy and random."""
     func = getattr(simulator_class(class_name), "_load_scenario", None)
     if type(func) is not types.FunctionType or "deepcopy" not in func.__code__.co_names \
             or func.__globals__.get("deepcopy") is not copy.deepcopy:
