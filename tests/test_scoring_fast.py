@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import random  # (the loaders below read it as a global, as bfcl's do)
 from pathlib import Path
 
 import pytest
@@ -362,6 +363,109 @@ def test_scenario_loader_loads_as_bfcls_own() -> None:
                     assert ra is None or ra.getstate() == rb.getstate()
                 n += 1
     assert n > 1000
+
+
+def test_seeded_state_is_the_loaded_generators_state() -> None:
+    """Every generator a loader of bfcl.scenario_loader creates is in the state
+    ``random.Random(seed)`` has, and the state bfcl.seeded_state gives for it (instead of
+    reading it) is the one it holds when the load returns: for every class of every
+    conversation of every category, and for an environment's templates."""
+    import copy
+
+    n = 0
+    for category in bfcl.CATEGORIES:
+        for conv in bfcl.conversations(category):
+            for c in conv.involved_classes:
+                load = bfcl.scenario_loader(c)
+                if load is None:
+                    continue
+                own, fast = bfcl.simulator_class(c)(), bfcl.simulator_class(c)()
+                config = conv.initial_config.get(c, {})
+                own._load_scenario(copy.deepcopy(config), long_context=conv.long_context)
+                load(fast, copy.deepcopy(config), long_context=conv.long_context)
+                rng = vars(fast).get("_random")
+                if rng is None:
+                    continue
+                state = bfcl.seeded_state(rng)
+                assert state is not None, (conv.id, c)  # (every loader is draw-free)
+                assert state == rng.getstate() == vars(own)["_random"].getstate()
+                assert bfcl.seeded_state(rng) is None  # asked once
+                n += 1
+        environment.clear_caches()
+        for conv in bfcl.conversations(category)[:40]:
+            ref = environment.Environment.for_conversation(conv, "reference")
+            model = environment.Environment.for_conversation(conv, "model")
+            for c, inst in ref.instances.items():
+                rng = vars(inst).get("_random")
+                if rng is not None:
+                    assert vars(model.instances[c])["_random"].getstate() == rng.getstate()
+    assert n > 500
+
+
+def test_seeded_state_needs_a_draw_free_loader() -> None:
+    """A loader that draws from its generator, in its own code, in a method it calls (from a
+    comprehension too), that hands ``self`` or the generator elsewhere, or whose seed takes a
+    branch (beyond the check), is not draw-free: bfcl.seeded_state
+    gives nothing for what it creates, and the state is read."""
+    from careful_engine.core.bfcl import simulators
+
+    def hand_on(obj: object) -> None:
+        obj._random.random()
+
+    def hand_on_rng(rng: random.Random) -> None:
+        rng.random()
+
+    class Draws:
+        def _load_scenario(self, scenario: dict, long_context: bool = False) -> None:
+            self._random = random.Random(5)
+            self.x = self._random.randint(1, 9)
+
+    class Helper:
+        def _load_scenario(self, scenario: dict, long_context: bool = False) -> None:
+            self._random = random.Random(5)
+            self.y = [x for x in self._pick()]
+
+        def _pick(self) -> list:
+            return [self._random.choice([1, 2])]
+
+    class HandsOn:
+        def _load_scenario(self, scenario: dict, long_context: bool = False) -> None:
+            self._random = random.Random(5)
+            hand_on(self)
+
+    class Stashes:
+        def _load_scenario(self, scenario: dict, long_context: bool = False) -> None:
+            rng = random.Random(5)
+            hand_on_rng(rng)
+            self._random = rng
+
+    class Branches:
+        def _load_scenario(self, scenario: dict, long_context: bool = False) -> None:
+            self._random = random.Random(scenario.get("seed") if scenario else 5)
+
+    class Clean:
+        def _load_scenario(self, scenario: dict, long_context: bool = False) -> None:
+            self._random = random.Random(scenario.get("seed", 5))
+            self.z = [k for k in scenario if self.z0 != k]
+            self._set()
+
+        z0 = 0
+
+        def _set(self) -> None:
+            self.w = 1
+
+    for cls in (Draws, Helper, HandsOn, Stashes, Branches):
+        assert not simulators._draw_free(cls, cls._load_scenario), cls.__name__
+    assert simulators._draw_free(Clean, Clean._load_scenario)
+    shim = simulators._SeedingRandom(False)  # as a loader that draws gets it
+    rng = shim.Random(5)
+    assert rng.getstate() == random.Random(5).getstate()
+    assert bfcl.seeded_state(rng) is None
+    rng = simulators._SeedingRandom(True).Random(5)
+    rng.random()  # (a draw after the load: what the proof rules out)
+    assert bfcl.seeded_state(rng) == random.Random(5).getstate()
+    assert simulators._SeedingRandom(True).Random("text").getstate() == \
+        random.Random("text").getstate()
 
 
 def test_random_states_shared_by_value() -> None:

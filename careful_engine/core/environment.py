@@ -173,6 +173,23 @@ def _shared(state: tuple) -> tuple:
     return state
 
 
+_CANONICAL: dict[int, tuple[tuple, tuple]] = {}  # id(a seed's state) -> (it, _shared(it))
+
+
+def _rng_state(rng: random.Random) -> tuple:
+    """The state of a freshly loaded instance's generator, one object per distinct state:
+    read, unless the load seeded it from a state kept per seed (bfcl.seeded_state)."""
+    state = bfcl.seeded_state(rng)
+    if state is None:
+        return _shared(rng.getstate())
+    got = _CANONICAL.get(id(state))
+    if got is None or got[0] is not state:
+        got = (state, _shared(state))
+        if len(_CANONICAL) < 1_000:  # (the states kept per seed: a few)
+            _CANONICAL[id(state)] = got
+    return got[1]
+
+
 def _template(instance: Any) -> tuple:
     """A frozen copy of a freshly loaded instance, to clone from.
 
@@ -183,7 +200,7 @@ def _template(instance: Any) -> tuple:
     rng = attrs.pop("_random", None)
     if rng is None or type(rng) is random.Random:
         try:
-            return ("m", type(instance), marshal.dumps(attrs), _shared(rng.getstate())
+            return ("m", type(instance), marshal.dumps(attrs), _rng_state(rng)
                     if rng else None)
         except ValueError:
             pass

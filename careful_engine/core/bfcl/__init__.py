@@ -62,6 +62,7 @@ from careful_engine.core.bfcl.simulators import (
     plain_deepcopy,
     public_methods,
     scenario_loader,
+    seeded_state,
     simulator_class,
 )
 
@@ -76,6 +77,6 @@ __all__ = [
     "func_docs", "function_class", "handler", "installed_version", "instance_name",
     "is_long_context", "is_stateless", "load_dataset_entry", "make_json_serializable",
     "method_signature", "oss_handler_class", "plain_deepcopy", "public_methods", "registry",
-    "registry_key_for_dir", "scenario_loader", "secure_decoders", "short_name", "simulator_class",
-    "sort_key",
+    "registry_key_for_dir", "scenario_loader", "secure_decoders", "seeded_state", "short_name",
+    "simulator_class", "sort_key",
 ]

@@ -4,11 +4,14 @@ gives instances, and the executor's instance cache."""
 from __future__ import annotations
 
 import copy
+import dis
 import importlib
 import importlib.abc
 import importlib.util
 import inspect
 import marshal
+import random
+import threading
 import types
 from collections.abc import Callable
 from functools import cache
@@ -115,8 +118,10 @@ def scenario_loader(class_name: str) -> Callable[..., None] | None:
     """The class's own ``_load_scenario`` (its code, defaults and closure as they are) whose
     ``deepcopy`` is :func:`plain_deepcopy` (bfcl's simulators deep-copy their plain-data
     ``DEFAULT_STATE`` on every load); None when the method reads no module-level
-    ``deepcopy``. Call it as ``loader(instance, scenario, long_context=...)``. bfcl's module
-    is not changed: its own code and every other caller still use copy.deepcopy."""
+    ``deepcopy``. Its ``random`` is :class:`_SeedingRandom` (generators in the state
+    ``random.Random(seed)`` gives, set from a state kept per seed; see :func:`seeded_state`).
+    Call it as ``loader(instance, scenario, long_context=...)``. bfcl's module is not
+    changed: its own code and every other caller still use copy.deepcopy and random."""
     func = getattr(simulator_class(class_name), "_load_scenario", None)
     if type(func) is not types.FunctionType or "deepcopy" not in func.__code__.co_names \
             or func.__globals__.get("deepcopy") is not copy.deepcopy:
@@ -125,10 +130,123 @@ def scenario_loader(class_name: str) -> Callable[..., None] | None:
     # simulator modules never rebind a name after import), deepcopy replaced
     names = dict(func.__globals__)
     names["deepcopy"] = plain_deepcopy
+    if names.get("random") is random:  # its generators seeded from a state kept per seed
+        names["random"] = _SeedingRandom(_draw_free(simulator_class(class_name), func))
     fast = types.FunctionType(func.__code__, names, func.__name__, func.__defaults__,
                               func.__closure__)
     fast.__kwdefaults__ = func.__kwdefaults__
     return fast
+
+
+_SEED_STATES: dict[int, tuple] = {}  # an int seed -> random.Random(seed).getstate()
+_SEEDED = threading.local()  # .last: (generator, its state) from the last draw-free load
+
+
+class _SeedingRandom:
+    """The ``random`` module as a loader of :func:`scenario_loader` sees it: ``Random(seed)``
+    with an int seed is a generator in the state ``random.Random(seed)`` has (set from a state
+    kept per seed: cheaper than seeding); everything else is the module's. Where the loader
+    is proven never to draw from what it creates (``draw_free``), the generator and its state
+    are kept for :func:`seeded_state`."""
+
+    def __init__(self, draw_free: bool) -> None:
+        self._draw_free = draw_free
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(random, name)
+
+    def Random(self, x: Any = None) -> random.Random:  # noqa: N802 - the module's name
+        if type(x) is not int:
+            return random.Random(x)
+        state = _SEED_STATES.get(x)
+        if state is None:
+            state = random.Random(x).getstate()
+            if len(_SEED_STATES) < 1_000:
+                _SEED_STATES[x] = state
+        rng = random.Random.__new__(random.Random)
+        rng.setstate(state)
+        if self._draw_free:
+            _SEEDED.last = (rng, state)
+        return rng
+
+
+def seeded_state(rng: Any) -> tuple | None:
+    """``rng.getstate()`` without reading it, where ``rng`` is the generator the last load in
+    this thread (by a draw-free loader of :func:`scenario_loader`, just returned) created:
+    else None. Asked once per load (it is forgotten)."""
+    last = getattr(_SEEDED, "last", None)
+    if last is None:
+        return None
+    _SEEDED.last = None
+    return last[1] if last[0] is rng else None
+
+
+_RANDOM_METHODS = frozenset(n for n in dir(random.Random) if not n.startswith("__"))
+_SELF_USES = frozenset({"LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR"})
+
+
+def _stored_at_once(ins: list[dis.Instruction], i: int, this: str | None) -> bool:
+    """Whether the ``random`` read at ``ins[i]`` is ``this._random = random.Random(...)``: the
+    generator made goes straight to the instance, nowhere else (its arguments are read
+    without a jump)."""
+    if this is None or i + 1 >= len(ins) or ins[i + 1].opname not in ("LOAD_METHOD",
+                                                                      "LOAD_ATTR") \
+            or ins[i + 1].argval != "Random":
+        return False
+    depth = 0
+    for j in range(i, len(ins)):
+        op = ins[j]
+        if op.opcode in dis.hasjrel or op.opcode in dis.hasjabs:
+            return False
+        depth += dis.stack_effect(op.opcode, op.arg if op.opcode >= dis.HAVE_ARGUMENT else None,
+                                  jump=False)
+        if depth == 1 and j > i + 1 and op.opname != "PRECALL":
+            return (op.opname == "CALL" and j + 2 < len(ins)
+                    and ins[j + 1].opname in ("LOAD_FAST", "LOAD_DEREF")
+                    and ins[j + 1].argval == this
+                    and ins[j + 2].opname == "STORE_ATTR" and ins[j + 2].argval == "_random")
+    return False
+
+
+def _draw_free(cls: type, func: types.FunctionType) -> bool:
+    """Whether ``func`` (a method of ``cls``), and the methods of ``cls`` it calls, can never
+    draw from a generator the instance holds: none of their code reads an attribute named as a
+    method of ``random.Random`` or ``_random``, uses ``self`` otherwise than to read, call or
+    set one of its attributes or to close over it in code checked alike (so it is never
+    handed elsewhere), or makes a generator other than as ``self._random = random.Random(...)``
+    (so it is never handed elsewhere either)."""
+    seen: set = set()
+    todo: list[tuple[types.CodeType, str | None]] = [
+        (func.__code__, func.__code__.co_varnames[0] if func.__code__.co_argcount else None)]
+    while todo:
+        code, this = todo.pop()
+        if code in seen:
+            continue
+        seen.add(code)
+        ins = list(dis.get_instructions(code))
+        for i, op in enumerate(ins):
+            if op.opname == "LOAD_GLOBAL" and op.argval == "random" \
+                    and not _stored_at_once(ins, i, this):
+                return False
+            if op.opname in _SELF_USES and (op.argval in _RANDOM_METHODS
+                                            or op.argval == "_random" and op.opname != "STORE_ATTR"):
+                return False
+            if this is None or op.argval != this or op.opname not in ("LOAD_FAST", "LOAD_DEREF"):
+                continue
+            nxt = ins[i + 1] if i + 1 < len(ins) else None
+            if nxt is None or nxt.opname not in _SELF_USES:
+                return False
+            member = inspect.getattr_static(cls, nxt.argval, None)
+            if member is None or nxt.opname == "STORE_ATTR":
+                continue  # an instance attribute
+            if nxt.opname == "LOAD_METHOD" and type(member) is types.FunctionType:
+                code_ = member.__code__
+                todo.append((code_, code_.co_varnames[0] if code_.co_argcount else None))
+            elif not isinstance(member, _PLAIN_TYPES):
+                return False  # a property, a bound method handed on, ...
+        todo.extend((c, this if this in c.co_freevars else None)
+                    for c in code.co_consts if type(c) is types.CodeType)
+    return True
 
 
 def is_stateless(class_name: str) -> bool:
