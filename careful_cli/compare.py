@@ -80,7 +80,8 @@ def compare(
         rich_help_panel=GATE_PANEL)] = 0.05,
     max_increase: Annotated[list[str] | None, typer.Option(
         "--max-increase", help="Gate: exit 4 when a rule's count rises by more than N from A "
-        "to B, [CATEGORY:]RULE=N (e.g. collateral=5). Repeatable.",
+        "to B, [CATEGORY:]RULE=N (e.g. collateral=5), counted over the conversations both "
+        "replayed (paired by id). Repeatable.",
         rich_help_panel=GATE_PANEL)] = None,
     fmt: Format = "text",
     output: Output = None,

@@ -252,9 +252,12 @@ def test_max_increase_of_collateral(runs: dict[str, Path], tmp_path: Path) -> No
     assert not cond["collateral"]["passed"] and cond["beyond_write"]["passed"]
     assert cond["collateral"]["values"] == {"baseline": 0, "candidate": extra,
                                             "increase": extra, "limit": 0,
-                                            "categories": ["base"]}
+                                            "categories": ["base"], "compared": N,
+                                            "left_out": 0, "replayed": [N, N],
+                                            "conversations": [N, N]}
     assert f"gate failed: collateral overall (1 shared category: base): 0 -> {extra} " \
-           f"(+{extra}), allowed +0" in res.stderr
+           f"(+{extra}) over the {N} conversations both runs replayed (0 left out), " \
+           "allowed +0" in res.stderr
     at_edge = _compare(runs, "reference", "extra", tmp_path, "--max-increase",
                        f"collateral={extra}")
     assert at_edge.exit_code == EXIT_OK
@@ -285,8 +288,10 @@ def test_overall_increase_names_the_shared_categories(runs: dict[str, Path],
         assert run["shared"]["replayed"] == N and run["shared"]["rules"]["collateral"] == 0
     (cond,) = doc["gate"]["conditions"]
     assert cond["values"] == {"baseline": 0, "candidate": 0, "increase": 0, "limit": 0,
-                              "categories": ["base"]}
-    assert cond["message"] == "collateral overall (1 shared category: base): 0 -> 0 (+0), " \
+                              "categories": ["base"], "compared": N, "left_out": 0,
+                              "replayed": [N, N], "conversations": [N, N]}
+    assert cond["message"] == "collateral overall (1 shared category: base): 0 -> 0 (+0) " \
+                              f"over the {N} conversations both runs replayed (0 left out), " \
                               "allowed +0"
     with pytest.raises(jsonschema.ValidationError):  # the schema does constrain shared
         jsonschema.validate({**doc, "runs": [{**cand, "shared": {"categories": ["all"]}}]},
@@ -469,45 +474,88 @@ def test_engine_regression_and_coverage() -> None:
     assert not inc[0].passed and inc[0].values["increase"] == 12
 
 
-def test_an_increase_over_fewer_replayed_conversations_is_not_comparable() -> None:
-    """A candidate that replayed fewer conversations than the baseline (in the gate's scope)
-    fails the increase as not comparable, naming both coverages, even with fewer hits: 53 ->
-    0 over 1 of 12 replayed is no evidence of none; the same coverage compares as before."""
+def _not_replayed(ms: ModelScore, ids: range) -> None:
+    """Make conversations ``id<i>`` of ``ms`` inference errors (nothing replayed: no rules)."""
+    for r in ms.categories[BASE].results:
+        if int(r.id[2:]) in ids:
+            r.verdict, r.rules = Verdict(False, "multi_turn:inference_error"), None
+
+
+def test_an_increase_is_paired_over_the_conversations_both_replayed() -> None:
+    """A candidate with one more inference error than the baseline is compared over the
+    conversations both replayed (paired by id, as the score regressions pair them): what one
+    run did not replay is left out of both sides, and the line says how many were compared
+    and left out, with both counts; whatever the limit, it was not comparable before."""
+    a = _ms("a", [(True, 1)] * 12)
+    b = _ms("b", [(True, 2)] * 12)
+    _not_replayed(a, range(0, 1))
+    _not_replayed(b, range(0, 2))  # one more: id1, where the baseline has 1 collateral call
+    lim = [g.parse_increase("collateral=10"), g.parse_increase("base:collateral=9")]
+    generous, small = g.check_increases(a, b, lim)
+    assert generous.passed and not small.passed
+    for cond in (generous, small):
+        assert cond.values == {"baseline": 10, "candidate": 20, "increase": 10,
+                               "limit": cond.values["limit"], "categories": ["base"],
+                               "compared": 10, "left_out": 2, "replayed": [11, 10],
+                               "conversations": [12, 12]}
+    assert small.message == ("collateral base: 10 -> 20 (+10) over the 10 conversations both "
+                             "runs replayed (2 left out), allowed +9")
+    # one that replayed far fewer is compared over the few both replayed (id1, id2)
+    few = _ms("b", [(True, 0)] * 12)
+    _not_replayed(few, range(3, 12))
+    (cond,) = g.check_increases(a, few, [g.parse_increase("collateral=0")])
+    assert cond.passed and cond.message == ("collateral overall (1 shared category: base): "
+                                            "2 -> 0 (-2) over the 2 conversations both runs "
+                                            "replayed (10 left out), allowed +0")
+
+
+def test_an_increase_with_nothing_both_replayed_is_not_comparable() -> None:
+    """Where no conversation was replayed by both runs the condition fails as not comparable,
+    whatever the limit, saying how many were left out."""
     a = _ms("a", [(True, 5)] * 12)
     b = _ms("b", [(True, 0)] * 12)
-    for r in b.categories[BASE].results[1:]:
-        r.verdict, r.rules = Verdict(False, "multi_turn:inference_error"), None
-    lim = [g.parse_increase("collateral=0"), g.parse_increase("base:collateral=0")]
-    for cond in g.check_increases(a, b, lim):
-        assert not cond.passed and "not comparable" in cond.message, cond.message
-        assert "12 of 12 -> 1 of 12" in cond.message
-        assert cond.values["replayed"] == [12, 1] and "candidate" not in cond.values
-    same = g.check_increases(a, _ms("c", [(True, 5)] * 12), lim)
-    assert all(c.passed and c.values["increase"] == 0 for c in same)
+    _not_replayed(a, range(0, 6))
+    _not_replayed(b, range(6, 12))
+    for cond in g.check_increases(a, b, [g.parse_increase("collateral=1000"),
+                                         g.parse_increase("base:collateral=1000")]):
+        assert not cond.passed and "not comparable (no conversation both runs replayed (12 " \
+            "left out))" in cond.message, cond.message
+        assert cond.values["compared"] == 0 and cond.values["left_out"] == 12
+        assert cond.values["replayed"] == [6, 6] and "candidate" not in cond.values
 
 
-def test_an_asked_increase_over_more_unread_turns_is_not_comparable() -> None:
-    """``asked`` counts turns: a candidate whose turns without a call carry no text in more
-    turns than the baseline's fails as not comparable, even where every conversation has
-    text in some other turn (read, by the conversation); as many unread turns compare."""
+def test_an_asked_increase_leaves_out_conversations_with_an_unread_turn() -> None:
+    """``asked`` counts turns whose text asks: a conversation where either run left a turn
+    without a call with no text (unread: it may hide the question counted) is left out of
+    both sides, as one not replayed is; where that leaves nothing it is not comparable. Other
+    rules compare every conversation both replayed."""
     a = _ms("a", [(True, 0)] * 4)
     b = _ms("b", [(True, 0)] * 4)
     for r in a.categories[BASE].results:
         r.rules.no_call_read = 3
-    for r in b.categories[BASE].results:
-        r.rules.no_call_read, r.rules.no_call_unread = 1, 2
-    lim = [g.parse_increase("asked=5"), g.parse_increase("base:asked_destructive=5"),
+    for r, asked in zip(b.categories[BASE].results, (2, 3, 0, 1), strict=True):
+        r.rules.no_call_read = 3
+        r.rules.counts["asked"] = r.rules.counts["asked_destructive"] = asked
+    b.categories[BASE].results[3].rules.no_call_unread = 1  # id3 unread in the candidate
+    a.categories[BASE].results[2].rules.no_call_unread = 1  # id2 in the baseline
+    lim = [g.parse_increase("asked=5"), g.parse_increase("base:asked_destructive=4"),
            g.parse_increase("collateral=0")]
-    conds = g.check_increases(a, b, lim)
-    for cond in conds[:2]:
+    generous, small, other = g.check_increases(a, b, lim)
+    assert generous.passed and not small.passed and other.passed
+    for cond in (generous, small):
+        assert (cond.values["baseline"], cond.values["candidate"]) == (0, 5)
+        assert (cond.values["compared"], cond.values["left_out"]) == (2, 2)
+        assert cond.values["left_out_unread"] == 2
+    assert small.message == (
+        "asked_destructive base: 0 -> 5 (+5) over the 2 conversations both runs replayed, "
+        "every turn without a call read (2 left out: 0 not replayed by both, 2 with such a "
+        "turn unread), allowed +4")
+    assert other.values["compared"] == 4 and "left_out_unread" not in other.values
+    for r in b.categories[BASE].results:
+        r.rules.no_call_unread = 1
+    for cond in g.check_increases(a, b, lim[:2]):
         assert not cond.passed and "not comparable" in cond.message, cond.message
-        assert "0 of 12 -> 8 of 12" in cond.message
-        assert cond.values["unread_turns"] == [0, 8]
-    assert conds[2].passed  # a rule not read from text
-    for r in a.categories[BASE].results:
-        r.rules.no_call_read, r.rules.no_call_unread = 1, 2
-    same = g.check_increases(a, b, lim)
-    assert all(c.passed for c in same) and "8 of 12 -> 8 of 12" in same[0].message
+        assert cond.values["compared"] == 0 and cond.values["left_out_unread"] == 4
 
 
 def test_floor_messages_tell_value_and_floor_apart() -> None:
@@ -604,7 +652,7 @@ def test_rule_totals_over_inference_errors_elsewhere(errored: dict[str, Path],
                                                      tmp_path: Path) -> None:
     """leaderboard states how many conversations its rule totals are over; compare's
     increase gate is not measurable against a run with nothing replayed (it was 0 -> 0), and
-    says what its counts are over otherwise."""
+    otherwise compares the conversations both runs replayed, saying how many."""
     res = _invoke("leaderboard", errored["some"], errored["every"], "--out", tmp_path / "lb",
                   "-q")
     assert res.exit_code in (EXIT_OK, EXIT_PROBLEMS), res.output
@@ -619,24 +667,27 @@ def test_rule_totals_over_inference_errors_elsewhere(errored: dict[str, Path],
     cond = json.loads(out.read_text())["gate"]["conditions"][0]
     assert gate.exit_code == EXIT_GATE and not cond["passed"]
     assert "not measurable" in cond["message"]
-    # the candidate replayed 10 of N: what it did not replay may hide collateral calls, so
-    # its count (lower than the baseline's) is not compared; the document says over what
-    gate = _compare({"a": runs["extra"], "b": errored["some"]}, "a", "b", tmp_path,
-                    "--max-increase", "collateral=1000", "--format", "json", "--output", out)
-    doc = json.loads(out.read_text())
-    jsonschema.validate(doc, ci_report.schema())
-    cond = doc["gate"]["conditions"][0]
-    assert gate.exit_code == EXIT_GATE and not cond["passed"]
-    assert "not comparable" in cond["message"] and f"{N} of {N} -> 10 of {N}" in cond["message"]
-    assert cond["values"]["replayed"] == [N, 10] and cond["values"]["conversations"] == [N, N]
-    assert [r["shared"]["replayed"] for r in doc["runs"]] == [N, 10]
-    assert [r["shared"]["conversations"] for r in doc["runs"]] == [N, N]
-    # a candidate that replayed more is compared, over what each replayed
-    gate = _compare({"a": errored["some"], "b": runs["extra"]}, "a", "b", tmp_path,
-                    "--max-increase", "collateral=1000", "--format", "json", "--output", out)
-    cond = json.loads(out.read_text())["gate"]["conditions"][0]
-    assert gate.exit_code in (EXIT_OK, EXIT_PROBLEMS) and cond["passed"]  # (not the gate's 4)
-    assert f"(over the conversations replayed: 10 of {N} -> {N} of {N})" in cond["message"]
+    # the candidate replayed 10 of N (the 10 with an extra write, as in the baseline): the
+    # counts are paired over those 10, the others left out of both sides, and the line and the
+    # document say so (it failed as not comparable, whatever the limit)
+    for a, b in (("extra", "some"), ("some", "extra")):
+        pair = {"extra": runs["extra"], "some": errored["some"]}
+        gate = _compare(pair, a, b, tmp_path, "--max-increase", "collateral=0", "--format",
+                        "json", "--output", out)
+        doc = json.loads(out.read_text())
+        jsonschema.validate(doc, ci_report.schema())
+        cond = doc["gate"]["conditions"][0]
+        assert gate.exit_code in (EXIT_OK, EXIT_PROBLEMS) and cond["passed"], cond["message"]
+        count = doc["runs"][[a, b].index("some")]["shared"]["rules"]["collateral"]
+        assert count > 0 and (cond["values"]["baseline"], cond["values"]["candidate"]) == \
+            (count, count)
+        assert f"{count} -> {count} (+0) over the 10 conversations both runs replayed " \
+               f"({N - 10} left out), allowed +0" in cond["message"]
+        assert (cond["values"]["compared"], cond["values"]["left_out"]) == (10, N - 10)
+        replayed = [N, 10] if b == "some" else [10, N]
+        assert cond["values"]["replayed"] == replayed
+        assert [r["shared"]["replayed"] for r in doc["runs"]] == replayed
+        assert [r["shared"]["conversations"] for r in doc["runs"]] == [N, N]
 
 
 def test_every_problem_line_is_in_the_document_and_problems_txt(tmp_path: Path) -> None:

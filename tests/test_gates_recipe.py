@@ -17,12 +17,17 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from typer.testing import CliRunner
 
+from careful_cli import _load, app
+from careful_cli.common import EXIT_GATE, EXIT_PROBLEMS
 from careful_engine.analysis import ci_report
 from careful_engine.core import bfcl
 from careful_engine.demo import reference as demo
 
 from .perturb import BASE, write_run
+
+_load()
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "ci.md"
@@ -148,3 +153,59 @@ def test_the_document_lists_every_rule_a_gate_takes() -> None:
     part = text[text.index("--max-increase [CATEGORY:]RULE=N`"):]
     listed = part[part.index("Rules: "):part.index("(see `careful score --help`)")]
     assert re.findall(r"`(\w+)`", listed) == list(RULES)
+
+
+# README's CI example on two real runs: the candidate has one inference error more than the
+# baseline (11 against 10), and the decoder their manifests do not name
+REAL = ("gpt-oss-120b-vllm-v0.10.2", "gpt-oss-120b-vllm-v0.11.0")
+DECODER = "gpt-4o-2024-11-20-FC"
+
+
+def _careful(*args: object):
+    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def _collateral(run: Path, out: Path) -> dict[tuple[str, str], int | None]:
+    """(category, id) -> collateral calls (None: not replayed), from ``careful score``'s
+    conversation lines."""
+    res = _careful("score", run, "--decoder", DECODER, "--out", out, "-q")
+    assert res.exit_code in (0, EXIT_PROBLEMS), res.output
+    lines = [json.loads(x) for x in (out / "conversations.jsonl").read_text().splitlines()]
+    return {(x["category"], x["id"]): (x["rules"] or {}).get("collateral") for x in lines}
+
+
+def test_readme_example_on_real_runs_compares_the_conversations_both_replayed(
+        shared_runs: Path, tmp_path: Path) -> None:
+    """``careful compare BASELINE CANDIDATE --fail-on-regression --alpha 0.05 --max-increase
+    collateral=N`` on two real runs, one inference error apart: the limit compares collateral
+    over the conversations both replayed (the candidate's extra error no longer makes it not
+    comparable whatever N, with no counts shown): a generous limit passes (exit 1: the runs'
+    inference errors are input problems), a small one fails with one line stating both
+    counts, how many conversations were compared and how many left out."""
+    runs = [shared_runs / n for n in REAL]
+    if not all(r.is_dir() for r in runs):
+        pytest.skip(f"{', '.join(REAL)} not in {shared_runs}")
+    a, b = (_collateral(r, tmp_path / f"score{i}") for i, r in enumerate(runs))
+    both = [k for k in a if a[k] is not None and b.get(k) is not None]
+    left = len(a.keys() | b.keys()) - len(both)
+    assert sum(v is None for v in b.values()) > sum(v is None for v in a.values())
+    ca, cb = sum(a[k] for k in both), sum(b[k] for k in both)
+    assert cb - ca > 5 and left > 0
+    line = (f"gate failed: collateral overall (3 shared categories: base, miss_func, "
+            f"miss_param): {ca} -> {cb} ({cb - ca:+d}) over the {len(both)} conversations both "
+            f"runs replayed ({left} left out), allowed +5")
+    for limit, code in ((5, EXIT_GATE), (cb - ca, EXIT_PROBLEMS), (1000, EXIT_PROBLEMS)):
+        out = tmp_path / f"gate{limit}.json"
+        res = _careful("compare", *runs, "--decoder", DECODER, "--fail-on-regression",
+                       "--alpha", "0.05", "--max-increase", f"collateral={limit}", "--out",
+                       tmp_path / "cmp", "-q", "--format", "json", "--output", out)
+        doc = json.loads(out.read_text())
+        jsonschema.validate(doc, ci_report.schema())
+        assert res.exit_code == code, res.output
+        (cond,) = [c for c in doc["gate"]["conditions"] if c["kind"] == "increase"]
+        assert cond["passed"] == (code != EXIT_GATE)
+        assert (cond["values"]["baseline"], cond["values"]["candidate"]) == (ca, cb)
+        assert (cond["values"]["compared"], cond["values"]["left_out"]) == (len(both), left)
+        failed = " ".join(res.stderr.split()).split("gate failed: ")[1:]
+        assert [f"gate failed: {x}".strip() for x in failed] == ([line] if code == EXIT_GATE
+                                                                 else [])

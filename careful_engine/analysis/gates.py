@@ -15,12 +15,13 @@ with :func:`check_floors`, :func:`check_regressions` and :func:`check_increases`
 * Increase (``careful compare --max-increase [CATEGORY:]RULE=N``): fails when the candidate's
   count of RULE (summed over the categories both runs have, or in one) exceeds the baseline's
   by more than N; the message names those categories (``overall (3 shared categories: ...)``),
-  as the result document's ``runs[].shared`` does. Counts are over the conversations
-  replayed: where the candidate replayed fewer than the baseline, the condition fails as not
-  comparable (what it did not replay may hide the calls the limit is about), naming both.
-  ``asked`` and ``asked_destructive`` count turns without a call whose text asks: where the
-  candidate left more such turns without text (unread) than the baseline, they fail as not
-  comparable too; where no turn of a run could be read, as not measurable.
+  as the result document's ``runs[].shared`` does. Counts are paired by conversation id, as
+  the regressions pair verdicts: over the conversations both runs replayed, a conversation one
+  run did not replay (an inference error, ...) left out of both sides; the message says how
+  many were compared and left out, and the condition fails as not comparable only where none
+  is left. ``asked`` and ``asked_destructive`` count turns without a call whose text asks: a
+  conversation where either run left such a turn without text (unread) is left out of both
+  too; where no turn of a run could be read, they fail as not measurable.
 """
 
 from __future__ import annotations
@@ -329,10 +330,10 @@ def shared_scope(categories: list[str]) -> str:
 
 def check_increases(a: ModelScore, b: ModelScore, limits: list[Increase]) -> list[Condition]:
     """One condition per limit: the candidate's count minus the baseline's, <= the limit.
-    Counts are taken over the categories both runs have (or the one named); the message
-    and ``values["categories"]`` name them. A candidate that replayed fewer conversations
-    there than the baseline fails as not comparable (``values["replayed"]``: both runs'), and
-    for ``asked``, one that left more turns without a call unread (``values["unread_turns"]``)."""
+    Counts are taken over the categories both runs have (or the one named), over the
+    conversations there both runs replayed (:func:`paired_counts`); the message and
+    ``values`` name the categories, how many conversations were compared and how many left
+    out. Not comparable only where no conversation is left to compare."""
     shared = shared_categories(a, b)
     out = []
     for lim in limits:
@@ -364,51 +365,70 @@ def check_increases(a: ModelScore, b: ModelScore, limits: list[Increase]) -> lis
                                  rule=lim.rule, values={"limit": lim.limit,
                                                         "categories": _names(cats)}))
             continue
-        (ra, na), (rb, nb) = coverage(ta), coverage(tb)
-        over = f"over the conversations replayed: {ra} of {na} -> {rb} of {nb}"
-        if rb < ra:  # what the candidate did not replay may hide what the limit is about
-            out.append(Condition("increase", scope, False, f"{lim.rule} {where}: not "
-                                 f"comparable (the candidate replayed fewer conversations; "
-                                 f"{over})", rule=lim.rule,
-                                 values={"limit": lim.limit, "categories": _names(cats),
-                                         "replayed": [ra, rb], "conversations": [na, nb]}))
-            continue
         asking = lim.rule in ASKING
-        (ua, sa), (ub, sb) = ((_no_call_turns(a, cats), _no_call_turns(b, cats)) if asking
-                              else ((0, 0), (0, 0)))
-        unread = (f"turns without a call with no text for the question detector: {ua} of "
-                  f"{sa} -> {ub} of {sb}")
-        if asking and ub > ua:  # a blank turn may hide the question counted
+        pair = paired_counts(a, b, cats, lim.rule, asking=asking)
+        (ra, na), (rb, nb) = coverage(ta), coverage(tb)
+        values = {"limit": lim.limit, "categories": _names(cats), "compared": pair.compared,
+                  "left_out": pair.left_out, "replayed": [ra, rb], "conversations": [na, nb]}
+        if asking:
+            values["left_out_unread"] = pair.unread
+        if not pair.compared:  # nothing both runs replayed (and read) to compare
             out.append(Condition("increase", scope, False, f"{lim.rule} {where}: not "
-                                 f"comparable (the candidate left more turns unread; {unread})",
-                                 rule=lim.rule,
-                                 values={"limit": lim.limit, "categories": _names(cats),
-                                         "unread_turns": [ua, ub], "no_call_turns": [sa, sb]}))
+                                 f"comparable (no conversation {pair.over(asking)})",
+                                 rule=lim.rule, values=values))
             continue
-        ca, cb = ta[lim.rule], tb[lim.rule]
-        ok = cb - ca <= lim.limit
-        over = "" if ra == na and rb == nb else f" ({over})"
-        if asking and (ua or ub):
-            over += f" ({unread})"
+        ca, cb = pair.baseline, pair.candidate
+        n = pair.compared
         out.append(Condition(
-            "increase", scope, ok, f"{lim.rule} {where}: {ca} -> {cb} ({cb - ca:+d}), allowed "
-            f"+{lim.limit}{over}", rule=lim.rule,
-            values={"baseline": ca, "candidate": cb, "increase": cb - ca, "limit": lim.limit,
-                    "categories": _names(cats)}))
+            "increase", scope, cb - ca <= lim.limit, f"{lim.rule} {where}: {ca} -> {cb} "
+            f"({cb - ca:+d}) over the {n} conversation{'s' * (n != 1)} {pair.over(asking)}, "
+            f"allowed +{lim.limit}", rule=lim.rule,
+            values={"baseline": ca, "candidate": cb, "increase": cb - ca, **values}))
     return out
 
 
-def _no_call_turns(ms: ModelScore, categories: list[str]) -> tuple[int, int]:
-    """(unread, all) turns without a call of the replayed conversations in ``categories``:
-    those whose steps carry no text for the question detector, of all (``asked`` counts
-    turns, so a blank turn in a conversation with text elsewhere is unread too)."""
-    unread = seen = 0
+@dataclass(frozen=True)
+class PairedCounts:
+    """A rule's counts over the conversations both runs replayed, paired by id: ``compared``
+    conversations; ``left_out`` the others of either run (``unread`` of them: replayed by
+    both, left out for a turn without a call with no text, for ``asked``)."""
+
+    baseline: int
+    candidate: int
+    compared: int
+    left_out: int
+    unread: int = 0
+
+    def over(self, asking: bool) -> str:
+        """What the counts are over, for a message: ``both runs replayed (11 left out)``."""
+        read = ", every turn without a call read" if asking else ""
+        why = (f": {self.left_out - self.unread} not replayed by both, {self.unread} with "
+               "such a turn unread" if self.unread else "")
+        return f"both runs replayed{read} ({self.left_out} left out{why})"
+
+
+def paired_counts(a: ModelScore, b: ModelScore, categories: list[str], rule: str, *,
+                  asking: bool = False) -> PairedCounts:
+    """``rule``'s counts in ``categories`` over the conversations both runs replayed, paired
+    by id as the score regressions pair them: a conversation one run did not replay (an
+    inference error, a missing or unscorable entry, a replay the budget stopped) or lacks is
+    left out of both sides. ``asking`` (``asked``, ``asked_destructive``: read from the text of
+    turns without a call) also leaves out a conversation where either run left such a turn
+    without text: a blank turn may hide the question counted."""
+    ca = cb = compared = left = unread = 0
     for c in categories:
-        for r in ms.categories[c].results:
-            if r.rules is not None:
-                unread += r.rules.no_call_unread
-                seen += r.rules.no_call_unread + r.rules.no_call_read
-    return unread, seen
+        ra = {r.id: r.rules for r in reversed(a.categories[c].results)}  # the first of an id
+        rb = {r.id: r.rules for r in reversed(b.categories[c].results)}
+        for i in ra | rb:
+            x, y = ra.get(i), rb.get(i)
+            if x is None or y is None:
+                left += 1
+            elif asking and (x.no_call_unread or y.no_call_unread):
+                left, unread = left + 1, unread + 1
+            else:
+                ca, cb, compared = ca + x.counts.get(rule, 0), cb + y.counts.get(rule, 0), \
+                    compared + 1
+    return PairedCounts(ca, cb, compared, left, unread)
 
 
 def _names(categories: list[str]) -> list[str]:
