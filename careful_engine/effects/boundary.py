@@ -21,7 +21,7 @@ from typing import Any
 
 from careful_engine.core import bfcl
 from careful_engine.core.json_values import JSONTextError, a_kind, loads
-from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
+from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular, same_file
 from careful_engine.core.safe_text import clip, misleading, visible
 from careful_engine.core.safe_write import write_text
 
@@ -185,7 +185,7 @@ def load(name_or_path: str | Path = DEFAULT_BOUNDARY) -> Boundary:
         return load_named(str(name_or_path))
     got = read_file(path)
     stock = boundary_dir() / f"{got.name}.json"
-    if stock.is_file() and not _same_file(path, stock):
+    if stock.is_file() and not same_file(path, stock):
         theirs = read_file(stock)
         if theirs.destructive.keys() != got.destructive.keys():
             raise BoundaryError(
@@ -231,10 +231,3 @@ def read_file(path: Path) -> Boundary:
     except (RecursionError, ValueError) as e:
         raise BoundaryError(f"{where}: not usable JSON ({str(e)[:80]})") from None
     return from_json(data, where)
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve()
-    except OSError:
-        return False
