@@ -41,8 +41,8 @@ export_app = typer.Typer(name="export", help="Export the declarations in other f
                          no_args_is_help=True, add_completion=False)
 app.add_typer(export_app, name="export")
 
-BOUNDARY_HELP = ("Destructive boundary: a name in declarations/boundary/ or a path to a "
-                 "boundary file.")
+BOUNDARY_HELP = ("Destructive boundary: a name in declarations/boundary/ (else NAME.json in "
+                 "the working folder) or a path to a boundary file.")
 DECLARATIONS_HELP = "Effect declarations. Default: declarations/effects.json."
 
 
