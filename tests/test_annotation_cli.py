@@ -224,12 +224,13 @@ def test_adjudicate_writes_beside_the_user_and_score_finds_it_by_name(runner, db
     the shipped declarations/boundary/ (where sensitivity would compare it as if shipped);
     `--boundary NAME` finds it from there, as the output says, and scores with it."""
     from careful_engine.annotation import adjudication
+    from careful_engine.annotation.paper_labels import BOUNDARIES
     from tests import hostile_corpus as hc
 
     _closed_round(runner, tmp_path)
     shipped = tmp_path / "shipped"
     shipped.mkdir()
-    for name in boundary.SHIPPED:
+    for name in BOUNDARIES:
         (shipped / f"{name}.json").write_bytes(
             (boundary.boundary_dir() / f"{name}.json").read_bytes())
     monkeypatch.setattr(boundary, "boundary_dir", lambda: shipped)
@@ -239,7 +240,7 @@ def test_adjudicate_writes_beside_the_user_and_score_finds_it_by_name(runner, db
     monkeypatch.chdir(work)
     result = invoke(runner, "adjudicate", "-r", "t")
     assert result.exit_code == 0, result.output
-    assert sorted(p.stem for p in shipped.iterdir()) == sorted(boundary.SHIPPED)
+    assert sorted(p.stem for p in shipped.iterdir()) == sorted(BOUNDARIES)
     assert boundary.read_file(work / "t-any.json").destructive.keys() == {"rm"}
     said = " ".join(result.output.split())
     assert "wrote t-any.json" in said and "--boundary t-any " in said
