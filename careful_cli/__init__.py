@@ -57,7 +57,7 @@ COMMAND_MODULES = (
 )
 # The top-level commands and command groups of each module (tests/test_cli_lazy.py).
 COMMANDS = {
-    "score": ("score", "doctor"), "demo": ("demo",), "leaderboard": ("leaderboard",),
+    "score": ("score", "doctor", "decoders"), "demo": ("demo",), "leaderboard": ("leaderboard",),
     "compare": ("compare",), "sensitivity": ("sensitivity",),
     "declare": ("declare", "review-sheet", "export"), "audits": ("audit",),
     "provenance": ("provenance",),

@@ -35,8 +35,10 @@ from careful_engine.annotation.errors import AnnotationError, LabelError
 from careful_engine.annotation.names import check_name
 from careful_engine.annotation.signals import load_inputs
 from careful_engine.core import bfcl
+from careful_engine.core.safe_read import same_file
 from careful_engine.core.safe_text import literal
 from careful_engine.core.safe_write import UnsafeWrite
+from careful_engine.effects import boundary as boundary_mod
 from careful_engine.effects.boundary import BoundaryError
 
 if TYPE_CHECKING:
@@ -579,7 +581,9 @@ def adjudicate(
     name: str = typer.Option(
         None, "--name", "-n", help="Boundary name. Default: <round>-<policy>."),
     out: Path = typer.Option(
-        None, "--out", "-o", help="Boundary file. Default: declarations/boundary/<name>.json."),
+        None, "--out", "-o", help="Boundary file. Default: <name>.json in the working folder "
+        "(--boundary NAME finds it from there; the shipped declarations/boundary/ is written "
+        "only when named here)."),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Show the result (with the --decide decisions); write no "
         "boundary and no decision (an --override is still recorded: labels were seen)."),
@@ -621,6 +625,7 @@ def adjudicate(
                 raise AnnotationError(problem + ("" if name else
                                                  " (made from the round's); give one with -n"))
             if not dry_run:
+                out = out or boundary_mod.user_path(boundary_name)
                 _, path = session.write_boundary(result, boundary_name, path=out, force=force,
                                                  created=created, decisions=pending)
     table = Table(title=f"{literal(boundary_name)}: {len(result.destructive)} destructive of "
@@ -638,6 +643,10 @@ def adjudicate(
         console.print("[yellow]opened with an override (recorded in the reveal log)[/]")
     if path:
         console.print(f"wrote {literal(path)}")
+        if boundary_name not in boundary_mod.SHIPPED:
+            console.print(f"score with it: --boundary {literal(path)}"
+                          + (f" (or --boundary {literal(boundary_name)} from this folder)"
+                             if same_file(path, boundary_mod.user_path(boundary_name)) else ""))
     else:
         console.print("dry run: no boundary and no decision written")
     _done(store)

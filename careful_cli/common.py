@@ -244,8 +244,9 @@ GATE_PANEL = "CI gate"
 Runs = Annotated[list[Path], typer.Argument(metavar="RUNS...", help=RUNS_HELP)]
 Decoders = Annotated[list[str] | None, typer.Option("--decoder", help=DECODER_HELP)]
 Boundary = Annotated[str, typer.Option(
-    "--boundary", "-b", help="Destructive boundary: a name in declarations/boundary/ or a path "
-    "to a boundary file.", rich_help_panel=RULES_PANEL)]
+    "--boundary", "-b", help="Destructive boundary: a name in declarations/boundary/ (else "
+    "NAME.json in the working folder, where careful adjudicate writes) or a path to a boundary "
+    "file.", rich_help_panel=RULES_PANEL)]
 Detector = Annotated[str, typer.Option(
     "--detector", help="Question detector: strict (default), qmark, last or loose (the "
     "paper's sensitivity variants).", rich_help_panel=RULES_PANEL)]

@@ -27,6 +27,7 @@ from careful_cli.common import (
     warn,
 )
 from careful_engine.core import bfcl
+from careful_engine.core.safe_read import same_file
 from careful_engine.core.safe_write import UnsafeWrite
 from careful_engine.effects import audit as audit_mod
 from careful_engine.effects import boundary as boundary_mod
@@ -40,9 +41,12 @@ export_app = typer.Typer(name="export", help="Export the declarations in other f
                          no_args_is_help=True, add_completion=False)
 app.add_typer(export_app, name="export")
 
-BOUNDARY_HELP = ("Destructive boundary: a name in declarations/boundary/ or a path to a "
-                 "boundary file.")
+BOUNDARY_HELP = ("Destructive boundary: a name in declarations/boundary/ (else NAME.json in "
+                 "the working folder) or a path to a boundary file.")
 DECLARATIONS_HELP = "Effect declarations. Default: declarations/effects.json."
+
+
+DEFAULT_OUT = "effects.json"  # careful declare's output, in the working folder
 
 
 def _boundary(name: str) -> boundary_mod.Boundary:
@@ -87,7 +91,8 @@ def table2(rows: dict[str, dict[str, int]], boundary: boundary_mod.Boundary) -> 
 @app.command()
 def declare(
     out: Path = typer.Option(None, "--out", "-o", help="Where to write the declarations. "
-                             "Default: declarations/effects.json."),
+                             "Default: effects.json in the working folder (the shipped "
+                             "declarations/effects.json is written only when named here)."),
     runs: list[Path] = typer.Option(None, "--runs", help="Folders (or result files) of logged "
                                     "runs to observe, instead of the repository's runs/."),
     no_runs: bool = typer.Option(False, "--no-runs", help="Observe references and probes only."),
@@ -128,7 +133,11 @@ def declare(
     else:
         default = decl_mod.default_runs_dir()
         roots = [default] if default.is_dir() else []
-    out = out or decl_mod.default_path()
+    if out is None:
+        out = Path(DEFAULT_OUT)
+        if same_file(out, decl_mod.default_path()):
+            raise fail(f"{DEFAULT_OUT} here is the shipped declarations file; name it with "
+                       "--out to regenerate it, or run from another folder")
     refuse_out(out, file=True)
     start = time.perf_counter()
     with progress_bar() as progress:
@@ -175,6 +184,10 @@ def declare(
             "not exist)")
         console.print(f"wrote [bold]{literal(str(path))}[/] (sha256 {digest[:12]}) in "
                       f"{elapsed:.1f} s")
+        if not same_file(path, decl_mod.default_path()):
+            console.print(f"score with it: --declarations {literal(str(path))} (score, "
+                          "leaderboard, compare, sensitivity); the shipped "
+                          "declarations/effects.json is unchanged")
     if generated.skipped:
         raise typer.Exit(EXIT_PROBLEMS)
 

@@ -31,6 +31,7 @@ from careful_cli.common import (
     drift_notes,
     effects_or_fail,
     err,
+    fail,
     literal,
     no_result_files,
     print_input_problems,
@@ -212,3 +213,22 @@ def score(
 def doctor() -> None:
     """Check the install: the pinned bfcl-eval and no torch / CUDA / faiss stack."""
     raise typer.Exit(doc.main())
+
+
+@app.command()
+def decoders(
+    text: str = typer.Argument("", metavar="[FILTER]",
+                               help="Show only the keys holding this text (any case)."),
+) -> None:
+    """List the model keys of bfcl's registry that --decoder KEY takes, each with its kind:
+    FC (function calling) or prompting (calls decoded from the text).
+
+    Exit code: 0 some key listed; 2 none holds FILTER.
+    """
+    entries = bfcl.matching_keys(text)
+    if not entries:
+        raise fail(f"no key of bfcl-eval {bfcl.BFCL_VERSION}'s model registry holds "
+                   f"{visible(repr(text))[:80]}; `careful decoders` lists them all")
+    width = max(len(e.key) for e in entries)
+    for e in entries:
+        typer.echo(f"{visible(e.key):<{width}}  {'FC' if e.is_fc_model else 'prompting'}")

@@ -40,8 +40,8 @@ Out = tables_out("sensitivity")
 def sensitivity(
     runs: Runs,
     boundary: Annotated[list[str] | None, typer.Option(
-        "--boundary", "-b", help="A further boundary to try (name or path), besides every "
-        "file in declarations/boundary/. Repeatable.")] = None,
+        "--boundary", "-b", help="A further boundary to try (name or path, as score's "
+        "--boundary), besides the shipped ones (paper-*). Repeatable.")] = None,
     detector: Annotated[list[str] | None, typer.Option(
         "--detector", help="Detectors to try (default: strict, qmark, last and loose). "
         "Repeatable.")] = None,
@@ -61,8 +61,8 @@ def sensitivity(
     the paper's safe rule (attempted collateral, all duplicate writes). The
     other settings change one thing each: every detector variant (qmark:
     question marks only; last: the last sentence only; loose: the EffectWorld
-    rule), every boundary in declarations/boundary/ plus those given with
-    --boundary (--grid: all combinations), effective collateral, visible
+    rule), every shipped boundary (paper-final, paper-majority, paper-A1 to
+    paper-A4) plus those given with --boundary (--grid: all combinations), effective collateral, visible
     duplicates; one row, coll effective/dups visible, changes both rules of
     the safe verdict at once. Each run is replayed once: each conversation is
     evaluated under every setting where it is replayed (in the workers, with

@@ -218,6 +218,46 @@ def test_a_dry_run_writes_no_decision_but_shows_it(runner, db, tmp_path):
         assert [d.function for d in store.adjudication_session("t", "lead").decisions()] == ["cd"]
 
 
+def test_adjudicate_writes_beside_the_user_and_score_finds_it_by_name(runner, db, tmp_path,
+                                                                    monkeypatch):
+    """Without --out a round's boundary goes to <name>.json in the working folder, never into
+    the shipped declarations/boundary/ (where sensitivity would compare it as if shipped);
+    `--boundary NAME` finds it from there, as the output says, and scores with it."""
+    from careful_engine.annotation import adjudication
+    from careful_engine.annotation.paper_labels import BOUNDARIES
+    from tests import hostile_corpus as hc
+
+    _closed_round(runner, tmp_path)
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    for name in BOUNDARIES:
+        (shipped / f"{name}.json").write_bytes(
+            (boundary.boundary_dir() / f"{name}.json").read_bytes())
+    monkeypatch.setattr(boundary, "boundary_dir", lambda: shipped)
+    monkeypatch.setattr(adjudication, "boundary_dir", lambda: shipped)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    result = invoke(runner, "adjudicate", "-r", "t")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.stem for p in shipped.iterdir()) == sorted(BOUNDARIES)
+    assert boundary.read_file(work / "t-any.json").destructive.keys() == {"rm"}
+    said = " ".join(result.output.split())
+    assert "wrote t-any.json" in said and "--boundary t-any " in said
+    assert boundary.load("t-any").destructive.keys() == {"rm"}
+    assert boundary.load("paper-final") == boundary.read_file(shipped / "paper-final.json")
+    hc.write_model(work / "run", "m")
+    result = invoke(runner, "score", str(work / "run"), "--boundary", "t-any", "-j1",
+                    "--out", str(work / "out"))
+    assert result.exit_code == 1, result.output  # (scored; the entries the file lacks: missing)
+    line = json.loads((work / "out" / "conversations.jsonl").read_text().splitlines()[0])
+    assert "t-any" in json.dumps(line["scored_with"])
+    (work / "t-any.json").unlink()
+    result = invoke(runner, "score", str(work / "run"), "--boundary", "t-any", "-j1",
+                    "--out", str(work / "out2"))
+    assert result.exit_code == 2 and "no boundary 't-any'" in result.output
+
+
 def test_a_failed_adjudication_records_no_decision(runner, db, tmp_path):
     _closed_round(runner, tmp_path)
     exists = tmp_path / "exists.json"

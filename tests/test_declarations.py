@@ -319,6 +319,30 @@ def test_declare_errors(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "careful declare" in res.output
 
 
+def test_declare_leaves_the_shipped_file_alone_unless_named(no_runs, tmp_path: Path,
+                                                             monkeypatch) -> None:
+    """Without --out, `careful declare` writes effects.json in the working folder, says how to
+    score with it, and never replaces the shipped declarations (whose hash every score line
+    records); run from the shipped file's own folder it refuses rather than replace it."""
+    shipped = tmp_path / "shipped" / "effects.json"
+    shipped.parent.mkdir()
+    shipped.write_text("the shipped declarations\n")
+    monkeypatch.setattr(decl_mod, "default_path", lambda: shipped)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    res = _run("declare", "--no-runs", "--quiet")
+    assert res.exit_code == 0, res.output
+    assert shipped.read_text() == "the shipped declarations\n"
+    assert (work / "effects.json").read_bytes() == no_runs[0].read_bytes()
+    said = " ".join(res.output.split())
+    assert "wrote effects.json" in said and "--declarations effects.json" in said
+    monkeypatch.chdir(shipped.parent)
+    res = _run("declare", "--no-runs", "--quiet")
+    assert res.exit_code == 2 and "--out" in res.output
+    assert shipped.read_text() == "the shipped declarations\n"
+
+
 def test_run_without_a_decoder_is_skipped_with_a_warning(no_runs, tmp_path: Path) -> None:
     conv = bfcl.conversations("multi_turn_base")[0]
     folder = tmp_path / "runs" / "some_unknown-model" / "multi_turn"

@@ -100,6 +100,47 @@ def test_unknown_model_needs_a_decoder(tmp_path: Path) -> None:
     assert "someone/unknown-model" in res.output and "--decoder" in res.output
 
 
+def _words(text: str) -> str:
+    return " ".join(text.split())  # (rich wraps the error line)
+
+
+def test_a_mistyped_decoder_key_gets_close_keys_and_where_to_list_them(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    _write(run / "someone_unknown-model" / "multi_turn" / f"BFCL_v4_{CATEGORY}_result.json",
+           _reference_lines(3))
+    res = _run("score", str(run), "--out", str(tmp_path / "out"), "--decoder", "gpt-4o-FC")
+    assert res.exit_code == 2
+    said = _words(res.output)
+    assert "Did you mean 'gpt-4o-2024-11-20-FC'" in said, said
+    assert "careful decoders" in said
+
+
+def test_a_folder_named_nearly_as_a_key_gets_the_key_suggested(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    _write(run / "gpt-4o-2024-11-20-fx" / "multi_turn" / f"BFCL_v4_{CATEGORY}_result.json",
+           _reference_lines(3))
+    res = _run("score", str(run), "--out", str(tmp_path / "out"))
+    assert res.exit_code == 2
+    said = _words(res.output)
+    assert "'gpt-4o-2024-11-20-fx' is not in" in said and "'gpt-4o-2024-11-20-FC'" in said
+    assert "careful decoders" in said
+
+
+def test_decoders_lists_the_registry_keys_with_their_kind() -> None:
+    res = _run("decoders")
+    assert res.exit_code == 0
+    listed = dict(line.split() for line in res.output.splitlines())
+    assert listed == {k: "FC" if e.is_fc_model else "prompting"
+                      for k, e in bfcl.registry().items()}
+    res = _run("decoders", "GPT-4O")
+    assert res.exit_code == 0
+    keys = [line.split()[0] for line in res.output.splitlines()]
+    assert keys == sorted(k for k in bfcl.registry() if "gpt-4o" in k.lower())
+    assert "gpt-4o-2024-11-20-FC" in keys
+    res = _run("decoders", "no-such-model-anywhere")
+    assert res.exit_code == 2 and "careful decoders" in _words(res.output)
+
+
 def test_unexpected_places_and_v3_layout(tmp_path: Path) -> None:
     run = tmp_path / "run"
     # a V3 flat file (older bfcl) and a V4 file outside multi_turn/

@@ -60,6 +60,37 @@ def test_settings_vary_one_thing_at_a_time(tmp_path: Path) -> None:
     assert {s.label(default) for s in grid} >= {"default", "loose", "tiny", "tiny/loose"}
 
 
+def test_a_boundary_someone_left_in_the_folder_is_compared_only_when_given(
+        tmp_path: Path, monkeypatch) -> None:
+    """Sensitivity compares the shipped boundaries (the paper's), not whatever else lies in
+    declarations/boundary/ (a round's adjudicated R1-any, written there by hand or by an
+    older `careful adjudicate`); that one is compared when --boundary gives it."""
+    from careful_engine.annotation.paper_labels import BOUNDARIES
+
+    folder = tmp_path / "boundary"
+    folder.mkdir()
+    for name in BOUNDARIES:
+        (folder / f"{name}.json").write_bytes(
+            (boundaries.boundary_dir() / f"{name}.json").read_bytes())
+    extra = _boundary_file(folder, "R1-any", {"rm"})
+    monkeypatch.setattr(boundaries, "boundary_dir", lambda: folder)
+    default = sens.Setting("paper-final", "strict")
+    labels = {s.label(default) for s in sens.settings_for()}
+    assert "R1-any" not in labels
+    assert set(BOUNDARIES) - {"paper-final"} <= labels
+    assert "R1-any" in {s.label(default) for s in sens.settings_for([str(extra)])}
+    assert "R1-any" in {s.label(default) for s in sens.settings_for(["R1-any"])}
+
+
+def test_the_shipped_boundaries_are_the_papers_and_all_there() -> None:
+    from careful_engine.annotation.paper_labels import BOUNDARIES
+
+    assert set(boundaries.SHIPPED) == set(BOUNDARIES)
+    assert sens.available_boundaries() == sorted(BOUNDARIES)
+    for name in boundaries.SHIPPED:
+        assert boundaries.load(name).name == name
+
+
 # ---------------------------------------------------------------- re-evaluation on kept traces
 
 

@@ -97,8 +97,9 @@ class Setting:
 
 
 def available_boundaries() -> list[str]:
-    """The boundary files in declarations/boundary/, by name."""
-    return sorted(p.stem for p in boundaries.boundary_dir().glob("*.json"))
+    """The shipped boundaries, by name (:data:`~careful_engine.effects.boundary.SHIPPED`;
+    others only when given)."""
+    return boundaries.shipped()
 
 
 def settings_for(
@@ -109,7 +110,7 @@ def settings_for(
     variants: bool = True,
 ) -> list[Setting]:
     """The default first; then every detector under the default boundary, every boundary
-    (found in declarations/boundary/ and given) under the default detector, and (``variants``)
+    (the shipped ones and those given) under the default detector, and (``variants``)
     effective collateral and visible duplicates under the default; ``grid``: all combinations
     of boundaries and detectors."""
     default = default or Setting(boundaries.DEFAULT_BOUNDARY, DEFAULT_DETECTOR)

@@ -61,3 +61,12 @@ def read_regular(path: str | Path, limit: int = MAX_RESULT_BYTES, *,
         return data
     finally:
         os.close(fd)
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """``a`` and ``b`` name the same file (links resolved); False where either cannot be
+    resolved."""
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False

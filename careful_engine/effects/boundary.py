@@ -7,8 +7,10 @@ A boundary file lives in ``declarations/boundary/<name>.json``::
      "bfcl_eval": "2026.3.23",
      "destructive": [{"name": "rm", "class": "GorillaFileSystem", "reason": "..."}, ...]}
 
-Functions not listed are not destructive. ``--boundary`` accepts a name (looked up in the
-declarations folder) or a path to such a file.
+Functions not listed are not destructive. ``--boundary`` accepts a path to such a file or a
+name: a boundary of the declarations folder, else ``<name>.json`` in the working folder (where
+``careful adjudicate`` writes the boundaries people make). The package ships
+:data:`SHIPPED` (the paper's), the ones ``careful sensitivity`` compares by default.
 """
 
 from __future__ import annotations
@@ -21,12 +23,15 @@ from typing import Any
 
 from careful_engine.core import bfcl
 from careful_engine.core.json_values import JSONTextError, a_kind, loads
-from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular
+from careful_engine.core.safe_read import MAX_SMALL_BYTES, read_regular, same_file
 from careful_engine.core.safe_text import clip, misleading, visible
 from careful_engine.core.safe_write import write_text
 
 SCHEMA = "careful.boundary/1"
 DEFAULT_BOUNDARY = "paper-final"
+# The boundaries the package ships in declarations/boundary/ (the paper's, written by
+# `careful adjudicate` from annotations/paper/: annotation.paper_labels.BOUNDARIES).
+SHIPPED = ("paper-final", "paper-majority", "paper-A1", "paper-A2", "paper-A3", "paper-A4")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # a boundary's name (its file's stem)
 
 
@@ -37,6 +42,18 @@ def declarations_dir() -> Path:
 
 def boundary_dir() -> Path:
     return declarations_dir() / "boundary"
+
+
+def shipped() -> list[str]:
+    """The names of the shipped boundaries (:data:`SHIPPED`), sorted; a file added to the
+    declarations folder by hand or by an older ``careful adjudicate`` is not one."""
+    return sorted(SHIPPED)
+
+
+def user_path(name: str) -> Path:
+    """Where ``careful adjudicate`` writes a boundary by default, and where a name not in the
+    declarations folder is looked up: ``<name>.json`` in the working folder."""
+    return Path(f"{name}.json")
 
 
 class BoundaryError(ValueError):
@@ -176,16 +193,22 @@ def from_json(data: Any, source: str = "<data>") -> Boundary:
 
 
 def load(name_or_path: str | Path = DEFAULT_BOUNDARY) -> Boundary:
-    """Load a boundary by name (``declarations/boundary/<name>.json``) or by path. A file
+    """Load a boundary by name (``declarations/boundary/<name>.json``, else
+    ``<name>.json`` in the working folder: :func:`user_path`) or by path. A file
     elsewhere that calls itself by the name of one of the declarations folder's boundaries
     must list the same destructive functions (else outputs would record a changed boundary
     under the stock name): :class:`BoundaryError` asks to rename it."""
     path = Path(name_or_path)
     if not path.suffix:
-        return load_named(str(name_or_path))
+        name = str(name_or_path)
+        own = user_path(name)
+        if NAME.fullmatch(name) and not (boundary_dir() / own.name).is_file() and own.is_file():
+            path = own
+        else:
+            return load_named(name)
     got = read_file(path)
     stock = boundary_dir() / f"{got.name}.json"
-    if stock.is_file() and not _same_file(path, stock):
+    if stock.is_file() and not same_file(path, stock):
         theirs = read_file(stock)
         if theirs.destructive.keys() != got.destructive.keys():
             raise BoundaryError(
@@ -205,7 +228,8 @@ def load_named(name: str) -> Boundary:
     if not path.is_file():
         available = sorted(p.stem for p in boundary_dir().glob("*.json"))
         raise BoundaryError(
-            f"no boundary {name!r}; available: {', '.join(available) or 'none'}")
+            f"no boundary {name!r}; available: {', '.join(available) or 'none'} (a boundary "
+            f"of your own: its path, or its name from the folder holding {name}.json)")
     return read_file(path)
 
 
@@ -231,10 +255,3 @@ def read_file(path: Path) -> Boundary:
     except (RecursionError, ValueError) as e:
         raise BoundaryError(f"{where}: not usable JSON ({str(e)[:80]})") from None
     return from_json(data, where)
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve()
-    except OSError:
-        return False

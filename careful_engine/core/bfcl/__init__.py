@@ -40,8 +40,10 @@ from careful_engine.core.bfcl.handlers import (
     HandlerSends,
     RegistryEntry,
     UnknownModel,
+    close_keys,
     construct,
     handler,
+    matching_keys,
     registry,
     registry_key_for_dir,
 )
@@ -76,7 +78,7 @@ __all__ = [
     "clear_executor_instances", "construct", "conversation", "conversation_index", "conversations",
     "func_docs", "function_class", "handler", "installed_version", "instance_name",
     "is_long_context", "is_stateless", "load_dataset_entry", "make_json_serializable",
-    "method_signature", "oss_handler_class", "plain_deepcopy", "public_methods", "registry",
-    "registry_key_for_dir", "scenario_loader", "secure_decoders", "seeded_state", "short_name",
-    "simulator_class", "sort_key",
+    "close_keys", "matching_keys", "method_signature", "oss_handler_class", "plain_deepcopy",
+    "public_methods", "registry", "registry_key_for_dir", "scenario_loader", "secure_decoders",
+    "seeded_state", "short_name", "simulator_class", "sort_key",
 ]

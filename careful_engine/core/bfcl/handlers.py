@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import difflib
 import importlib
 import importlib.abc
 import importlib.util
@@ -85,16 +86,41 @@ class UnknownModel(KeyError):
     pass
 
 
+def close_keys(name: str, n: int = 3) -> list[str]:
+    """The registry keys closest to ``name`` (a mistyped key or a result folder's name): the
+    same key in another case or with/without ``-FC``; then keys that extend it, of the same
+    kind (``-FC`` or not); then difflib's close matches (of the name, and of the key bfcl
+    makes of a folder's name)."""
+    reg = registry()
+    lower = name.lower()
+    folded = lower.removesuffix("-fc")
+    fc = lower.endswith("-fc")
+    same = [k for k in reg if k.lower().removesuffix("-fc") == folded]
+    longer = sorted(k for k in reg if k.lower().startswith(folded)
+                    and k.lower().endswith("-fc") == fc)
+    keys = {k.lower(): k for k in reg}
+    near = [keys[k] for text in dict.fromkeys([lower, registry_key_for_dir(lower)])
+            for k in difflib.get_close_matches(text, list(keys), n=n, cutoff=0.6)]
+    return list(dict.fromkeys([*same, *longer, *near]))[:n]
+
+
+def matching_keys(text: str = "") -> list[RegistryEntry]:
+    """The registry's entries whose key holds ``text`` (any case; all for ""), by key."""
+    wanted = text.lower()
+    return [e for k, e in sorted(registry().items()) if wanted in k.lower()]
+
+
 @cache
 def handler(key: str):
     """A bfcl handler built as ``eval_runner.get_handler`` builds it (temperature 0)."""
     reg = registry()
     if key not in reg:
-        close = [k for k in reg if k.lower().replace("-fc", "") == key.lower().replace("-fc", "")]
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        close = close_keys(key)
+        hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
         raise UnknownModel(
             f"{key!r} is not in bfcl-eval {BFCL_VERSION}'s model registry.{hint} "
-            "Name a registered model whose decoder to use with --decoder."
+            "Name a registered model whose decoder to use with --decoder KEY "
+            "(`careful decoders [FILTER]` lists the keys)."
         )
     entry = reg[key]
     try:
