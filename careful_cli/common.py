@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -75,6 +76,22 @@ def progress_bar(elapsed: bool = True) -> Progress:
     columns = [LiteralDescription(), BarColumn(), MofNCompleteColumn()]
     return Progress(*columns, *([TimeElapsedColumn()] if elapsed else []), console=err,
                     transient=True)
+
+
+def command_name() -> str:
+    """``careful`` as the user can type it again: ``careful`` when ``shutil.which`` finds the
+    running entry point (or when not run through it: ``python -m``, tests), else the path of
+    the running script (``.venv/bin/careful``), relative to the working folder when inside it."""
+    script = Path(sys.argv[0]).absolute() if sys.argv and sys.argv[0] else None
+    if script is None or script.stem != "careful":
+        return "careful"
+    found = shutil.which("careful")
+    try:
+        if found and Path(found).resolve() == script.resolve():
+            return "careful"
+        return str(script.relative_to(Path.cwd()))
+    except (OSError, ValueError):  # outside the working folder, or a path that cannot resolve
+        return str(script)
 
 
 def fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:

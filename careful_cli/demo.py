@@ -9,6 +9,7 @@ import typer
 from careful_cli.common import (
     EXIT_PROBLEMS,
     EXIT_UNUSABLE,
+    command_name,
     console,
     err,
     literal,
@@ -124,7 +125,7 @@ def summary(ref: lb.Entry, flawed: lb.Entry, flawed_out: Path) -> None:
                       f"{figure_text(share[0])} % of output and {figure_text(share[1])} % of "
                       "input tokens.")
     first = first_look(flawed.score, placed)
-    console.print(f"Next: [bold]careful workbench {literal(str(ref.run))} "
+    console.print(f"Next: [bold]{literal(command_name())} workbench {literal(str(ref.run))} "
                   f"{literal(str(flawed.run))}[/] (4 Replay, r next run, Ctrl+P find)")
     if first is not None:
         cid, why = first

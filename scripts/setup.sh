@@ -32,11 +32,15 @@ fi
 pip=(.venv/bin/python -m pip --disable-pip-version-check)
 "${pip[@]}" install -q --upgrade pip
 "${pip[@]}" install -q --no-deps "bfcl-eval==2026.3.23"
+# bfcl-eval's own requirements are left out on purpose: pip's resolver would report each one
+# as missing after every later install (--no-warn-conflicts keeps that false alarm off screen)
 reqs=(-r requirements/runtime.txt)
 [ "$want_test" = 1 ] && reqs+=(-r requirements/test.txt)
-"${pip[@]}" install -q -c requirements/constraints.txt "${reqs[@]}"
-"${pip[@]}" install -q --no-deps --no-build-isolation -e . 2>/dev/null \
-  || "${pip[@]}" install -q --no-deps -e .
+"${pip[@]}" install -q --no-warn-conflicts -c requirements/constraints.txt "${reqs[@]}"
+# (PYTHONWARNINGS: setuptools' "Editable installation" banner, a warning about folders named
+# as the package, which is what an editable install of this checkout is)
+"${pip[@]}" install -q --no-warn-conflicts --no-deps --no-build-isolation -e . 2>/dev/null \
+  || PYTHONWARNINGS=ignore "${pip[@]}" install -q --no-warn-conflicts --no-deps -e .
 # An editable install has no bytecode, and PYTHONDONTWRITEBYTECODE (set on some machines) keeps
 # Python from writing it, so every command would compile the project's modules again (about
 # 0.2 s a start); pip compiles site-packages at install, this does the same for the project.

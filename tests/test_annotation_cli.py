@@ -449,3 +449,25 @@ def test_agree_lists_the_splits_of_the_subset(runner, db):
         assert sorted(s["function"] for s in json.loads(result.output)["splits"]) == wanted
     result = invoke(runner, "agree", "-r", "r3", "--subset", "writes")
     assert "Splits (1)" in result.output, result.output
+
+
+def test_agree_on_an_open_blind_round_names_the_command_that_submits(runner, db, tmp_path):
+    """The README's headless round: agree before every annotator submitted says how to
+    submit (the exact command) and the override; running the named command opens it."""
+    decl = paper_round.write_declarations(tmp_path / "effects.json")
+    assert invoke(runner, "round", "new", "R1", "-d", str(decl), "-f", "rm", "-a", "alice",
+                  "-a", "bob", "--by", "lead").exit_code == 0
+    for who in ("alice", "bob"):
+        assert invoke(runner, "label", "-r", "R1", "-a", who,
+                      input="y deletes a file\n").exit_code == 0
+    result = invoke(runner, "agree", "-r", "R1")
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert "(`careful round submit R1 -a NAME`, for each of them)" in said, said
+    assert "`--override REASON`" in said, said
+    assert invoke(runner, "round", "submit", "R1", "-a", "alice").exit_code == 0
+    said = " ".join(invoke(runner, "agree", "-r", "R1").output.split())
+    command = said.split("`")[1]
+    assert command == "careful round submit R1 -a bob", said
+    assert invoke(runner, *command.split()[1:]).exit_code == 0
+    assert invoke(runner, "agree", "-r", "R1").exit_code == 0

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from careful_cli import _load, app
-from careful_cli.common import console
+from careful_cli.common import command_name, console
 from careful_engine.core import bfcl
 from careful_engine.core.checker import ERROR_TYPES
 from careful_engine.core.decode import decode_entry
@@ -210,6 +212,34 @@ def test_output_fits_a_screen_and_says_where_to_look(demo_root) -> None:
     for tag in columns:
         assert f"{tag}:" in legend or f"{tag}/" in legend or f"/{tag}:" in legend \
             or f"({tag}:" in legend, (tag, legend)
+
+
+@pytest.mark.parametrize(("on_path", "named"), [(False, ".venv/bin/careful"),
+                                                (True, "careful")])
+def test_the_next_hint_names_careful_as_the_user_can_run_it(tmp_path: Path, monkeypatch,
+                                                           on_path: bool, named: str) -> None:
+    """Run as ``.venv/bin/careful demo`` with ``careful`` not on PATH, the hint names the
+    script (relative to the working folder); with it on PATH, plain ``careful``."""
+    script = tmp_path / ".venv/bin/careful"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\n", encoding="utf-8")
+    monkeypatch.setattr(sys, "argv", [str(script), "demo"])
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: str(script) if on_path else None)
+    res = _demo_in(tmp_path)
+    assert res.exit_code == 0, res.output
+    assert f"Next: {named} workbench runs/reference runs/demo-flawed" in res.output
+
+
+def test_the_command_outside_the_working_folder_is_named_by_its_full_path(
+        tmp_path: Path, monkeypatch) -> None:
+    script = tmp_path / "venv/bin/careful"
+    monkeypatch.setattr(sys, "argv", [str(script)])
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: "/usr/bin/careful")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert command_name() == str(script)
+    monkeypatch.setattr(sys, "argv", ["/x/pytest/__main__.py"])  # not the entry point
+    assert command_name() == "careful"
 
 
 def test_paired_columns_and_legends_are_those_of_compare_and_leaderboard(demo_root) -> None:

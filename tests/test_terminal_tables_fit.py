@@ -18,7 +18,10 @@ from careful_engine.core.runs import ResultFile, load_result_file
 from careful_engine.demo.reference import DECODER, fc_step, reference_entry
 from careful_engine.present.leaderboard import leaderboard_terminal
 from careful_engine.present.tables import (
+    ACCURACY_DENOMINATOR,
     RULE_COLUMNS,
+    STRICT_NOTE,
+    accuracy_table,
     accuracy_terminal,
     confirm_terminal,
     rules_terminal,
@@ -101,3 +104,19 @@ def test_every_table_of_careful_score_fits_80_columns(confirm_run: ModelScore) -
     _shown_whole(tables)
     headers, _ = _rule_columns(tables, "Rule violations")
     assert "unconf" in headers
+
+
+def test_the_accuracy_legend_says_what_safe_is_and_the_denominator_as_the_files_do(
+        confirm_run: ModelScore) -> None:
+    """The terminal's accuracy legend defines safe and the denominator in the words of
+    accuracy.md's caption (one wording: the two cannot drift), and fits 80 columns."""
+    table = accuracy_terminal([confirm_run], True)
+    _shown_whole([table])
+    legend = " ".join(str(table.caption).split())
+    caption = accuracy_table([confirm_run], True).caption
+    safe = next(p for p in legend.split("; ") if p.startswith("safe: "))
+    assert safe.startswith("safe: BFCL passes with no collateral destructive call"), legend
+    assert safe in caption and ACCURACY_DENOMINATOR in legend and ACCURACY_DENOMINATOR in caption
+    assert "full dataset" in ACCURACY_DENOMINATOR and "inference errors fail" in ACCURACY_DENOMINATOR
+    assert STRICT_NOTE in caption
+    assert "safe:" not in " ".join(str(accuracy_terminal([confirm_run], False).caption).split())

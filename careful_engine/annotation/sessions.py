@@ -430,12 +430,15 @@ class AdjudicationSession:
         if rnd.blind and not closed and not reason:
             pending = [p.annotator for p in store.status(rnd.name).progress
                        if p.submitted is None]
+            who_submits = pending[0] if len(pending) == 1 else "NAME"
             raise BlindnessError(
                 f"round {rnd.name} is blind and still open: "
                 f"{', '.join(pending) or 'no annotator'} "
                 f"{'has' if len(pending) == 1 else 'have'} not submitted. The labels and "
-                "the agreement open when every annotator has submitted, or with an "
-                "explicit override (which is recorded)"
+                "the agreement open when every annotator has submitted (`careful round "
+                f"submit {rnd.name} -a {who_submits}`"
+                + (", for each of them" if len(pending) > 1 else "")
+                + "), or with an explicit override, which is recorded (`--override REASON`)"
             )
         recorded = reason if rnd.blind and not closed else None
         what = "all labels (adjudication session" + (
