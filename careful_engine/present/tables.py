@@ -191,9 +191,10 @@ def terminal_table(title: str, headers: list[str], rows: list[list[str]],
                       pad_edge=False, title_justify="left", caption_justify="left",
                       min_width=min_width)
     first = max((len(r[0]) for r in rows), default=8)
-    # wide enough for the longest piece of a name (up to 20 columns): never cut mid-word
-    piece = max((longest_piece(str(c)) for c in [headers[0], *(r[0] for r in rows)]),
-                default=0)
+    # wide enough for the longest piece of a name up to 20 columns: never cut mid-word (a
+    # longer one is cut anyway, and widens nothing)
+    piece = max((len(p) for c in [headers[0], *(r[0] for r in rows)] for p in pieces(str(c))
+                 if len(p) <= 20), default=0)
     for i, h in enumerate(headers):
         if i == 0:
             table.add_column(Name(h), min_width=min(first, first_width),
