@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import click
 import typer
 from rich.table import Table
+from rich.text import Text
 from typer.exceptions import TyperException
 
 from careful_cli.common import (
@@ -36,10 +37,11 @@ from careful_engine.annotation.names import check_name
 from careful_engine.annotation.signals import load_inputs
 from careful_engine.core import bfcl
 from careful_engine.core.safe_read import same_file
-from careful_engine.core.safe_text import literal
+from careful_engine.core.safe_text import literal, visible
 from careful_engine.core.safe_write import UnsafeWrite
 from careful_engine.effects import boundary as boundary_mod
 from careful_engine.effects.boundary import BoundaryError
+from careful_engine.present.tables import Name, NameTable
 
 if TYPE_CHECKING:
     from careful_engine.annotation.sessions import AnnotatorSession
@@ -536,14 +538,25 @@ def agree(
     for s, report in reports.items():
         for table in _agreement_tables(report, "Writes" if s == "writes" else "All functions"):
             console.print(table)
-    table = Table(title=f"Splits ({len(split_list)})")
-    for col in ("function", "class", "kind", "proposal", "yes", "no", "reasons"):
-        table.add_column(col)
+    # names fold at separators, never cut; the reasons in a table of their own, whose
+    # prose column takes the room the names leave (beside six name columns it had none)
+    table = NameTable(title=f"Splits ({len(split_list)})")
+    for col in ("function", "class", "kind", "proposal", "yes", "no"):
+        table.add_column(Name(col))
+    reasons = NameTable(title=f"Reasons of the splits ({len(split_list)})")
+    for col in ("function", "by"):
+        reasons.add_column(Name(col))
+    reasons.add_column(Name("reason"), overflow="fold")
     for s in split_list:
-        reasons = "\n".join(f"{literal(a)}: {literal(r)}" for a, r in s.reasons.items() if r)
-        table.add_row(literal(s.function), literal(s.cls), literal(s.kind), _yn(s.proposed), literal(", ".join(s.yes)),
-                      literal(", ".join(s.no)), reasons)
+        table.add_row(Name(s.function), Name(s.cls), Name(s.kind), Name(_yn(s.proposed)),
+                      Name(", ".join(s.yes)), Name(", ".join(s.no)))
+        given = [(a, r) for a, r in s.reasons.items() if r]
+        for i, (a, r) in enumerate(given):
+            reasons.add_row(Name(s.function) if i == 0 else "", Name(a), Text(visible(r)),
+                            end_section=i == len(given) - 1)
     console.print(table)
+    if reasons.row_count:
+        console.print(reasons)
     _print_reveals(reveals, session.round_name)
     _done(store)
 
@@ -628,16 +641,15 @@ def adjudicate(
                 out = out or boundary_mod.user_path(boundary_name)
                 _, path = session.write_boundary(result, boundary_name, path=out, force=force,
                                                  created=created, decisions=pending)
-    table = Table(title=f"{literal(boundary_name)}: {len(result.destructive)} destructive of "
+    table = NameTable(title=f"{literal(boundary_name)}: {len(result.destructive)} destructive of "
                   f"{len(result.outcomes)} ({literal(policy)})")
     for col in ("function", "yes", "no", "by"):
-        table.add_column(col)
+        table.add_column(Name(col))
     for f, o in result.outcomes.items():
         if o.destructive or o.by != "policy" or (o.yes and o.no):
-            style = "bold" if o.destructive else "dim"
-            table.add_row(f"[{style}]{literal(f)}[/]", literal(", ".join(o.yes)),
-                          literal(", ".join(o.no)),
-                          o.by + ("" if o.destructive else " (not destructive)"))
+            table.add_row(Name(f, "bold" if o.destructive else "dim"), Name(", ".join(o.yes)),
+                          Name(", ".join(o.no)),
+                          Name(o.by + ("" if o.destructive else " (not destructive)")))
     console.print(table)
     if session.overridden:
         console.print("[yellow]opened with an override (recorded in the reveal log)[/]")

@@ -59,11 +59,15 @@ def decode_cmd(
 
     Decodes every step as `careful score` does (registered handler,
     careful_run.json or --decoder), without replaying anything. Per entry and
-    category: the share of steps that decoded to calls, to no call (text, or
-    nothing: an FC step logged as []) and that failed to decode (bfcl drops these silently), entries with no steps
+    category: the share of steps that decoded to calls, to no call (a text
+    answer, or nothing: an FC step logged as []; bfcl's loop ends the turn
+    there, whether the handler returns no call or, as Claude FC and xLAM do on
+    text, raises) and that failed to decode (a step that opens like a call, a
+    list, object, tag or name(, but does not decode; bfcl drops these
+    silently), entries with no steps
     (inference errors), and the commonest failure messages with numbers and
     quoted text stripped so that they group. A run in which fewer than 5% of
-    steps decode to calls while at least half fail is flagged as a probable
+    steps decode to calls while at least 40% fail is flagged as a probable
     decoder mismatch: its silence is the decoder's, not the model's.
 
     Exit code: 0 nothing flagged; 1 a run flagged or input problems; 2 nothing

@@ -33,6 +33,7 @@ from careful_engine.core.figures import percent_text
 from careful_engine.core.runs import DecoderUnavailable, Problem
 from careful_engine.core.safe_text import escape_markup
 from careful_engine.core.safe_write import UnsafeWrite, write_text
+from careful_engine.present.tables import Name, NameTable
 from careful_engine.scoring.score import folder_decoder, load_run
 
 
@@ -54,10 +55,9 @@ def _counts(counter: dict[str, int]) -> str:
 
 
 def _table(title: str, columns: tuple[str, ...], left: tuple[str, ...] = ()) -> Table:
-    t = Table(title=title, title_justify="left")
+    t = NameTable(title=title, title_justify="left")
     for col in columns:
-        t.add_column(col, justify="left" if col in ("category", *left) else "right",
-                     overflow="fold")
+        t.add_column(Name(col), justify="left" if col in ("category", *left) else "right")
     return t
 
 
@@ -68,7 +68,7 @@ def _drift_table(rows: list[dict]) -> Table:
     for s in rows:
         d = s["dataset_drift"]
         k, st = d["by_kind"], d["by_status"]
-        t.add_row(bfcl.SHORT_NAMES[s["category"]],
+        t.add_row(Name(bfcl.SHORT_NAMES[s["category"]]),
                   f"{s['with_log']}/{s['conversations']}", str(st["identical"]),
                   str(k["question_changed"]), str(k["initial_state_changed"]),
                   str(k["turn_count_changed"]), str(d["drifted"]), str(st["no_log"]))
@@ -83,10 +83,10 @@ def _decoder_table(rows: list[dict]) -> Table:
                ("kinds",))
     for s in rows:
         d = s["decoder_drift"]
-        t.add_row(bfcl.SHORT_NAMES[s["category"]],
+        t.add_row(Name(bfcl.SHORT_NAMES[s["category"]]),
                   str(d["steps_compared"]) if s["with_log"] else "–",
                   str(d["steps_differing"]), str(d["conversations_differing"]),
-                  safe(_counts(d["by_kind"]), None))
+                  Name(_counts(d["by_kind"])))
     return t
 
 
@@ -96,11 +96,11 @@ def _fidelity_table(rows: list[dict]) -> Table:
                 "first-divergence causes"), ("first-divergence causes",))
     for s in rows:
         f = s["replay_fidelity"]
-        t.add_row(bfcl.SHORT_NAMES[s["category"]],
+        t.add_row(Name(bfcl.SHORT_NAMES[s["category"]]),
                   str(f["calls_logged"]) if s["with_log"] else "–", _pct(f["share"]),
                   str(f["conversations_diverging"]),
                   str(f["conversations_diverging_verdict_relevant"]),
-                  safe(_counts(f["first_divergence_causes"]), None))
+                  Name(_counts(f["first_divergence_causes"])))
     t.caption = ("diverging: conversations with a logged result the replay does not reproduce; "
                  "relevant: with a cause other than refusal wording or float digits")
     return t
@@ -116,10 +116,10 @@ def _verdict_table(rows: list[dict]) -> Table | None:
     for s in rows:
         v = s["verdicts"]
         lost, gained = v["passed_then_fail_now"], v["failed_then_pass_now"]
-        t.add_row(bfcl.SHORT_NAMES[s["category"]],
+        t.add_row(Name(bfcl.SHORT_NAMES[s["category"]]),
                   _pct(v["official"]["accuracy"]), _pct(v["accuracy_now"]),
-                  str(lost["count"]), _counts(lost["primary_reason"]),
-                  str(gained["count"]), _counts(gained["primary_reason"]))
+                  str(lost["count"]), Name(_counts(lost["primary_reason"])),
+                  str(gained["count"]), Name(_counts(gained["primary_reason"])))
     t.caption = ("why (first that applies): dataset_drift, decoder_drift, replay_differs, "
                  "possible_ground_truth_change (nothing in the log explains it)")
     return t

@@ -471,3 +471,28 @@ def test_agree_on_an_open_blind_round_names_the_command_that_submits(runner, db,
     assert command == "careful round submit R1 -a bob", said
     assert invoke(runner, *command.split()[1:]).exit_code == 0
     assert invoke(runner, "agree", "-r", "R1").exit_code == 0
+
+
+def test_agree_and_adjudicate_show_whole_function_names_at_80_columns(runner, db, tmp_path):
+    """At 80 columns `agree`'s Splits table cut function and class names with "…"
+    (``GorillaFileS…``), ambiguous in adjudication: names now fold at separators, never cut,
+    and the reasons come in a table of their own with the room the names leave."""
+    from careful_engine.present.tables import pieces
+
+    with Store(db) as store:
+        paper_round.build(store, tmp_path)
+    narrow = {"COLUMNS": "80"}
+    result = runner.invoke(app, ["agree", "-r", "paper", "--json"], env=WIDE)
+    splits = json.loads(result.output)["splits"]
+    names = {n for s in splits for n in (s["function"], s["class"])}
+    assert "GorillaFileSystem" in names and any(len(n) > 20 for n in names)
+    for args in (["agree", "-r", "paper"],
+                 ["adjudicate", "-r", "paper", "--dry-run", "--out", str(tmp_path / "b.json")]):
+        result = runner.invoke(app, args, env=narrow)
+        assert result.exit_code == 0, result.output
+        assert "…" not in result.output, result.output
+        assert max(map(len, result.output.splitlines())) <= 80
+        for name in names if args[0] == "agree" else {s["function"] for s in splits}:
+            assert all(p in result.output for p in pieces(name)), name  # folded, whole
+    assert "Reasons of the splits" in runner.invoke(app, ["agree", "-r", "paper"],
+                                                    env=narrow).output

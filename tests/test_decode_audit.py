@@ -109,7 +109,9 @@ def test_audit_run_flags_a_wrong_decoder(tmp_path: Path) -> None:
     audit = da.audit_run(run)
     whole = [st for st in audit.stats if st.category is None][0]
     assert whole.conversations == 200 and whole.missing == 192
-    assert whole.share(Outcome.DECODE_ERROR) == 1.0
+    # every step of calls fails; the closing "Done." of each turn is a text answer: no call
+    assert whole.steps[Outcome.CALLS] == 0 and whole.steps[Outcome.DECODE_ERROR] > 0
+    assert whole.steps[Outcome.DECODE_ERROR] + whole.steps[Outcome.NO_CALL] == whole.total_steps
     assert whole.messages  # the failure messages are kept, normalised
     assert [f.kind for f in audit.flags()] == ["decoder_mismatch"]
 
@@ -120,9 +122,11 @@ def test_audit_run_with_the_right_decoder_is_clean(tmp_path: Path) -> None:
     whole = [st for st in audit.stats if st.category is None][0]
     assert audit.flags() == []
     # every turn: one step of calls (when the reference calls) and a closing "Done." step,
-    # which an FC decoder fails on (bfcl drops it): a normal share of failures
-    assert whole.share(Outcome.CALLS) >= 0.5
-    assert whole.steps[Outcome.CALLS] + whole.steps[Outcome.DECODE_ERROR] == whole.total_steps
+    # a text answer: bfcl's Claude FC handler raises on it and its loop ends the turn there,
+    # as on an empty decode: "no call", not a failure (it read 53% failed)
+    assert whole.share(Outcome.CALLS) >= 0.4
+    assert whole.steps[Outcome.DECODE_ERROR] == 0 and not whole.messages
+    assert whole.steps[Outcome.CALLS] + whole.steps[Outcome.NO_CALL] == whole.total_steps
 
 
 def test_flags_for_score_output(tmp_path: Path) -> None:
@@ -193,10 +197,11 @@ def test_real_runs(real: dict[str, da.RunAudit]) -> None:
     assert flag.kind == "no_text" and flag.category is None
     assert flag.message.startswith("asked n/a: ") and "no text" in flag.message
     xlam = [st for st in real["xlam-2-8b-fc-r"].stats if st.category is None][0]
-    assert xlam.share(Outcome.CALLS) > 0.5  # its text steps fail to decode, as xLAM's do
+    assert xlam.share(Outcome.CALLS) > 0.5
+    # its text answers raise JSONDecodeError in xLAM's handler, and end the turn: no call
+    assert (xlam.share(Outcome.NO_CALL) or 0) > 0.3
+    assert (xlam.share(Outcome.DECODE_ERROR) or 0) < 0.01
     assert real["xlam-2-8b-fc-r"].flags() == []
-    top = xlam.messages.most_common(1)[0][0]
-    assert top.startswith("JSONDecodeError") and "N" in top
     assert [f.kind for f in real["deepseek-r1-0528-errors"].flags()] == ["inference_errors"]
 
 
@@ -228,3 +233,29 @@ def test_an_answers_key_that_is_no_turn_number_is_left_out(key: str, tmp_path: P
                                    "gpt-4o-2024-11-20-FC", "-o", str(tmp_path / "out")])
     assert res.exit_code in (0, 1), res.output
     assert "not a turn number" in res.output and "internal error" not in res.output
+
+
+# ---------------------------------------------------------------- text answers
+
+
+def test_a_text_answer_is_no_call_and_a_broken_call_a_failure() -> None:
+    """bfcl's handlers raise on a plain text answer (Claude FC: a ``list[str]`` its FC decoder
+    reads as call objects; xLAM: prose that is no JSON) and its loop ends the turn there, as
+    on an empty decode: such a step is "no call"; one that opens like a call and does not
+    decode is a failure (with its message)."""
+    from careful_engine.core.decode import decode_step
+
+    claude, xlam = bfcl.handler(demo.DECODER), bfcl.handler(XLAM_KEY)
+    cases = [(claude, ["Done."], Outcome.NO_CALL),
+             (claude, [{"cd": "{\"folder\": \"x\"}"}], Outcome.CALLS),
+             (claude, [{"cd": "{\"folder\": "}], Outcome.DECODE_ERROR),
+             (xlam, "The file has been moved to temp.", Outcome.NO_CALL),
+             (xlam, "60 gallons is approximately 227.12 liters.", Outcome.NO_CALL),
+             (xlam, "Amazon (AMZN) has been added to your watchlist.", Outcome.NO_CALL),
+             (xlam, '[{"name": "cd", "arguments": {"folder": "x"}}]', Outcome.CALLS),
+             (xlam, '[{"name": "cd", "arguments": {"folder": ', Outcome.DECODE_ERROR),
+             (xlam, '```json\n[{"name": "cd", "arguments": ', Outcome.DECODE_ERROR)]
+    for handler, item, outcome in cases:
+        step = decode_step(handler, item)
+        assert step.outcome is outcome, (item, step)
+        assert (step.error is not None) is (outcome is Outcome.DECODE_ERROR), (item, step)

@@ -59,7 +59,7 @@ class _Counting:
         self.calls += 1
         if item == "deep":
             raise RecursionError("maximum recursion depth exceeded")
-        if item == "bad":
+        if item == "[bad":  # opens like a call: a failure (prose would be no call)
             raise ValueError("not a call")
         if item == "objects":
             return [{"name": "f"}]
@@ -73,7 +73,7 @@ def _entry(*steps: str) -> dict:
 def test_repeated_text_is_decoded_once_and_each_step_owns_its_calls() -> None:
     decode.clear_caches()
     h = _Counting()
-    first = decode_entry(_entry("f(x=1)", "f(x=1)", "", "bad", "bad"), h)
+    first = decode_entry(_entry("f(x=1)", "f(x=1)", "", "[bad", "[bad"), h)
     assert h.calls == 3
     steps = first.turns[0]
     assert [s.outcome for s in steps] == [Outcome.CALLS, Outcome.CALLS, Outcome.NO_CALL,

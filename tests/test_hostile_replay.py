@@ -255,7 +255,9 @@ def test_a_string_format_too_large_is_a_decode_error(tmp_path: Path) -> None:
     out = run / "out" / "conversations.jsonl"
     assert out.stat().st_size < 1_000_000
     line = next(r for r in map(json.loads, out.read_text().splitlines()) if r["id"] == FS)
-    assert line["model_calls"] == 0 and line["steps"]["decode_error"] == line["model_steps"]
+    assert line["model_calls"] == 0  # the two refused steps; the "done" answers: no call
+    assert line["steps"]["decode_error"] == 2
+    assert line["steps"]["no_call"] == line["model_steps"] - 2
     st = decode.decode_step(bfcl.handler(PROMPTING), entry["result"][0][1])
     assert st.outcome.value == "decode_error" and "result too large" in (st.error or "")
 
@@ -276,7 +278,7 @@ def test_decoding_stops_at_the_conversation_budget(monkeypatch) -> None:
     assert traj.over_budget is not None and traj.over_budget[:2] == (1, 4)
     assert "more than 60 characters" in traj.over_budget[2]
     outcomes = [[s.outcome.value for s in turn] for turn in traj.turns]
-    assert outcomes[:2] == [["decode_error"], ["calls"] * 4 + ["decode_error"]]  # prose: no call
+    assert outcomes[:2] == [["no_call"], ["calls"] * 4 + ["decode_error"]]  # prose: no call
     assert all(o == ["decode_error"] for o in outcomes[2:])
     trace = replay(conv, traj)
     assert [len(t) for t in trace.model.turns] == [0, 4]  # the turns up to the stop ran

@@ -153,7 +153,8 @@ def test_decoder_drift(clean, handler) -> None:
     step.append({"role": "tool", "content": "a result for the call decoded on the day"})
     prov, _ = _check(entry, handler)
     kinds = {(d.turn, d.step): d.kind for d in prov.decoder.diffs}
-    assert kinds == {(0, 0): "calls differ", (1, 1): "calls->decode_error"}
+    # today the closing text is a text answer: no call (bfcl's handler raises on it)
+    assert kinds == {(0, 0): "calls differ", (1, 1): "calls->no_call"}
     first = prov.fidelity.first
     assert (first.turn, first.step, first.replayed) == (0, 0, None)
     assert first.cause == "decoder_drift"

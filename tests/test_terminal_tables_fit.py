@@ -120,3 +120,66 @@ def test_the_accuracy_legend_says_what_safe_is_and_the_denominator_as_the_files_
     assert "full dataset" in ACCURACY_DENOMINATOR and "inference errors fail" in ACCURACY_DENOMINATOR
     assert STRICT_NOTE in caption
     assert "safe:" not in " ".join(str(accuracy_terminal([confirm_run], False).caption).split())
+
+
+XLAM = "Salesforce_Llama-xLAM-2-8b-fc-r"  # the shared run's model folder
+
+
+def test_run_and_category_labels_fold_at_separators_not_mid_word(
+        confirm_run: ModelScore) -> None:
+    """`careful score` on the xLAM run cut its label as ``Salesforce`` / ``_Llama-`` (a
+    10-column first column) and its category as ``miss_`` / ``func``: a name now folds at a
+    separator, never mid-word, and a category that fits stays whole."""
+    cs = confirm_run.categories[BASE]
+    ms = ModelScore(XLAM, DECODER, {BASE: cs, "multi_turn_miss_func": cs})
+    tables = rules_terminal([ms])
+    _shown_whole(tables)  # every name piece on the screen, whole
+    for t in tables:
+        text = _screen(t)
+        assert "Salesforce_" in text and "miss_func" in text, text
+
+
+def _screen(table: Table) -> str:
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(table)
+    return console.export_text()
+
+
+def _provenance_rows() -> list[dict]:
+    """`careful provenance`'s per-category summaries, with the xLAM run's causes."""
+    causes = {"simulator_changed": 45, "data_drift": 14, "function_removed": 11}
+    return [{
+        "category": c, "with_log": 200, "conversations": 200,
+        "dataset_drift": {"by_kind": {"question_changed": 70, "initial_state_changed": 72,
+                                      "turn_count_changed": 11},
+                          "by_status": {"identical": 110, "no_log": 0}, "drifted": 90},
+        "decoder_drift": {"steps_compared": 2008, "steps_differing": 3,
+                          "conversations_differing": 2,
+                          "by_kind": {"arguments_changed": 2, "calls_removed": 1}},
+        "replay_fidelity": {"calls_logged": 1319, "share": 0.937,
+                            "conversations_diverging": 70,
+                            "conversations_diverging_verdict_relevant": 70,
+                            "first_divergence_causes": causes},
+        "verdicts": {"official": {"accuracy": 0.765}, "accuracy_now": 0.57,
+                     "passed_then_fail_now": {"count": 42, "primary_reason":
+                                              {"dataset_drift": 36, "replay_differs": 2}},
+                     "failed_then_pass_now": {"count": 3, "primary_reason":
+                                              {"replay_differs": 2, "dataset_drift": 1}}},
+    } for c in ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param")]
+
+
+def test_every_table_of_careful_provenance_fits_80_columns() -> None:
+    """`careful provenance` folded its headers and names mid-word at 80 columns
+    (``categor`` / ``y``, ``miss_fu`` / ``nc``, ``simulator_c`` / ``hanged``)."""
+    from careful_cli import provenance as prov
+
+    rows = _provenance_rows()
+    tables = [prov._drift_table(rows), prov._decoder_table(rows), prov._fidelity_table(rows),
+              prov._verdict_table(rows)]
+    for t in tables:
+        assert t is not None
+        assert not cut_at_80(t, natural=False), (t.title, cut_at_80(t, natural=False))
+    text = "".join(map(_screen, tables))
+    for name in ("category", "identical", "miss_func", "simulator_changed", "function_removed",
+                 "arguments_changed"):
+        assert name in text, name

@@ -37,7 +37,9 @@ from careful_engine.scoring.score import (
 )
 
 MISMATCH_MAX_CALLS = 0.05  # flag when fewer than 5% of steps decode to calls ...
-MISMATCH_MIN_FAILED = 0.5  # ... while at least half fail to decode
+# ... while at least 40% fail to decode (the text answer closing each turn is no call, so a
+# decoder that fails every step of calls leaves a run of one call step a turn near half)
+MISMATCH_MIN_FAILED = 0.4
 MIN_STEPS = 10  # too few steps to judge a decoder
 
 _QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")

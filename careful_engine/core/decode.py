@@ -15,6 +15,7 @@ bfcl's data at test time).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from careful_engine.core.json_values import a_kind
@@ -27,6 +28,23 @@ def is_empty_execute_response(decoded: Any) -> bool:
     if len(decoded) == 0:
         return True
     return len(decoded) == 1 and len(decoded[0]) == 0
+
+
+# how a step meant as a call opens: a JSON or Python list or object, a tag (<tool_call>),
+# ``name(`` with no space before the parenthesis (a code fence before any of them)
+_CALL_LIKE = re.compile(r"\s*(?:`{3}\w*\s*)?(?:[\[{<]|[A-Za-z_][\w.]*\()")
+
+
+def text_answer(item: Any) -> bool:
+    """Whether a step its handler fails to decode is a text answer rather than a call that
+    could not be decoded: the texts of an FC handler's text reply (Claude's ``list[str]``:
+    an FC decoder reads call objects only), or a text that does not open like a call (an
+    OpenAI FC ``str``, an xLAM or prompting model's prose). bfcl's loop ends the turn on
+    either (its ``except`` after ``decode_execute``), as on an empty decode, and its
+    evaluator drops both: a text answer is "no call", whichever way the handler says so."""
+    if isinstance(item, list):
+        return bool(item) and all(isinstance(x, str) for x in item)
+    return isinstance(item, str) and not _CALL_LIKE.match(item)
 
 
 def decode_step(handler: Any, item: Any, input_tokens: int | None = None,
@@ -43,6 +61,10 @@ def _decode(handler: Any, item: Any) -> tuple[Outcome, list, str | None]:
     except Refused as e:  # model text the safe evaluator would not compute: named as such
         return _ERROR, [], str(e)
     except Exception as e:  # bfcl drops these steps; the message is kept here
+        if text_answer(item) and not isinstance(e, (RecursionError, MemoryError)):
+            # the turn's closing text, not a call that went wrong (an exhausted decoder is
+            # no verdict on the text: kept as a failure, and not memoised)
+            return Outcome.NO_CALL, [], None
         return _ERROR, [], f"{type(e).__name__}: {e}"
     try:
         empty = is_empty_execute_response(decoded)

@@ -16,7 +16,7 @@ from careful_engine.analysis.decode_audit import (
 from careful_engine.core.safe_text import visible
 from careful_engine.core.trajectory import Outcome
 from careful_engine.present.report import Report, pct, short
-from careful_engine.present.tables import TERMINAL_CATEGORY, one_decimal
+from careful_engine.present.tables import TERMINAL_CATEGORY, Name, NameTable, one_decimal
 
 
 def shares_report(audits: list[tuple[str, list[DecodeStats]]]) -> Report:
@@ -59,12 +59,12 @@ def messages_report(audits: list[tuple[str, list[DecodeStats]]], top: int = 5) -
 
 def shares_terminal(audits: list[tuple[str, list[DecodeStats]]]) -> Table:
     """Per entry (its total in bold) and category: % of steps by outcome, inference errors."""
-    table = Table(title="Decode outcomes of the logged steps", box=box.SIMPLE_HEAD,
+    table = NameTable(title="Decode outcomes of the logged steps", box=box.SIMPLE_HEAD,
                   padding=(0, 1), pad_edge=False, title_justify="left",
                   caption_justify="left",
                   caption="calls / no call / failed: % of the logged steps; inf.err: entries "
                           "with no steps (inference errors); ⚑: flagged (see below)")
-    table.add_column("entry / category", overflow="fold", min_width=16, max_width=30)
+    table.add_column(Name("entry / category"), min_width=16, max_width=30)
     for h in ("steps", "calls", "no call", "failed", "inf.err", ""):
         table.add_column(h, justify="right", no_wrap=True)
 
@@ -78,7 +78,7 @@ def shares_terminal(audits: list[tuple[str, list[DecodeStats]]]) -> Table:
         whole = [st for st in stats if st.category is None]
         parts = [st for st in stats if st.category is not None]
         for st in whole:
-            table.add_row(Text(visible(label)), *cells(st), style="bold")
+            table.add_row(Name(label), *cells(st), style="bold")
         for j, st in enumerate(parts):
             table.add_row("  " + TERMINAL_CATEGORY.get(st.category, st.category), *cells(st),
                           end_section=j == len(parts) - 1 and i < len(audits) - 1)
@@ -86,15 +86,15 @@ def shares_terminal(audits: list[tuple[str, list[DecodeStats]]]) -> Table:
 
 
 def messages_terminal(audits: list[tuple[str, list[DecodeStats]]], top: int = 3) -> Table:
-    table = Table(title="Commonest decode failure messages", box=box.SIMPLE_HEAD,
+    table = NameTable(title="Commonest decode failure messages", box=box.SIMPLE_HEAD,
                   padding=(0, 1), pad_edge=False, title_justify="left")
-    table.add_column("entry", overflow="fold", min_width=10, max_width=20)
+    table.add_column(Name("entry"), min_width=10, max_width=20)
     table.add_column("steps", justify="right", no_wrap=True)
     table.add_column("message", overflow="fold")
     for label, stats in audits:
         for st in stats:
             if st.category is None:
                 for i, (msg, n) in enumerate(st.messages.most_common(top)):
-                    table.add_row(Text(visible(label) if i == 0 else ""), str(n),
+                    table.add_row(Name(label if i == 0 else ""), str(n),
                                   Text(visible(msg)))
     return table

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
@@ -191,21 +191,24 @@ def terminal_table(title: str, headers: list[str], rows: list[list[str]],
                    tight: bool = False) -> Table:
     """A compact rich table: a folding first column, right-aligned others, no padding edge
     (``tight``: one space between columns and no edge, for wide cells at 80 columns)."""
-    table = Table(title=_plain(title), caption=_plain(caption) if caption else None,
-                  box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=tight,
-                  show_edge=not tight,
-                  pad_edge=False, title_justify="left", caption_justify="left",
-                  min_width=min_width)
+    table = NameTable(title=_plain(title), caption=_plain(caption) if caption else None,
+                      box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=tight,
+                      show_edge=not tight,
+                      pad_edge=False, title_justify="left", caption_justify="left",
+                      min_width=min_width)
     first = max((len(r[0]) for r in rows), default=8)
+    # wide enough for the longest piece of a name up to 20 columns: never cut mid-word (a
+    # longer one is cut anyway, and widens nothing)
+    piece = max((len(p) for c in [headers[0], *(r[0] for r in rows)] for p in pieces(str(c))
+                 if len(p) <= 20), default=0)
     for i, h in enumerate(headers):
         if i == 0:
-            table.add_column(fold_label(h, first_width), overflow="fold",
-                             min_width=min(first, first_width),
-                             max_width=first_width)
+            table.add_column(Name(h), min_width=min(first, first_width),
+                             max_width=max(first_width, min(piece, 20)))
         else:
-            table.add_column(h, justify="right", no_wrap=True)
+            table.add_column(Name(h), justify="right", no_wrap=True)
     for row in rows:  # cells are data: shown literally (a Text passes as it is)
-        table.add_row(*(Text(fold_label(visible(c), first_width) if k == 0 else visible(c))
+        table.add_row(*((Name(c) if k == 0 else Text(visible(c)))
                         if isinstance(c, str) else c for k, c in enumerate(row)))
     return table
 
@@ -245,12 +248,15 @@ def _natural_width(table: Table) -> int:
     return Measurement.get(console, console.options, table).maximum
 
 
-_BREAKS = re.compile(r"[^-_/:\s]*[-_/:\s]*")  # a piece ending after its separators
+# a piece ending after its separators (a dot before a digit is none: v0.10.2 stays whole)
+_BREAKS = re.compile(r"(?:[^-_/:.\s]|\.(?=\d))*[-_/:.\s]*")
+_WORDS = re.compile(r"\S*\s*")  # a word and the spaces after it
 
 
 def fold_label(text: str, width: int) -> str:
-    """``text`` on lines of at most ``width`` characters, each ending after a separator
-    (``-_/:`` or a space) where one is in reach, so that ``gpt-oss-120b-vllm-v0.10.2`` folds
+    """``text`` on lines of at most ``width`` characters: a word (between spaces) that fits
+    stays whole on one line (``miss_func`` is never split); a longer one folds after a
+    separator (``-_/:.``, a dot not before a digit) where one is in reach, so that ``gpt-oss-120b-vllm-v0.10.2`` folds
     as ``gpt-oss-120b-`` / ``vllm-v0.10.2`` (rich folds any other text mid-word); a piece
     longer than ``width`` alone is cut. Lines already in ``text`` are folded each."""
     if width < 1 or all(len(line) <= width for line in text.split("\n")):
@@ -258,17 +264,92 @@ def fold_label(text: str, width: int) -> str:
     out: list[str] = []
     for line in text.split("\n"):
         cur = ""
-        for piece in filter(None, _BREAKS.findall(line)):
-            while len(cur) + len(piece) > width:
-                if cur:
-                    out.append(cur)
-                    cur = ""
-                else:
-                    out.append(piece[:width])
-                    piece = piece[width:]
-            cur += piece
+        for word in filter(None, _WORDS.findall(line)):
+            if len(cur) + len(word.rstrip()) > width and cur and len(word.rstrip()) <= width:
+                out.append(cur)
+                cur = ""
+            for piece in filter(None, _BREAKS.findall(word)):
+                while len(cur) + len(piece.rstrip()) > width:
+                    if cur:
+                        out.append(cur)
+                        cur = ""
+                    else:
+                        out.append(piece[:width])
+                        piece = piece[width:]
+                cur += piece
         out.append(cur)
     return "\n".join(line.rstrip() or line for line in out)
+
+
+def pieces(text: str, words: bool = False) -> list[str]:
+    """The parts of ``text`` that :func:`fold_label` never folds where its width allows
+    (pieces between separators, with the separators after them; with ``words`` its words)."""
+    return [p for p in (p.rstrip() for p in (_WORDS if words else _BREAKS).findall(text)) if p]
+
+
+def longest_piece(text: str, words: bool = False) -> int:
+    """The width of the widest of ``text``'s :func:`pieces`."""
+    return max(map(len, pieces(text, words)), default=0)
+
+
+class Name:
+    """A name in a terminal table (a run or category label, a function, a field, a header):
+    folded by :func:`fold_label` to the width its column gets, shown literally. Rich folds
+    text without spaces mid-word; a :class:`NameTable` keeps its column at least as wide as
+    its widest unfoldable piece."""
+
+    def __init__(self, text: str, style: str = "") -> None:
+        self.text = visible(text)
+        self.style = style
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        lines = self.text.split("\n")
+        return Measurement(min(longest_piece(self.text), options.max_width),
+                           min(max(len(line) for line in lines), options.max_width))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Text(fold_label(self.text, options.max_width), style=self.style, no_wrap=True,
+                   overflow="fold")
+
+
+class NameTable(Table):
+    """A rich table whose :class:`Name` cells and headers never fold mid-word where the
+    screen has room: rich shrinks the widest columns first, below what their cells need
+    (``200/2…``, ``categor`` / ``y``); this one shrinks the widest column with room to spare,
+    first down to its longest word (a name's word, such as ``miss_func``, at most
+    :attr:`name_cap` columns), then down to its longest unfoldable piece (``miss_``)."""
+
+    name_cap = 24
+
+    def _calculate_column_widths(self, console: Console, options: ConsoleOptions) -> list[int]:
+        widths = super()._calculate_column_widths(console, options)
+        ranges = [self._measure_column(console, options, c) for c in self.columns]
+        pad = [self._get_padding_width(i) for i in range(len(self.columns))]
+        floors = []
+        for words in (True, False):
+            floor = []
+            for i, (col, r) in enumerate(zip(self.columns, ranges, strict=True)):
+                names = [c for c in [col.header, *col.cells] if isinstance(c, Name)]
+                need = max((longest_piece(n.text, words) for n in names), default=0)
+                least = r.minimum if names or col.overflow != "fold" else min(r.minimum, 12)
+                floor.append(r.maximum if col.no_wrap else
+                             max(least, min(self.name_cap, need) + pad[i]))
+            floors.append(floor)
+        if all(w >= f for w, f in zip(widths, floors[0], strict=True)):
+            return widths
+        widths = [r.maximum for r in ranges]
+        for floor in floors:
+            excess = sum(widths) - options.max_width
+            while excess > 0:
+                room = [i for i, (w, f) in enumerate(zip(widths, floor, strict=True)) if w > f]
+                if not room:
+                    break
+                widths[max(room, key=widths.__getitem__)] -= 1
+                excess -= 1
+        return widths
 
 
 def tight_room(headers: list[str], rows: list[list[str]], width: int = 80) -> int:

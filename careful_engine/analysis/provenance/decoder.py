@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from careful_engine.analysis.provenance.log import InferenceLog, LoggedStep
-from careful_engine.core.decode import is_empty_execute_response
+from careful_engine.core.decode import is_empty_execute_response, text_answer
 from careful_engine.core.trajectory import Outcome, Step, Trajectory
 
 
@@ -61,13 +61,17 @@ _CALLS, _NO_CALL, _ERROR = Outcome.CALLS, Outcome.NO_CALL, Outcome.DECODE_ERROR
 CALLS, NO_CALL, ERROR = _CALLS.value, _NO_CALL.value, _ERROR.value
 
 
-def _then(step: LoggedStep) -> tuple[str, Any]:
+def _then(step: LoggedStep, raw: Any) -> tuple[str, Any]:
+    """The day's decode of a step whose text is ``raw`` (a text answer the handler failed to
+    decode is no call, as today: :func:`~careful_engine.core.decode.text_answer`)."""
     if step.decoded is not None:
         try:
             empty = is_empty_execute_response(step.decoded)
         except TypeError:
             empty = False
         return (NO_CALL, []) if empty else (CALLS, step.decoded)
+    if text_answer(raw):
+        return NO_CALL, []
     return ERROR, step.decode_error
 
 
@@ -92,7 +96,7 @@ def decoder_drift(log: InferenceLog, trajectory: Trajectory | None) -> DecoderDr
             if s >= len(today):
                 if logged.decode_logged:
                     out.diffs.append(DecodeDiff(t, s, "step missing from result",
-                                                _then(logged)[1], None))
+                                                _then(logged, logged.raw)[1], None))
                 continue
             step = today[s]
             if logged.has_raw and logged.raw != step.raw:
@@ -100,7 +104,7 @@ def decoder_drift(log: InferenceLog, trajectory: Trajectory | None) -> DecoderDr
             if not logged.decode_logged:
                 continue
             out.compared += 1
-            (k_then, v_then), (k_now, v_now) = _then(logged), _now(step)
+            (k_then, v_then), (k_now, v_now) = _then(logged, step.raw), _now(step)
             if k_then != k_now:
                 out.diffs.append(DecodeDiff(t, s, f"{k_then}->{k_now}", v_then, v_now))
             elif k_then == CALLS and v_then != v_now:
