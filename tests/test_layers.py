@@ -155,7 +155,7 @@ def test_a_command_module_that_fails_to_import_is_an_error(monkeypatch) -> None:
     careful_cli._load()
     names = {c.name or c.callback.__name__ for g in careful_cli.app.registered_groups
              for c in g.typer_instance.registered_commands}
-    assert names == {"score", "doctor", "compare"}
+    assert names == {"score", "decoders", "doctor", "compare"}
 
 
 @pytest.mark.parametrize("package", ["core", "scoring", "effects", "analysis", "present", "demo"])
