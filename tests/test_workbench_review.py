@@ -10,7 +10,7 @@ import pytest
 from textual.widgets import Select
 
 from careful_engine.annotation.store import Store
-from tests.workbench_support import open_agreement, settings, settle
+from tests.workbench_support import open_agreement, open_replay, settings, settle
 from workbench.app import WorkbenchApp
 
 pytestmark = pytest.mark.usefixtures("no_blink")
@@ -69,5 +69,52 @@ def test_one_visit_to_agreement_is_one_opening(workdir) -> None:
             screen.query_one("#agree-round", Select).value = "r2"
             await settle(pilot)
             assert _reveals(db, "r2") == 2  # a new choice: a new opening
+            assert app._exception is None
+    asyncio.run(go())
+
+
+async def _scored(pilot) -> None:
+    """Wait for background scoring to end."""
+    for _ in range(60):
+        await settle(pilot)
+        if pilot.app.scoring is None:
+            return
+        await asyncio.sleep(0.25)
+    raise AssertionError("scoring did not end")
+
+
+def test_replay_after_a_failed_rescore(workdir) -> None:
+    """Declarations that cannot be read: the automatic rescore of the run fails (one error);
+    the status went on saying "scores being remade" (it was drawn while the app still
+    scored, and not again), and every showing of the run rescored it, one error each.
+    Now the status says the scores are not used, and only s rescores again."""
+    bad = workdir / "bad.json"
+    bad.write_text('{"not": "declarations"}')
+    app = WorkbenchApp(settings(workdir, declarations=bad))
+
+    said: list[str] = []  # (every toast, expired or not)
+    notify = app.notify
+    app.notify = lambda message, **kw: (said.append(str(message)), notify(message, **kw))[1]
+
+    def failures() -> list[str]:
+        return [m for m in said if m.startswith("scoring alpha: ")]
+
+    async def go():
+        async with app.run_test(size=(150, 50)) as pilot:
+            await settle(pilot)
+            screen = await open_replay(pilot, "alpha")
+            await _scored(pilot)
+            assert len(failures()) == 1
+            status = str(screen.query_one("#replay-status").content)
+            assert "being remade" not in status and "scores not used" in status, status
+            await settle(pilot, "r")  # the other run, then alpha again
+            await settle(pilot, "r")
+            await _scored(pilot)
+            assert screen.ref.label == "alpha"
+            assert len(failures()) == 1  # (beta failed too, once)
+            await settle(pilot, "s")  # asked: rescored (and failing again)
+            await _scored(pilot)
+            assert len(failures()) == 2
+            assert "being remade" not in str(screen.query_one("#replay-status").content)
             assert app._exception is None
     asyncio.run(go())
