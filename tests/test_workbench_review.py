@@ -118,3 +118,26 @@ def test_replay_after_a_failed_rescore(workdir) -> None:
             assert "being remade" not in str(screen.query_one("#replay-status").content)
             assert app._exception is None
     asyncio.run(go())
+
+
+def test_leaderboard_tab_and_kind_keep_the_focus(workdir) -> None:
+    """t (next tab) and k (verdict kind) left nothing focused, so the keys reached no table;
+    the shown tab's main table has the focus (README: after a switch, the main list)."""
+    app = WorkbenchApp(settings(workdir))
+    main = {"ranking": "lb-ranking", "plot": None, "categories": "lb-categories",
+            "rules": "lb-rules", "compare": "lb-pairs"}
+
+    async def go():
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot)
+            await settle(pilot, "5")
+            screen = app.screen
+            assert app.focused is not None and app.focused.id == "lb-ranking"
+            for key in ("t", "t", "t", "t", "t", "k", "t", "k"):
+                await settle(pilot, key)
+                tab = screen.query_one("#lb-tabs").active
+                assert app.focused is not None, (key, tab)
+                if main[tab] is not None:
+                    assert app.focused.id == main[tab], (key, tab)
+            assert app._exception is None
+    asyncio.run(go())

@@ -288,12 +288,14 @@ class LeaderboardScreen(WorkbenchScreen):
     def action_next_tab(self) -> None:
         tabs = self.query_one("#lb-tabs", TabbedContent)
         tabs.active = TABS[(TABS.index(tabs.active) + 1) % len(TABS)]
+        self.call_after_refresh(self.focus_main)  # the shown tab's main table
 
     def action_cycle_kind(self) -> None:
         select = self.query_one("#cmp-kind", Select)
         values = [v for _, v in KINDS]
         select.value = values[(values.index(select.value) + 1) % len(values)]
         self.query_one("#lb-tabs", TabbedContent).active = "compare"
+        self.call_after_refresh(self.focus_main)  # the comparison's table
 
     def action_score(self) -> None:
         if not self.unscored:
