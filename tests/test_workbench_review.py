@@ -5,6 +5,7 @@ focus on the Leaderboard, its decoders note, Compare's captions and the decision
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from textual.widgets import Select
@@ -139,5 +140,38 @@ def test_leaderboard_tab_and_kind_keep_the_focus(workdir) -> None:
                 assert app.focused is not None, (key, tab)
                 if main[tab] is not None:
                     assert app.focused.id == main[tab], (key, tab)
+            assert app._exception is None
+    asyncio.run(go())
+
+
+def test_leaderboard_decoders_are_those_used(workdir) -> None:
+    """A run of inference errors only decodes nothing: `careful leaderboard` names no decoder
+    for it; the workbench named the one it would have used (ModelScore was built from the
+    resolved decoder). The run's score and the Decoders note now say what scoring used."""
+    from careful_engine import browse
+    from careful_engine.scoring.score import load_effects, score_run
+    from tests.workbench_support import IDS, write_run
+
+    errors = write_run(workdir / "runs" / "errors", "failing", [
+        {"id": i, "result": f"Error during inference: down {i}"} for i in IDS])
+    browse.score_to_file(errors, "failing", errors / browse.SCORE_DIR / browse.SCORES_NAME,
+                         decoder=None)
+    scored = score_run(errors, effects=load_effects()).scores[0]
+    assert scored.decoder is None  # as the CLI scores it
+    (ref,) = browse.find_runs([errors])
+    assert ref.decoder  # (one resolved, never used)
+    app = WorkbenchApp(settings(workdir, runs=[Path("runs/alpha"), Path("runs/errors")]))
+
+    async def go():
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot)
+            await settle(pilot, "5")
+            screen = app.screen
+            entries = {e.label: e for e in screen.entries}
+            assert set(entries) == {"alpha", "errors"}, screen.unscored
+            assert entries["errors"].decoder is None
+            note = str(screen.query_one("#lb-ranking-note").content)
+            assert f"alpha: {entries['alpha'].decoder}" in note
+            assert "errors:" not in note.partition("Decoders:")[2], note
             assert app._exception is None
     asyncio.run(go())

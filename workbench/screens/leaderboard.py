@@ -133,7 +133,7 @@ class LeaderboardScreen(WorkbenchScreen):
         entries, unscored = [], []
         for ref in wb.refs:
             browser = wb.browser(ref)
-            score = model_score(ref, browser.summaries())
+            score = model_score(ref, browser.summaries(), decoder=browser.decoder_used())
             if score is None:
                 unscored.append(ref)
             else:
