@@ -175,3 +175,44 @@ def test_leaderboard_decoders_are_those_used(workdir) -> None:
             assert "errors:" not in note.partition("Decoders:")[2], note
             assert app._exception is None
     asyncio.run(go())
+
+
+def test_compare_note_is_careful_compares_caption(workdir) -> None:
+    """Compare showed one generic note whatever was paired; `careful compare` says what the
+    figures are over: the p-value's test, n paired under strict, and the categories not paired
+    (here miss_func, only in B). The note is the engine's caption for the comparison shown."""
+    import json
+
+    from careful_engine import browse
+    from careful_engine.analysis.leaderboard import compare
+    from careful_engine.core import bfcl
+    from careful_engine.demo import reference as demo
+    from careful_engine.present.compare import compare_report
+    from tests.workbench_support import IDS, write_run
+
+    gamma = write_run(workdir / "runs" / "gamma", "wider",
+                      [demo.reference_entry(bfcl.conversation(i)) for i in IDS])
+    extra = "multi_turn_miss_func_0"
+    (gamma / "wider" / "multi_turn" / "BFCL_v4_multi_turn_miss_func_result.json").write_text(
+        json.dumps(demo.reference_entry(bfcl.conversation(extra))) + "\n")
+    browse.score_to_file(gamma, "wider", gamma / browse.SCORE_DIR / browse.SCORES_NAME,
+                         decoder=None)
+    app = WorkbenchApp(settings(workdir, runs=[Path("runs/alpha"), Path("runs/gamma")]))
+
+    async def go():
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot)
+            await settle(pilot, "5")
+            screen = app.screen
+            entries = {e.label: e.score for e in screen.entries}
+            assert set(entries) == {"alpha", "gamma"}, screen.unscored
+            for kind in ("bfcl", "safe"):
+                assert str(screen.query_one("#cmp-kind").value) == kind
+                caption = compare_report(compare(entries["alpha"], entries["gamma"], kind),
+                                         "alpha", "gamma").caption
+                note = str(screen.query_one("#cmp-note").content)
+                assert note.startswith(caption) and "not paired (only in B): " in note, note
+                assert "Enter on a changed conversation" in note
+                await settle(pilot, "k")
+            assert app._exception is None
+    asyncio.run(go())
