@@ -11,7 +11,7 @@ import pytest
 from textual.widgets import Select
 
 from careful_engine.annotation.store import Store
-from tests.workbench_support import open_agreement, open_replay, settings, settle
+from tests.workbench_support import open_agreement, open_replay, screen_text, settings, settle
 from workbench.app import WorkbenchApp
 
 pytestmark = pytest.mark.usefixtures("no_blink")
@@ -214,5 +214,35 @@ def test_compare_note_is_careful_compares_caption(workdir) -> None:
                 assert note.startswith(caption) and "not paired (only in B): " in note, note
                 assert "Enter on a changed conversation" in note
                 await settle(pilot, "k")
+            assert app._exception is None
+    asyncio.run(go())
+
+
+def test_decision_dialog_says_a_reason_is_required_and_can_change_the_choice(workdir) -> None:
+    """After y the reason field had the focus, so n was typed into it and the choice could not
+    be changed; Enter with no reason did nothing and said nothing. Enter now says a reason is
+    required; Up leaves the field so that n chooses again."""
+    from textual.widgets import Input
+
+    from workbench.screens.dialogs import DecisionDialog
+
+    app = WorkbenchApp(settings(workdir))
+
+    async def go():
+        async with app.run_test(size=(150, 50)) as pilot:
+            await settle(pilot)
+            screen = await open_agreement(pilot, "r2")
+            function = screen.split_names[screen.query_one("#splits").cursor_row]
+            await settle(pilot, "d", "y", "enter")
+            dialog = app.screen
+            assert isinstance(dialog, DecisionDialog)  # not recorded: no reason
+            assert "a reason is required" in screen_text(app)
+            await settle(pilot, *"ok", "up", "n")
+            assert dialog.choice is False
+            assert dialog.query_one("#dialog-input", Input).value == "ok"  # kept as typed
+            await settle(pilot, *" after all", "enter")
+            assert app.screen is screen
+            (decision,) = [d for d in screen.session.decisions() if d.function == function]
+            assert decision.destructive is False and decision.reason == "ok after all"
             assert app._exception is None
     asyncio.run(go())
