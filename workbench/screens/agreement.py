@@ -110,9 +110,8 @@ class AgreementScreen(WorkbenchScreen):
         self.refresh_rounds()
 
     def on_screen_resume(self) -> None:
-        if self.session is None:  # a round added or closed since (Label screen, the CLI)
-            self.refresh_rounds()
-        else:  # labels and decisions saved since (Label screen, the CLI): counts as they are
+        self.refresh_rounds()  # a round added or closed since (Label screen, the CLI)
+        if self.session is not None:  # labels and decisions saved since: counts as they are
             self.show()
 
     def refresh_rounds(self) -> None:
