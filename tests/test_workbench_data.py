@@ -104,13 +104,13 @@ def test_scripted_answers_and_questions_in_place(beta) -> None:
 def test_model_score_from_score_lines_equals_scoring(runs_template, beta) -> None:
     from careful_engine.scoring.score import load_effects, score_run
 
-    rebuilt = browse.model_score(beta.ref, beta.summaries())
+    rebuilt = browse.model_score(beta.ref, beta.summaries(), decoder=beta.decoder_used())
     scored = score_run(runs_template / "beta", effects=load_effects()).scores[0]
     for attr in ("accuracy", "safe_accuracy", "strict_accuracy"):
         assert rebuilt.mean_accuracy(attr) == scored.mean_accuracy(attr)
     cs = rebuilt.categories["multi_turn_base"]
     assert cs.rule_totals() == scored.categories["multi_turn_base"].rule_totals()
-    assert browse.model_score(beta.ref, {}) is None
+    assert browse.model_score(beta.ref, {}, decoder=None) is None
 
 
 def test_function_review_is_blind_and_complete() -> None:
@@ -286,13 +286,13 @@ def test_forged_score_lines_are_not_shown(workdir) -> None:
     beta = workdir / "runs" / "beta"
     genuine = _browser(beta)
     assert genuine.scored and genuine.untrusted is None  # the fixture's, made here: reused
-    assert browse.model_score(genuine.ref, genuine.summaries()) is not None
+    assert browse.model_score(genuine.ref, genuine.summaries(), decoder=genuine.decoder_used()) is not None
     _forge(beta / browse.SCORE_DIR / browse.SCORES_NAME)
     with (beta / browse.SCORE_DIR / browse.SCORES_NAME).open("a") as f:
         f.write("not a score line\n")
     forged = _browser(beta)
     assert not forged.summaries() and not forged.scored
-    assert browse.model_score(forged.ref, forged.summaries()) is None
+    assert browse.model_score(forged.ref, forged.summaries(), decoder=forged.decoder_used()) is None
     assert "changed since this install wrote it; not used" in forged.untrusted
     assert forged.score_problems == []  # a file not used has no line problems to report
 
@@ -327,7 +327,7 @@ def test_careful_score_lines_are_reused_by_the_workbench(workdir) -> None:
     browser = _browser(beta)
     assert browser.scored and browser.untrusted is None
     assert browser.scores_path == scores
-    assert browse.model_score(browser.ref, browser.summaries()) is not None
+    assert browse.model_score(browser.ref, browser.summaries(), decoder=browser.decoder_used()) is not None
     result_file = next(beta.rglob("BFCL_v4_multi_turn_base_result.json"))
     result_file.write_bytes(result_file.read_bytes() + b"\n")
     changed = _browser(beta)
@@ -351,7 +351,7 @@ def test_a_run_from_another_install_is_scored_again(workdir, monkeypatch, tmp_pa
     os.utime(beta / browse.SCORE_DIR / browse.SCORES_NAME)  # the newer of the two
     rescored = _browser(beta)
     assert rescored.scored and rescored.scores_path == cached
-    assert browse.model_score(rescored.ref, rescored.summaries()) is not None
+    assert browse.model_score(rescored.ref, rescored.summaries(), decoder=rescored.decoder_used()) is not None
     assert "not signed by this install" in rescored.untrusted
 
 

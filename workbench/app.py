@@ -76,6 +76,9 @@ class WorkbenchApp(App[None]):
         self.scoring: str | None = None  # the run being scored
         # what scoring could not score, by run (file:line [id]: reason)
         self.scoring_problems: dict[str, list[str]] = {}
+        # runs whose last scoring failed or was cancelled, with why their scores were not
+        # used then: not rescored again unasked until that changes (s always rescores)
+        self.scoring_failed: dict[str, str | None] = {}
         self._stop_scoring = threading.Event()
         self._scoring_over = threading.Event()
         self._scoring_over.set()
@@ -238,6 +241,7 @@ class WorkbenchApp(App[None]):
     def on_scoring_done(self, message: ScoringDone) -> None:
         self.context.browser(self.context.ref(message.label)).reload()
         self.scoring_problems[message.label] = message.problems
+        self.scoring_failed.pop(message.label, None)
         if message.problems:  # a file that could not be scored: the rest is
             self.notify(f"scored {message.label}: {message.total} conversations; "
                         f"{len(message.problems)} problem(s), first: {message.problems[0]}",
@@ -248,6 +252,8 @@ class WorkbenchApp(App[None]):
 
     def on_scoring_failed(self, message: ScoringFailed) -> None:
         self.notify(f"scoring {message.label}: {message.reason}", severity="error", timeout=8)
+        self.scoring_failed[message.label] = self.context.browser(
+            self.context.ref(message.label)).mismatch
         self.score_state = ScoreState(message.label, 0, 0, "error")
 
     def on_scoring_finished(self, message: ScoringFinished) -> None:

@@ -351,8 +351,13 @@ class RunBrowser:
         a score line made otherwise would contradict the stepper."""
         from careful_engine.scoring.settings import scored_with
 
+        return scored_with(self.effects, self.detector, self.decoder_used())
+
+    def decoder_used(self) -> str | None:
+        """The decoder key scoring uses for this run: none where no step needs decoding (all
+        inference errors), as ``careful score`` records it."""
         needs = any(needs_decoder(self.loaded(c)) for c in self.ref.categories)
-        return scored_with(self.effects, self.detector, self.ref.decoder if needs else None)
+        return self.ref.decoder if needs else None
 
     def _read_scores(self) -> None:
         """The newest score file made with this browser's settings; the newest other one's

@@ -10,10 +10,12 @@ from careful_engine.scoring.result import ConversationResult
 from careful_engine.scoring.score import CategoryScore, ModelScore
 
 
-def model_score(ref: RunRef, summaries: dict[str, dict]) -> ModelScore | None:
+def model_score(ref: RunRef, summaries: dict[str, dict], *,
+                decoder: str | None) -> ModelScore | None:
     """The run's :class:`ModelScore` rebuilt from its score lines (None if one is missing or
-    is not a result line of this model and category)."""
-    ms = ModelScore(ref.model, ref.decoder)
+    is not a result line of this model and category); ``decoder``: the one scoring used
+    (:meth:`RunBrowser.decoder_used`: none for a run that needed none)."""
+    ms = ModelScore(ref.model, decoder)
     for category in ref.categories:
         results = []
         for conv in bfcl.conversations(category):

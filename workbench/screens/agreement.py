@@ -86,6 +86,8 @@ class AgreementScreen(WorkbenchScreen):
         self.refused = ""  # why the policy adjudicates nothing (shown; said on writing)
         self.split_names: list[str] = []
         self.chosen: list[str] | None = None  # the annotators counted (None: all of them)
+        self.listed: tuple | None = None  # the rounds in the picker: (name, closed) each
+        self.round_name: str | None = None  # the round chosen (opened, or refused while blind)
 
     def compose(self) -> ComposeResult:
         yield NavBar("agreement")
@@ -108,28 +110,44 @@ class AgreementScreen(WorkbenchScreen):
         self.refresh_rounds()
 
     def on_screen_resume(self) -> None:
-        if self.session is None:
-            self.refresh_rounds()
-        else:  # labels and decisions saved since (Label screen, the CLI): counts as they are
+        self.refresh_rounds()  # a round added or closed since (Label screen, the CLI)
+        if self.session is not None:  # labels and decisions saved since: counts as they are
             self.show()
 
     def refresh_rounds(self) -> None:
+        """List the rounds; only when they changed (each opening is recorded in the round's
+        reveal log), keeping the round chosen (the first closed one at first)."""
         try:
             store = self.app.context.store
             rounds = store.rounds()
+            listed = tuple((r.name, store.is_closed(r.name)) for r in rounds)
         except AnnotationError as e:  # a damaged or foreign database, or one edited outside
             self._message(Text(str(e), style="red"))
             return
+        if listed == self.listed:
+            return
+        self.listed = listed
         select = self.query_one("#agree-round", Select)
-        select.set_options([(plain(r.name), r.name) for r in rounds])
-        closed = [r.name for r in rounds if store.is_closed(r.name)]
-        if rounds:
-            select.value = (closed or [rounds[0].name])[0]
+        with self.prevent(Select.Changed):
+            select.set_options([(plain(r.name), r.name) for r in rounds])
+        names = [name for name, _ in listed]
+        if self.round_name in names:  # still chosen: opened now if it has just closed
+            with self.prevent(Select.Changed):
+                select.value = self.round_name
+            if self.session is None:
+                self.open_round()
+        elif rounds:
+            self.round_name = None
+            select.value = ([name for name, closed in listed if closed] or names)[0]
         else:
+            self.round_name = None
             self._message(Text("no labelling round yet (Label screen, Ctrl+N)", style="dim"))
 
     @on(Select.Changed, "#agree-round")
-    def _round_changed(self) -> None:
+    def _round_changed(self, event: Select.Changed) -> None:
+        if event.value is Select.NULL or event.value == self.round_name:
+            return  # the round chosen already: opened once per choice
+        self.round_name = str(event.value)
         self.session = None
         self.chosen = None
         self.open_round()
@@ -196,8 +214,8 @@ class AgreementScreen(WorkbenchScreen):
             self.chosen = None
             self.notify(str(e), severity="warning")
             report = s.agreement(subset)
-        summary = Text(f"{len(report.functions)} functions ({subset}) · "
-                       f"{len(report.annotators)} annotator"
+        summary = Text(f"round {visible(s.round_name)} · {len(report.functions)} functions "
+                       f"({subset}) · {len(report.annotators)} annotator"
                        f"{'' if len(report.annotators) == 1 else 's'}", style="bold")
         if s.overridden:
             summary.append(" · opened with an override (recorded)", style="yellow")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -50,7 +51,10 @@ class DecisionDialog(ModalScreen[tuple[bool, str] | None]):
 
     BINDINGS = [Binding("y", "choose(True)", "Destructive"),
                 Binding("n", "choose(False)", "Not destructive"),
+                Binding("up", "back", "Change y / n"),
                 Binding("escape", "cancel", "Cancel")]
+    KEYS = "y / n to choose · Enter to record · Escape to cancel"
+    TYPING = "type the reason, then Enter to record · Up: change y / n · Escape to cancel"
 
     def __init__(self, function: str, proposed: bool | None = None) -> None:
         super().__init__()
@@ -66,22 +70,32 @@ class DecisionDialog(ModalScreen[tuple[bool, str] | None]):
             yield Static(f"Destructive? y / n{proposal}", id="decision-choice",
                          classes="dialog-prompt")
             yield Input(placeholder="reason (required), then Enter", id="dialog-input",
-                        disabled=True)
-            yield Label("y / n to choose · Enter to record · Escape to cancel",
-                        classes="dialog-keys")
+                        disabled=True, select_on_focus=False)  # (back to it: typed on)
+            yield Label(self.KEYS, id="decision-keys", classes="dialog-keys")
 
     def action_choose(self, destructive: bool) -> None:
+        """Choose; then the reason field has the focus (y and n are typed there)."""
         self.choice = destructive
         self.query_one("#decision-choice", Static).update(
             "Decision: " + ("destructive" if destructive else "not destructive"))
+        self.query_one("#decision-keys", Label).update(self.TYPING)
         field = self.query_one("#dialog-input", Input)
         field.disabled = False
         field.focus()
+
+    def action_back(self) -> None:
+        """Out of the reason field (kept as typed): y and n choose again."""
+        self.set_focus(None)
+        self.query_one("#decision-keys", Label).update(self.KEYS)
 
     @on(Input.Submitted)
     def _accept(self, event: Input.Submitted) -> None:
         if self.choice is not None and event.value.strip():
             self.dismiss((self.choice, event.value.strip()))
+        else:  # said, never a silent Enter
+            self.query_one("#decision-keys", Label).update(Text(
+                "a reason is required: why is it " + ("" if self.choice else "not ")
+                + "destructive? (recorded with the decision)", style="bold red"))
 
     def action_cancel(self) -> None:
         self.dismiss(None)

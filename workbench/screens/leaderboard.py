@@ -19,7 +19,6 @@ from textual.widgets import (
 from careful_engine.browse import model_score
 from careful_engine.core.figures import figure_text
 from careful_engine.core.safe_text import visible
-from careful_engine.present.compare import OVERALL
 from careful_engine.present.report import Report, settings_line
 
 from ..messages import ScoreState
@@ -38,8 +37,7 @@ def scatter_widget():
     return PlotextPlot(id="lb-plot")
 
 
-PAIRED_NOTE = (f"paired by conversation; {OVERALL}; Enter on a changed conversation replays "
-               "it in A and B side by side")
+REPLAY_NOTE = "Enter on a changed conversation replays it in A and B side by side"
 KINDS = [("BFCL verdict", "bfcl"), ("effect-safe", "safe"), ("strict", "strict")]
 TABS = ("ranking", "plot", "categories", "rules", "compare")
 
@@ -82,6 +80,7 @@ class LeaderboardScreen(WorkbenchScreen):
         self.entries: list = []
         self.unscored: list = []
         self.whole: dict[str | None, list[list[str]]] = {}  # table id -> its rows, uncut
+        self.paired_note = Text(REPLAY_NOTE)  # the comparison's caption (careful compare's)
 
     def compose(self) -> ComposeResult:
         yield NavBar("leaderboard")
@@ -133,7 +132,7 @@ class LeaderboardScreen(WorkbenchScreen):
         entries, unscored = [], []
         for ref in wb.refs:
             browser = wb.browser(ref)
-            score = model_score(ref, browser.summaries())
+            score = model_score(ref, browser.summaries(), decoder=browser.decoder_used())
             if score is None:
                 unscored.append(ref)
             else:
@@ -239,9 +238,11 @@ class LeaderboardScreen(WorkbenchScreen):
             pairs.clear(columns=True)
             note.update(plain(f"{strict_not_applicable(standard)}: choose bfcl or safe"))
             return
-        note.update(PAIRED_NOTE)
         cmp = compare(by_label[a].score, by_label[b].score, kind)
-        self.whole[table.id] = fill(table, compare_report(cmp, str(a), str(b)))
+        report = compare_report(cmp, str(a), str(b))
+        self.paired_note = plain(f"{report.caption}; {REPLAY_NOTE}")  # as careful compare
+        note.update(self.paired_note)
+        self.whole[table.id] = fill(table, report)
         self.whole[pairs.id] = fill(pairs, pairs_report([cmp], str(a), str(b)))
 
     @on(DataTable.RowSelected, "#lb-pairs")
@@ -267,7 +268,8 @@ class LeaderboardScreen(WorkbenchScreen):
         else:
             self.app.call_from_thread(self.app.push_screen, PairScreen((a, b), views))
         # back on Compare, the note says what Enter does again (not "replaying …")
-        self.app.call_from_thread(self.query_one("#cmp-note", Static).update, PAIRED_NOTE)
+        self.app.call_from_thread(self.query_one("#cmp-note", Static).update,
+                                  self.paired_note)
 
     def action_whole(self) -> None:
         """The selected row of the focused table whole, one column per line."""
@@ -288,12 +290,14 @@ class LeaderboardScreen(WorkbenchScreen):
     def action_next_tab(self) -> None:
         tabs = self.query_one("#lb-tabs", TabbedContent)
         tabs.active = TABS[(TABS.index(tabs.active) + 1) % len(TABS)]
+        self.call_after_refresh(self.focus_main)  # the shown tab's main table
 
     def action_cycle_kind(self) -> None:
         select = self.query_one("#cmp-kind", Select)
         values = [v for _, v in KINDS]
         select.value = values[(values.index(select.value) + 1) % len(values)]
         self.query_one("#lb-tabs", TabbedContent).active = "compare"
+        self.call_after_refresh(self.focus_main)  # the comparison's table
 
     def action_score(self) -> None:
         if not self.unscored:

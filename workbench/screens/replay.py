@@ -209,7 +209,10 @@ class ReplayScreen(WorkbenchScreen):
         table.loading = False
         self.refill()
         table.focus()
-        if self.app.context.browser(self.ref).mismatch is not None and self.app.scoring is None:
+        mismatch = self.app.context.browser(self.ref).mismatch
+        failed = self.app.scoring_failed  # (a failed rescore is not repeated unasked)
+        if mismatch is not None and self.app.scoring is None \
+                and (label not in failed or failed[label] != mismatch):
             self.app.start_scoring([self.ref])  # one truth: never list another setting's scores
         # after the list is painted: the import would compete with it for the interpreter
         self.set_timer(0.3, lambda: self.run_worker(self._warm, thread=True, group="warm"))
@@ -458,7 +461,14 @@ class ReplayScreen(WorkbenchScreen):
         """Background scoring moved on (the app's ``score_state``)."""
         bar = self.query_one("#score-progress", ProgressBar)
         label, done, total, state = score.label, score.done, score.total, score.state
-        if self.ref is None or label != self.ref.label:
+        if self.ref is None:
+            return
+        if state == "finished":  # no scoring any more (after an error: no "being remade")
+            bar.display = False
+            if self.rows:
+                self._status()
+            return
+        if label != self.ref.label:
             return
         if state == "running":
             bar.display = True
