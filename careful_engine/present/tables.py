@@ -305,6 +305,15 @@ class Name:
     def __str__(self) -> str:
         return self.text
 
+    def __repr__(self) -> str:
+        return f"Name({self.text!r}, {self.style!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Name) and (self.text, self.style) == (other.text, other.style))
+
+    def __hash__(self) -> int:
+        return hash((self.text, self.style))
+
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         lines = self.text.split("\n")
         return Measurement(min(longest_piece(self.text), options.max_width),
