@@ -229,6 +229,34 @@ def test_agreement_decision_and_boundary(workdir) -> None:
     run(go())
 
 
+def test_a_boundary_without_a_folder_goes_where_careful_adjudicate_writes_it(workdir,
+                                                                            monkeypatch) -> None:
+    """With no boundary folder set (as `careful workbench` runs) the boundary is written to
+    <name>.json in the working folder, as `careful adjudicate` writes it; never into the
+    shipped declarations/boundary/ (where sensitivity would take it for a shipped one)."""
+    from careful_engine.annotation import adjudication
+    from careful_engine.effects import boundary
+
+    shipped = workdir / "shipped"
+    shipped.mkdir()
+    monkeypatch.setattr(boundary, "boundary_dir", lambda: shipped)
+    monkeypatch.setattr(adjudication, "boundary_dir", lambda: shipped)
+
+    async def go():
+        app = WorkbenchApp(settings(workdir, boundary_dir=None))
+        async with app.run_test(size=(100, 30)) as pilot:
+            screen = await open_agreement(pilot)
+            await settle(pilot, "b")
+            prompt = " ".join(str(w.render()) for w in app.screen.query("Static"))
+            assert "working folder, as careful adjudicate" in " ".join(prompt.split())
+            await settle(pilot, "enter")
+            assert screen.result is not None
+    run(go())
+    assert list(shipped.iterdir()) == []
+    assert boundary.load("r2-any").destructive.keys() == boundary.read_file(
+        workdir / "r2-any.json").destructive.keys()
+
+
 def test_the_splits_are_those_of_the_subset(workdir) -> None:
     """The splits listed beside the figures are over the same subset (all functions were
     listed under 'writes' too: a read's split beside the writes' figures)."""

@@ -36,7 +36,7 @@ class Settings:
     db: Path | None = None  # None: $CAREFUL_DB, else annotations/careful.db
     declarations: Path | None = None  # None: declarations/effects.json
     boundary: str = DEFAULT_BOUNDARY
-    boundary_dir: Path | None = None  # where adjudicated boundaries go (None: declarations/)
+    boundary_dir: Path | None = None  # where adjudicated boundaries go (None: the working folder)
     decoders: Any = None  # a careful_engine.scoring.decoders.DecoderChoice
     detector: str = "strict"
     user: str = field(default_factory=_user)

@@ -20,7 +20,7 @@ from textual.widgets import DataTable, Select, Static
 from careful_engine.annotation.errors import AnnotationError, BlindnessError
 from careful_engine.annotation.names import REASON_MAX, parse_names
 from careful_engine.core.safe_text import clip, visible
-from careful_engine.effects.boundary import BoundaryError
+from careful_engine.effects.boundary import BoundaryError, user_path
 from careful_engine.present.agreement import agreement_tables, reveal_lines
 
 from ..widgets import KeyFooter, NavBar, Picker
@@ -401,7 +401,8 @@ class AgreementScreen(WorkbenchScreen):
             if not name:
                 return
             folder = self.app.context.settings.boundary_dir
-            path = folder / f"{name}.json" if folder is not None else None
+            # as careful adjudicate: <name>.json in the working folder unless settings say
+            path = folder / f"{name}.json" if folder is not None else user_path(name)
             if name.endswith(".json"):  # a path: the boundary is named after the file
                 path, name = Path(name), Path(name).stem
             try:
@@ -418,8 +419,10 @@ class AgreementScreen(WorkbenchScreen):
             self.notify(f"wrote {shown_path(out)}: {len(boundary.destructive)} destructive "
                         f"(v{boundary.version})")
 
-        where = shown_path(self.app.context.settings.boundary_dir or "declarations/boundary")
+        folder = self.app.context.settings.boundary_dir
+        where = f"{shown_path(folder)}/NAME.json" if folder is not None else \
+            "NAME.json in the working folder, as careful adjudicate writes it"
         self.app.push_screen(TextDialog(
             "Write the boundary", f"{len(self.result.destructive)} destructive functions under "
-            f"{self.policy}. Boundary name (written to {where}/NAME.json), or a path ending in "
+            f"{self.policy}. Boundary name (written to {where}), or a path ending in "
             ".json:", value=default), write)
