@@ -338,7 +338,8 @@ def test_the_format_bound_is_never_below_the_real_length() -> None:
 
 @pytest.mark.parametrize("text", [
     "'%(a)s %s' % {'a': 1}", "'%s %s' % (1,)", "'%s' % (1, 2)", "'%d' % 'x'", "'%(a)s' % 5",
-    "'%5%' % ()", "'%(a' % {'a': 1}", "[1, 2, 3][5]", "{'a': 1}[[1]]", "[1][0:1:0]", "(1)[0]",
+    "'%5%' % ()", "'%(a' % {'a': 1}", "'%(a)*d' % {'a': 1}", "'%*d' % ('x', 1)",
+    "'%s%*d' % ('a', None, 1)", "[1, 2, 3][5]", "{'a': 1}[[1]]", "[1][0:1:0]", "(1)[0]",
 ])
 def test_errors_are_the_errors_eval_raises(text: str) -> None:
     with pytest.raises(Exception) as want:  # noqa: PT011 (each its own)

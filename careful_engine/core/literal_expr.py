@@ -135,8 +135,8 @@ def _format_bound(fmt: str | bytes, args: Any) -> int:
             if n == "*":
                 star = items[taken] if taken < len(items) else None
                 taken += 1
-                if not isinstance(star, int):
-                    return MAX_WEIGHT + 1  # '%' raises ("* wants int"); nothing to bound by
+                if not isinstance(star, int):  # '%' raises here ("* wants int", "not
+                    return total  # enough arguments"), after at most what came before
                 counts.append(abs(star))
             else:
                 counts.append(int(n) if n and len(n) < 10 else MAX_WEIGHT + 1 if n else 0)
