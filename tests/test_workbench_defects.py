@@ -242,6 +242,25 @@ def test_stale_lines_are_named_and_not_used(workdir) -> None:
     assert legacy.untrusted is None
 
 
+def test_lines_of_other_engine_code_are_not_used(workdir) -> None:
+    """Score lines this install signed but made by other engine code under the same version
+    number (a checkout updated since: a decoder's outcomes or a rule counted otherwise) are
+    not reused; the browser names the engine code."""
+    from careful_engine.scoring.score import load_effects
+    from careful_engine.scoring.settings import scoring_code_hash
+
+    (ref,) = browse.find_runs([workdir / "runs" / "beta"])
+    path = workdir / "runs" / "beta" / browse.SCORE_DIR / browse.SCORES_NAME
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert {x[KEY]["code"] for x in lines} == {scoring_code_hash()}
+    path.write_text("".join(json.dumps({**x, KEY: {**x[KEY], "code": "0" * 16}}) + "\n"
+                            for x in lines))
+    resign(workdir / "runs" / "beta")
+    older = browse.RunBrowser(ref, load_effects(), cache_dir=workdir / "c")
+    assert not older.scored and older.summaries() == {}
+    assert "engine code 0000" in older.mismatch, older.mismatch
+
+
 @pytest.mark.slow
 def test_a_real_run_agrees_under_another_boundary(shared_runs, tmp_path) -> None:
     """Every conversation of a real run: `careful score --boundary FILE` lines, the list made

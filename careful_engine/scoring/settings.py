@@ -1,8 +1,9 @@
 """What a score was made with, written into every score line (``scored_with``) so that a
 reader can tell whether the line still answers its own question.
 
-One dict per model folder: the engine and bfcl-eval versions, a hash of the effect
-declarations' functions, the boundary (name and a hash of its destructive set), the question
+One dict per model folder: the engine and bfcl-eval versions, a hash of the engine's code that
+makes a score line (:func:`scoring_code_hash`: a checkout changed under the same version number
+makes other lines), a hash of the effect declarations' functions, the boundary (name and a hash of its destructive set), the question
 detector, the safe-verdict rule, the decoder key (None when nothing needed decoding) and the
 replay budget's limits that differ from the default (None: the default budget). Two
 scores agree when :func:`differences` of their dicts is empty.
@@ -14,6 +15,7 @@ import hashlib
 import json
 from functools import lru_cache
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from careful_engine.core import bfcl
@@ -22,7 +24,7 @@ from careful_engine.scoring.rules import Effects
 
 KEY = "scored_with"
 # compared fields, and how a difference is named (the boundary's name alone is not compared)
-COMPARED = {"engine": "engine version", "bfcl_eval": "bfcl-eval", "declarations":
+COMPARED = {"engine": "engine version", "code": "engine code", "bfcl_eval": "bfcl-eval", "declarations":
             "declarations", "boundary_sha256": "boundary", "detector": "detector",
             "safe_rule": "safe rule", "decoder": "decoder", "budget": "replay budget"}
 
@@ -35,6 +37,22 @@ def engine_version() -> str:
         return metadata.version("careful-workbench")
     except metadata.PackageNotFoundError:
         return "0+unknown"
+
+
+_SCORING_PACKAGES = ("core", "effects", "protocol", "scoring")
+
+
+@lru_cache(maxsize=1)
+def scoring_code_hash() -> str:
+    """A hash of the engine's modules that decide a score line (decoding, replay, verdicts,
+    effects, rules, the question detector): score lines made by other code, under the same
+    version number, are not this engine's."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for package in _SCORING_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def _sha(obj: Any) -> str:
@@ -55,7 +73,8 @@ def scored_with(effects: Effects | None, detector: str, decoder: str | None,
                 budget: Budget | None = None) -> dict[str, Any]:
     """The settings one model folder is (or would be) scored with (``budget``: the replay
     budget, None for the default)."""
-    out: dict[str, Any] = {"engine": engine_version(), "bfcl_eval": bfcl.BFCL_VERSION,
+    out: dict[str, Any] = {"engine": engine_version(), "code": scoring_code_hash(),
+                           "bfcl_eval": bfcl.BFCL_VERSION,
                            "declarations": None, "boundary": None, "boundary_sha256": None,
                            "detector": detector if effects is not None else None,
                            "safe_rule": None, "decoder": decoder,
