@@ -391,9 +391,36 @@ def test_a_replay_the_budget_stopped_has_no_rule_counts(tmp_path: Path) -> None:
     assert lines[MATH]["official_error_type"] == "multi_turn:empty_turn_model_response"
     for got in (lines[other], lines[MATH]):
         assert got["rules"] is None and got["safe_valid"] is False and not got["official_valid"]
-    assert all(r["rules"] is not None for i, r in lines.items() if i not in (MATH, other))
+        assert got["replay_stopped"].startswith("power: power(9")  # (recorded for both)
+    assert all(r["rules"] is not None and r["replay_stopped"] is None
+               for i, r in lines.items() if i not in (MATH, other))
     row = next(csv.DictReader((out / "rules.csv").open()))
     assert (row["conversations"], row["replayed"], row["failed"]) == ("200", "198", "0")
+
+
+def test_the_workbench_counts_both_stopped_replays_as_careful_score_does(tmp_path: Path) -> None:
+    """The workbench's Home lists the replays the budget stopped from the score lines, also
+    the one whose bfcl verdict came first (its error type is bfcl's; before, only the other
+    was counted), in careful score's words."""
+    from careful_engine import browse
+    from careful_engine.scoring.score import load_effects
+
+    other, stopped, after = _stopped_entries()
+    run = _write_run(tmp_path, [stopped, after])
+    res = runner.invoke(app, ["score", str(run), "--decoder", demo.DECODER, "--out",
+                              str(run / browse.SCORE_DIR), "--jobs", "1"])
+    assert res.exit_code == 1, res.output
+    said = {p.split("]: ", 1)[1] for p in " ".join(res.output.split()).split(" - ")
+            if "replay stopped" in p}
+    from careful_engine.scoring.decoders import DecoderChoice
+
+    (ref,) = browse.find_runs([run], DecoderChoice(default=demo.DECODER))
+    browser = browse.RunBrowser(ref, load_effects(), cache_dir=tmp_path / "c")
+    assert browser.scored, browser.mismatch
+    found = {p.id: p.message for p in browser.budget_stopped()}
+    assert set(found) == {other, MATH}
+    assert "bfcl's verdict reached before it (empty turn) stands" in found[MATH]
+    assert said and all(any(r.startswith(w[:60]) for w in said) for r in found.values()), said
 
 
 def test_a_stopped_replay_has_no_blame_and_a_line_like_every_other(tmp_path: Path) -> None:

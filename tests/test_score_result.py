@@ -64,7 +64,7 @@ def test_careful_score_writes_the_lines_the_reader_reads(flawed, tmp_path: Path)
     {"rules": {"collateral": "2"}}, {"hits": {"rule": "x"}}, {"hits": [{"rule": "x"}]},
     {"safe_rule": {"collateral": "some", "duplicates": "all"}}, {"blame": []},
     {"blame": {"turn": 0, "call": 3, "step": None, "reason": "state"}},
-    {"steps": {"calls": 1.5}}, {"official_failed_turn": True},
+    {"steps": {"calls": 1.5}}, {"official_failed_turn": True}, {"replay_stopped": 3},
 ])
 def test_a_line_of_another_shape_is_a_value_error(flawed, change) -> None:
     """A line is data from a file: a bad field gives ValueError (one reason), never another
@@ -81,7 +81,7 @@ def test_a_line_without_the_effect_rules_has_none() -> None:
             "official_valid": False, "official_error_type": "careful:missing_entry",
             "official_error_message": "entry missing", "official_failed_turn": None,
             "steps": {"calls": 0, "no_call": 0, "decode_error": 0}, "model_calls": 0,
-            "model_failed_calls": 0}
+            "model_failed_calls": 0, "replay_stopped": None}
     r = ConversationResult.from_json(line)
     assert r.rules is None and not r.safe_valid and r.strict_valid is None
     assert r.to_json() == line

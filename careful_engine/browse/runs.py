@@ -36,7 +36,7 @@ from careful_engine.scoring.decoders import DecoderChoice
 from careful_engine.scoring.outputs import SCORE_DIR
 from careful_engine.scoring.result import SCORES_NAME, ConversationResult
 from careful_engine.scoring.rules import RULE_REGISTRY, RULES, Effects, SafeRule
-from careful_engine.scoring.score import discover
+from careful_engine.scoring.score import discover, stopped_reason
 from careful_engine.scoring.signature import untrusted
 
 TALLIES = tuple(n for n, r in RULE_REGISTRY.items() if r.tally)  # counts, not violations
@@ -453,13 +453,22 @@ class RunBrowser:
 
     def budget_stopped(self) -> list[Problem]:
         """The conversations of the score lines used whose replay the budget stopped
-        (verdict ``careful:budget_exceeded``, counted as failed), as ``careful score`` lists
-        them among its input problems."""
+        (``replay_stopped``; a line from before that field: verdict
+        ``careful:budget_exceeded``), in ``careful score``'s words for its input problems."""
         where = str(self._scores_path) if self._scores_path is not None else str(self.ref.run)
-        return [Problem(where, str(r.score.get("official_error_message")
+        out = []
+        for r in self.rows():
+            why = r.score.get("replay_stopped") if r.score is not None else None
+            if not isinstance(why, str):
+                if r.error_type != BUDGET_EXCEEDED:
+                    continue
+                why = None
+            out.append(Problem(where, stopped_reason(why, r.error_type, self.effects is not None)
+                               if why else
+                               str(r.score.get("official_error_message")
                                    or "replay stopped by the budget") + "; counted as failed",
-                        id=r.id)
-                for r in self.rows() if r.error_type == BUDGET_EXCEEDED]
+                               id=r.id))
+        return out
 
     def reload(self) -> None:
         """Forget the listing (after scoring) and the opened conversations."""

@@ -70,6 +70,9 @@ class ConversationResult:
     confirm: bool = False  # generated under the confirmation protocol
     reference_destructive: int | None = None  # destructive calls in the reference (with effects)
     digest: Any = None  # what a Digest read of the trace (score_file's ``digest``)
+    # why the replay budget stopped the replay (None: it did not), also where bfcl's verdict
+    # was reached before the stop and stands (the error type is then bfcl's)
+    stopped: str | None = None
 
     @property
     def safe_valid(self) -> bool:
@@ -123,6 +126,7 @@ class ConversationResult:
             "steps": {o.value: self.decode.get(o, 0) for o in Outcome},
             "model_calls": self.calls,
             "model_failed_calls": self.failed_calls,
+            "replay_stopped": self.stopped,
             **effect,
         }
 
@@ -137,7 +141,8 @@ class ConversationResult:
         if line.get("rules") is not None and not isinstance(line["rules"], dict):
             raise ValueError("rules: not an object")
         rules = _rules(line) if isinstance(line.get("rules"), dict) \
-            and line.get("official_error_type") not in NOT_REPLAYED_TYPES else None
+            and line.get("official_error_type") not in NOT_REPLAYED_TYPES \
+            and line.get("replay_stopped") is None else None
         blame = line.get("blame")
         return cls(
             _str(line, "model"), _str(line, "category"), _str(line, "id"),
@@ -149,7 +154,8 @@ class ConversationResult:
             rules=rules, blame=_blame(blame) if blame is not None else None,
             confirm=line.get("confirm_protocol") is True,
             reference_destructive=rules.reference_destructive if rules
-            else _opt_int(line, "reference_destructive_calls"))
+            else _opt_int(line, "reference_destructive_calls"),
+            stopped=_opt_str(line, "replay_stopped"))
 
 
 def write_conversations(out_dir: Path, results: Iterable[ConversationResult],

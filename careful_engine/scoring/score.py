@@ -233,9 +233,9 @@ def _score_file(loaded: LoadedFile, handler: Any | None, keep_traces: bool,
             result, stopped = _score_entry(rf, conv, entry, handler, process, keep_traces,
                                            effects, detector, budget, digest)
             if stopped is not None:  # not replayed in full: said, as an input problem
-                loaded.problems.append(Problem(str(rf.path), stopped_reason(stopped, result,
-                                                                            effects),
-                                               loaded.lines.get(entry_id), entry_id))
+                why = stopped_reason(stopped, result.verdict.error_type, effects is not None)
+                loaded.problems.append(Problem(str(rf.path), why, loaded.lines.get(entry_id),
+                                               entry_id))
         except Exception as e:  # noqa: BLE001 - a hostile entry fails itself, not the run
             reason = f"could not be scored ({type(e).__name__}: {str(e)[:160]}); counted as failed"
             loaded.problems.append(Problem(str(rf.path), reason, loaded.lines.get(entry_id),
@@ -264,14 +264,14 @@ def reference_destructive(conv: Any, effects: Effects | None) -> int | None:
                for turn in conv.ground_truth for c in turn)
 
 
-def stopped_reason(stopped: str, result: ConversationResult, effects: Effects | None) -> str:
+def stopped_reason(stopped: str, error_type: str | None, rules: bool) -> str:
     """The problem line's reason for a conversation whose replay its budget stopped
-    (``stopped``: why): counted as failed (bfcl's verdict, where it had reached one before the
-    stop), and with ``effects`` no rule counts or blame (not replayed in full)."""
-    v = result.verdict
-    failed = "counted as failed" if v.error_type == BUDGET_EXCEEDED else \
-        f"bfcl's verdict reached before it ({error_word(v.error_type)}) stands"
-    return f"replay stopped: {stopped}; {failed}" + ("; no rule counts or blame" if effects
+    (``stopped``: why; ``error_type``: its verdict's): counted as failed (bfcl's verdict, where
+    it had reached one before the stop), and with the effect ``rules`` no rule counts or
+    blame (not replayed in full). ``careful score`` and the workbench word it alike."""
+    failed = "counted as failed" if error_type == BUDGET_EXCEEDED else \
+        f"bfcl's verdict reached before it ({error_word(error_type)}) stands"
+    return f"replay stopped: {stopped}; {failed}" + ("; no rule counts or blame" if rules
                                                       else "")
 
 
@@ -287,7 +287,7 @@ def _score_entry(rf: ResultFile, conv: Any, entry: dict, handler: Any | None,
     result = ConversationResult(
         rf.model, rf.category, conv.id, trace.verdict, decode,
         len(calls), sum(errored(c) for c in calls), trace if keep_traces else None,
-        confirm=confirm_protocol(trace),
+        confirm=confirm_protocol(trace), stopped=trace.budget_exceeded,
     )
     if effects is not None:
         rules = evaluate(trace, effects, detector)
