@@ -287,17 +287,28 @@ class LeaderboardScreen(WorkbenchScreen):
         self.app.push_screen(LinesScreen(f"{table.id}: row {table.cursor_row + 1}",
                                          row_whole(columns, cells)))
 
+    def _show_tab(self, tab: str) -> None:
+        """Show ``tab`` with its main table focused now, in the same step (focusing it after
+        a refresh raced the switch: the table left behind, hidden, handed the focus to the
+        tab bar); a tab without one (the plot) focuses the tab bar."""
+        self.query_one("#lb-tabs", TabbedContent).active = tab
+        pane = self.query_one(f"#{tab}", TabPane)
+        for selector in self.MAIN:
+            for widget in pane.query(selector):
+                if widget.focusable:
+                    self.set_focus(widget)
+                    return
+        self.set_focus(self.query_one("#lb-tabs Tabs"))
+
     def action_next_tab(self) -> None:
         tabs = self.query_one("#lb-tabs", TabbedContent)
-        tabs.active = TABS[(TABS.index(tabs.active) + 1) % len(TABS)]
-        self.call_after_refresh(self.focus_main)  # the shown tab's main table
+        self._show_tab(TABS[(TABS.index(tabs.active) + 1) % len(TABS)])
 
     def action_cycle_kind(self) -> None:
         select = self.query_one("#cmp-kind", Select)
         values = [v for _, v in KINDS]
         select.value = values[(values.index(select.value) + 1) % len(values)]
-        self.query_one("#lb-tabs", TabbedContent).active = "compare"
-        self.call_after_refresh(self.focus_main)  # the comparison's table
+        self._show_tab("compare")  # the comparison's table
 
     def action_score(self) -> None:
         if not self.unscored:
