@@ -39,7 +39,9 @@ def demo_cmd(
                                     "flawed run. Default: demo-flawed beside --out."),
     score_it: bool = typer.Option(True, "--score/--no-score", help="Score both runs afterwards."),
     force: bool = typer.Option(False, "--force", help="Write into --out (or --flawed-out) even "
-                               "if it is a folder that already holds files."),
+                               "if it is a folder that already holds files (a folder holding "
+                               "only an earlier careful demo's run is written over without "
+                               "it)."),
 ) -> None:
     """Write two runs in bfcl's V4 layout and score them side by side.
 
@@ -66,10 +68,11 @@ def demo_cmd(
         err.print(f"error: {inner} is inside {outer}; give two separate folders",
                   markup=False)
         raise typer.Exit(EXIT_UNUSABLE)
-    for folder in (out, flawed_out):
-        if not force and folder.is_dir() and any(folder.iterdir()):
-            err.print(f"[red]error:[/] {literal(folder)} is not empty; choose another folder "
-                      "or add --force")
+    for folder, flawed_run in ((out, False), (flawed_out, True)):
+        if not force and folder.is_dir() and any(folder.iterdir()) \
+                and not demo.earlier_demo(folder, flawed_run):
+            err.print(f"[red]error:[/] {literal(folder)} is not empty (nor only an earlier "
+                      "careful demo's run); choose another folder or add --force")
             raise typer.Exit(EXIT_UNUSABLE)
     try:
         demo.write_reference_run(out)

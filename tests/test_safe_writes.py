@@ -281,10 +281,42 @@ def test_demo_refuses_a_non_empty_folder_unless_forced(tmp_path) -> None:
     assert len(list(out.rglob("*_result.json"))) == 4
     empty = tmp_path / "empty"
     empty.mkdir()
+    (flawed / "notes.txt").write_text("mine\n")
     res = careful("demo", "--out", empty, "--flawed-out", flawed, "--no-score")
     assert res.exit_code == EXIT_UNUSABLE and "is not empty" in res.output  # the flawed one
     res = careful("demo", "--out", empty, "--flawed-out", tmp_path / "f2", "--no-score")
     assert res.exit_code == 0, res.output
+
+
+def test_the_demo_runs_again_over_its_own_runs_only(tmp_path) -> None:
+    """README's first line run twice: the second `careful demo` writes over the runs and
+    scores the first wrote (it stopped with "is not empty", exit 2); a folder holding anything
+    else (a file of the user's, another run's manifest, a link for the model folder) is still
+    refused without --force."""
+    import json
+
+    out, flawed = tmp_path / "runs" / "reference", tmp_path / "runs" / "demo-flawed"
+    res = careful("demo", "--out", out)
+    assert res.exit_code == 0, res.output
+    first = (flawed / "careful-score" / "conversations.jsonl").read_bytes()
+    res = careful("demo", "--out", out)
+    assert res.exit_code == 0, res.output
+    assert (flawed / "careful-score" / "conversations.jsonl").read_bytes() == first
+    manifest = flawed / "SYNTHETIC-demo-flawed" / "careful_run.json"
+    doc = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**doc, "condition": "reference"}))
+    res = careful("demo", "--out", out, "--no-score")
+    assert res.exit_code == EXIT_UNUSABLE and "is not empty" in res.output, res.output
+    manifest.write_text(json.dumps(doc))
+    (out / "notes.txt").write_text("mine\n")
+    res = careful("demo", "--out", out, "--no-score")
+    assert res.exit_code == EXIT_UNUSABLE and "is not empty" in res.output, res.output
+    (out / "notes.txt").unlink()
+    elsewhere = tmp_path / "elsewhere"
+    (out / "reference").rename(elsewhere)
+    (out / "reference").symlink_to(elsewhere)
+    res = careful("demo", "--out", out, "--no-score")
+    assert res.exit_code == EXIT_UNUSABLE and "is not empty" in res.output, res.output
 
 
 def test_demo_does_not_follow_a_planted_result_link(tmp_path, victim) -> None:

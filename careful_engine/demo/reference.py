@@ -9,6 +9,8 @@ beside the results names the registered decoder, so ``careful score`` needs no f
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections import Counter
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from careful_engine.core.runs import result_model_folder as model_folder  # noqa
 from careful_engine.core.safe_write import write_text
 from careful_engine.demo import flaws
 from careful_engine.demo.flaws import fc_step
+from careful_engine.scoring.outputs import SCORE_DIR
 from careful_engine.scoring.score import load_effects
 
 MODEL_DIR = "reference"
@@ -94,3 +97,37 @@ def write_flawed_run(out: Path, categories: tuple[str, ...] = bfcl.CATEGORIES,
     return paths
 
 
+
+
+def _names(folder: Path) -> set[str] | None:
+    """The entries of a real folder (not a link), None where it is anything else."""
+    try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            return None
+        return set(os.listdir(folder))
+    except OSError:
+        return None
+
+
+def earlier_demo(out: Path, flawed: bool) -> bool:
+    """Whether ``out`` holds nothing but what an earlier ``careful demo`` wrote there (the
+    reference run, or the flawed one with ``flawed``): its model folder, with its manifest
+    (the demo's condition) and result files only, and the scores beside it. Such a folder is
+    written over without ``--force``; anything else in it (a file of the user's, a link)
+    makes it someone else's."""
+    model_dir = flaws.MODEL_DIR if flawed else MODEL_DIR
+    top = _names(out)
+    if top is None or not top <= {model_dir, SCORE_DIR} or model_dir not in top:
+        return False
+    if SCORE_DIR in top and _names(out / SCORE_DIR) is None:
+        return False
+    model = out / model_dir
+    if _names(model) != {MANIFEST, "multi_turn"}:
+        return False
+    results = {f"BFCL_v4_{c}_result.json" for c in bfcl.CATEGORIES}
+    listed = _names(model / "multi_turn")
+    if listed is None or not listed <= results:
+        return False
+    doc = manifest(model)
+    return doc.get("model") == model_dir and doc.get("condition") == (
+        "synthetic flaws" if flawed else "reference")
