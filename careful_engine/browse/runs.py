@@ -17,7 +17,6 @@ from typing import Any
 from careful_engine.analysis.leaderboard import distinct_runs, label_entries
 from careful_engine.browse.view import ConversationView, build_view
 from careful_engine.core import bfcl
-from careful_engine.core.budget import BUDGET_EXCEEDED
 from careful_engine.core.runs import (
     DecoderUnavailable,
     LoadedFile,
@@ -453,22 +452,13 @@ class RunBrowser:
 
     def budget_stopped(self) -> list[Problem]:
         """The conversations of the score lines used whose replay the budget stopped
-        (``replay_stopped``; a line from before that field: verdict
-        ``careful:budget_exceeded``), in ``careful score``'s words for its input problems."""
+        (``replay_stopped``), in ``careful score``'s words for its input problems (lines from
+        before that field are other engine code's: never used)."""
         where = str(self._scores_path) if self._scores_path is not None else str(self.ref.run)
-        out = []
-        for r in self.rows():
-            why = r.score.get("replay_stopped") if r.score is not None else None
-            if not isinstance(why, str):
-                if r.error_type != BUDGET_EXCEEDED:
-                    continue
-                why = None
-            out.append(Problem(where, stopped_reason(why, r.error_type, self.effects is not None)
-                               if why else
-                               str(r.score.get("official_error_message")
-                                   or "replay stopped by the budget") + "; counted as failed",
-                               id=r.id))
-        return out
+        return [Problem(where, stopped_reason(why, r.error_type, self.effects is not None),
+                        id=r.id)
+                for r in self.rows() if r.score is not None
+                and isinstance(why := r.score.get("replay_stopped"), str)]
 
     def reload(self) -> None:
         """Forget the listing (after scoring) and the opened conversations."""
