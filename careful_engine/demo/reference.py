@@ -97,8 +97,6 @@ def write_flawed_run(out: Path, categories: tuple[str, ...] = bfcl.CATEGORIES,
     return paths
 
 
-
-
 def _names(folder: Path) -> set[str] | None:
     """The entries of a real folder (not a link), None where it is anything else."""
     try:

@@ -3,8 +3,8 @@ reader can tell whether the line still answers its own question.
 
 One dict per model folder: the engine and bfcl-eval versions, a hash of the engine's code that
 makes a score line (:func:`scoring_code_hash`: a checkout changed under the same version number
-makes other lines), a hash of the effect declarations' functions, the boundary (name and a hash of its destructive set), the question
-detector, the safe-verdict rule, the decoder key (None when nothing needed decoding) and the
+makes other lines), a hash of the effect declarations' functions, the boundary (name and a
+hash of its destructive set), the question detector, the safe-verdict rule, the decoder key (None when nothing needed decoding) and the
 replay budget's limits that differ from the default (None: the default budget). Two
 scores agree when :func:`differences` of their dicts is empty.
 """
@@ -20,13 +20,15 @@ from typing import Any
 
 from careful_engine.core import bfcl
 from careful_engine.core.budget import DEFAULT_BUDGET, Budget
+from careful_engine.core.refcache.scope import replay_code_hash
 from careful_engine.scoring.rules import Effects
 
 KEY = "scored_with"
 # compared fields, and how a difference is named (the boundary's name alone is not compared)
-COMPARED = {"engine": "engine version", "code": "engine code", "bfcl_eval": "bfcl-eval", "declarations":
-            "declarations", "boundary_sha256": "boundary", "detector": "detector",
-            "safe_rule": "safe rule", "decoder": "decoder", "budget": "replay budget"}
+COMPARED = {"engine": "engine version", "code": "engine code", "bfcl_eval": "bfcl-eval",
+            "declarations": "declarations", "boundary_sha256": "boundary",
+            "detector": "detector", "safe_rule": "safe rule", "decoder": "decoder",
+            "budget": "replay budget"}
 
 
 @lru_cache(maxsize=1)
@@ -39,16 +41,18 @@ def engine_version() -> str:
         return "0+unknown"
 
 
-_SCORING_PACKAGES = ("core", "effects", "protocol", "scoring")
+_SCORING_PACKAGES = ("effects", "protocol", "scoring")  # beside the replay core
 
 
 @lru_cache(maxsize=1)
 def scoring_code_hash() -> str:
-    """A hash of the engine's modules that decide a score line (decoding, replay, verdicts,
-    effects, rules, the question detector): score lines made by other code, under the same
-    version number, are not this engine's."""
+    """A hash of the engine's modules that decide a score line: the replay core (decoding,
+    replay, verdicts), as the reference cache hashes it
+    (:func:`~careful_engine.core.refcache.scope.replay_code_hash`, made once per process), and
+    the effects, protocol and scoring packages (rules, the question detector). Score lines
+    made by other code, under the same version number, are not this engine's."""
     root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256()
+    h = hashlib.sha256(replay_code_hash().encode())
     for package in _SCORING_PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
             h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
