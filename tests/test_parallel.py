@@ -281,6 +281,32 @@ def test_cancel_kills_the_workers_promptly() -> None:
     assert not mp.active_children()
 
 
+def _large(task: int, shared: None, tick) -> bytes:
+    import time
+
+    time.sleep(0.01)
+    return b"x" * 200_000  # more than a pipe's buffer: sent in several writes
+
+
+def test_a_cancel_leaves_no_pool_thread_waiting_for_ever() -> None:
+    """Workers killed halfway through sending a result larger than the pipe's buffer left
+    half a message, on which the pool's manager thread waited for ever, and the process
+    with it at exit (15 of 20 such cancels hung). Every cancel now ends the pool's threads."""
+    import threading
+    import time
+    from concurrent.futures.process import _ExecutorManagerThread
+
+    for k in range(10):
+        stop = threading.Event()
+        threading.Timer(0.05 + 0.02 * k, stop.set).start()
+        with pytest.raises(parallel.Cancelled):
+            parallel.run_ordered(_large, list(range(60)), jobs=2, cancel=stop)
+        deadline = time.monotonic() + 10
+        for t in [t for t in threading.enumerate() if isinstance(t, _ExecutorManagerThread)]:
+            t.join(max(0.0, deadline - time.monotonic()))
+            assert not t.is_alive(), f"cancel {k}: the pool's manager thread still waits"
+
+
 def test_cancel_in_a_serial_run_stops_between_conversations() -> None:
     seen: list[int] = []
     with pytest.raises(parallel.Cancelled):

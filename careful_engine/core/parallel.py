@@ -281,11 +281,26 @@ def _pool_pass(ctx: BaseContext, fn: Task, tasks: Sequence[Any], indices: list[i
     return sorted(unfinished)
 
 
+STOP_WAIT = 5.0  # seconds a cancel waits for a worker to finish sending a result
+
+
 def _stop(pool: ProcessPoolExecutor) -> None:
-    """Kill the pool's workers now (a cancelled run: nothing they compute is wanted)."""
-    for proc in list((getattr(pool, "_processes", None) or {}).values()):
-        try:
-            proc.kill()
-        except (OSError, ValueError, AttributeError):
-            pass
+    """Kill the pool's workers now (a cancelled run: nothing they compute is wanted).
+
+    They are killed while this process holds their result pipe's write lock: a worker killed
+    halfway through sending a result (one larger than the pipe's buffer) left half a message,
+    on which the pool's manager thread then waited for ever, and with it this process's exit
+    (``concurrent.futures`` joins that thread at exit). The lock is waited for at most
+    :data:`STOP_WAIT` seconds (the manager thread keeps reading, so a send in progress ends)."""
+    lock = getattr(getattr(pool, "_result_queue", None), "_wlock", None)
+    held = lock is not None and lock.acquire(timeout=STOP_WAIT)
+    try:
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            try:
+                proc.kill()
+            except (OSError, ValueError, AttributeError):
+                pass
+    finally:
+        if held:
+            lock.release()
     pool.shutdown(wait=False, cancel_futures=True)
